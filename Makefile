@@ -1,0 +1,55 @@
+# clustertune - top-level entry points. `make setup` is idempotent and quick once done.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+STAMP := .stamps
+
+# Debian packages the project needs (system MPI, BLAS, PnetCDF, namespaces, reference tools).
+APT_PACKAGES := build-essential cmake pkg-config python3 python3-venv \
+	openmpi-bin libopenmpi-dev mpich libmpich-dev \
+	libopenblas-dev liblapacke-dev libblis-dev libatlas-base-dev \
+	libpnetcdf-dev pnetcdf-bin netcdf-bin hwloc \
+	iproute2 iptables util-linux hostname iputils-ping procps \
+	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev
+
+FLAVOURS := serial openmpi mpich
+
+.PHONY: setup apt venv kernels test lint demo clean
+setup: apt venv kernels
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:" $$missing; \
+		for attempt in 1 2 3 4 5; do \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing && break; \
+			echo "apt-get failed (dpkg lock?), retrying in 10 s"; sleep 10; \
+		done; \
+	fi
+
+venv: $(STAMP)/venv
+$(STAMP)/venv: pyproject.toml
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	@mkdir -p $(STAMP) && touch $@
+
+kernels:
+	@for f in $(FLAVOURS); do \
+		mpi=$$f; [ $$f = serial ] && mpi=none; \
+		test -f build/$$f/CMakeCache.txt || cmake -S kernels -B build/$$f -DCT_MPI=$$mpi >/dev/null || exit 1; \
+		cmake --build build/$$f -j 2 -- --no-print-directory | grep -v '^\[' ; test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
+
+lint: setup
+	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff format --check src tests bench
+
+test: setup lint
+	$(VENV)/bin/pytest -q
+
+demo: setup
+	$(VENV)/bin/python -m clustertune.demo
+
+clean:
+	rm -rf build $(STAMP) $(VENV)

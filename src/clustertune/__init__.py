@@ -1,0 +1,3 @@
+"""clustertune: evaluate, diagnose and tune clusters level by level."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,261 @@
+"""Command line: argument handling only; the work is done by the modules it calls.
+
+Every command accepts --json and then prints exactly one JSON document on stdout;
+progress and errors go to stderr. A user error exits 2 with one line, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import __version__, levels, vcluster
+from .cluster import resolve_cluster
+from .errors import UserError
+from .results import Store, compare, flatten_for_csv
+from .units import parse_rate
+
+
+@dataclass
+class Output:
+    """What a command produced: a JSON document, its human form, and the exit status."""
+
+    payload: object
+    text: str
+    status: int = 0
+
+
+def common_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--cluster", help="cluster file (TOML) or virtual cluster name; default: this host"
+    )
+    common.add_argument(
+        "--db",
+        help="results database (default $CLUSTERTUNE_DB or ~/.local/share/clustertune/results.db)",
+    )
+    common.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    return common  # fmt: skip
+
+
+def open_store(args: argparse.Namespace) -> Store:
+    return Store(args.db)
+
+
+def record_summary(record: dict) -> str:
+    line = (
+        f"run {record['id']}: {record['level']}/{record['kernel']} on {record['meta']['cluster']['name']}"
+        f" -> {record['status']}, verification {record['verification']}"
+    )
+    if record["figures"]:
+        figures = ", ".join(
+            f"{k}={v}" for k, v in record["figures"].items() if not isinstance(v, dict | list)
+        )
+        line += f"\n  {figures}"
+    if record["error"]:
+        line += f"\n  error: {record['error']}"
+    return line
+
+
+def record_output(record: dict) -> Output:
+    """The usual ending of a measuring command: the stored record, non-zero if not ok."""
+    return Output(record, record_summary(record), 0 if record["status"] == "ok" else 1)
+
+
+# --- vcluster ---------------------------------------------------------------------------
+
+
+def _host_links(items: list[str]) -> dict[str, int | None]:
+    links = {}
+    for item in items:
+        host, sep, rate = item.partition("=")
+        if not sep or not host:
+            raise UserError(f"--host-link {item!r}: expected HOST=RATE, e.g. host2=10mbit")
+        links[host] = parse_rate(rate)
+    return links
+
+
+def cmd_vcluster_up(args: argparse.Namespace) -> Output:
+    link = parse_rate(args.link)
+    wan = parse_rate(args.wan_link) if args.wan_link else None
+    if args.sites > 1 and args.wan_link is None:
+        raise UserError("--sites needs --wan-link RATE (the link between sites)")
+    state = vcluster.plan(
+        args.name, args.hosts, link, _host_links(args.host_link), args.sites, wan,
+        args.delay_us, args.cores,
+    )  # fmt: skip
+    vcluster.require_root()
+    state = vcluster.up(state)
+    return Output(state, vcluster.describe(state))
+
+
+def cmd_vcluster_down(args: argparse.Namespace) -> Output:
+    removed = vcluster.down(args.name)
+    text = f"{args.name}: removed" if removed else f"{args.name}: nothing to remove"
+    return Output({"name": args.name, "removed": removed}, text)
+
+
+def cmd_vcluster_status(args: argparse.Namespace) -> Output:
+    clusters = vcluster.status()
+    text = "\n".join(vcluster.describe(s) for s in clusters) or "no virtual cluster is up"
+    return Output(clusters, text)
+
+
+# --- info -------------------------------------------------------------------------------
+
+
+def cmd_info(args: argparse.Namespace) -> Output:
+    from .info import collect_cluster, describe
+
+    cluster = resolve_cluster(args.cluster)
+    facts = collect_cluster(cluster)
+    return Output(facts, describe(facts), 0 if all("error" not in h for h in facts["hosts"]) else 1)
+
+
+# --- results ----------------------------------------------------------------------------
+
+
+def cmd_results_list(args: argparse.Namespace) -> Output:
+    records = open_store(args).list(level=args.level, limit=args.limit)
+    rows = [
+        {k: r[k] for k in ("id", "started", "level", "kernel", "status", "verification")}
+        | {"cluster": r["meta"]["cluster"]["name"]}
+        for r in records
+    ]
+    text = "\n".join(
+        f"{r['id']:>5}  {r['started']}  {r['level']:10} {r['kernel']:16} {r['cluster']:12} "
+        f"{r['status']:10} {r['verification']}"
+        for r in rows
+    )
+    return Output(rows, text or "no runs stored")
+
+
+def cmd_results_show(args: argparse.Namespace) -> Output:
+    record = open_store(args).get(args.id)
+    return Output(record, json.dumps(record, indent=1))
+
+
+def cmd_results_export(args: argparse.Namespace) -> Output:
+    records = open_store(args).list(level=args.level)
+    if args.format == "json":
+        return Output(records, json.dumps(records, indent=1))
+    rows = [flatten_for_csv(r) for r in records]
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    return Output(rows, buffer.getvalue().rstrip("\n"))
+
+
+def cmd_results_compare(args: argparse.Namespace) -> Output:
+    store = open_store(args)
+    diff = compare(store.get(args.a), store.get(args.b))
+    lines = [f"{'figure':28} {'run ' + str(args.a):>16} {'run ' + str(args.b):>16}  ratio"]
+    for name, row in diff["figures"].items():
+        ratio = f"{row['ratio']:.3f}" if row["ratio"] is not None else "-"
+        lines.append(f"{name:28} {row['a']!s:>16} {row['b']!s:>16}  {ratio}")
+    return Output(diff, "\n".join(lines))
+
+
+# --- report -----------------------------------------------------------------------------
+
+
+def cmd_report(args: argparse.Namespace) -> Output:
+    from . import report
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report.build(open_store(args)))
+    return Output({"report": str(out.resolve())}, f"report written to {out.resolve()}")
+
+
+# --- wiring -----------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = common_parser()
+    parser = argparse.ArgumentParser(
+        prog="clustertune", description="Evaluate, diagnose and tune clusters level by level."
+    )
+    parser.add_argument("--version", action="version", version=f"clustertune {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    vc = sub.add_parser("vcluster", help="virtual cluster of network namespaces on this machine")
+    vc_sub = vc.add_subparsers(dest="action", required=True)
+    p = vc_sub.add_parser("up", parents=[common], help="build a virtual cluster")
+    p.add_argument("--name", required=True)
+    p.add_argument("--hosts", type=int, required=True, help="number of hosts (host0..hostN-1)")
+    p.add_argument(
+        "--link", default="1gbit", help="link rate per host, e.g. 100mbit, 1gbit, unlimited"
+    )
+    p.add_argument(
+        "--host-link",
+        action="append",
+        default=[],
+        metavar="HOST=RATE",
+        help="a different rate for one host's link (repeatable)",
+    )
+    p.add_argument("--sites", type=int, default=1, help="split the hosts into S sites")
+    p.add_argument("--wan-link", help="rate of the link between sites")
+    p.add_argument("--delay-us", type=int, default=0, help="per-packet delay on each host's egress")
+    p.add_argument("--cores", type=int, default=1, help="nominal cores per virtual host")
+    p.set_defaults(func=cmd_vcluster_up)  # fmt: skip
+    p = vc_sub.add_parser("down", parents=[common], help="remove a virtual cluster")
+    p.add_argument("--name", required=True)
+    p.set_defaults(func=cmd_vcluster_down)
+    p = vc_sub.add_parser("status", parents=[common], help="list virtual clusters")
+    p.set_defaults(func=cmd_vcluster_status)
+
+    p = sub.add_parser("info", parents=[common], help="facts about every host of a cluster")
+    p.set_defaults(func=cmd_info)
+
+    res = sub.add_parser("results", help="stored runs")
+    res_sub = res.add_subparsers(dest="action", required=True)
+    p = res_sub.add_parser("list", parents=[common])
+    p.add_argument("--level")
+    p.add_argument("--limit", type=int)
+    p.set_defaults(func=cmd_results_list)
+    p = res_sub.add_parser("show", parents=[common])
+    p.add_argument("id", type=int)
+    p.set_defaults(func=cmd_results_show)
+    p = res_sub.add_parser("export", parents=[common])
+    p.add_argument("--format", choices=("json", "csv"), default="json")
+    p.add_argument("--level")
+    p.set_defaults(func=cmd_results_export)
+    p = res_sub.add_parser("compare", parents=[common])
+    p.add_argument("a", type=int)
+    p.add_argument("b", type=int)
+    p.set_defaults(func=cmd_results_compare)
+
+    p = sub.add_parser("report", parents=[common], help="write the HTML report")
+    p.add_argument("--out", default="clustertune-report.html")
+    p.set_defaults(func=cmd_report)
+
+    run = sub.add_parser("run", help="run one kernel")
+    run_sub = run.add_subparsers(dest="kernel", required=True)
+    for module in levels.load_all():
+        if hasattr(module, "add_commands"):
+            module.add_commands(sub, run_sub, common)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        out = args.func(args)
+    except UserError as exc:
+        if getattr(args, "json", False):
+            print(json.dumps({"error": str(exc)}))
+        print(f"clustertune: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("clustertune: interrupted", file=sys.stderr)
+        return 130
+    print(json.dumps(out.payload) if args.json else out.text)
+    return out.status

@@ -1,0 +1,71 @@
+"""Command-line flags of the two MPI launchers, shared by every clustertune launcher.
+
+Traps measured on these machines (../shared/research/virtual-cluster.md):
+  * OpenMPI ranks that busy-poll on an oversubscribed 2-core box lose a whole scheduler
+    tick (4 ms) per message unless ``mpi_yield_when_idle`` is on;
+  * OpenMPI's transport is pinned (ob1 over tcp/self/vader) so a run measures what it says;
+  * MPICH over UCX treats namespaces on one machine as one host and uses shared memory
+    unless ``UCX_TLS=tcp,self``; with TCP, MPICH 4.0.2 sometimes hangs in MPI_Finalize,
+    hence the finalize shim preloaded in that case.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import kernels
+
+FINALIZE_SHIM = "libct_finalize_shim.so"
+
+
+def openmpi(
+    np: int,
+    env: dict[str, str],
+    hostfile: Path | None = None,
+    agent: str | None = None,
+    interface: str | None = None,
+) -> list[str]:
+    argv = ["mpirun.openmpi", "-np", str(np), "--mca", "pml", "ob1",
+            "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle", "1"]  # fmt: skip
+    if hostfile is None:
+        argv += ["--oversubscribe"]
+    else:
+        argv += ["--hostfile", str(hostfile), "--map-by", "node"]
+    if agent:
+        argv += ["--mca", "plm_rsh_agent", agent]
+    if interface:
+        argv += ["--mca", "btl_tcp_if_include", interface, "--mca", "oob_tcp_if_include", interface]
+    for name in sorted(env):
+        argv += ["-x", name]  # exports the launcher's value of each variable to the ranks
+    return argv
+
+
+def openmpi_hostfile(hosts: list[str], slots: int) -> str:
+    return "".join(f"{host} slots={slots}\n" for host in hosts)
+
+
+def mpich(
+    np: int,
+    env: dict[str, str],
+    hostfile: Path | None = None,
+    agent: str | None = None,
+    interface: str | None = None,
+) -> list[str]:
+    argv = ["mpiexec.mpich", "-n", str(np)]
+    if hostfile is not None:
+        argv += ["-f", str(hostfile)]
+    if agent:
+        argv += ["-launcher", "rsh", "-launcher-exec", agent]
+    genv = dict(env)
+    if interface:  # pinned to one NIC means TCP: keep UCX off shared memory, avoid the hang
+        genv.setdefault("UCX_TLS", "tcp,self")
+        genv.setdefault("UCX_NET_DEVICES", interface)
+        genv["LD_PRELOAD"] = str(kernels.library_path(FINALIZE_SHIM, "mpich"))
+    for name in sorted(genv):
+        argv += ["-genv", name, genv[name]]
+    return argv
+
+
+def mpich_hostfile(hosts: list[str]) -> str:
+    # one entry per host: hydra then cycles through them, i.e. round-robin like --map-by node
+    return "".join(f"{host}:1\n" for host in hosts)

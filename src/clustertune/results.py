@@ -1,0 +1,136 @@
+"""The result record (one versioned JSON schema for every measurement) and its store.
+
+A record::
+
+    {"schema": "clustertune.record/1", "id": 12, "level": "network", "kernel": "ct-probe",
+     "status": "ok|failed|incomplete", "verification": "passed|failed|not-verified",
+     "started": "2026-11-22T02:22:11Z", "elapsed_s": 1.3,
+     "meta": {tool version and commit, cluster, hosts, np, mpi, blas, env knobs, command},
+     "params": {...}, "samples": [...], "figures": {...}, "detail": {...}, "error": null}
+
+The store is SQLite in WAL mode; a record is written in one transaction, so a run killed
+half-way leaves the database as it was before that run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+from .errors import UserError
+
+SCHEMA = "clustertune.record/1"
+STATUSES = ("ok", "failed", "incomplete")
+VERIFICATIONS = ("passed", "failed", "not-verified")
+
+
+def validate(record: dict) -> None:
+    """Raise ValueError if a record breaks the schema (a bug, not a user error)."""
+    if record.get("schema") != SCHEMA:
+        raise ValueError(f"record schema {record.get('schema')!r} is not {SCHEMA}")
+    for key in ("level", "kernel", "started", "meta", "params", "samples", "figures"):
+        if key not in record:
+            raise ValueError(f"record lacks {key!r}")
+    if record.get("status") not in STATUSES:
+        raise ValueError(f"record status {record.get('status')!r} not in {STATUSES}")
+    if record.get("verification") not in VERIFICATIONS:
+        raise ValueError(
+            f"record verification {record.get('verification')!r} not in {VERIFICATIONS}"
+        )
+    if record["status"] == "ok" and record["verification"] == "failed":
+        raise ValueError("a run that failed verification cannot have status ok")
+
+
+def default_db_path() -> Path:
+    if env := os.environ.get("CLUSTERTUNE_DB"):
+        return Path(env)
+    data_home = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data_home) / "clustertune" / "results.db"
+
+
+class Store:
+    def __init__(self, path: Path | str | None = None):
+        self.path = Path(path) if path else default_db_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(self.path, timeout=30)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            with self.conn:
+                self.conn.execute(
+                    """CREATE TABLE IF NOT EXISTS runs (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        started TEXT NOT NULL, level TEXT NOT NULL, kernel TEXT NOT NULL,
+                        cluster TEXT NOT NULL, status TEXT NOT NULL, verification TEXT NOT NULL,
+                        record TEXT NOT NULL)"""
+                )
+        except (OSError, sqlite3.Error) as exc:
+            raise UserError(f"results database {self.path}: {exc}") from None
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def save(self, record: dict) -> int:
+        """Store a record in one transaction; sets and returns its id."""
+        validate(record)
+        with self.conn:
+            cursor = self.conn.execute(
+                "INSERT INTO runs (started, level, kernel, cluster, status, verification, record)"
+                " VALUES (?, ?, ?, ?, ?, ?, '')",
+                (record["started"], record["level"], record["kernel"],
+                 record["meta"].get("cluster", {}).get("name", ""),
+                 record["status"], record["verification"]),
+            )  # fmt: skip
+            record["id"] = cursor.lastrowid
+            self.conn.execute(
+                "UPDATE runs SET record = ? WHERE id = ?", (json.dumps(record), record["id"])
+            )
+        return record["id"]
+
+    def get(self, run_id: int) -> dict:
+        row = self.conn.execute("SELECT record FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise UserError(f"no run with id {run_id} in {self.path}")
+        return json.loads(row[0])
+
+    def list(self, level: str | None = None, limit: int | None = None) -> list[dict]:
+        """Records, oldest first, optionally of one level only."""
+        query, args = "SELECT record FROM runs", []
+        if level:
+            query += " WHERE level = ?"
+            args.append(level)
+        query += " ORDER BY id DESC"
+        if limit:
+            query += f" LIMIT {int(limit)}"
+        return [json.loads(row[0]) for row in self.conn.execute(query, args)][::-1]
+
+    def levels(self) -> list[str]:
+        return [
+            row[0] for row in self.conn.execute("SELECT DISTINCT level FROM runs ORDER BY level")
+        ]
+
+
+def compare(a: dict, b: dict) -> dict:
+    """Figures of two runs side by side, with the ratio b/a where both are numbers."""
+    rows = {}
+    for name in sorted(set(a.get("figures", {})) | set(b.get("figures", {}))):
+        va, vb = a["figures"].get(name), b["figures"].get(name)
+        numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (va, vb))
+        rows[name] = {"a": va, "b": vb, "ratio": (vb / va if numeric and va else None)}
+    return {"a": a["id"], "b": b["id"], "levels": [a["level"], b["level"]], "figures": rows}
+
+
+def flatten_for_csv(record: dict) -> dict:
+    """One CSV row per run: identity columns plus every figure as ``fig.<name>``."""
+    row = {
+        key: record.get(key)
+        for key in ("id", "started", "level", "kernel", "status", "verification")
+    }
+    row["cluster"] = record["meta"].get("cluster", {}).get("name")
+    row["np"] = record["meta"].get("np")
+    row["mpi"] = (record["meta"].get("mpi") or {}).get("flavour")
+    for name, value in record.get("figures", {}).items():
+        if not isinstance(value, dict | list):
+            row[f"fig.{name}"] = value
+    return row

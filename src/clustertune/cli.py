@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__, levels, vcluster
-from .cluster import resolve_cluster
 from .errors import UserError
 from .results import Store, compare, flatten_for_csv
 from .units import parse_rate
@@ -104,17 +103,6 @@ def cmd_vcluster_status(args: argparse.Namespace) -> Output:
     clusters = vcluster.status()
     text = "\n".join(vcluster.describe(s) for s in clusters) or "no virtual cluster is up"
     return Output(clusters, text)
-
-
-# --- info -------------------------------------------------------------------------------
-
-
-def cmd_info(args: argparse.Namespace) -> Output:
-    from .info import collect_cluster, describe
-
-    cluster = resolve_cluster(args.cluster)
-    facts = collect_cluster(cluster)
-    return Output(facts, describe(facts), 0 if all("error" not in h for h in facts["hosts"]) else 1)
 
 
 # --- results ----------------------------------------------------------------------------
@@ -211,9 +199,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_vcluster_down)
     p = vc_sub.add_parser("status", parents=[common], help="list virtual clusters")
     p.set_defaults(func=cmd_vcluster_status)
-
-    p = sub.add_parser("info", parents=[common], help="facts about every host of a cluster")
-    p.set_defaults(func=cmd_info)
 
     res = sub.add_parser("results", help="stored runs")
     res_sub = res.add_subparsers(dest="action", required=True)

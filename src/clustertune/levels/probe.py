@@ -83,3 +83,21 @@ def render(records: list[dict]) -> str:
         ax.legend(loc="center left", bbox_to_anchor=(1, 0.5), fontsize="small")
         parts.append(report.svg(fig))
     return "\n".join(parts)
+
+
+def demo(cluster, store) -> list[dict]:
+    """Both MPIs across every host of the demo cluster."""
+    np = len(cluster.hosts)
+    return [
+        runner.run_kernel(
+            cluster,
+            store,
+            level=LEVEL,
+            kernel=KERNEL,
+            np=np,
+            mpi=mpi,
+            params={"np": np, "hosts": None},
+            timeout=TIMEOUT_S,
+        )  # fmt: skip
+        for mpi in cluster.mpi
+    ]

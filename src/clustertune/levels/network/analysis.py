@@ -1,0 +1,565 @@
+"""Derived figures of the network and message-passing levels (levels 1 and 2 of seeds/002).
+
+Pure functions: ping-pong points in, figures out. No I/O, no clock, no global state.
+Every figure is defined once here and, in words and formulas, in ``docs/figures.md``;
+keep the two in step.
+
+Input, as the ping-pong kernels emit it, one dict per message size::
+
+    {"size": bytes, "repeats": R, "t_min_s": .., "t_med_s": .., "t_max_s": ..}
+
+where t is the one-way time (half the round trip). Every figure uses ``t_min_s``: the
+fastest of the repeats is what the machine can do, slower ones add scheduling noise
+(NetPIPE keeps the minimum for the same reason).
+
+Units: sizes in bytes, times in seconds inside, throughput in bit/s inside;
+what is reported is µs, Mbit/s (1e6 bit/s) and bytes.
+"""
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from math import isfinite
+
+import numpy as np
+
+MBIT = 1e6  # bit/s in one Mbit/s
+US = 1e-6  # seconds in one µs
+
+# Latency is read from messages this small (NetPIPE: "messages < 64 bytes").
+LATENCY_MAX_SIZE_BYTES = 64
+# Through a tbf-shaped link, ping-pong messages below this size are not slowed (the bucket
+# refills while the reply travels back), so on the virtual cluster bandwidth is quoted
+# only from here up (research/virtual-cluster.md).
+TBF_BANDWIDTH_MIN_SIZE_BYTES = 256 * 1024
+# Saturation point: where the transfer time has risen this fraction above the latency.
+# 0.2 reproduces the saturation points of seeds/002 (figs. 5-7: 139-280 B, i.e. 0.15-0.25
+# of latency x bandwidth for TCP, MPI and PVM).
+SATURATION_EXCESS = 0.2
+# Upper end of the preferred block range: this fraction of the bandwidth.
+PREFERRED_FRACTION = 0.9
+# Dip: throughput below this fraction of its envelope ...
+DIP_MAX_RATIO = 0.5
+# ... where the envelope is at least this fraction of the curve's peak (below it the time
+# is latency-dominated and a slow point is scheduling noise, not a throughput collapse).
+DIP_MIN_LEVEL = 0.25
+
+
+# --------------------------------------------------------------------------- curve
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One ping-pong sweep: sizes strictly increasing, one-way times ``t_min`` > 0."""
+
+    size: np.ndarray  # bytes, int64
+    time_s: np.ndarray  # one-way time (t_min), s
+
+    @property
+    def throughput_bps(self) -> np.ndarray:
+        """size * 8 / t_min, bit/s."""
+        return self.size * 8.0 / self.time_s
+
+    @property
+    def throughput_mbps(self) -> np.ndarray:
+        return self.throughput_bps / MBIT
+
+
+def curve_from_points(points: Sequence[Mapping[str, object]]) -> Curve:
+    """Turn kernel points into a :class:`Curve` sorted by size, using ``t_min_s``.
+
+    A size measured more than once keeps its smallest time (the same rule as t_min).
+    Raises ValueError naming the offending point for a missing field, a negative or
+    non-integer size, a time that is not a positive finite number, or fewer than two
+    distinct sizes (no figure can be derived from one size).
+    """
+    if not points:
+        raise ValueError("no points: the sweep measured nothing")
+    best: dict[int, float] = {}
+    for index, point in enumerate(points):
+        where = f"point {index}"
+        if not isinstance(point, Mapping):
+            raise ValueError(f"{where}: expected a mapping, got {type(point).__name__}")
+        for key in ("size", "t_min_s"):
+            if key not in point:
+                raise ValueError(f"{where}: missing field {key!r}")
+        size = point["size"]
+        if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 0:
+            raise ValueError(f"{where}: size must be a non-negative integer, got {size!r}")
+        where = f"point {index} (size {size})"
+        t = point["t_min_s"]
+        if isinstance(t, bool) or not isinstance(t, int | float | np.number):
+            raise ValueError(f"{where}: t_min_s must be a number, got {t!r}")
+        if not (isfinite(t) and t > 0):
+            raise ValueError(f"{where}: t_min_s must be a positive finite time, got {t!r}")
+        best[int(size)] = min(float(t), best.get(int(size), float("inf")))
+    if len(best) < 2:
+        raise ValueError(f"only one message size ({next(iter(best))} B): a curve needs two")
+    sizes = sorted(best)
+    return Curve(
+        size=np.array(sizes, dtype=np.int64),
+        time_s=np.array([best[s] for s in sizes], dtype=float),
+    )
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def latency_s(curve: Curve, max_size: int = LATENCY_MAX_SIZE_BYTES) -> float:
+    """Latency: the smallest one-way time among messages of at most ``max_size`` bytes.
+
+    With a 0-byte point that is the 0-byte half round trip of seeds/002; otherwise the
+    smallest sizes stand in for it (1 B costs 8 bit / bandwidth more, negligible).
+    """
+    small = curve.size <= max_size
+    if not small.any():
+        raise ValueError(
+            f"no message of at most {max_size} B (smallest is {int(curve.size[0])} B): "
+            "latency is undefined; start the sweep at 0 or 1 byte"
+        )
+    return float(curve.time_s[small].min())
+
+
+def latency_us(curve: Curve, max_size: int = LATENCY_MAX_SIZE_BYTES) -> float:
+    """:func:`latency_s` in µs."""
+    return latency_s(curve, max_size) / US
+
+
+def bandwidth_bps(curve: Curve, min_size: int = 0) -> float:
+    """Bandwidth (saturation throughput): the highest throughput held by two adjacent sizes.
+
+    Over the sizes >= ``min_size``: max over neighbours i, i+1 of min(T_i, T_i+1). A single
+    too-fast point (a timer glitch) therefore cannot set the bandwidth. Pass
+    ``min_size=TBF_BANDWIDTH_MIN_SIZE_BYTES`` on a tbf-shaped virtual cluster.
+    """
+    keep = curve.size >= min_size
+    if keep.sum() < 2:
+        raise ValueError(
+            f"fewer than two sizes >= {min_size} B (largest is {int(curve.size[-1])} B): "
+            "bandwidth is undefined; extend the sweep or lower min_size"
+        )
+    thr = curve.throughput_bps[keep]
+    return float(np.minimum(thr[:-1], thr[1:]).max())
+
+
+def bandwidth_mbps(curve: Curve, min_size: int = 0) -> float:
+    """:func:`bandwidth_bps` in Mbit/s."""
+    return bandwidth_bps(curve, min_size) / MBIT
+
+
+def saturation_point_bytes(
+    curve: Curve,
+    excess: float = SATURATION_EXCESS,
+    latency_max_size: int = LATENCY_MAX_SIZE_BYTES,
+) -> float:
+    """Saturation point (seeds/002): the size from which the time stays >= (1 + excess) * latency.
+
+    Below it the time sits on the latency floor, where it hardly depends on the size and
+    varies most; from it on the time grows with the size. For t = L + s/B it is
+    excess * L * B exactly. The crossing is interpolated linearly in time between the last
+    point under the threshold and the next one.
+    """
+    if excess <= 0:
+        raise ValueError(f"excess must be > 0, got {excess}")
+    threshold = (1.0 + excess) * latency_s(curve, latency_max_size)
+    below = np.flatnonzero(curve.time_s < threshold)
+    i = int(below[-1])  # the latency point itself is below, so this exists
+    if i == len(curve.size) - 1:
+        raise ValueError(
+            f"the time never rises {excess:.0%} above the latency up to "
+            f"{int(curve.size[-1])} B: no saturation point; extend the sweep"
+        )
+    s1, s2 = curve.size[i], curve.size[i + 1]
+    t1, t2 = curve.time_s[i], curve.time_s[i + 1]
+    return float(s1 + (threshold - t1) * (s2 - s1) / (t2 - t1))
+
+
+def size_reaching_bytes(curve: Curve, throughput_bps: float) -> float:
+    """The smallest size at which the throughput first reaches ``throughput_bps``.
+
+    Interpolated between the last point under the target and the first at or above it,
+    with the time linear in size in between (exact for t = L + s/B):
+    s = tau * (t1 - k * s1) / (1 - tau * k), tau the target in B/s, k = (t2 - t1) / (s2 - s1).
+    """
+    thr = curve.throughput_bps
+    reached = np.flatnonzero(thr >= throughput_bps)
+    if reached.size == 0:
+        raise ValueError(
+            f"throughput never reaches {throughput_bps / MBIT:.4g} Mbit/s "
+            f"(peak {thr.max() / MBIT:.4g} Mbit/s)"
+        )
+    j = int(reached[0])
+    if j == 0:
+        return float(curve.size[0])
+    s1, s2 = float(curve.size[j - 1]), float(curve.size[j])
+    t1, t2 = curve.time_s[j - 1], curve.time_s[j]
+    tau = throughput_bps / 8.0
+    k = (t2 - t1) / (s2 - s1)
+    return float(tau * (t1 - k * s1) / (1.0 - tau * k))
+
+
+def n_half_bytes(curve: Curve, bandwidth_min_size: int = 0) -> float:
+    """n½: the size at which the throughput first reaches half the bandwidth (L * B for L + s/B)."""
+    return size_reaching_bytes(curve, 0.5 * bandwidth_bps(curve, bandwidth_min_size))
+
+
+def preferred_block_range(
+    curve: Curve,
+    bandwidth_min_size: int = 0,
+    fraction: float = PREFERRED_FRACTION,
+    excess: float = SATURATION_EXCESS,
+) -> tuple[float, float]:
+    """Preferred block range (seeds/002 §4): saturation point .. size reaching 90 % of bandwidth.
+
+    For t = L + s/B: (excess * L * B, fraction / (1 - fraction) * L * B) = (0.2, 9) * L * B.
+    The upper end is never below the lower one.
+    """
+    low = saturation_point_bytes(curve, excess)
+    high = size_reaching_bytes(curve, fraction * bandwidth_bps(curve, bandwidth_min_size))
+    return low, max(low, high)
+
+
+def overhead(
+    upper: Curve,
+    lower: Curve,
+    bandwidth_min_size: int = 0,
+    latency_max_size: int = LATENCY_MAX_SIZE_BYTES,
+) -> dict[str, float]:
+    """Cost of a layer (MPI, PVM) over the one below it (TCP) on the same host pair.
+
+    bandwidth_loss_pct = 100 * (1 - B_upper / B_lower); latency_ratio = L_upper / L_lower.
+    seeds/002 measured 8 % / 1.8x for MPI and 16 % / 2.0x for PVM over TCP.
+    """
+    b_up, b_low = bandwidth_bps(upper, bandwidth_min_size), bandwidth_bps(lower, bandwidth_min_size)
+    l_up, l_low = latency_s(upper, latency_max_size), latency_s(lower, latency_max_size)
+    return {
+        "bandwidth_loss_pct": 100.0 * (1.0 - b_up / b_low),
+        "latency_ratio": l_up / l_low,
+    }
+
+
+def dips(
+    curve: Curve,
+    max_ratio: float = DIP_MAX_RATIO,
+    min_level: float = DIP_MIN_LEVEL,
+) -> list[dict[str, float]]:
+    """Throughput dips: the faulty-NIC signature of seeds/002 fig. 8.
+
+    The envelope at a size is min(best throughput at smaller sizes, best at larger sizes):
+    the level the curve reached before and recovers to after. A point is a dip when its
+    throughput is below ``max_ratio`` x envelope and the envelope is at least ``min_level``
+    x the curve's peak. A rising or flattening curve never dips (its envelope is at most its
+    own value), and neither does a collapse that never recovers.
+    """
+    thr = curve.throughput_bps
+    if len(thr) < 3:
+        return []
+    left = np.maximum.accumulate(thr)[:-2]  # best over sizes < i, for i = 1 .. n-2
+    right = np.maximum.accumulate(thr[::-1])[::-1][2:]  # best over sizes > i
+    envelope = np.minimum(left, right)
+    inner = thr[1:-1]
+    hit = (inner < max_ratio * envelope) & (envelope >= min_level * thr.max())
+    return [
+        {
+            "size": int(curve.size[i + 1]),
+            "throughput_mbps": float(inner[i] / MBIT),
+            "envelope_mbps": float(envelope[i] / MBIT),
+            "depth_ratio": float(inner[i] / envelope[i]),
+        }
+        for i in np.flatnonzero(hit)
+    ]
+
+
+def summarize(
+    points: Sequence[Mapping[str, object]], bandwidth_min_size: int = 0
+) -> dict[str, object]:
+    """All figures of one sweep, as the ``net pingpong`` JSON carries them."""
+    curve = curve_from_points(points)
+    low, high = preferred_block_range(curve, bandwidth_min_size)
+    return {
+        "latency_us": latency_us(curve),
+        "bandwidth_mbps": bandwidth_mbps(curve, bandwidth_min_size),
+        "saturation_point_bytes": low,
+        "n_half_bytes": n_half_bytes(curve, bandwidth_min_size),
+        "preferred_block_range_bytes": [low, high],
+        "dips": dips(curve),
+    }
+
+
+# --------------------------------------------------------------------------- all pairs
+
+Pair = tuple[str, str]
+FIGURES = ("bandwidth_mbps", "latency_us")
+_WORDS = {"bandwidth_mbps": ("bandwidth", "Mbit/s"), "latency_us": ("latency", "µs")}
+
+
+@dataclass(frozen=True)
+class LinkMatrix:
+    """Per-pair figures as n x n matrices: symmetric, NaN on the diagonal and where unmeasured."""
+
+    hosts: tuple[str, ...]
+    bandwidth_mbps: np.ndarray
+    latency_us: np.ndarray
+
+    def figure(self, name: str) -> np.ndarray:
+        return {"bandwidth_mbps": self.bandwidth_mbps, "latency_us": self.latency_us}[name]
+
+    def to_json(self) -> dict[str, object]:
+        """Matrices as nested lists, null on the diagonal and for unmeasured pairs."""
+
+        def rows(m: np.ndarray) -> list[list[float | None]]:
+            return [[None if np.isnan(v) else float(v) for v in row] for row in m]
+
+        return {
+            "hosts": list(self.hosts),
+            "bandwidth_mbps": rows(self.bandwidth_mbps),
+            "latency_us": rows(self.latency_us),
+        }
+
+
+def _pair_entries(
+    hosts: Sequence[str], measurements: Iterable[Mapping[str, object]]
+) -> dict[tuple[int, int], dict[str, float]]:
+    """Validate measurements {"pair": [a, b], "bandwidth_mbps": x, "latency_us": y}."""
+    index = {h: i for i, h in enumerate(hosts)}
+    entries: dict[tuple[int, int], dict[str, float]] = {}
+    for k, m in enumerate(measurements):
+        pair = m.get("pair") if isinstance(m, Mapping) else None
+        if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
+            raise ValueError(f"measurement {k}: expected 'pair': [host, host], got {pair!r}")
+        a, b = pair
+        for h in (a, b):
+            if h not in index:
+                raise ValueError(f"measurement {k}: unknown host {h!r} (hosts: {list(hosts)})")
+        if a == b:
+            raise ValueError(f"measurement {k}: pair {a!r}-{b!r} joins a host to itself")
+        key = (min(index[a], index[b]), max(index[a], index[b]))
+        if key in entries:
+            raise ValueError(f"measurement {k}: pair {a}-{b} given twice")
+        values = {}
+        for name in FIGURES:
+            v = m.get(name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not (isfinite(v) and v > 0):
+                raise ValueError(f"measurement {k} ({a}-{b}): {name} must be > 0, got {v!r}")
+            values[name] = float(v)
+        entries[key] = values
+    return entries
+
+
+def link_matrix(hosts: Sequence[str], measurements: Iterable[Mapping[str, object]]) -> LinkMatrix:
+    """Build the matrices from per-pair measurements ``{"pair": [a, b], <figure>: value}``.
+
+    A ping-pong measures both directions at once, so the matrices are symmetric; a pair
+    given twice (in either order) is an error, as is an unknown host or a value <= 0.
+    """
+    if len(set(hosts)) != len(hosts):
+        raise ValueError(f"duplicate host names in {list(hosts)}")
+    if len(hosts) < 2:
+        raise ValueError(f"an all-pairs matrix needs at least 2 hosts, got {list(hosts)}")
+    n = len(hosts)
+    mats = {name: np.full((n, n), np.nan) for name in FIGURES}
+    for (i, j), values in _pair_entries(hosts, measurements).items():
+        for name, v in values.items():
+            mats[name][i, j] = mats[name][j, i] = v
+    return LinkMatrix(tuple(hosts), mats["bandwidth_mbps"], mats["latency_us"])
+
+
+@dataclass(frozen=True)
+class Rules:
+    """When a link is bad. Both tests must hold, so a small cluster's tiny spread cannot
+    turn a few % into a fault, and a large cluster's natural spread is respected.
+
+    - far from the reference: bandwidth < bandwidth_fraction x reference, or
+      latency > latency_factor x reference;
+    - an outlier: |value - reference| > mad_threshold x 1.4826 x MAD, the MAD taken over
+      the links that pass the first test (skipped when that MAD is 0).
+    """
+
+    bandwidth_fraction: float = 0.8
+    latency_factor: float = 2.0
+    mad_threshold: float = 3.5
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Outcome of :func:`diagnose`: the flags, the links to re-test, and notes in words."""
+
+    matrix: LinkMatrix
+    flagged: list[dict[str, object]]
+    suspects: list[Pair]  # every bad link, whether blamed on a host or on the pair
+    notes: list[str] = field(default_factory=list)
+    rules: Rules = Rules()
+    reference: Mapping[str, float] | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {**self.matrix.to_json(), "flagged": self.flagged, "notes": self.notes}
+
+
+def _far(name: str, value: np.ndarray, ref: float, rules: Rules) -> np.ndarray:
+    if name == "bandwidth_mbps":
+        return value < rules.bandwidth_fraction * ref
+    return value > rules.latency_factor * ref
+
+
+def _relative(name: str, value: float, ref: float, against: str) -> str:
+    if name == "bandwidth_mbps":
+        return f"{100 * value / ref:.0f} % of the {against}"
+    return f"{value / ref:.1f}x the {against}"
+
+
+def diagnose(
+    matrix: LinkMatrix,
+    rules: Rules | None = None,
+    reference: Mapping[str, float] | None = None,
+) -> Diagnosis:
+    """Find bad links and name the culprit: a host whose links are all bad, or a pair.
+
+    Reference per figure: ``reference[figure]`` if given (e.g. the nominal link rate), else
+    the median over hosts of each host's median link, which stays on the healthy value
+    while fewer than half of the hosts are bad (a plain median over pairs would not: one bad
+    host of four spoils half the pairs). A link is bad under :class:`Rules`. A host with at
+    least two measured links, all bad, is the culprit and its links are not flagged again;
+    a bad link between two hosts not blamed is flagged as the pair (cable, switch port).
+    With two hosts there is one link: it is judged only against a given reference, and a
+    bad one is flagged as the pair since host and cable cannot be told apart.
+    """
+    rules = rules or Rules()
+    hosts, n = matrix.hosts, len(matrix.hosts)
+    iu = np.triu_indices(n, 1)
+    flagged_hosts: list[dict[str, object]] = []
+    flagged_pairs: list[dict[str, object]] = []
+    suspects: set[Pair] = set()
+    notes: list[str] = []
+    missing = [
+        f"{hosts[i]}-{hosts[j]}"
+        for i, j in zip(*iu, strict=True)
+        if np.isnan(matrix.bandwidth_mbps[i, j])
+    ]
+    if missing:
+        notes.append(f"not measured: {', '.join(missing)}")
+    reference = reference or {}
+    if n == 2 and not set(FIGURES) <= set(reference):
+        notes.append(
+            "two hosts give one link and nothing to compare it with: pass the nominal "
+            "figures as reference, and add a third host to tell a bad host from a bad cable"
+        )
+    for name in FIGURES:
+        words, unit = _WORDS[name]
+        m = matrix.figure(name)
+        if name in reference:
+            ref, against = float(reference[name]), "reference"
+        elif n == 2:
+            continue
+        else:
+            with np.errstate(all="ignore"):
+                scores = [np.nanmedian(row) for row in m if not np.isnan(row).all()]
+            ref, against = float(np.median(scores)), "median"
+        far = _far(name, m, ref, rules)
+        values = m[iu][~np.isnan(m[iu])]
+        healthy = values[~_far(name, values, ref, rules)]
+        mad = float(np.median(np.abs(healthy - ref))) if healthy.size else 0.0
+        outlier = np.abs(m - ref) > rules.mad_threshold * 1.4826 * mad if mad > 0 else far
+        bad = far & outlier & ~np.isnan(m)
+        culprits = set()
+        for i, host in enumerate(hosts):
+            measured = ~np.isnan(m[i])
+            links = int(measured.sum())
+            if links >= 2 and bad[i, measured].all():
+                culprits.add(i)
+                v = float(np.median(m[i, measured]))
+                flagged_hosts.append(
+                    {
+                        "host": host,
+                        "figure": name,
+                        "value": v,
+                        "median": ref,
+                        "reason": f"{host}: {words} {v:.3g} {unit} on all {links} of its links, "
+                        f"{_relative(name, v, ref, against)} — suspect {host}'s NIC or cable",
+                    }
+                )
+        for i, j in zip(*np.nonzero(np.triu(bad, 1)), strict=True):
+            suspects.add((hosts[i], hosts[j]))
+            if i in culprits or j in culprits:
+                continue
+            v = float(m[i, j])
+            where = (
+                "either host's NIC or the cable between them"
+                if n == 2
+                else "the cable or switch ports between them (both hosts are fine elsewhere)"
+            )
+            flagged_pairs.append(
+                {
+                    "pair": [hosts[i], hosts[j]],
+                    "figure": name,
+                    "value": v,
+                    "median": ref,
+                    "reason": f"{hosts[i]}-{hosts[j]}: {words} {v:.3g} {unit}, "
+                    f"{_relative(name, v, ref, against)} — suspect {where}",
+                }
+            )
+    return Diagnosis(
+        matrix=matrix,
+        flagged=flagged_hosts + flagged_pairs,
+        suspects=sorted(suspects),
+        notes=notes,
+        rules=rules,
+        reference=reference,
+    )
+
+
+def confirm(first: Diagnosis, retest: Iterable[Mapping[str, object]]) -> Diagnosis:
+    """Re-test before blaming: keep only the flags the re-measured suspects confirm.
+
+    Each re-measured link keeps the better of its two measurements (higher bandwidth,
+    lower latency), so a link stays bad only if it was bad both times; the diagnosis is
+    then run again with the same rules and reference. Flags resting on a link that was
+    not a first-round suspect are dropped (they were never re-tested), and every first
+    flag that did not survive gets a note.
+    """
+    hosts = first.matrix.hosts
+    again = _pair_entries(hosts, retest)
+    index = {h: i for i, h in enumerate(hosts)}
+    suspect_keys = {tuple(sorted((index[a], index[b]))) for a, b in first.suspects}
+    for key in again:
+        if key not in suspect_keys:
+            raise ValueError(f"re-test of {hosts[key[0]]}-{hosts[key[1]]}, which was not a suspect")
+    bw, lat = first.matrix.bandwidth_mbps.copy(), first.matrix.latency_us.copy()
+    for (i, j), v in again.items():
+        bw[i, j] = bw[j, i] = max(bw[i, j], v["bandwidth_mbps"])
+        lat[i, j] = lat[j, i] = min(lat[i, j], v["latency_us"])
+    second = diagnose(LinkMatrix(hosts, bw, lat), first.rules, first.reference)
+
+    def tested(flag: Mapping[str, object]) -> bool:
+        if "pair" in flag:
+            a, b = flag["pair"]  # type: ignore[misc]
+            return (a, b) in first.suspects
+        i = index[str(flag["host"])]
+        measured = [j for j in range(len(hosts)) if j != i and not np.isnan(bw[i, j])]
+        return all(tuple(sorted((i, j))) in suspect_keys for j in measured)
+
+    kept = [f for f in second.flagged if tested(f)]
+    ident = [(f.get("host"), tuple(f.get("pair", ())), f["figure"]) for f in kept]
+    notes = list(second.notes)
+    for f in first.flagged:
+        if (f.get("host"), tuple(f.get("pair", ())), f["figure"]) not in ident:
+            notes.append(f"not confirmed on re-test: {f['reason']}")
+    return Diagnosis(
+        matrix=second.matrix,
+        flagged=kept,
+        suspects=second.suspects,
+        notes=notes,
+        rules=first.rules,
+        reference=first.reference,
+    )
+
+
+def diagnose_with_retest(
+    matrix: LinkMatrix,
+    remeasure: Callable[[list[Pair]], Iterable[Mapping[str, object]]],
+    rules: Rules | None = None,
+    reference: Mapping[str, float] | None = None,
+) -> Diagnosis:
+    """:func:`diagnose`, then ``remeasure(suspects)`` and :func:`confirm` if anything was bad."""
+    first = diagnose(matrix, rules, reference)
+    if not first.suspects:
+        return first
+    return confirm(first, remeasure(first.suspects))

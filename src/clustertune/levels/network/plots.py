@@ -1,0 +1,146 @@
+"""Graphs of the network level as SVG strings (NetPIPE's and seeds/002's graphs).
+
+Each function takes one or more labelled curves, so overlays (TCP vs MPI vs PVM,
+100 Mbit vs 1 Gbit) are the same call with more entries. Figures are built with
+``matplotlib.figure.Figure`` and rendered by the SVG backend: no pyplot state, no
+display, no files. Text stays text in the SVG (``svg.fonttype: none``) so reports can be
+searched and tests can look for labels.
+"""
+
+import io
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from .analysis import Curve, dips, saturation_point_bytes
+
+_RC = {"svg.fonttype": "none", "svg.hashsalt": "clustertune"}
+_SIZE = (6.4, 4.2)
+
+
+def _svg(fig: Figure) -> str:
+    buf = io.StringIO()
+    with matplotlib.rc_context(_RC):
+        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _new(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
+    fig = Figure(figsize=_SIZE)
+    ax = fig.add_subplot()
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    return fig, ax
+
+
+def _check(curves: Mapping[str, Curve]) -> None:
+    if not curves:
+        raise ValueError("nothing to plot: no curves given")
+
+
+def throughput_svg(curves: Mapping[str, Curve], title: str = "Throughput graph") -> str:
+    """Throughput (Mbit/s) vs message size (bytes, log x); dips marked with red crosses."""
+    _check(curves)
+    fig, ax = _new(title, "message size (bytes)", "throughput (Mbit/s)")
+    for label, c in curves.items():
+        pos = c.size > 0  # a 0-byte point has no place on a log axis
+        ax.plot(c.size[pos], c.throughput_mbps[pos], marker=".", markersize=3, label=label)
+        found = dips(c)
+        if found:
+            ax.plot(
+                [d["size"] for d in found],
+                [d["throughput_mbps"] for d in found],
+                "x",
+                color="red",
+                label=f"{label}: dips",
+            )
+    ax.set_xscale("log")
+    ax.legend()
+    return _svg(fig)
+
+
+def signature_svg(curves: Mapping[str, Curve], title: str = "Signature graph") -> str:
+    """NetPIPE's signature graph: throughput (Mbit/s) vs one-way time (s, log x).
+
+    The first point's time is the latency, the top of the curve the bandwidth.
+    """
+    _check(curves)
+    fig, ax = _new(title, "one-way time (s)", "throughput (Mbit/s)")
+    for label, c in curves.items():
+        ax.plot(c.time_s, c.throughput_mbps, marker=".", markersize=3, label=label)
+    ax.set_xscale("log")
+    ax.legend()
+    return _svg(fig)
+
+
+def saturation_svg(curves: Mapping[str, Curve], title: str = "Saturation graph") -> str:
+    """Saturation graph as in NetPIPE and seeds/002: size (bytes) vs one-way time (s), log-log.
+
+    The saturation point of each curve is marked with an arrow-like marker and its size.
+    """
+    _check(curves)
+    fig, ax = _new(title, "one-way time (s)", "message size (bytes)")
+    for label, c in curves.items():
+        pos = c.size > 0
+        (line,) = ax.plot(c.time_s[pos], c.size[pos], marker=".", markersize=3, label=label)
+        try:
+            sat = saturation_point_bytes(c)
+        except ValueError:
+            continue  # sweep too short for a saturation point: plot the curve alone
+        t_sat = float(np.interp(sat, c.size, c.time_s))
+        ax.plot([t_sat], [sat], "v", color=line.get_color(), markersize=9)
+        ax.annotate(
+            f"saturation point {sat:.0f} B",
+            (t_sat, sat),
+            textcoords="offset points",
+            xytext=(8, 8),
+            color=line.get_color(),
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.legend()
+    return _svg(fig)
+
+
+def heatmap_svg(
+    matrix: np.ndarray,
+    hosts: Sequence[str],
+    title: str,
+    unit: str,
+) -> str:
+    """A host x host matrix as a heatmap with host labels and each value written in its cell.
+
+    NaN (the diagonal, unmeasured pairs) is left blank.
+    """
+    values = np.asarray(matrix, dtype=float)
+    n = len(hosts)
+    if values.shape != (n, n):
+        raise ValueError(f"matrix shape {values.shape} does not match {n} hosts")
+    fig = Figure(figsize=(1.2 + 0.9 * n, 0.8 + 0.8 * n))
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis")
+    fig.colorbar(image, ax=ax, label=unit)
+    ax.set_xticks(range(n), labels=list(hosts), rotation=45, ha="right")
+    ax.set_yticks(range(n), labels=list(hosts))
+    ax.set_title(title)
+    finite = values[np.isfinite(values)]
+    middle = (finite.min() + finite.max()) / 2 if finite.size else 0.0
+    for i in range(n):
+        for j in range(n):
+            v = values[i, j]
+            if np.isfinite(v):
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.3g}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="black" if v > middle else "white",
+                )
+    return _svg(fig)

@@ -1,0 +1,380 @@
+/* ct-mpi-pingpong - MPI message-size sweep (message-passing level).
+ *
+ *   mpirun -np 2 ct-mpi-pingpong [--mode blocking|nonblocking|bidir] [sweep options]
+ *   mpirun -np N ct-mpi-pingpong --pairs-round-robin [--max-size BYTES]
+ *
+ * The default sweeps ranks 0 and 1 with the method of ct_sweep.h (the same sizes,
+ * perturbations, repeats and statistics as ct-tcp-pingpong, so the two curves compare
+ * like with like); other ranks wait. Rank 0 drives: before each trial it sends the
+ * partner a command (size, repeats, seed); after the trial the partner returns the result
+ * of its payload check.
+ *
+ * Modes and the meaning of t (the per-message time of a sample):
+ *   blocking     MPI_Send / MPI_Recv ping-pong; t = round trip / 2.
+ *   nonblocking  the mpptest "async" ping-pong: every receive is posted with MPI_Irecv
+ *                before the matching message can arrive, sends are MPI_Isend, completion
+ *                by MPI_Wait; t = round trip / 2.
+ *   bidir        both ranks MPI_Isend SIZE to each other at once and wait for both; t =
+ *                time of one exchange, so SIZE/t is the throughput of each direction.
+ *
+ * --pairs-round-robin measures every pair of ranks: n-1 rounds (n rounded up to even, the
+ * odd one out sits a round out) of disjoint pairs running at the same time, the circle
+ * method of round-robin tournaments. Each pair measures two sizes only: --min-size
+ * (latency) and --max-size (bandwidth, default 1 MiB in this mode). Sample lines carry the
+ * ranks "a" < "b", their hostnames and the round.
+ *
+ * Verification: the payload is a seeded pattern that changes at every point; both ends
+ * check the last message of every trial. A mismatch anywhere makes the run "failed".
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "ct.h"
+#include "ct_sweep.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_MESSAGE (1ull << 30) /* also keeps counts within MPI's int */
+#define HOST_LEN 64
+#define TAG_CMD 1
+#define TAG_DATA 2
+#define TAG_STATUS 3
+#define CMD_TRIAL 1
+#define CMD_STOP 2
+#define BIDIR_SEED_XOR 0x9e3779b9u
+#define RR_DEFAULT_MAX (1u << 20)
+#define RR_SIZES 2
+
+enum mode { MODE_BLOCKING, MODE_NONBLOCKING, MODE_BIDIR };
+static const char *const mode_names[] = {"blocking", "nonblocking", "bidir"};
+
+struct pair {
+    int peer;
+    enum mode mode;
+    unsigned char *sendbuf, *recvbuf;
+    uint32_t seed; /* pattern currently in sendbuf */
+    int verify_failed;
+};
+
+/* One timed repetition loop; identical code on both ends except who speaks first. */
+static void run_repeats(struct pair *p, int count, long repeats, int driver)
+{
+    MPI_Request req[2];
+    MPI_Status st[2]; /* not MPI_STATUSES_IGNORE: MPICH's header trips gcc's bounds check */
+    for (long r = 0; r < repeats; r++) {
+        switch (p->mode) {
+        case MODE_BLOCKING:
+            if (driver) {
+                MPI_Send(p->sendbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
+                MPI_Recv(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
+                MPI_Send(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
+            }
+            break;
+        case MODE_NONBLOCKING:
+            /* the reply's receive is posted before the request goes out */
+            MPI_Irecv(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD, &req[0]);
+            if (driver) {
+                MPI_Isend(p->sendbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
+                          &req[1]);
+                MPI_Waitall(2, req, st);
+            } else {
+                MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+                MPI_Isend(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
+                          &req[1]);
+                MPI_Wait(&req[1], MPI_STATUS_IGNORE);
+            }
+            break;
+        case MODE_BIDIR:
+            MPI_Irecv(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD, &req[0]);
+            MPI_Isend(p->sendbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD, &req[1]);
+            MPI_Waitall(2, req, st);
+            break;
+        }
+    }
+}
+
+/* The payload this end sends: the follower's differs in bidir so each end checks data
+ * that really came from the other. */
+static void prepare(struct pair *p, uint64_t size, uint32_t seed, int driver)
+{
+    if (p->seed != seed) {
+        ct_pattern_fill(p->sendbuf, size, driver ? seed : seed ^ BIDIR_SEED_XOR);
+        p->seed = seed;
+    }
+    memset(p->recvbuf, 0, size);
+}
+
+/* The driver's trial function for ct_sweep. */
+static int driver_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, double *elapsed)
+{
+    struct pair *p = ctx;
+    long long cmd[4] = {CMD_TRIAL, (long long)size, repeats, seed};
+    MPI_Send(cmd, 4, MPI_LONG_LONG, p->peer, TAG_CMD, MPI_COMM_WORLD);
+    prepare(p, size, seed, 1);
+    /* the partner's buffer preparation must not land in the timed interval */
+    int ready;
+    MPI_Recv(&ready, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    double t0 = ct_now();
+    run_repeats(p, (int)size, repeats, 1);
+    *elapsed = ct_now() - t0;
+    int peer_ok = 0;
+    MPI_Recv(&peer_ok, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    int ok = peer_ok && (p->mode == MODE_BIDIR
+                             ? ct_pattern_check(p->recvbuf, size, seed ^ BIDIR_SEED_XOR)
+                             : memcmp(p->recvbuf, p->sendbuf, size) == 0);
+    if (!ok && !p->verify_failed)
+        fprintf(stderr, "ct-mpi-pingpong: payload verification failed at %llu bytes\n",
+                (unsigned long long)size);
+    p->verify_failed |= !ok;
+    return 0; /* MPI faults abort the job (MPI_ERRORS_ARE_FATAL) */
+}
+
+static void driver_stop(struct pair *p)
+{
+    long long cmd[4] = {CMD_STOP, 0, 0, 0};
+    MPI_Send(cmd, 4, MPI_LONG_LONG, p->peer, TAG_CMD, MPI_COMM_WORLD);
+}
+
+/* The partner obeys commands until told to stop. */
+static void follow(struct pair *p)
+{
+    for (;;) {
+        long long cmd[4];
+        MPI_Recv(cmd, 4, MPI_LONG_LONG, p->peer, TAG_CMD, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (cmd[0] != CMD_TRIAL)
+            return;
+        uint64_t size = (uint64_t)cmd[1];
+        uint32_t seed = (uint32_t)cmd[3];
+        prepare(p, size, seed, 0);
+        int ready = 1;
+        MPI_Send(&ready, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD);
+        run_repeats(p, (int)size, (long)cmd[2], 0);
+        int ok = ct_pattern_check(p->recvbuf, size, seed);
+        p->verify_failed |= !ok;
+        MPI_Send(&ok, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD);
+    }
+}
+
+static void emit_sample(void *arg, const ct_sweep_point *pt)
+{
+    (void)arg;
+    ct_json j;
+    ct_json_start(&j, stdout, "sample");
+    ct_sweep_json_point(&j, pt);
+    ct_json_end(&j);
+}
+
+/* ---- all pairs ---------------------------------------------------------------------- */
+
+struct pair_result {
+    int a, b; /* a < 0: this rank drove no pair this round */
+    int npoints;
+    ct_sweep_point points[RR_SIZES];
+};
+
+/* Partner of `rank` in round r of the circle method over m (even) slots; slot m-1 stays
+ * put while the others rotate. A partner >= n is the bye of an odd rank count. */
+static int circle_partner(int rank, int r, int m)
+{
+    int k = m - 1;
+    if (rank == k)
+        return r;
+    if (rank == r)
+        return k;
+    return ((2 * r - rank) % k + k) % k;
+}
+
+static int run_round_robin(struct pair *p, const ct_sweep_opts *o, int rank, int n,
+                           const char *hosts)
+{
+    int m = n + (n % 2), rounds = m - 1;
+    uint64_t sizes[RR_SIZES] = {o->min_size, o->max_size};
+    struct pair_result mine, *all = rank == 0 ? malloc((size_t)n * sizeof *all) : NULL;
+    for (int r = 0; r < rounds; r++) {
+        memset(&mine, 0, sizeof mine);
+        mine.a = -1;
+        int partner = circle_partner(rank, r, m);
+        if (partner < n) {
+            p->peer = partner;
+            p->seed = 0;
+            if (rank < partner) {
+                mine.a = rank;
+                mine.b = partner;
+                for (int s = 0; s < RR_SIZES; s++) {
+                    double est = 0; /* sizes are far apart: calibrate each */
+                    uint64_t est_size = 0;
+                    ct_sweep_measure(o, &(ct_sweep_transport){driver_trial, p, 2}, sizes[s],
+                                     (uint32_t)(r * RR_SIZES + s + 1) * 2654435761u, &est,
+                                     &est_size, &mine.points[mine.npoints++]);
+                }
+                driver_stop(p);
+            } else {
+                follow(p);
+            }
+        }
+        MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0,
+                   MPI_COMM_WORLD);
+        for (int q = 0; rank == 0 && q < n; q++) {
+            for (int s = 0; s < all[q].npoints && all[q].a >= 0; s++) {
+                ct_json j;
+                ct_json_start(&j, stdout, "sample");
+                ct_json_integer(&j, "a", all[q].a);
+                ct_json_integer(&j, "b", all[q].b);
+                ct_json_string(&j, "host_a", hosts + (size_t)all[q].a * HOST_LEN);
+                ct_json_string(&j, "host_b", hosts + (size_t)all[q].b * HOST_LEN);
+                ct_json_integer(&j, "round", r);
+                ct_sweep_json_point(&j, &all[q].points[s]);
+                ct_json_end(&j);
+            }
+        }
+    }
+    free(all);
+    return rounds;
+}
+
+/* ---- command line and main ---------------------------------------------------------- */
+
+static void usage(void)
+{
+    printf("usage: mpirun -np N ct-mpi-pingpong [options]\n"
+           "  --mode blocking|nonblocking|bidir  (default blocking)\n"
+           "  --pairs-round-robin     every pair of ranks, n-1 rounds of disjoint pairs;\n"
+           "                          sizes --min-size and --max-size (default 1M) only\n"
+           "%s",
+           ct_sweep_usage);
+}
+
+/* Returns 0 to run, 1 after --help, -1 on bad input (error line written by rank 0). */
+static int parse_args(int argc, char **argv, int rank, enum mode *mode, int *round_robin,
+                      ct_sweep_opts *o)
+{
+    char err[256] = "";
+    int max_given = 0;
+    ct_sweep_defaults(o);
+    *mode = MODE_BLOCKING;
+    *round_robin = 0;
+    for (int i = 1; i < argc && !err[0]; i++) {
+        if (strcmp(argv[i], "--max-size") == 0)
+            max_given = 1;
+        int r = ct_sweep_parse_option(o, argc, argv, &i, err, sizeof err);
+        if (r != 0)
+            continue;
+        if (strcmp(argv[i], "--help") == 0) {
+            if (rank == 0)
+                usage();
+            return 1;
+        } else if (strcmp(argv[i], "--pairs-round-robin") == 0) {
+            *round_robin = 1;
+        } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
+            i++;
+            int found = 0;
+            for (int m = 0; m < 3; m++)
+                if (strcmp(argv[i], mode_names[m]) == 0) {
+                    *mode = (enum mode)m;
+                    found = 1;
+                }
+            if (!found)
+                snprintf(err, sizeof err, "bad value for --mode: '%s'", argv[i]);
+        } else {
+            snprintf(err, sizeof err, "unknown option %s (see --help)", argv[i]);
+        }
+    }
+    if (*round_robin && !max_given)
+        o->max_size = RR_DEFAULT_MAX;
+    if (!err[0])
+        ct_sweep_validate(o, MAX_MESSAGE, err, sizeof err);
+    if (err[0]) {
+        if (rank == 0)
+            ct_report_error("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank, n;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    enum mode mode;
+    int round_robin;
+    ct_sweep_opts o;
+    int rc = parse_args(argc, argv, rank, &mode, &round_robin, &o);
+    if (rc == 0 && n < 2) {
+        if (rank == 0)
+            ct_report_error("ct-mpi-pingpong needs at least 2 ranks, got %d", n);
+        rc = -1;
+    }
+    if (rc != 0) {
+        MPI_Finalize();
+        return rc < 0 ? 2 : 0;
+    }
+
+    char *hosts = calloc((size_t)n, HOST_LEN), host[HOST_LEN] = "";
+    gethostname(host, HOST_LEN - 1);
+    MPI_Allgather(host, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, MPI_COMM_WORLD);
+    struct pair p = {.mode = round_robin ? MODE_BLOCKING : mode};
+    p.sendbuf = malloc(o.max_size);
+    p.recvbuf = malloc(o.max_size);
+    int have = p.sendbuf && p.recvbuf, all_have = 0;
+    MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_have) {
+        if (rank == 0)
+            ct_report_error("a rank cannot allocate 2 x %llu bytes",
+                            (unsigned long long)o.max_size);
+        MPI_Finalize();
+        return 1;
+    }
+
+    MPI_Barrier(MPI_COMM_WORLD);
+    double start = ct_now();
+    int rounds = 0;
+    if (round_robin) {
+        rounds = run_round_robin(&p, &o, rank, n, hosts);
+    } else if (rank == 0) {
+        p.peer = 1;
+        ct_sweep_transport t = {driver_trial, &p, mode == MODE_BIDIR ? 1 : 2};
+        ct_sweep_run(&o, &t, emit_sample, NULL);
+        driver_stop(&p);
+    } else if (rank == 1) {
+        p.peer = 0;
+        follow(&p);
+    }
+    double wall = ct_now() - start;
+
+    int failed = 0;
+    MPI_Reduce(&p.verify_failed, &failed, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        char library[MPI_MAX_LIBRARY_VERSION_STRING];
+        int len;
+        MPI_Get_library_version(library, &len);
+        library[strcspn(library, "\r\n")] = '\0';
+        ct_json j;
+        ct_json_start(&j, stdout, "result");
+        ct_json_string(&j, "verification", failed ? "failed" : "passed");
+        ct_json_open_object(&j, "detail");
+        ct_json_string(&j, "mode", round_robin ? "pairs-round-robin" : mode_names[mode]);
+        ct_json_integer(&j, "ranks", n);
+        if (round_robin)
+            ct_json_integer(&j, "rounds", rounds);
+        else {
+            ct_json_string(&j, "host_a", hosts);
+            ct_json_string(&j, "host_b", hosts + HOST_LEN);
+        }
+        ct_json_string(&j, "mpi_library", library);
+        ct_json_number(&j, "sweep_wall_s", wall);
+        ct_json_close_object(&j);
+        ct_json_end(&j);
+    }
+    free(hosts);
+    free(p.sendbuf);
+    free(p.recvbuf);
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}

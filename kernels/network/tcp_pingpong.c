@@ -1,0 +1,677 @@
+/* ct-tcp-pingpong - raw TCP message-size sweep between two hosts (network level).
+ *
+ *   server: ct-tcp-pingpong --server --port P            accepts one client, serves its test
+ *   client: ct-tcp-pingpong --connect HOST:PORT [...]    drives the sweep, writes the samples
+ *
+ * The client decides everything (mode, sizes, repeats, Nagle, socket buffers) and tells the
+ * server in a small handshake, then sends one header per timed trial, which the server
+ * answers with a ready byte once its buffers are prepared; the server only obeys. The timing method (sizes, perturbations, repeats, statistics) is the shared one of
+ * ct_sweep.h, identical to ct-mpi-pingpong's.
+ *
+ * What t (the per-message time of a sample) means in each mode:
+ *   pingpong  client sends SIZE, server echoes it back; t = round trip / 2.
+ *   stream    client sends R messages back to back, the server answers the last one with
+ *             a 1-byte ack; t = (time to the ack) / R, i.e. the per-message cost of a
+ *             saturated one-way stream with one ack round trip amortised over R.
+ *   bidir     both ends send SIZE at the same moment and each waits for the other's; t =
+ *             time of one such exchange, so SIZE/t is the throughput of EACH direction
+ *             while the other is loaded too (aggregate = 2*SIZE/t).
+ *
+ * Verification: the payload is a seeded pattern that changes at every point. After each
+ * trial the client compares the last echo (pingpong) or the server's pattern (bidir) and
+ * the server checks the last message it received and reports the result in its
+ * end-of-trial byte. Any mismatch makes the run "failed".
+ */
+#define _GNU_SOURCE
+#include "ct.h"
+#include "ct_sweep.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_MESSAGE (1ull << 30) /* 1 GiB: two buffers of this size on each end */
+#define MAGIC 0x43545450u        /* "CTTP" */
+#define PROTOCOL 1
+#define CMD_TRIAL 1u
+#define CMD_BYE 2u
+#define BIDIR_SEED_XOR 0x9e3779b9u /* the server's payload differs from the client's */
+
+enum mode { MODE_PINGPONG, MODE_STREAM, MODE_BIDIR };
+static const char *const mode_names[] = {"pingpong", "stream", "bidir"};
+
+struct options {
+    int server;
+    const char *connect; /* HOST:PORT */
+    long port;
+    enum mode mode;
+    int nodelay;
+    uint64_t sockbuf; /* 0 = system default */
+    double connect_timeout, accept_timeout, io_timeout;
+    ct_sweep_opts sweep;
+};
+
+struct conn {
+    int fd;
+    const char *peer; /* for messages */
+    enum mode mode;
+    unsigned char *sendbuf, *recvbuf;
+    uint32_t seed; /* pattern currently in sendbuf */
+    int verify_failed;
+    double io_timeout;
+};
+
+/* ---- byte order and exact I/O --------------------------------------------------------- */
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (24 - 8 * i));
+}
+static void put64(unsigned char *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+static uint64_t get64(const unsigned char *p) { return (uint64_t)get32(p) << 32 | get32(p + 4); }
+
+/* Fills in why the last I/O call failed, for the error line. */
+static const char *io_reason(ssize_t n)
+{
+    if (n == 0)
+        return "connection closed by peer";
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return "timed out waiting for peer";
+    return strerror(errno);
+}
+
+static int send_all(struct conn *c, const unsigned char *buf, uint64_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            ct_report_error("send to %s failed: %s", c->peer, io_reason(n < 0 ? -1 : 0));
+            return -1;
+        }
+        buf += n;
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
+static int recv_all(struct conn *c, unsigned char *buf, uint64_t len)
+{
+    while (len > 0) {
+        ssize_t n = recv(c->fd, buf, len, 0);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            ct_report_error("receive from %s failed: %s", c->peer, io_reason(n));
+            return -1;
+        }
+        buf += n;
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
+/* Sends and receives `len` bytes at the same time: blocking calls in sequence would
+ * deadlock once both directions fill their socket buffers. */
+static int exchange(struct conn *c, const unsigned char *out, unsigned char *in, uint64_t len)
+{
+    uint64_t sent = 0, got = 0;
+    while (sent < len || got < len) {
+        int progress = 0;
+        if (sent < len) {
+            ssize_t n = send(c->fd, out + sent, len - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (n > 0) {
+                sent += (uint64_t)n;
+                progress = 1;
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+                ct_report_error("send to %s failed: %s", c->peer, strerror(errno));
+                return -1;
+            }
+        }
+        if (got < len) {
+            ssize_t n = recv(c->fd, in + got, len - got, MSG_DONTWAIT);
+            if (n > 0) {
+                got += (uint64_t)n;
+                progress = 1;
+            } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                ct_report_error("receive from %s failed: %s", c->peer, io_reason(n));
+                return -1;
+            }
+        }
+        if (progress)
+            continue;
+        struct pollfd p = {c->fd, (short)((sent < len ? POLLOUT : 0) | (got < len ? POLLIN : 0)),
+                           0};
+        int r = poll(&p, 1, (int)(c->io_timeout * 1000));
+        if (r == 0) {
+            ct_report_error("exchange with %s timed out after %g s", c->peer, c->io_timeout);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- socket set-up ------------------------------------------------------------------ */
+
+static int set_timeouts(int fd, double seconds)
+{
+    struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)};
+    return setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) |
+           setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+static void set_sockbuf(int fd, uint64_t bytes)
+{
+    if (bytes == 0)
+        return;
+    int v = bytes > (uint64_t)INT32_MAX ? INT32_MAX : (int)bytes;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+}
+
+static void get_sockbuf(int fd, uint64_t *snd, uint64_t *rcv)
+{
+    int v = 0;
+    socklen_t len = sizeof v;
+    *snd = getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &len) == 0 ? (uint64_t)v : 0;
+    len = sizeof v;
+    *rcv = getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, &len) == 0 ? (uint64_t)v : 0;
+}
+
+static void set_nodelay(int fd, int on)
+{
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+}
+
+static int alloc_buffers(struct conn *c, uint64_t max_size)
+{
+    c->sendbuf = malloc(max_size);
+    c->recvbuf = malloc(max_size);
+    if (!c->sendbuf || !c->recvbuf)
+        return -1;
+    c->seed = 0;
+    return 0;
+}
+
+/* Splits "host:port" or "[v6addr]:port" in place. */
+static int split_hostport(char *text, char **host, char **port)
+{
+    char *colon = strrchr(text, ':');
+    if (!colon || colon == text || colon[1] == '\0')
+        return -1;
+    *colon = '\0';
+    *port = colon + 1;
+    *host = text;
+    size_t n = strlen(text);
+    if (text[0] == '[' && n > 2 && text[n - 1] == ']') {
+        text[n - 1] = '\0';
+        *host = text + 1;
+    }
+    return 0;
+}
+
+/* One non-blocking connect attempt bounded by `remaining` seconds; returns the fd, or -1
+ * with errno set (ETIMEDOUT when the peer never answered). */
+static int connect_once(const struct addrinfo *ai, const struct options *o, double remaining)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype, ai->ai_protocol);
+    if (fd < 0)
+        return -1;
+    set_sockbuf(fd, o->sockbuf); /* before connect, so the window scale can fit it */
+    int flags = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+    int err = 0;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        err = errno;
+        if (err == EINPROGRESS) {
+            struct pollfd p = {fd, POLLOUT, 0};
+            int r = poll(&p, 1, (int)(remaining * 1000) + 1);
+            socklen_t len = sizeof err;
+            if (r == 0)
+                err = ETIMEDOUT;
+            else if (r < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+                err = errno;
+        }
+    }
+    if (err != 0) {
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    fcntl(fd, F_SETFL, flags);
+    return fd;
+}
+
+/* Connects within the time limit, retrying while the peer refuses (its server may still
+ * be starting). Returns the fd or -1 after writing the error line. */
+static int connect_peer(const struct options *o)
+{
+    char spec[512];
+    snprintf(spec, sizeof spec, "%s", o->connect);
+    char *host, *port;
+    if (split_hostport(spec, &host, &port) != 0) {
+        ct_report_error("--connect wants HOST:PORT, got '%s'", o->connect);
+        return -1;
+    }
+    struct addrinfo hints = {0}, *res;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai != 0) {
+        ct_report_error("cannot resolve %s: %s", o->connect, gai_strerror(gai));
+        return -1;
+    }
+    double deadline = ct_now() + o->connect_timeout;
+    int fd = -1, err = ETIMEDOUT;
+    while (fd < 0) {
+        for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+            double remaining = deadline - ct_now();
+            if (remaining <= 0)
+                break;
+            fd = connect_once(ai, o, remaining);
+            if (fd < 0)
+                err = errno;
+        }
+        if (fd >= 0 || ct_now() + 0.05 >= deadline)
+            break;
+        if (err != ECONNREFUSED && err != EHOSTUNREACH && err != ENETUNREACH)
+            break;
+        struct timespec pause = {0, 50 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        ct_report_error("cannot connect to %s within %g s: %s", o->connect, o->connect_timeout,
+                        strerror(err));
+    return fd;
+}
+
+/* ---- client: the trial function of the sweep ------------------------------------------ */
+
+static int client_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, double *elapsed)
+{
+    struct conn *c = ctx;
+    if (c->seed != seed) { /* new point: fresh pattern out, nothing stale in */
+        ct_pattern_fill(c->sendbuf, size, seed);
+        c->seed = seed;
+    }
+    memset(c->recvbuf, 0, size);
+    unsigned char hdr[24], status;
+    put32(hdr, CMD_TRIAL);
+    put32(hdr + 4, seed);
+    put64(hdr + 8, size);
+    put64(hdr + 16, (uint64_t)repeats);
+    /* wait until the server has prepared its buffers: that must not be timed */
+    if (send_all(c, hdr, sizeof hdr) != 0 || recv_all(c, &status, 1) != 0)
+        return -1;
+
+    double t0 = ct_now(), t1;
+    switch (c->mode) {
+    case MODE_PINGPONG:
+        for (long r = 0; r < repeats; r++)
+            if (send_all(c, c->sendbuf, size) != 0 || recv_all(c, c->recvbuf, size) != 0)
+                return -1;
+        t1 = ct_now();
+        break;
+    case MODE_STREAM:
+        for (long r = 0; r < repeats; r++)
+            if (send_all(c, c->sendbuf, size) != 0)
+                return -1;
+        if (recv_all(c, &status, 1) != 0) /* the server's ack ends the timed interval */
+            return -1;
+        t1 = ct_now();
+        break;
+    default: /* MODE_BIDIR */
+        for (long r = 0; r < repeats; r++)
+            if (exchange(c, c->sendbuf, c->recvbuf, size) != 0)
+                return -1;
+        t1 = ct_now();
+        break;
+    }
+    if (c->mode != MODE_STREAM && recv_all(c, &status, 1) != 0)
+        return -1;
+    *elapsed = t1 - t0;
+
+    int ok = status == 1;
+    if (c->mode == MODE_PINGPONG)
+        ok = ok && memcmp(c->recvbuf, c->sendbuf, size) == 0;
+    else if (c->mode == MODE_BIDIR)
+        ok = ok && ct_pattern_check(c->recvbuf, size, seed ^ BIDIR_SEED_XOR);
+    if (!ok && !c->verify_failed)
+        fprintf(stderr, "ct-tcp-pingpong: payload verification failed at %llu bytes\n",
+                (unsigned long long)size);
+    c->verify_failed |= !ok;
+    return 0;
+}
+
+static void emit_sample(void *arg, const ct_sweep_point *p)
+{
+    (void)arg;
+    ct_json j;
+    ct_json_start(&j, stdout, "sample");
+    ct_sweep_json_point(&j, p);
+    ct_json_end(&j);
+}
+
+static int run_client(const struct options *o)
+{
+    double start = ct_now();
+    int fd = connect_peer(o);
+    if (fd < 0)
+        return 1;
+    struct conn c = {.fd = fd, .peer = o->connect, .mode = o->mode, .io_timeout = o->io_timeout};
+    set_timeouts(fd, o->io_timeout);
+    set_nodelay(fd, o->nodelay);
+    if (alloc_buffers(&c, o->sweep.max_size) != 0) {
+        ct_report_error("cannot allocate 2 x %llu bytes", (unsigned long long)o->sweep.max_size);
+        return 1;
+    }
+
+    unsigned char hello[32], reply[24];
+    put32(hello, MAGIC);
+    put32(hello + 4, PROTOCOL);
+    put32(hello + 8, (uint32_t)o->mode);
+    put32(hello + 12, (uint32_t)o->nodelay);
+    put64(hello + 16, o->sockbuf);
+    put64(hello + 24, o->sweep.max_size);
+    if (send_all(&c, hello, sizeof hello) != 0 || recv_all(&c, reply, sizeof reply) != 0)
+        return 1;
+    if (get32(reply) != MAGIC || get32(reply + 4) != 0) {
+        ct_report_error("server %s refused the test (%s)", o->connect,
+                        get32(reply) != MAGIC ? "not a ct-tcp-pingpong server"
+                                              : "cannot allocate the buffers");
+        return 1;
+    }
+    uint64_t snd, rcv;
+    get_sockbuf(fd, &snd, &rcv);
+
+    ct_sweep_transport t = {client_trial, &c, o->mode == MODE_PINGPONG ? 2 : 1};
+    double sweep_start = ct_now();
+    if (ct_sweep_run(&o->sweep, &t, emit_sample, NULL) != 0)
+        return 1; /* the error line is out; the samples so far are already written */
+    double sweep_wall = ct_now() - sweep_start;
+
+    unsigned char bye[24] = {0};
+    put32(bye, CMD_BYE);
+    send_all(&c, bye, sizeof bye);
+    close(fd);
+
+    ct_json j;
+    ct_json_start(&j, stdout, "result");
+    ct_json_string(&j, "verification", c.verify_failed ? "failed" : "passed");
+    ct_json_open_object(&j, "detail");
+    ct_json_string(&j, "mode", mode_names[o->mode]);
+    ct_json_bool(&j, "nodelay", o->nodelay);
+    ct_json_integer(&j, "sockbuf_requested", (long long)o->sockbuf);
+    ct_json_integer(&j, "sockbuf_effective_snd", (long long)snd);
+    ct_json_integer(&j, "sockbuf_effective_rcv", (long long)rcv);
+    ct_json_integer(&j, "server_sockbuf_effective_snd", (long long)get64(reply + 8));
+    ct_json_integer(&j, "server_sockbuf_effective_rcv", (long long)get64(reply + 16));
+    ct_json_string(&j, "peer", o->connect);
+    ct_json_number(&j, "sweep_wall_s", sweep_wall);
+    ct_json_number(&j, "total_wall_s", ct_now() - start);
+    ct_json_close_object(&j);
+    ct_json_end(&j);
+    return c.verify_failed ? 1 : 0;
+}
+
+/* ---- server ------------------------------------------------------------------------- */
+
+static int accept_client(const struct options *o, char *peer, size_t peerlen)
+{
+    int lfd = socket(AF_INET6, SOCK_STREAM, 0), off = 0, on = 1;
+    struct sockaddr_in6 a6 = {0};
+    if (lfd >= 0) { /* dual-stack: serves IPv4 and IPv6 clients */
+        setsockopt(lfd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+        a6.sin6_family = AF_INET6;
+        a6.sin6_port = htons((uint16_t)o->port);
+        a6.sin6_addr = in6addr_any;
+    }
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    set_sockbuf(lfd, o->sockbuf); /* inherited by the accepted socket */
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a6, sizeof a6) != 0 || listen(lfd, 1) != 0) {
+        ct_report_error("cannot listen on port %ld: %s", o->port, strerror(errno));
+        return -1;
+    }
+    socklen_t len = sizeof a6;
+    getsockname(lfd, (struct sockaddr *)&a6, &len);
+    fprintf(stderr, "ct-tcp-pingpong: listening on port %u\n", ntohs(a6.sin6_port));
+    struct pollfd p = {lfd, POLLIN, 0};
+    if (poll(&p, 1, (int)(o->accept_timeout * 1000)) != 1) {
+        ct_report_error("no client connected to port %ld within %g s", o->port,
+                        o->accept_timeout);
+        close(lfd);
+        return -1;
+    }
+    len = sizeof a6;
+    int fd = accept(lfd, (struct sockaddr *)&a6, &len);
+    close(lfd);
+    if (fd < 0) {
+        ct_report_error("accept failed: %s", strerror(errno));
+        return -1;
+    }
+    char host[NI_MAXHOST] = "?";
+    getnameinfo((struct sockaddr *)&a6, len, host, sizeof host, NULL, 0, NI_NUMERICHOST);
+    snprintf(peer, peerlen, "client %s", host);
+    return fd;
+}
+
+static int serve_trial(struct conn *c, uint64_t size, long repeats, uint32_t seed)
+{
+    if (c->mode == MODE_BIDIR && c->seed != seed) {
+        ct_pattern_fill(c->sendbuf, size, seed ^ BIDIR_SEED_XOR);
+        c->seed = seed;
+    }
+    memset(c->recvbuf, 0, size);
+    unsigned char ready = 1;
+    if (send_all(c, &ready, 1) != 0)
+        return -1;
+    for (long r = 0; r < repeats; r++) {
+        int rc;
+        if (c->mode == MODE_PINGPONG)
+            rc = recv_all(c, c->recvbuf, size) || send_all(c, c->recvbuf, size);
+        else if (c->mode == MODE_STREAM)
+            rc = recv_all(c, c->recvbuf, size);
+        else
+            rc = exchange(c, c->sendbuf, c->recvbuf, size);
+        if (rc != 0)
+            return -1;
+    }
+    unsigned char status = (unsigned char)ct_pattern_check(c->recvbuf, size, seed);
+    c->verify_failed |= !status;
+    return send_all(c, &status, 1);
+}
+
+static int run_server(const struct options *o)
+{
+    char peer[NI_MAXHOST + 16];
+    int fd = accept_client(o, peer, sizeof peer);
+    if (fd < 0)
+        return 1;
+    struct conn c = {.fd = fd, .peer = peer, .io_timeout = o->io_timeout};
+    set_timeouts(fd, o->io_timeout);
+    unsigned char hello[32], reply[24] = {0};
+    if (recv_all(&c, hello, sizeof hello) != 0)
+        return 1;
+    uint64_t max_size = get64(hello + 24);
+    if (get32(hello) != MAGIC || get32(hello + 4) != PROTOCOL || get32(hello + 8) > MODE_BIDIR) {
+        ct_report_error("%s is not a ct-tcp-pingpong client of protocol %d", peer, PROTOCOL);
+        return 1;
+    }
+    c.mode = (enum mode)get32(hello + 8);
+    set_nodelay(fd, (int)get32(hello + 12));
+    set_sockbuf(fd, get64(hello + 16));
+    uint64_t snd, rcv;
+    get_sockbuf(fd, &snd, &rcv);
+    int refused = max_size < 1 || max_size > MAX_MESSAGE || alloc_buffers(&c, max_size) != 0;
+    put32(reply, MAGIC);
+    put32(reply + 4, (uint32_t)refused);
+    put64(reply + 8, snd);
+    put64(reply + 16, rcv);
+    if (send_all(&c, reply, sizeof reply) != 0 || refused)
+        return 1;
+
+    long trials = 0;
+    for (;;) {
+        unsigned char hdr[24];
+        if (recv_all(&c, hdr, sizeof hdr) != 0)
+            return 1;
+        if (get32(hdr) == CMD_BYE)
+            break;
+        uint64_t size = get64(hdr + 8);
+        if (get32(hdr) != CMD_TRIAL || size > max_size) {
+            ct_report_error("malformed trial header from %s", peer);
+            return 1;
+        }
+        if (serve_trial(&c, size, (long)get64(hdr + 16), get32(hdr + 4)) != 0)
+            return 1;
+        trials++;
+    }
+    close(fd);
+    ct_json j;
+    ct_json_start(&j, stdout, "result");
+    ct_json_string(&j, "verification", c.verify_failed ? "failed" : "passed");
+    ct_json_open_object(&j, "detail");
+    ct_json_string(&j, "role", "server");
+    ct_json_string(&j, "mode", mode_names[c.mode]);
+    ct_json_string(&j, "peer", peer);
+    ct_json_integer(&j, "trials_served", trials);
+    ct_json_integer(&j, "sockbuf_effective_snd", (long long)snd);
+    ct_json_integer(&j, "sockbuf_effective_rcv", (long long)rcv);
+    ct_json_close_object(&j);
+    ct_json_end(&j);
+    return c.verify_failed ? 1 : 0;
+}
+
+/* ---- command line ------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ct-tcp-pingpong --server [--port P] [--accept-timeout S] [--sockbuf BYTES]\n"
+            "       ct-tcp-pingpong --connect HOST:PORT [options]\n"
+            "  --mode pingpong|stream|bidir  (default pingpong)\n"
+            "  --nagle                 leave Nagle's algorithm on (default: TCP_NODELAY)\n"
+            "  --sockbuf BYTES         SO_SNDBUF/SO_RCVBUF on both ends (default: system)\n"
+            "  --connect-timeout S     give up connecting after S seconds (default 10)\n"
+            "  --io-timeout S          give up when the peer is silent S seconds (default 60)\n"
+            "%s",
+            ct_sweep_usage);
+}
+
+static int parse_seconds(const char *text, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || !(v > 0) || v > 86400)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mode = MODE_PINGPONG;
+    o->nodelay = 1;
+    o->connect_timeout = 10;
+    o->accept_timeout = 60;
+    o->io_timeout = 60;
+    ct_sweep_defaults(&o->sweep);
+    char err[256];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = ct_sweep_parse_option(&o->sweep, argc, argv, &i, err, sizeof err);
+        if (r < 0) {
+            ct_report_error("%s", err);
+            return -1;
+        }
+        if (r > 0)
+            continue;
+        if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(a, "--server") == 0) {
+            o->server = 1;
+            continue;
+        } else if (strcmp(a, "--nagle") == 0) {
+            o->nodelay = 0;
+            continue;
+        }
+        if (!v) {
+            ct_report_error("%s needs a value (or is unknown; see --help)", a);
+            return -1;
+        }
+        i++;
+        int bad = 0;
+        if (strcmp(a, "--connect") == 0)
+            o->connect = v;
+        else if (strcmp(a, "--port") == 0)
+            bad = ct_parse_long(v, &o->port) != 0 || o->port > 65535;
+        else if (strcmp(a, "--sockbuf") == 0)
+            bad = ct_parse_bytes(v, &o->sockbuf) != 0 || o->sockbuf > INT32_MAX;
+        else if (strcmp(a, "--connect-timeout") == 0)
+            bad = parse_seconds(v, &o->connect_timeout);
+        else if (strcmp(a, "--accept-timeout") == 0)
+            bad = parse_seconds(v, &o->accept_timeout);
+        else if (strcmp(a, "--io-timeout") == 0)
+            bad = parse_seconds(v, &o->io_timeout);
+        else if (strcmp(a, "--mode") == 0) {
+            bad = 1;
+            for (int m = 0; m < 3; m++)
+                if (strcmp(v, mode_names[m]) == 0) {
+                    o->mode = (enum mode)m;
+                    bad = 0;
+                }
+        } else {
+            ct_report_error("unknown option %s (see --help)", a);
+            return -1;
+        }
+        if (bad) {
+            ct_report_error("bad value for %s: '%s'", a, v);
+            return -1;
+        }
+    }
+    if (o->server == (o->connect != NULL)) {
+        ct_report_error("give exactly one of --server and --connect HOST:PORT");
+        return -1;
+    }
+    if (ct_sweep_validate(&o->sweep, MAX_MESSAGE, err, sizeof err) != 0) {
+        ct_report_error("%s", err);
+        return -1;
+    }
+    if (o->sweep.min_size < 1) {
+        ct_report_error("--min-size must be >= 1 for TCP (a 0-byte send carries nothing)");
+        return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o;
+    signal(SIGPIPE, SIG_IGN); /* a dead peer shows up as EPIPE, reported as an error line */
+    if (parse_args(argc, argv, &o) != 0)
+        return 2;
+    return o.server ? run_server(&o) : run_client(&o);
+}

@@ -28,6 +28,7 @@ static void first_line(char *text)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
+    int hang = argc > 1 && strcmp(argv[1], "--hang") == 0;
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -50,6 +51,10 @@ int main(int argc, char **argv)
                MPI_COMM_WORLD);
     long long rank_sum = 0, my_rank = rank;
     MPI_Allreduce(&my_rank, &rank_sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+
+    if (hang && rank == 0)
+        for (;;)
+            pause();
 
     if (rank == 0) {
         int version, subversion;

@@ -1,0 +1,48 @@
+"""Shared fixtures: a private results store, and virtual clusters that always come down."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from clustertune import netns, vcluster
+from clustertune.results import Store
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root for network namespaces")
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = Store(tmp_path / "results.db")
+    yield s
+    s.close()
+
+
+@pytest.fixture(autouse=True)
+def private_db(tmp_path, monkeypatch):
+    """No test writes to the user's real results database."""
+    monkeypatch.setenv("CLUSTERTUNE_DB", str(tmp_path / "cli-results.db"))
+
+
+def unique_name(stem: str) -> str:
+    return f"{stem}{uuid.uuid4().hex[:6]}"[:12]
+
+
+@pytest.fixture
+def make_vcluster():
+    """Factory: build a virtual cluster; every one built is removed at teardown."""
+    built: list[str] = []
+
+    def make(hosts: int = 2, link_bps: int | None = None, **kwargs):
+        name = unique_name("t")
+        built.append(name)
+        state = vcluster.up(vcluster.plan(name, hosts, link_bps, **kwargs))
+        return vcluster.cluster_from_state(state)
+
+    yield make
+    for name in built:
+        vcluster.down(name)
+        leftovers = [ns for ns in netns.listed() if ns.startswith(vcluster.prefix(name))]
+        assert not leftovers, f"namespaces left behind: {leftovers}"

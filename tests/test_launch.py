@@ -1,0 +1,127 @@
+"""Real MPI jobs through the launchers: the probe on both MPIs, and a hung job killed."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import needs_root
+
+from clustertune import kernels, runner
+from clustertune.cluster import Cluster, Host, local_cluster
+from clustertune.launch import Job, launcher_for
+from clustertune.launch.process import JOB_MARK
+
+MPIS = ("openmpi", "mpich")
+
+
+def probe(cluster, store, mpi, np, **kwargs):
+    return runner.run_kernel(
+        cluster, store, level="probe", kernel="ct-probe", np=np, mpi=mpi, timeout=90, **kwargs
+    )
+
+
+def marked_processes() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and f"{JOB_MARK}=".encode() in (entry / "environ").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_probe_on_localhost(store, mpi):
+    record = probe(local_cluster(), store, mpi, 2)
+    assert (record["status"], record["verification"]) == ("ok", "passed"), record["error"]
+    assert sorted(s["rank"] for s in record["samples"]) == [0, 1]
+    assert store.get(record["id"])["samples"] == record["samples"]
+
+
+@needs_root
+@pytest.mark.parametrize("mpi", MPIS)
+def test_probe_across_namespaces(make_vcluster, store, mpi):
+    cluster = make_vcluster(hosts=3, link_bps=10**9)
+    record = probe(cluster, store, mpi, 6)
+    assert (record["status"], record["verification"]) == ("ok", "passed"), record["error"]
+    placement = {s["rank"]: s["host"] for s in record["samples"]}
+    # round-robin by node: rank r on host r % 3, each in its own namespace and UTS name
+    assert placement == {r: f"host{r % 3}" for r in range(6)}
+    expected = "Open MPI" if mpi == "openmpi" else "MPICH"
+    assert all(expected in s["library"] for s in record["samples"])
+
+
+@needs_root
+def test_probe_on_chosen_hosts(make_vcluster, store):
+    cluster = make_vcluster(hosts=4)
+    record = probe(cluster, store, "openmpi", 2, hosts=["host3", "host1"])
+    assert [s["host"] for s in sorted(record["samples"], key=lambda s: s["rank"])] == [
+        "host3",
+        "host1",
+    ]
+
+
+@needs_root
+@pytest.mark.parametrize("mpi", MPIS)
+def test_hung_job_is_killed_at_timeout_and_recorded_failed(make_vcluster, store, mpi):
+    cluster = make_vcluster(hosts=2)
+    start = time.monotonic()
+    record = runner.run_kernel(
+        cluster, store, level="probe", kernel="ct-probe", np=2, mpi=mpi, args=["--hang"], timeout=4
+    )
+    assert time.monotonic() - start < 20
+    assert record["status"] == "failed"
+    assert "timed out" in record["error"]
+    assert store.get(record["id"])["status"] == "failed"
+    time.sleep(0.5)
+    assert marked_processes() == [], "processes of the killed job still run"
+
+
+def test_missing_mpi_is_a_clear_error(store):
+    from clustertune.errors import UserError
+
+    cluster = Cluster("solo", "local", (Host("me"),), mpi=("openmpi",))
+    with pytest.raises(UserError, match="does not offer MPI 'mpich'"):
+        probe(cluster, store, "mpich", 1)
+
+
+def test_command_lines_per_launcher(tmp_path):
+    """The launch commands carry the traps' work-arounds; checked without running them."""
+    kernel = kernels.kernel_path("ct-probe", "mpich")
+    job = Job(kernel, [], 4, "mpich", env={"OPENBLAS_NUM_THREADS": "1"})
+    hosts = (Host("n1", "192.0.2.1"), Host("n2", "192.0.2.2"))
+    real = Cluster("lab", "hostfile", hosts)
+    argv = launcher_for(real).mpi_argv(job, tmp_path)
+    assert argv[:3] == ["mpiexec.mpich", "-n", "4"]
+    assert (tmp_path / "hostfile.mpich").read_text() == "192.0.2.1:1\n192.0.2.2:1\n"
+    assert "LD_PRELOAD" not in argv  # the finalize shim is for UCX over pinned TCP only
+
+    slurm = Cluster("lab", "slurm", hosts, extra={"slurm": {"partition": "debug"}})
+    argv = launcher_for(slurm).mpi_argv(Job(kernel, ["-x"], 4, "openmpi"), tmp_path)
+    assert argv[:4] == ["srun", "--kill-on-bad-exit=1", "--partition", "debug"]
+    assert "--mpi=pmix" in argv and argv[-2:] == [str(kernel), "-x"]
+
+    vc = Cluster("v", "vcluster", hosts, extra={"agent": "/run/agent"})
+    argv = launcher_for(vc).mpi_argv(job, tmp_path)
+    assert argv[:2] == ["/run/agent", "n1"]  # started on the first host, through the agent
+    inner = argv[2]
+    for flag in (
+        "-launcher-exec /run/agent",
+        "UCX_TLS tcp,self",
+        "UCX_NET_DEVICES eth0",
+        "LD_PRELOAD",
+    ):
+        assert flag in inner
+    openmpi = launcher_for(vc).mpi_argv(Job(kernel, [], 3, "openmpi"), tmp_path)[2]
+    for flag in ("plm_rsh_agent /run/agent", "mpi_yield_when_idle 1", "btl_tcp_if_include eth0"):
+        assert flag in openmpi
+    assert (tmp_path / "hostfile.openmpi").read_text() == "n1 slots=2\nn2 slots=2\n"
+
+
+def test_environment_knobs_are_recorded(store, monkeypatch):
+    monkeypatch.setenv("OPENBLAS_CORETYPE", os.environ.get("OPENBLAS_CORETYPE", "Haswell"))
+    record = probe(local_cluster(), store, "openmpi", 1, env={"OPENBLAS_NUM_THREADS": "1"})
+    assert record["meta"]["env"]["OPENBLAS_NUM_THREADS"] == "1"
+    assert "OPENBLAS_CORETYPE" in record["meta"]["env"]

@@ -1,0 +1,137 @@
+"""The virtual cluster: building, shaping, delay, sites, and leaving nothing behind."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import needs_root, unique_name
+
+from clustertune import netns, vcluster
+from clustertune.errors import UserError
+from clustertune.launch import launcher_for
+
+TRANSFER = str(Path(__file__).with_name("transfer.py"))
+
+
+def root_links() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    return sorted(line.split(":")[1].strip() for line in out.splitlines())
+
+
+def measure_rate(cluster, sender: str, receiver: str, nbytes: int) -> float:
+    """Bulk TCP transfer between two virtual hosts; the receiver's rate in bit/s."""
+    launcher = launcher_for(cluster)
+    server = launcher.spawn_on_host(
+        receiver, [sys.executable, TRANSFER, "serve", "5999", str(nbytes)]
+    )
+    try:
+        assert server.stdout.readline().strip() == "listening"
+        done = launcher.run_on_host(
+            sender, [sys.executable, TRANSFER, "send", receiver, "5999", str(nbytes)], timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        result = json.loads(server.stdout.readline())
+    finally:
+        server.kill()
+        server.wait()
+    assert result["bytes"] == nbytes
+    return result["rate_bps"]
+
+
+def ping_rtt_ms(cluster, src: str, dst: str) -> float:
+    done = launcher_for(cluster).run_on_host(src, ["ping", "-c", "5", "-i", "0.05", "-q", dst], 20)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return float(re.search(r"= ([\d.]+)/", done.stdout).group(1))  # min RTT
+
+
+def test_plan_rejects_bad_input():
+    with pytest.raises(UserError, match="bad cluster name"):
+        vcluster.plan("Bad_Name", 2, None)
+    with pytest.raises(UserError, match="--hosts 0"):
+        vcluster.plan("ok", 0, None)
+    with pytest.raises(UserError, match="--sites 3"):
+        vcluster.plan("ok", 2, None, sites=3)
+    with pytest.raises(UserError, match="unknown host.*host7"):
+        vcluster.plan("ok", 2, None, host_links={"host7": 10**7})
+
+
+def test_plan_assigns_sites_in_blocks():
+    state = vcluster.plan("ok", 4, 10**9, sites=2, wan_bps=10**8)
+    assert [h["site"] for h in state["hosts"]] == ["site0", "site0", "site1", "site1"]
+    assert len({h["address"] for h in state["hosts"]}) == 4
+
+
+@needs_root
+def test_up_down_leaves_nothing_behind(make_vcluster):
+    before = root_links()
+    cluster = make_vcluster(hosts=3, link_bps=10**9)
+    spaces = [h.namespace for h in cluster.hosts]
+    assert all(netns.exists(ns) for ns in spaces)
+    hosts_file = (netns.NETNS_ETC / spaces[0] / "hosts").read_text()
+    assert "host2" in hosts_file
+    assert root_links() == before, "the root namespace must not gain interfaces"
+    assert vcluster.down(cluster.name) is True
+    assert not [ns for ns in netns.listed() if ns.startswith(vcluster.prefix(cluster.name))]
+    assert not any((netns.NETNS_ETC / ns).exists() for ns in spaces)
+    assert not vcluster.state_dir(cluster.name).exists()
+    assert root_links() == before
+    assert vcluster.down(cluster.name) is False  # idempotent
+
+
+@needs_root
+def test_up_twice_is_a_clash_and_stale_pieces_are_replaced(make_vcluster):
+    cluster = make_vcluster(hosts=2)
+    with pytest.raises(UserError, match="already up"):
+        vcluster.up(vcluster.plan(cluster.name, 2, None))
+    # a crash: a namespace gone, the state says "up" -> the next up rebuilds cleanly
+    netns.delete(cluster.hosts[1].namespace)
+    state = vcluster.up(vcluster.plan(cluster.name, 3, None))
+    assert state["status"] == "up" and len(state["hosts"]) == 3
+    assert all(netns.exists(h["namespace"]) for h in state["hosts"])
+
+
+@needs_root
+def test_down_after_crash_without_state_removes_stray_namespaces():
+    name = unique_name("s")
+    stray = f"{vcluster.prefix(name)}host0"
+    netns.add(stray)
+    try:
+        assert vcluster.down(name) is True
+        assert not netns.exists(stray)
+    finally:
+        netns.delete(stray)
+
+
+@needs_root
+def test_link_shaped_to_100mbit_measures_within_10_percent(make_vcluster):
+    cluster = make_vcluster(hosts=2, link_bps=100 * 10**6)
+    rate = measure_rate(cluster, "host0", "host1", 8 * 10**6)
+    assert 90e6 <= rate <= 110e6, f"{rate / 1e6:.1f} Mbit/s on a 100 Mbit link"
+
+
+@needs_root
+def test_one_host_link_and_wan_link_are_shaped(make_vcluster):
+    cluster = make_vcluster(
+        hosts=3, link_bps=10**9, host_links={"host2": 20 * 10**6}, sites=2, wan_bps=50 * 10**6
+    )
+    assert [h.site for h in cluster.hosts] == ["site0", "site0", "site1"]
+    # host0 -> host2 crosses the WAN (50 Mbit) and ends on host2's 20 Mbit link
+    slow = measure_rate(cluster, "host0", "host2", 2 * 10**6)
+    assert 16e6 <= slow <= 22e6, f"{slow / 1e6:.1f} Mbit/s into a 20 Mbit host"
+    fast = measure_rate(cluster, "host0", "host1", 20 * 10**6)
+    assert fast > 500e6, f"{fast / 1e6:.1f} Mbit/s inside a 1 Gbit site"
+
+
+@needs_root
+def test_delay_adds_to_round_trip(make_vcluster):
+    base = ping_rtt_ms(make_vcluster(hosts=2), "host0", "host1")
+    delayed_cluster = make_vcluster(hosts=2, delay_us=2000)
+    delayed = ping_rtt_ms(delayed_cluster, "host0", "host1")
+    # each host's egress holds packets 2 ms: a round trip gains 4 ms
+    assert delayed - base >= 3.8, f"RTT {base:.3f} ms -> {delayed:.3f} ms"
+    pids = vcluster.load_state(delayed_cluster.name)["delay_pids"].values()
+    vcluster.down(delayed_cluster.name)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids), "delay daemons left running"

@@ -244,3 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print(json.dumps(out.payload) if args.json else out.text)
     return out.status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,14 +12,9 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import matplotlib
-
-matplotlib.use("Agg")  # no display needed; must precede pyplot's import
-import matplotlib.pyplot as plt  # noqa: E402
-
-from . import __version__, levels  # noqa: E402
-from .results import Store  # noqa: E402
-from .runner import now_iso  # noqa: E402
+from . import __version__, levels
+from .results import Store
+from .runner import now_iso
 
 Renderer = Callable[[list[dict]], str]
 
@@ -45,8 +40,20 @@ def section(level: str, title: str, order: int = 50) -> Callable[[Renderer], Ren
     return register
 
 
+def pyplot():
+    """matplotlib.pyplot on the Agg backend, imported only when a plot is drawn: the CLI
+    loads every level (and so this module) at start-up and should stay quick."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def svg(fig) -> str:
     """A matplotlib figure as an inline SVG element (the figure is closed)."""
+    plt = pyplot()
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", bbox_inches="tight")
     plt.close(fig)

@@ -41,8 +41,7 @@ def add_commands(sub, run_sub, common) -> None:
 
 @report.section(LEVEL, "Launch chain (probe)", order=10)
 def render(records: list[dict]) -> str:
-    import matplotlib.pyplot as plt
-
+    plt = report.pyplot()
     rows, placements = [], []
     for r in records:
         per_host = Counter(s["host"] for s in r["samples"])

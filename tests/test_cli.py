@@ -1,0 +1,139 @@
+"""The command line as a user meets it: one JSON document with --json, one-line errors."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+from conftest import needs_root, unique_name
+
+from clustertune import netns, vcluster
+
+CLI = [sys.executable, "-m", "clustertune.cli"]
+
+
+def run(
+    *args: str, user: str | None = None, home: str | None = None
+) -> subprocess.CompletedProcess:
+    argv, env = [*CLI, *args], dict(os.environ)
+    if user:  # drop root for the no-root paths
+        argv = ["setpriv", f"--reuid={user}", "--regid=nogroup", "--clear-groups", *argv]
+        env["HOME"] = home or "/nonexistent"
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env)
+
+
+def one_json(proc: subprocess.CompletedProcess):
+    return json.loads(proc.stdout)  # fails on anything but exactly one document
+
+
+def assert_user_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("clustertune: error: ")
+    for fragment in fragments:
+        assert fragment in proc.stderr
+
+
+def test_probe_json_then_results_and_report(tmp_path):
+    probe = run("run", "probe", "--np", "2", "--json")
+    assert probe.returncode == 0, probe.stderr
+    record = one_json(probe)
+    assert record["verification"] == "passed"
+    listed = one_json(run("results", "list", "--json"))
+    assert [r["id"] for r in listed] == [record["id"]]
+    shown = one_json(run("results", "show", str(record["id"]), "--json"))
+    assert shown["samples"] == record["samples"]
+    second = one_json(run("run", "probe", "--np", "1", "--json"))
+    diff = one_json(run("results", "compare", str(record["id"]), str(second["id"]), "--json"))
+    assert diff["figures"]["ranks"] == {"a": 2, "b": 1, "ratio": 0.5}
+    csv_text = run("results", "export", "--format", "csv").stdout.splitlines()
+    assert csv_text[0].startswith("id,started,level,kernel") and len(csv_text) == 3
+    assert len(one_json(run("results", "export", "--format", "json", "--json"))) == 2
+    out = tmp_path / "r.html"
+    report = one_json(run("report", "--out", str(out), "--json"))
+    html = out.read_text()
+    assert report["report"] == str(out)
+    assert "Launch chain (probe)" in html and "<svg" in html
+    assert "<script" not in html and "<link" not in html  # self-contained
+
+
+def test_info_json_describes_this_host():
+    facts = one_json(run("info", "--json"))
+    (host,) = facts["hosts"]
+    assert host["cpu"]["cores"] == os.cpu_count()
+    assert host["memory_bytes"] > 0
+    assert "openmpi" in host["mpi"]
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (
+            ["vcluster", "up", "--name", "x", "--hosts", "2", "--link", "fast"],
+            ["bad link rate 'fast'"],
+        ),
+        (
+            ["vcluster", "up", "--name", "x", "--hosts", "2", "--host-link", "host9=1gbit"],
+            ["host9"],
+        ),
+        (["vcluster", "up", "--name", "x", "--hosts", "4", "--sites", "2"], ["--wan-link"]),
+        (["run", "probe", "--cluster", "nosuch"], ["no such cluster file"]),
+        (["run", "probe", "--cluster", "/nonexistent/c.toml"], ["cannot read cluster file"]),
+        (["results", "show", "99"], ["no run with id 99"]),
+    ],
+)
+def test_user_errors_are_one_line(args, fragments):
+    assert_user_error(run(*args), *fragments)
+
+
+def test_user_error_with_json_still_prints_one_document():
+    proc = run("run", "probe", "--cluster", "nosuch", "--json")
+    assert proc.returncode == 2
+    assert "no such cluster" in one_json(proc)["error"]
+
+
+def test_bad_cluster_file_names_line(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('name = "lab"\n[[hosts]]\nname = "n1"\ncores = 0\n')
+    assert_user_error(run("run", "probe", "--cluster", str(path)), f"{path}:4: hosts[0].cores")
+
+
+@needs_root
+def test_without_root_vcluster_says_so_and_local_runs_still_work():
+    home = tempfile.mkdtemp(prefix="ct-nobody-")  # pytest's tmp_path is closed to others
+    os.chmod(home, 0o777)
+    env_db = ["--db", f"{home}/results.db"]
+    assert_user_error(
+        run("vcluster", "up", "--name", "x", "--hosts", "2", user="nobody"),
+        "needs root",
+        "localhost",
+    )
+    probe = run("run", "probe", "--np", "1", "--json", *env_db, user="nobody", home=home)
+    shutil.rmtree(home)
+    assert probe.returncode == 0, probe.stderr
+    assert one_json(probe)["meta"]["cluster"]["launcher"] == "local"
+
+
+@needs_root
+def test_vcluster_cli_cycle():
+    name = unique_name("c")
+    try:
+        up = one_json(
+            run("vcluster", "up", "--name", name, "--hosts", "2", "--link", "100mbit", "--json")
+        )
+        assert [h["link_bps"] for h in up["hosts"]] == [10**8, 10**8]
+        clash = run("vcluster", "up", "--name", name, "--hosts", "2")
+        assert_user_error(clash, "already up")
+        status = one_json(run("vcluster", "status", "--json"))
+        assert any(c["name"] == name and c["healthy"] for c in status)
+        probe = one_json(
+            run("run", "probe", "--cluster", name, "--np", "2", "--mpi", "mpich", "--json")
+        )
+        assert {s["host"] for s in probe["samples"]} == {"host0", "host1"}
+        assert one_json(run("vcluster", "down", "--name", name, "--json"))["removed"] is True
+    finally:
+        vcluster.down(name)
+    assert not [ns for ns in netns.listed() if ns.startswith(vcluster.prefix(name))]

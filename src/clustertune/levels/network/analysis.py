@@ -42,6 +42,8 @@ DIP_MAX_RATIO = 0.5
 # ... where the envelope is at least this fraction of the curve's peak (below it the time
 # is latency-dominated and a slow point is scheduling noise, not a throughput collapse).
 DIP_MIN_LEVEL = 0.25
+# ... over at least this many adjacent sizes.
+DIP_MIN_POINTS = 2
 
 
 # --------------------------------------------------------------------------- curve
@@ -241,14 +243,17 @@ def dips(
     curve: Curve,
     max_ratio: float = DIP_MAX_RATIO,
     min_level: float = DIP_MIN_LEVEL,
+    min_points: int = DIP_MIN_POINTS,
 ) -> list[dict[str, float]]:
     """Throughput dips: the faulty-NIC signature of seeds/002 fig. 8.
 
     The envelope at a size is min(best throughput at smaller sizes, best at larger sizes):
-    the level the curve reached before and recovers to after. A point is a dip when its
-    throughput is below ``max_ratio`` x envelope and the envelope is at least ``min_level``
-    x the curve's peak. A rising or flattening curve never dips (its envelope is at most its
-    own value), and neither does a collapse that never recovers.
+    the level the curve reached before and recovers to after. A point is in a dip when its
+    throughput is below ``max_ratio`` x envelope, the envelope is at least ``min_level`` x
+    the curve's peak, and at least ``min_points`` adjacent sizes in a row are so (one slow
+    size alone is timing noise, as one fast size is for the bandwidth). A rising or
+    flattening curve never dips (its envelope is at most its own value), and neither does a
+    collapse that never recovers.
     """
     thr = curve.throughput_bps
     if len(thr) < 3:
@@ -258,6 +263,14 @@ def dips(
     envelope = np.minimum(left, right)
     inner = thr[1:-1]
     hit = (inner < max_ratio * envelope) & (envelope >= min_level * thr.max())
+    keep = np.zeros_like(hit)
+    start = None
+    for i, h in enumerate([*hit, False]):  # mark runs of at least min_points hits
+        if h and start is None:
+            start = i
+        elif not h and start is not None:
+            keep[start:i] = i - start >= min_points
+            start = None
     return [
         {
             "size": int(curve.size[i + 1]),
@@ -265,7 +278,7 @@ def dips(
             "envelope_mbps": float(envelope[i] / MBIT),
             "depth_ratio": float(inner[i] / envelope[i]),
         }
-        for i in np.flatnonzero(hit)
+        for i in np.flatnonzero(keep)
     ]
 
 
@@ -400,6 +413,53 @@ def _far(name: str, value: np.ndarray, ref: float, rules: Rules) -> np.ndarray:
     return value > rules.latency_factor * ref
 
 
+def _bad_links(name: str, m: np.ndarray, ref: float, rules: Rules) -> np.ndarray:
+    """Links far from ``ref`` and outliers of the healthy links' spread (see :class:`Rules`)."""
+    measured = ~np.isnan(m)
+    far = np.zeros_like(measured)
+    far[measured] = _far(name, m[measured], ref, rules)
+    healthy = m[measured & ~far]
+    mad = float(np.median(np.abs(healthy - np.median(healthy)))) if healthy.size else 0.0
+    if mad == 0:
+        return far
+    return far & (np.abs(np.where(measured, m, ref) - ref) > rules.mad_threshold * 1.4826 * mad)
+
+
+def _culprits(m: np.ndarray, bad: np.ndarray) -> set[int]:
+    """Hosts with at least two measured links, all of them bad."""
+    culprits = set()
+    for i, row in enumerate(m):
+        measured = ~np.isnan(row)
+        if measured.sum() >= 2 and bad[i, measured].all():
+            culprits.add(i)
+    return culprits
+
+
+def _reference_and_bad_links(name: str, m: np.ndarray, rules: Rules) -> tuple[float, np.ndarray]:
+    """The healthy level of a figure, and the bad links judged against it.
+
+    Start from the median over hosts of each host's median link (robust while fewer than
+    half of the hosts are bad), then take the median of the links that touch no culprit
+    host, and repeat until the culprits no longer change (at most n times): one bad host
+    plus one bad cable in four hosts spoils two hosts' medians, not this.
+    """
+    with np.errstate(all="ignore"):
+        scores = [np.nanmedian(row) for row in m if not np.isnan(row).all()]
+    ref = float(np.median(scores))
+    culprits: set[int] | None = None
+    for _ in range(len(m)):
+        found = _culprits(m, _bad_links(name, m, ref, rules))
+        if found == culprits:
+            break
+        culprits = found
+        keep = np.triu(~np.isnan(m), 1)
+        for i in culprits:
+            keep[i, :] = keep[:, i] = False
+        if keep.any():
+            ref = float(np.median(m[keep]))
+    return ref, _bad_links(name, m, ref, rules)
+
+
 def _relative(name: str, value: float, ref: float, against: str) -> str:
     if name == "bandwidth_mbps":
         return f"{100 * value / ref:.0f} % of the {against}"
@@ -414,9 +474,9 @@ def diagnose(
     """Find bad links and name the culprit: a host whose links are all bad, or a pair.
 
     Reference per figure: ``reference[figure]`` if given (e.g. the nominal link rate), else
-    the median over hosts of each host's median link, which stays on the healthy value
-    while fewer than half of the hosts are bad (a plain median over pairs would not: one bad
-    host of four spoils half the pairs). A link is bad under :class:`Rules`. A host with at
+    the median of the links that touch no culprit host (see :func:`_reference_and_bad_links`;
+    a plain median over all pairs would not do: one bad host of four spoils half the
+    pairs). A link is bad under :class:`Rules`. A host with at
     least two measured links, all bad, is the culprit and its links are not flagged again;
     a bad link between two hosts not blamed is flagged as the pair (cable, switch port).
     With two hosts there is one link: it is judged only against a given reference, and a
@@ -447,35 +507,27 @@ def diagnose(
         m = matrix.figure(name)
         if name in reference:
             ref, against = float(reference[name]), "reference"
+            bad = _bad_links(name, m, ref, rules)
         elif n == 2:
             continue
         else:
-            with np.errstate(all="ignore"):
-                scores = [np.nanmedian(row) for row in m if not np.isnan(row).all()]
-            ref, against = float(np.median(scores)), "median"
-        far = _far(name, m, ref, rules)
-        values = m[iu][~np.isnan(m[iu])]
-        healthy = values[~_far(name, values, ref, rules)]
-        mad = float(np.median(np.abs(healthy - ref))) if healthy.size else 0.0
-        outlier = np.abs(m - ref) > rules.mad_threshold * 1.4826 * mad if mad > 0 else far
-        bad = far & outlier & ~np.isnan(m)
-        culprits = set()
-        for i, host in enumerate(hosts):
+            ref, bad, against = *_reference_and_bad_links(name, m, rules), "median"
+        culprits = _culprits(m, bad)
+        for i in sorted(culprits):
+            host = hosts[i]
             measured = ~np.isnan(m[i])
             links = int(measured.sum())
-            if links >= 2 and bad[i, measured].all():
-                culprits.add(i)
-                v = float(np.median(m[i, measured]))
-                flagged_hosts.append(
-                    {
-                        "host": host,
-                        "figure": name,
-                        "value": v,
-                        "median": ref,
-                        "reason": f"{host}: {words} {v:.3g} {unit} on all {links} of its links, "
-                        f"{_relative(name, v, ref, against)} — suspect {host}'s NIC or cable",
-                    }
-                )
+            v = float(np.median(m[i, measured]))
+            flagged_hosts.append(
+                {
+                    "host": host,
+                    "figure": name,
+                    "value": v,
+                    "median": ref,
+                    "reason": f"{host}: {words} {v:.3g} {unit} on all {links} of its links, "
+                    f"{_relative(name, v, ref, against)} — suspect {host}'s NIC or cable",
+                }
+            )
         for i, j in zip(*np.nonzero(np.triu(bad, 1)), strict=True):
             suspects.add((hosts[i], hosts[j]))
             if i in culprits or j in culprits:
@@ -484,7 +536,7 @@ def diagnose(
             where = (
                 "either host's NIC or the cable between them"
                 if n == 2
-                else "the cable or switch ports between them (both hosts are fine elsewhere)"
+                else "the cable or switch ports between them (neither host is bad on all its links)"
             )
             flagged_pairs.append(
                 {

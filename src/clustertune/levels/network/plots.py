@@ -81,7 +81,7 @@ def signature_svg(curves: Mapping[str, Curve], title: str = "Signature graph") -
 def saturation_svg(curves: Mapping[str, Curve], title: str = "Saturation graph") -> str:
     """Saturation graph as in NetPIPE and seeds/002: size (bytes) vs one-way time (s), log-log.
 
-    The saturation point of each curve is marked with an arrow-like marker and its size.
+    The saturation point of each curve is marked (as seeds/002's arrows) and named in the legend.
     """
     _check(curves)
     fig, ax = _new(title, "one-way time (s)", "message size (bytes)")
@@ -93,13 +93,13 @@ def saturation_svg(curves: Mapping[str, Curve], title: str = "Saturation graph")
         except ValueError:
             continue  # sweep too short for a saturation point: plot the curve alone
         t_sat = float(np.interp(sat, c.size, c.time_s))
-        ax.plot([t_sat], [sat], "v", color=line.get_color(), markersize=9)
-        ax.annotate(
-            f"saturation point {sat:.0f} B",
-            (t_sat, sat),
-            textcoords="offset points",
-            xytext=(8, 8),
+        ax.plot(
+            [t_sat],
+            [sat],
+            "v",
             color=line.get_color(),
+            markersize=9,
+            label=f"{label}: saturation point {sat:.0f} B",
         )
     ax.set_xscale("log")
     ax.set_yscale("log")

@@ -1,0 +1,481 @@
+"""Derived figures of the network level on synthetic curves whose answers are known.
+
+Most curves follow the model t(s) = L + 8 s / B (one-way time, s in bytes, B in bit/s),
+for which latency = L, bandwidth -> B, n½ = L B / 8 bytes, saturation point =
+0.2 L B / 8 and 90 % of bandwidth at 9 L B / 8.
+"""
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from clustertune.levels.network import analysis as na
+from clustertune.levels.network import plots
+
+L = 50e-6  # s
+B = 1e9  # bit/s
+LB = L * B / 8  # bytes: n½ of the model (6250 B)
+
+
+def sweep_sizes(max_size: int = 8 * 2**20, zero: bool = True) -> list[int]:
+    """Powers of two with NetPIPE's ±3 byte perturbations, as the kernels sweep."""
+    sizes = {0} if zero else set()
+    p = 1
+    while p <= max_size:
+        sizes.update(s for s in (p - 3, p, p + 3) if s >= 1)
+        p *= 2
+    return sorted(sizes)
+
+
+def model_points(latency=L, bandwidth=B, sizes=None, noise=0.0, seed=0, factor=None):
+    """Kernel-style points for t = latency + 8 s / bandwidth, times multiplied by
+    (1 + noise * N(0,1)) and by ``factor(size)`` if given."""
+    rng = np.random.default_rng(seed)
+    points = []
+    for s in sizes if sizes is not None else sweep_sizes():
+        t = latency + 8 * s / bandwidth
+        t *= 1 + noise * rng.standard_normal() if noise else 1
+        t *= factor(s) if factor else 1
+        points.append({"size": s, "repeats": 10, "t_min_s": t, "t_med_s": t, "t_max_s": t})
+    return points
+
+
+def model_curve(**kw) -> na.Curve:
+    return na.curve_from_points(model_points(**kw))
+
+
+# --------------------------------------------------------------------------- curve
+
+
+def test_curve_sorted_from_t_min_and_duplicates_keep_the_fastest():
+    points = [
+        {"size": 1024, "t_min_s": 3e-5, "t_med_s": 9.0},
+        {"size": 0, "t_min_s": 1e-5},
+        {"size": 1024, "t_min_s": 2e-5},
+    ]
+    c = na.curve_from_points(points)
+    assert c.size.tolist() == [0, 1024]
+    assert c.time_s.tolist() == [1e-5, 2e-5]
+    assert c.throughput_mbps[1] == pytest.approx(1024 * 8 / 2e-5 / 1e6)
+
+
+@pytest.mark.parametrize(
+    ("points", "message"),
+    [
+        ([], "no points"),
+        ([{"size": 8, "t_min_s": 1e-5}], "only one message size"),
+        ([{"size": 8, "t_min_s": 1e-5}, {"size": 8, "t_min_s": 2e-5}], "only one message size"),
+        ([{"size": 0, "t_min_s": 1e-5}, {"size": 8, "t_min_s": 0.0}], r"point 1 \(size 8\)"),
+        ([{"size": 0, "t_min_s": 1e-5}, {"size": 8, "t_min_s": -1e-6}], "positive finite"),
+        ([{"size": 0, "t_min_s": 1e-5}, {"size": 8, "t_min_s": float("nan")}], "positive"),
+        ([{"size": -1, "t_min_s": 1e-5}, {"size": 8, "t_min_s": 1e-5}], "non-negative integer"),
+        ([{"size": 1.5, "t_min_s": 1e-5}, {"size": 8, "t_min_s": 1e-5}], "non-negative integer"),
+        ([{"size": 0}, {"size": 8, "t_min_s": 1e-5}], "missing field 't_min_s'"),
+        ([{"size": 0, "t_min_s": "1"}, {"size": 8, "t_min_s": 1e-5}], "must be a number"),
+    ],
+)
+def test_bad_points_raise_clear_value_errors(points, message):
+    with pytest.raises(ValueError, match=message):
+        na.curve_from_points(points)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def test_latency_is_the_zero_byte_time():
+    assert na.latency_us(model_curve()) == pytest.approx(L * 1e6, rel=1e-12)
+
+
+def test_latency_without_zero_byte_point_uses_the_smallest_messages():
+    c = model_curve(sizes=sweep_sizes(zero=False))
+    assert na.latency_s(c) == pytest.approx(L + 8 / B, rel=1e-12)
+
+
+def test_latency_needs_a_small_message():
+    c = model_curve(sizes=[1024, 4096])
+    with pytest.raises(ValueError, match="latency is undefined"):
+        na.latency_s(c)
+
+
+def test_bandwidth_is_the_asymptote():
+    assert na.bandwidth_mbps(model_curve()) == pytest.approx(B / 1e6, rel=1e-3)
+
+
+def test_bandwidth_ignores_a_single_too_fast_point():
+    points = model_points()
+    points[-10]["t_min_s"] /= 3  # a timer glitch: one point three times too fast
+    assert na.bandwidth_mbps(na.curve_from_points(points)) == pytest.approx(1000, rel=1e-3)
+
+
+def tbf_factor(s: int) -> float:
+    """Token-bucket artefact: messages below 256 KiB pass at up to 1.8x the line rate."""
+    return 1 / 1.8 if 1024 <= s < 64 * 1024 else (0.75 if 64 * 1024 <= s < 256 * 1024 else 1)
+
+
+def test_bandwidth_min_size_skips_the_tbf_artefact():
+    c = model_curve(bandwidth=100e6, factor=tbf_factor)
+    assert na.bandwidth_mbps(c) > 150  # the artefact, what min_size is for
+    assert na.bandwidth_mbps(c, min_size=na.TBF_BANDWIDTH_MIN_SIZE_BYTES) == pytest.approx(
+        100, rel=1e-3
+    )
+    with pytest.raises(ValueError, match="fewer than two sizes"):
+        na.bandwidth_mbps(c, min_size=2**30)
+
+
+def test_saturation_point_is_excess_times_latency_times_bandwidth():
+    c = model_curve()
+    assert na.saturation_point_bytes(c) == pytest.approx(0.2 * LB, rel=1e-9)
+    assert na.saturation_point_bytes(c, excess=0.5) == pytest.approx(0.5 * LB, rel=1e-9)
+
+
+def test_saturation_point_ignores_noise_on_the_latency_floor():
+    points = model_points()
+    points[3]["t_min_s"] *= 1.5  # one slow tiny message: still the floor after it
+    assert na.saturation_point_bytes(na.curve_from_points(points)) == pytest.approx(
+        0.2 * LB, rel=1e-9
+    )
+
+
+def test_saturation_point_needs_a_long_enough_sweep():
+    c = model_curve(sizes=[0, 1, 2, 4, 8])
+    with pytest.raises(ValueError, match="extend the sweep"):
+        na.saturation_point_bytes(c)
+
+
+# seeds/002 figs. 5-7: (bandwidth Mbit/s, latency ms, saturation point B) per connection.
+PAPER = [
+    (89.75, 0.069, 139),
+    (82.67, 0.123, 262),
+    (75.67, 0.140, 200),
+    (89.75, 0.064, 140),
+    (82.76, 0.118, 260),
+    (75.39, 0.134, 200),
+    (89.76, 0.057, 140),
+    (82.66, 0.108, 280),
+    (75.66, 0.123, 200),
+]
+
+
+@pytest.mark.parametrize(("mbps", "ms", "published"), PAPER)
+def test_saturation_point_matches_seeds_002_tables(mbps, ms, published):
+    """The 20 % excess reproduces the paper's published points within their reading error."""
+    c = model_curve(latency=ms * 1e-3, bandwidth=mbps * 1e6, sizes=sweep_sizes(2**20))
+    assert 0.75 < na.saturation_point_bytes(c) / published < 1.35
+
+
+def test_n_half_is_latency_times_bandwidth():
+    c = model_curve()
+    assert na.size_reaching_bytes(c, B / 2) == pytest.approx(LB, rel=1e-12)
+    # the measured bandwidth is B (1 - LB / 8 MiB), 0.07 % short of the asymptote
+    assert na.n_half_bytes(c) == pytest.approx(LB, rel=2e-3)
+
+
+def test_size_reaching_an_impossible_throughput():
+    with pytest.raises(ValueError, match="never reaches"):
+        na.size_reaching_bytes(model_curve(), 2 * B)
+
+
+def test_preferred_block_range():
+    low, high = na.preferred_block_range(model_curve())
+    assert low == pytest.approx(0.2 * LB, rel=1e-9)
+    assert high == pytest.approx(9 * LB, rel=1e-2)
+
+
+def test_overhead_of_a_synthetic_mpi_layer():
+    tcp = model_curve()
+    mpi = model_curve(latency=1.8 * L, bandwidth=0.92 * B)
+    pvm = model_curve(latency=2.0 * L, bandwidth=0.84 * B)
+    o = na.overhead(mpi, tcp)
+    assert o["bandwidth_loss_pct"] == pytest.approx(8.0, abs=0.05)
+    assert o["latency_ratio"] == pytest.approx(1.8, rel=1e-9)
+    o = na.overhead(pvm, tcp)
+    assert o["bandwidth_loss_pct"] == pytest.approx(16.0, abs=0.05)
+    assert o["latency_ratio"] == pytest.approx(2.0, rel=1e-9)
+
+
+def dip_factor(s: int) -> float:
+    """seeds/002 fig. 8: throughput collapses to 1/8 from 20 KB and recovers at 200 KB."""
+    return 8.0 if 20_000 <= s < 200_000 else 1.0
+
+
+def test_dip_found_exactly_where_throughput_collapses():
+    found = na.dips(model_curve(bandwidth=100e6, factor=dip_factor))
+    expected = [s for s in sweep_sizes() if 20_000 <= s < 200_000]
+    assert [d["size"] for d in found] == expected
+    for d in found:
+        assert d["depth_ratio"] < 0.2
+        assert d["throughput_mbps"] == pytest.approx(d["depth_ratio"] * d["envelope_mbps"])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_dip_on_a_clean_curve_with_noise(seed):
+    assert na.dips(model_curve(noise=0.03, seed=seed)) == []
+
+
+def test_no_dip_on_a_monotone_curve_nor_on_the_tbf_bump():
+    assert na.dips(model_curve()) == []
+    assert na.dips(model_curve(bandwidth=100e6, factor=tbf_factor)) == []
+
+
+def test_one_slow_size_alone_is_not_a_dip():
+    points = model_points()
+    points[-20]["t_min_s"] *= 3
+    assert na.dips(na.curve_from_points(points)) == []
+    points[-21]["t_min_s"] *= 3
+    assert [d["size"] for d in na.dips(na.curve_from_points(points))] == [
+        points[-21]["size"],
+        points[-20]["size"],
+    ]
+    assert na.dips(na.curve_from_points(points), min_points=3) == []
+
+
+def test_no_dip_for_a_collapse_that_never_recovers():
+    c = model_curve(factor=lambda s: 10.0 if s > 2**20 else 1.0)
+    assert na.dips(c) == []
+
+
+def test_summarize_gives_the_json_figures():
+    s = na.summarize(model_points(bandwidth=100e6, factor=dip_factor))
+    assert s["latency_us"] == pytest.approx(50)
+    assert s["bandwidth_mbps"] == pytest.approx(100, rel=1e-3)
+    assert s["saturation_point_bytes"] == pytest.approx(0.2 * L * 100e6 / 8)
+    assert s["preferred_block_range_bytes"][0] == s["saturation_point_bytes"]
+    assert len(s["dips"]) > 0
+
+
+# --------------------------------------------------------------------------- all pairs
+
+HOSTS = ["host0", "host1", "host2", "host3"]
+
+
+def pair_measurements(hosts, bw, lat=50.0, noise=0.0, seed=0):
+    """All pairs; ``bw``/``lat`` are numbers or functions of the pair."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, a in enumerate(hosts):
+        for b in hosts[i + 1 :]:
+            vb = bw(a, b) if callable(bw) else bw
+            vl = lat(a, b) if callable(lat) else lat
+            out.append(
+                {
+                    "pair": [a, b],
+                    "bandwidth_mbps": vb * (1 + noise * rng.standard_normal()),
+                    "latency_us": vl * (1 + noise * rng.standard_normal()),
+                }
+            )
+    return out
+
+
+def slow_host(a, b):
+    return 9.6 if "host2" in (a, b) else 940.0
+
+
+def test_matrix_is_symmetric_with_null_diagonal():
+    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host))
+    assert np.array_equal(m.bandwidth_mbps, m.bandwidth_mbps.T, equal_nan=True)
+    assert np.isnan(np.diag(m.latency_us)).all()
+    j = m.to_json()
+    assert j["hosts"] == HOSTS
+    assert j["bandwidth_mbps"][2][2] is None
+    assert j["bandwidth_mbps"][0][2] == j["bandwidth_mbps"][2][0] == 9.6
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_one_slow_host_is_the_only_culprit(seed):
+    d = na.diagnose(
+        na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host, noise=0.03, seed=seed))
+    )
+    assert [(f.get("host"), f["figure"]) for f in d.flagged] == [("host2", "bandwidth_mbps")]
+    f = d.flagged[0]
+    assert f["value"] == pytest.approx(9.6, rel=0.1)
+    assert f["median"] == pytest.approx(940, rel=0.1)  # median of 3 noisy links
+    assert "host2: bandwidth" in f["reason"] and "all 3 of its links" in f["reason"]
+    assert "1 % of the median" in f["reason"] and "host2's NIC or cable" in f["reason"]
+    assert d.suspects == [("host0", "host2"), ("host1", "host2"), ("host2", "host3")]
+
+
+def test_a_slow_host_at_100_mbit_in_a_1_gbit_cluster():
+    def slow(a, b):
+        return 96.0 if "host2" in (a, b) else 960.0
+
+    d = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, slow)))
+    assert d.flagged[0]["reason"] == (
+        "host2: bandwidth 96 Mbit/s on all 3 of its links, 10 % of the median "
+        "— suspect host2's NIC or cable"
+    )
+
+
+def test_one_slow_pair_is_flagged_as_the_pair():
+    def bw(a, b):
+        return 95.0 if (a, b) == ("host1", "host3") else 940.0
+
+    d = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, bw, noise=0.03)))
+    assert [(f.get("pair"), f["figure"]) for f in d.flagged] == [
+        (["host1", "host3"], "bandwidth_mbps")
+    ]
+    assert "cable or switch ports" in d.flagged[0]["reason"]
+
+
+def test_a_slow_latency_host():
+    d = na.diagnose(
+        na.link_matrix(
+            HOSTS,
+            pair_measurements(HOSTS, 940.0, lambda a, b: 600.0 if "host0" in (a, b) else 50.0),
+        )
+    )
+    assert [(f.get("host"), f["figure"]) for f in d.flagged] == [("host0", "latency_us")]
+    assert "12.0x the median" in d.flagged[0]["reason"]
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_healthy_cluster_with_5_percent_noise_flags_nothing(seed):
+    hosts = [f"node{i}" for i in range(8)]
+    d = na.diagnose(na.link_matrix(hosts, pair_measurements(hosts, 940.0, noise=0.05, seed=seed)))
+    assert d.flagged == [] and d.suspects == []
+
+
+def test_two_hosts_without_reference_flag_nothing_and_say_why():
+    d = na.diagnose(na.link_matrix(["a", "b"], pair_measurements(["a", "b"], 9.6)))
+    assert d.flagged == []
+    assert "two hosts" in d.notes[0]
+
+
+def test_two_hosts_against_a_reference_blame_the_pair():
+    m = na.link_matrix(["a", "b"], pair_measurements(["a", "b"], 9.6))
+    d = na.diagnose(m, reference={"bandwidth_mbps": 1000.0, "latency_us": 50.0})
+    assert [(f.get("pair"), f["figure"]) for f in d.flagged] == [(["a", "b"], "bandwidth_mbps")]
+    assert "of the reference" in d.flagged[0]["reason"]
+    assert "either host's NIC or the cable" in d.flagged[0]["reason"]
+    assert d.notes == []
+
+
+def test_missing_pairs_are_noted_not_fatal():
+    ms = [m for m in pair_measurements(HOSTS, slow_host) if m["pair"] != ["host0", "host1"]]
+    d = na.diagnose(na.link_matrix(HOSTS, ms))
+    assert d.notes == ["not measured: host0-host1"]
+    assert [f.get("host") for f in d.flagged] == ["host2"]
+
+
+@pytest.mark.parametrize(
+    ("measurements", "message"),
+    [
+        ([{"pair": ["host0", "hostX"], "bandwidth_mbps": 1, "latency_us": 1}], "unknown host"),
+        ([{"pair": ["host0", "host0"], "bandwidth_mbps": 1, "latency_us": 1}], "itself"),
+        ([{"pair": "host0", "bandwidth_mbps": 1, "latency_us": 1}], "'pair'"),
+        ([{"pair": ["host0", "host1"], "bandwidth_mbps": 0, "latency_us": 1}], "must be > 0"),
+        ([{"pair": ["host0", "host1"], "latency_us": 1}], "bandwidth_mbps must be > 0"),
+        (
+            [
+                {"pair": ["host0", "host1"], "bandwidth_mbps": 1, "latency_us": 1},
+                {"pair": ["host1", "host0"], "bandwidth_mbps": 1, "latency_us": 1},
+            ],
+            "given twice",
+        ),
+    ],
+)
+def test_bad_pair_measurements(measurements, message):
+    with pytest.raises(ValueError, match=message):
+        na.link_matrix(HOSTS, measurements)
+
+
+def test_retest_clears_a_transient_and_confirms_the_real_fault():
+    def first(a, b):
+        if "host2" in (a, b):
+            return 9.6
+        return 300.0 if (a, b) == ("host0", "host3") else 940.0  # a transient slowdown
+
+    d1 = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, first)))
+    assert {f.get("host") or tuple(f["pair"]) for f in d1.flagged} == {"host2", ("host0", "host3")}
+    asked = []
+
+    def remeasure(pairs):
+        asked.extend(pairs)
+        return [
+            {"pair": list(p), "bandwidth_mbps": slow_host(*p), "latency_us": 50.0} for p in pairs
+        ]
+
+    d2 = na.diagnose_with_retest(na.link_matrix(HOSTS, pair_measurements(HOSTS, first)), remeasure)
+    assert set(asked) == {
+        ("host0", "host2"),
+        ("host1", "host2"),
+        ("host2", "host3"),
+        ("host0", "host3"),
+    }
+    assert [f.get("host") for f in d2.flagged] == ["host2"]
+    assert any(n.startswith("not confirmed on re-test: host0-host3") for n in d2.notes)
+
+
+def test_retest_keeps_the_better_of_two_measurements():
+    d1 = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host)))
+    # the re-test happens to be worse still: the fault stays, the first values stand
+    worse = [{"pair": list(p), "bandwidth_mbps": 1.0, "latency_us": 500.0} for p in d1.suspects]
+    d2 = na.confirm(d1, worse)
+    assert [f.get("host") for f in d2.flagged] == ["host2"]
+    assert d2.matrix.bandwidth_mbps[0, 2] == pytest.approx(9.6)
+
+
+def test_retest_of_a_pair_that_was_not_suspect_is_refused():
+    d1 = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host)))
+    with pytest.raises(ValueError, match="not a suspect"):
+        na.confirm(d1, [{"pair": ["host0", "host1"], "bandwidth_mbps": 1.0, "latency_us": 1.0}])
+
+
+def test_no_retest_when_nothing_is_bad():
+    def never(pairs):
+        raise AssertionError("re-test called on a healthy cluster")
+
+    d = na.diagnose_with_retest(na.link_matrix(HOSTS, pair_measurements(HOSTS, 940.0)), never)
+    assert d.flagged == []
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def parse_svg(text: str) -> ET.Element:
+    root = ET.fromstring(text)
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    return root
+
+
+def test_throughput_overlay_svg():
+    svg = plots.throughput_svg(
+        {
+            "TCP": model_curve(bandwidth=100e6, factor=dip_factor),
+            "MPI": model_curve(latency=1.8 * L, bandwidth=92e6),
+            "PVM": model_curve(latency=2 * L, bandwidth=84e6),
+        }
+    )
+    parse_svg(svg)
+    for label in ("Throughput graph", "message size (bytes)", "throughput (Mbit/s)", "MPI", "PVM"):
+        assert label in svg
+    assert "TCP: dips" in svg
+
+
+def test_signature_svg():
+    svg = plots.signature_svg({"100 Mbit": model_curve(bandwidth=100e6), "1 Gbit": model_curve()})
+    parse_svg(svg)
+    for label in ("Signature graph", "one-way time (s)", "100 Mbit", "1 Gbit"):
+        assert label in svg
+
+
+def test_saturation_svg_marks_the_saturation_point():
+    svg = plots.saturation_svg({"TCP": model_curve(), "short": model_curve(sizes=[0, 1, 2])})
+    parse_svg(svg)
+    assert "Saturation graph" in svg and "message size (bytes)" in svg
+    assert f"TCP: saturation point {0.2 * LB:.0f} B" in svg
+
+
+def test_heatmap_svg():
+    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host))
+    svg = plots.heatmap_svg(m.bandwidth_mbps, m.hosts, "Bandwidth per pair", "Mbit/s")
+    parse_svg(svg)
+    for label in ("Bandwidth per pair", "Mbit/s", *HOSTS, "9.6", "940"):
+        assert label in svg
+    with pytest.raises(ValueError, match="does not match"):
+        plots.heatmap_svg(m.bandwidth_mbps, HOSTS[:3], "x", "y")
+
+
+def test_plots_need_a_curve():
+    with pytest.raises(ValueError, match="no curves"):
+        plots.throughput_svg({})

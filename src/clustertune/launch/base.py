@@ -94,8 +94,9 @@ class Launcher(ABC):
     def spawn_on_host(
         self, host: str, argv: list[str], env: dict[str, str] | None = None
     ) -> subprocess.Popen:
+        """Start a helper (e.g. a TCP server) on ``host``; stop it with ``process.kill_job(p, p.job_id)``."""
         self.cluster.host(host)
-        return process.spawn(self.host_argv(host, argv), env)
+        return process.start(self.host_argv(host, argv), env)
 
 
 _REGISTRY: dict[str, type[Launcher]] = {}

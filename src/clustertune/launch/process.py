@@ -63,30 +63,41 @@ def kill_job(proc: subprocess.Popen, job_id: str) -> None:
             continue
 
 
-def run(
+def start(
     argv: list[str],
-    timeout: float,
     env: dict[str, str] | None = None,
     cwd: str | None = None,
     job_id: str | None = None,
-) -> Completed:
-    """Run argv to completion or until ``timeout`` seconds; never raises on failure."""
+) -> subprocess.Popen:
+    """Start argv marked with a job id, in its own process group so it can be killed as one.
+
+    The id is kept as ``proc.job_id``; :func:`kill_job` stops the process and its children.
+    """
     job_id = job_id or new_job_id()
     full_env = dict(os.environ)
     full_env.update(env or {})
     full_env[JOB_MARK] = job_id
-    start = time.monotonic()
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        start_new_session=True,
+    )
+    proc.job_id = job_id  # type: ignore[attr-defined]
+    return proc
+
+
+def run(
+    argv: list[str], timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
+) -> Completed:
+    """Run argv to completion or until ``timeout`` seconds; never raises on failure."""
+    begin = time.monotonic()
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=full_env,
-            cwd=cwd,
-            start_new_session=True,  # its own process group, so it can be killed as one
-        )
+        proc = start(argv, env, cwd)
     except OSError as exc:
         return Completed(argv, 127, "", f"cannot start {argv[0]}: {exc.strerror}", 0.0)
     timed_out = False
@@ -94,28 +105,13 @@ def run(
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         timed_out = True
-        kill_job(proc, job_id)
+        kill_job(proc, proc.job_id)  # type: ignore[attr-defined]
         stdout, stderr = proc.communicate()
     return Completed(
         argv=argv,
         returncode=proc.returncode if not timed_out else -signal.SIGKILL,
         stdout=stdout,
         stderr=stderr,
-        elapsed_s=time.monotonic() - start,
+        elapsed_s=time.monotonic() - begin,
         timed_out=timed_out,
-    )
-
-
-def spawn(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start a helper process (e.g. a TCP server) in its own group; the caller stops it."""
-    full_env = dict(os.environ)
-    full_env.update(env or {})
-    return subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=full_env,
-        start_new_session=True,
     )

@@ -68,6 +68,7 @@ struct conn {
     unsigned char *sendbuf, *recvbuf;
     uint32_t seed; /* pattern currently in sendbuf */
     int verify_failed;
+    int nagle; /* Nagle's algorithm left on for the payload */
     double io_timeout;
 };
 
@@ -129,6 +130,21 @@ static int recv_all(struct conn *c, unsigned char *buf, uint64_t len)
         len -= (uint64_t)n;
     }
     return 0;
+}
+
+/* Control bytes (trial header, ready, status/ack) go out at once even with Nagle on:
+ * otherwise each would wait for the delayed ACK of the payload before it (40 ms on Linux)
+ * and the sweep would measure our protocol instead of Nagle's effect on the payload.
+ * Setting TCP_NODELAY pushes whatever is queued. */
+static int send_control(struct conn *c, const unsigned char *buf, uint64_t len)
+{
+    int on = 1, off = 0;
+    if (c->nagle)
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+    int rc = send_all(c, buf, len);
+    if (c->nagle)
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &off, sizeof off);
+    return rc;
 }
 
 /* Sends and receives `len` bytes at the same time: blocking calls in sequence would
@@ -322,7 +338,7 @@ static int client_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
     put64(hdr + 8, size);
     put64(hdr + 16, (uint64_t)repeats);
     /* wait until the server has prepared its buffers: that must not be timed */
-    if (send_all(c, hdr, sizeof hdr) != 0 || recv_all(c, &status, 1) != 0)
+    if (send_control(c, hdr, sizeof hdr) != 0 || recv_all(c, &status, 1) != 0)
         return -1;
 
     double t0 = ct_now(), t1;
@@ -382,6 +398,7 @@ static int run_client(const struct options *o)
     struct conn c = {.fd = fd, .peer = o->connect, .mode = o->mode, .io_timeout = o->io_timeout};
     set_timeouts(fd, o->io_timeout);
     set_nodelay(fd, o->nodelay);
+    c.nagle = !o->nodelay;
     if (alloc_buffers(&c, o->sweep.max_size) != 0) {
         ct_report_error("cannot allocate 2 x %llu bytes", (unsigned long long)o->sweep.max_size);
         return 1;
@@ -484,7 +501,7 @@ static int serve_trial(struct conn *c, uint64_t size, long repeats, uint32_t see
     }
     memset(c->recvbuf, 0, size);
     unsigned char ready = 1;
-    if (send_all(c, &ready, 1) != 0)
+    if (send_control(c, &ready, 1) != 0)
         return -1;
     for (long r = 0; r < repeats; r++) {
         int rc;
@@ -499,7 +516,7 @@ static int serve_trial(struct conn *c, uint64_t size, long repeats, uint32_t see
     }
     unsigned char status = (unsigned char)ct_pattern_check(c->recvbuf, size, seed);
     c->verify_failed |= !status;
-    return send_all(c, &status, 1);
+    return send_control(c, &status, 1);
 }
 
 static int run_server(const struct options *o)
@@ -520,6 +537,7 @@ static int run_server(const struct options *o)
     }
     c.mode = (enum mode)get32(hello + 8);
     set_nodelay(fd, (int)get32(hello + 12));
+    c.nagle = !get32(hello + 12);
     set_sockbuf(fd, get64(hello + 16));
     uint64_t snd, rcv;
     get_sockbuf(fd, &snd, &rcv);

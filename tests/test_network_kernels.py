@@ -1,0 +1,223 @@
+"""The ping-pong kernels run directly on loopback: ct-tcp-pingpong (server + client on
+127.0.0.1) and ct-mpi-pingpong (two local ranks). Checks the sweep shape, verification,
+and the fault paths: unreachable peer, impossible sizes, a peer killed mid-sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+BUILD = Path(os.environ.get("CLUSTERTUNE_BUILD_DIR", Path(__file__).resolve().parents[1] / "build"))
+TCP = BUILD / "serial" / "bin" / "ct-tcp-pingpong"
+MPI = {flavour: BUILD / flavour / "bin" / "ct-mpi-pingpong" for flavour in ("openmpi", "mpich")}
+QUICK = ["--point-time", "0.02"]  # keeps a 64 KiB sweep around a second
+
+needs_tcp = pytest.mark.skipif(not TCP.is_file(), reason="ct-tcp-pingpong not built (make kernels)")
+
+
+def lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def of_type(records: list[dict], kind: str) -> list[dict]:
+    return [r for r in records if r["type"] == kind]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int, *extra: str) -> subprocess.Popen:
+    server = subprocess.Popen(
+        [str(TCP), "--server", "--port", str(port), "--accept-timeout", "20", *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return server
+
+
+def run_client(port: int, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(TCP), "--connect", f"127.0.0.1:{port}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def check_sweep(samples: list[dict], max_size: int, min_size: int = 1) -> None:
+    sizes = [s["size"] for s in samples]
+    assert sizes == sorted(set(sizes)), "sizes strictly increasing"
+    assert sizes[0] == min_size and sizes[-1] == max_size
+    assert {13, 16, 19, 1021, 1024, 1027} <= set(sizes), "perturbed points around 16 and 1 KiB"
+    for s in samples:
+        assert 0 < s["t_min_s"] <= s["t_med_s"] <= s["t_max_s"]
+        assert s["repeats"] >= 1 and s["trials"] >= 3
+
+
+@needs_tcp
+@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
+def test_tcp_sweep_verifies(mode: str) -> None:
+    port = free_port()
+    server = start_server(port)
+    client = run_client(port, "--mode", mode, "--max-size", "64K", *QUICK)
+    server_out, _ = server.communicate(timeout=10)
+    assert client.returncode == 0, client.stderr
+    records = lines(client.stdout)
+    check_sweep(of_type(records, "sample"), 65536)
+    result = of_type(records, "result")[0]
+    assert result["verification"] == "passed"
+    assert result["detail"]["mode"] == mode and result["detail"]["nodelay"] is True
+    assert server.returncode == 0
+    assert of_type(lines(server_out), "result")[0]["verification"] == "passed"
+
+
+@needs_tcp
+def test_tcp_sockbuf_and_nagle_reported() -> None:
+    port = free_port()
+    server = start_server(port)
+    client = run_client(port, "--sockbuf", "64K", "--nagle", "--max-size", "4K", *QUICK)
+    server.communicate(timeout=10)
+    assert client.returncode == 0, client.stderr
+    detail = of_type(lines(client.stdout), "result")[0]["detail"]
+    assert detail["nodelay"] is False and detail["sockbuf_requested"] == 65536
+    # Linux doubles the request for its bookkeeping; the effective value is what it reports
+    for key in ("sockbuf_effective_snd", "sockbuf_effective_rcv", "server_sockbuf_effective_rcv"):
+        assert 65536 <= detail[key] <= 4 * 65536
+
+
+@needs_tcp
+def test_tcp_refused_peer_errors_in_bounded_time() -> None:
+    start = time.monotonic()
+    client = run_client(free_port(), "--connect-timeout", "1")
+    assert time.monotonic() - start < 5
+    assert client.returncode != 0
+    error = of_type(lines(client.stdout), "error")[0]
+    assert "cannot connect" in error["message"] and "refused" in error["message"]
+
+
+@needs_tcp
+def test_tcp_silent_peer_times_out() -> None:
+    # A listener whose accept queue is full drops further SYNs: the connect never completes.
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        filler = socket.create_connection(("127.0.0.1", port), timeout=5)  # queue now full
+        start = time.monotonic()
+        client = run_client(port, "--connect-timeout", "1.5")
+        elapsed = time.monotonic() - start
+        filler.close()
+    assert client.returncode != 0 and elapsed < 6
+    assert "within 1.5 s" in of_type(lines(client.stdout), "error")[0]["message"]
+
+
+@needs_tcp
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--max-size", "0"],
+        ["--max-size", "2G"],
+        ["--max-size", "12Q"],
+        ["--min-size", "100", "--max-size", "10"],
+        ["--min-size", "0"],
+        ["--trials", "1"],
+    ],
+)
+def test_tcp_impossible_sizes_rejected(args: list[str]) -> None:
+    client = run_client(free_port(), *args, timeout=5)
+    assert client.returncode == 2
+    assert of_type(lines(client.stdout), "error")
+
+
+@needs_tcp
+def test_tcp_server_killed_mid_sweep_keeps_samples() -> None:
+    port = free_port()
+    server = start_server(port)
+    client = subprocess.Popen(
+        [str(TCP), "--connect", f"127.0.0.1:{port}", "--max-size", "8M", "--io-timeout", "5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen = []
+    assert client.stdout is not None
+    while len(seen) < 5:  # samples arrive one by one, as they are measured
+        line = client.stdout.readline()
+        assert line, "client ended before 5 samples"
+        seen.append(json.loads(line))
+    server.send_signal(signal.SIGKILL)
+    server.wait()
+    rest, _ = client.communicate(timeout=10)
+    records = seen + lines(rest)
+    assert client.returncode != 0
+    assert len(of_type(records, "sample")) >= 5
+    assert of_type(records, "error") and not of_type(records, "result")
+
+
+def mpirun(flavour: str, np: int, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    if flavour == "openmpi":
+        launcher = ["mpirun.openmpi", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1"]
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        argv = [*launcher, "-np", str(np), str(MPI[flavour]), *args]
+    else:
+        env = dict(os.environ)
+        argv = ["mpiexec.mpich", "-n", str(np), str(MPI[flavour]), *args]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def needs_mpi(flavour: str):
+    return pytest.mark.skipif(not MPI[flavour].is_file(), reason=f"{flavour} kernels not built")
+
+
+@needs_mpi("openmpi")
+@pytest.mark.parametrize("mode", ["blocking", "nonblocking", "bidir"])
+def test_mpi_sweep_verifies(mode: str) -> None:
+    run = mpirun("openmpi", 2, "--mode", mode, "--min-size", "0", "--max-size", "16K", *QUICK)
+    assert run.returncode == 0, run.stderr
+    records = lines(run.stdout)
+    samples = of_type(records, "sample")
+    check_sweep(samples, 16384, min_size=0)
+    result = of_type(records, "result")[0]
+    assert result["verification"] == "passed" and result["detail"]["mode"] == mode
+
+
+@needs_mpi("mpich")
+def test_mpi_sweep_mpich() -> None:
+    run = mpirun("mpich", 2, "--max-size", "4K", *QUICK)
+    assert run.returncode == 0, run.stderr
+    result = of_type(lines(run.stdout), "result")[0]
+    assert result["verification"] == "passed" and "MPICH" in result["detail"]["mpi_library"]
+
+
+@needs_mpi("openmpi")
+def test_mpi_pairs_round_robin_covers_every_pair_once() -> None:
+    run = mpirun("openmpi", 3, "--pairs-round-robin", "--max-size", "64K", *QUICK)
+    assert run.returncode == 0, run.stderr
+    records = lines(run.stdout)
+    samples = of_type(records, "sample")
+    pairs = {(s["a"], s["b"]) for s in samples}
+    assert pairs == {(0, 1), (0, 2), (1, 2)}  # 3 ranks: 3 rounds, one sits out each
+    assert sorted(s["size"] for s in samples) == [1, 1, 1, 65536, 65536, 65536]
+    rounds = {(s["a"], s["b"]): s["round"] for s in samples}
+    assert sorted(rounds.values()) == [0, 1, 2]
+    assert all(s["host_a"] and s["host_b"] for s in samples)
+    result = of_type(records, "result")[0]
+    assert result["verification"] == "passed" and result["detail"]["rounds"] == 3
+
+
+@needs_mpi("openmpi")
+def test_mpi_impossible_sizes_rejected() -> None:
+    run = mpirun("openmpi", 2, "--max-size", "0", timeout=30)
+    assert run.returncode != 0
+    assert of_type(lines(run.stdout), "error")

@@ -51,11 +51,18 @@ def pyplot():
     return plt
 
 
+# Text stays text in the SVG (searchable, testable), and equal figures give equal files.
+_SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "clustertune"}
+
+
 def svg(fig) -> str:
     """A matplotlib figure as an inline SVG element (the figure is closed)."""
+    import matplotlib
+
     plt = pyplot()
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    with matplotlib.rc_context(_SVG_RC):
+        fig.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(fig)
     text = buffer.getvalue()
     return text[text.index("<svg") :]

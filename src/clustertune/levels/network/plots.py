@@ -2,30 +2,21 @@
 
 Each function takes one or more labelled curves, so overlays (TCP vs MPI vs PVM,
 100 Mbit vs 1 Gbit) are the same call with more entries. Figures are built with
-``matplotlib.figure.Figure`` and rendered by the SVG backend: no pyplot state, no
-display, no files. Text stays text in the SVG (``svg.fonttype: none``) so reports can be
-searched and tests can look for labels.
+``matplotlib.figure.Figure`` (no pyplot state) and rendered by the report's
+:func:`clustertune.report.svg`, which keeps text as text so reports can be searched and
+tests can look for labels.
 """
 
-import io
 from collections.abc import Mapping, Sequence
 
-import matplotlib
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from ... import report
 from .analysis import Curve, dips, saturation_point_bytes
 
-_RC = {"svg.fonttype": "none", "svg.hashsalt": "clustertune"}
 _SIZE = (6.4, 4.2)
-
-
-def _svg(fig: Figure) -> str:
-    buf = io.StringIO()
-    with matplotlib.rc_context(_RC):
-        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
-    return buf.getvalue()
 
 
 def _new(title: str, xlabel: str, ylabel: str) -> tuple[Figure, Axes]:
@@ -61,7 +52,7 @@ def throughput_svg(curves: Mapping[str, Curve], title: str = "Throughput graph")
             )
     ax.set_xscale("log")
     ax.legend()
-    return _svg(fig)
+    return report.svg(fig)
 
 
 def signature_svg(curves: Mapping[str, Curve], title: str = "Signature graph") -> str:
@@ -75,7 +66,7 @@ def signature_svg(curves: Mapping[str, Curve], title: str = "Signature graph") -
         ax.plot(c.time_s, c.throughput_mbps, marker=".", markersize=3, label=label)
     ax.set_xscale("log")
     ax.legend()
-    return _svg(fig)
+    return report.svg(fig)
 
 
 def saturation_svg(curves: Mapping[str, Curve], title: str = "Saturation graph") -> str:
@@ -104,7 +95,7 @@ def saturation_svg(curves: Mapping[str, Curve], title: str = "Saturation graph")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.legend()
-    return _svg(fig)
+    return report.svg(fig)
 
 
 def heatmap_svg(
@@ -143,4 +134,4 @@ def heatmap_svg(
                     fontsize=8,
                     color="black" if v > middle else "white",
                 )
-    return _svg(fig)
+    return report.svg(fig)

@@ -12,7 +12,7 @@ APT_PACKAGES := build-essential cmake pkg-config python3 python3-venv \
 	libopenblas-dev liblapacke-dev libblis-dev libatlas-base-dev \
 	libpnetcdf-dev pnetcdf-bin netcdf-bin hwloc \
 	iproute2 iptables util-linux hostname iputils-ping procps \
-	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev
+	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev slurm-wlm munge
 
 FLAVOURS := serial openmpi mpich
 

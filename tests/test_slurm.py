@@ -1,0 +1,125 @@
+"""The slurm launcher, live: a loopback Slurm (munged, slurmctld, slurmd n1 and n2, each in
+its own UTS namespace) runs the probe through srun on both MPIs, kills a hung job, runs a
+plain program on one node, and serves the CLI."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import slurm_loopback
+
+from clustertune import runner
+from clustertune.cluster import load_cluster_file
+from clustertune.launch import launcher_for
+
+pytestmark = pytest.mark.skipif(
+    slurm_loopback.unavailable() is not None, reason=str(slurm_loopback.unavailable())
+)
+
+# Pseudo-nodes share one machine: keep Open MPI off shared memory (vader crashes when
+# "different nodes" share a host) and on loopback TCP, whatever eth0 is doing.
+MPI_ENV = {
+    "openmpi": {"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo"},
+    "mpich": {},
+}
+LIBRARY = {"openmpi": "Open MPI", "mpich": "MPICH"}
+
+CLUSTER_TOML = """\
+name = "loop"
+launcher = "slurm"
+mpi = ["openmpi", "mpich"]
+
+[slurm]
+partition = "{partition}"
+
+[[hosts]]
+name = "n1"
+cores = 2
+
+[[hosts]]
+name = "n2"
+cores = 2
+"""
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    with slurm_loopback.slurm_loopback(tmp_path_factory.mktemp("slurm")) as cluster:
+        yield cluster
+    assert not cluster.marked(), "loopback Slurm processes left behind"
+
+
+@pytest.fixture
+def cluster_file(slurm, tmp_path, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    path = tmp_path / "loop.toml"
+    path.write_text(CLUSTER_TOML.format(partition=slurm.partition))
+    return path
+
+
+def command(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "?"
+
+
+@pytest.mark.parametrize("mpi", ("openmpi", "mpich"))
+def test_probe_through_srun(slurm, cluster_file, store, mpi):
+    cluster = load_cluster_file(cluster_file)
+    record = runner.run_kernel(
+        cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi, env=MPI_ENV[mpi],
+        timeout=30,
+    )  # fmt: skip
+    assert (record["status"], record["verification"]) == ("ok", "passed"), record["error"]
+    assert record["figures"]["ranks"] == 4
+    assert record["meta"]["command"][0] == "srun"
+    # each slurmd has its node's UTS name: cyclic distribution puts rank r on n(r % 2 + 1)
+    placement = {s["rank"]: s["host"] for s in record["samples"]}
+    assert placement == {r: f"n{r % 2 + 1}" for r in range(4)}
+    assert all(LIBRARY[mpi] in s["library"] for s in record["samples"])
+
+
+@pytest.mark.parametrize("mpi", ("openmpi", "mpich"))
+def test_hung_job_is_killed_and_leaves_nothing(slurm, cluster_file, store, mpi):
+    cluster = load_cluster_file(cluster_file)
+    begin = time.monotonic()
+    record = runner.run_kernel(
+        cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi, args=["--hang"],
+        env=MPI_ENV[mpi], timeout=5,
+    )  # fmt: skip
+    assert time.monotonic() - begin < 15
+    assert record["status"] == "failed" and "time" in (record["error"] or "").lower()
+    assert store.get(record["id"])["status"] == "failed"
+    # srun, on SIGTERM, cancels the step; slurmstepd lingers ~2 s (KillWait) and goes
+    deadline = time.monotonic() + 10
+    while True:
+        queue = slurm.client("squeue", "-h", "-o", "%i %T").stdout.strip()
+        strays = slurm.strays()
+        if (not queue and not strays) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert not queue, f"jobs still queued/running: {queue}"
+    assert not strays, f"left behind: {[command(p) for p in strays]}"
+    assert slurm.node_states() == dict.fromkeys(slurm.nodes, "idle")
+
+
+def test_run_on_host_through_srun(slurm, cluster_file):
+    launcher = launcher_for(load_cluster_file(cluster_file))
+    done = launcher.run_on_host("n2", ["hostname"], timeout=20)
+    assert (done.returncode, done.stdout.strip()) == (0, "n2"), done.stderr
+
+
+def test_cli_probe_on_slurm_cluster(slurm, cluster_file):
+    argv = [sys.executable, "-m", "clustertune.cli", "run", "probe", "--cluster",
+            str(cluster_file), "--np", "2", "--mpi", "mpich", "--json"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(proc.stdout)
+    assert (record["status"], record["verification"]) == ("ok", "passed")
+    assert record["meta"]["cluster"]["launcher"] == "slurm"
+    assert sorted((s["rank"], s["host"]) for s in record["samples"]) == [(0, "n1"), (1, "n2")]

@@ -1,0 +1,69 @@
+"""``clustertune net pingpong`` and ``clustertune net matrix``: argument handling only."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...cli import Output, open_store
+from ...cluster import resolve_cluster
+from ...units import parse_size, parse_size_list
+from . import matrix, pingpong
+
+
+def cmd_pingpong(args: argparse.Namespace) -> Output:
+    cluster = resolve_cluster(args.cluster)
+    a, b = pingpong.parse_between(cluster, args.between)
+    spec = pingpong.PingpongSpec(
+        layer=args.layer, a=a, b=b, mode=args.mode, mpi=args.mpi,
+        max_size=parse_size(args.max_size), nagle=args.nagle, timeout=args.timeout,
+    )  # fmt: skip
+    sockbufs = parse_size_list(args.sockbuf) if args.sockbuf else None
+    records = pingpong.run_pingpongs(cluster, open_store(args), spec, sockbufs)
+    docs = [pingpong.run_json(r) for r in records]
+    status = 0 if all(r["status"] == "ok" for r in records) else 1
+    payload = docs[0] if len(docs) == 1 else {"sockbuf_sweep": True, "runs": docs}
+    return Output(payload, "\n".join(pingpong.run_text(r) for r in records), status)
+
+
+def cmd_matrix(args: argparse.Namespace) -> Output:
+    cluster = resolve_cluster(args.cluster)
+    hosts = [h.strip() for h in args.hosts.split(",")] if args.hosts else None
+    record = matrix.run_matrix(
+        cluster, open_store(args), layer=args.layer, mpi=args.mpi,
+        size=parse_size(args.size), hosts=hosts,
+    )  # fmt: skip
+    return Output(
+        matrix.matrix_json(record),
+        matrix.matrix_text(record),
+        0 if record["status"] == "ok" else 1,
+    )
+
+
+def add_commands(sub, run_sub, common) -> None:
+    net = sub.add_parser("net", help="network and message-passing levels: ping-pong, all pairs")
+    net_sub = net.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    p = net_sub.add_parser(
+        "pingpong", parents=[common], help="message-size sweep between two hosts (TCP, MPI)"
+    )
+    p.add_argument("--layer", choices=pingpong.LAYERS, default="tcp")
+    p.add_argument("--mode", choices=pingpong.MODES, default="pingpong",
+                   help="tcp: pingpong, stream, bidir; mpi: pingpong (blocking), nonblocking, bidir")  # fmt: skip
+    p.add_argument("--between", metavar="HOST,HOST",
+                   help="client/rank-0 host, then server/rank-1 host (default: the first two)")  # fmt: skip
+    p.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi")
+    p.add_argument("--sockbuf", metavar="SIZES",
+                   help="TCP socket buffer size(s), e.g. 64K or 4K,8K,...,256K (one run each)")  # fmt: skip
+    p.add_argument("--max-size", default="8M", help="largest message (default 8M)")
+    p.add_argument("--nagle", action="store_true", help="leave Nagle's algorithm on (TCP)")
+    p.add_argument("--timeout", type=float, help="seconds before a run is killed (default: from the link rate)")  # fmt: skip
+    p.set_defaults(func=cmd_pingpong)
+
+    p = net_sub.add_parser(
+        "matrix", parents=[common], help="every host pair: latency and bandwidth, diagnosis"
+    )
+    p.add_argument("--layer", choices=("tcp", "mpi"), default="tcp")
+    p.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi")
+    p.add_argument("--size", default="1M", help="bandwidth message size (default 1M)")
+    p.add_argument("--hosts", help="comma-separated hosts (default: all)")
+    p.set_defaults(func=cmd_matrix)

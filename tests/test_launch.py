@@ -2,7 +2,6 @@
 
 import os
 import time
-from pathlib import Path
 
 import pytest
 from conftest import needs_root
@@ -10,7 +9,7 @@ from conftest import needs_root
 from clustertune import kernels, runner
 from clustertune.cluster import Cluster, Host, local_cluster
 from clustertune.launch import Job, launcher_for
-from clustertune.launch.process import JOB_MARK
+from clustertune.launch.process import job_pids
 
 MPIS = ("openmpi", "mpich")
 
@@ -19,17 +18,6 @@ def probe(cluster, store, mpi, np, **kwargs):
     return runner.run_kernel(
         cluster, store, level="probe", kernel="ct-probe", np=np, mpi=mpi, timeout=90, **kwargs
     )
-
-
-def marked_processes() -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and f"{JOB_MARK}=".encode() in (entry / "environ").read_bytes():
-                pids.append(int(entry.name))
-        except OSError:
-            continue
-    return pids
 
 
 @pytest.mark.parametrize("mpi", MPIS)
@@ -76,7 +64,7 @@ def test_hung_job_is_killed_at_timeout_and_recorded_failed(make_vcluster, store,
     assert "timed out" in record["error"]
     assert store.get(record["id"])["status"] == "failed"
     time.sleep(0.5)
-    assert marked_processes() == [], "processes of the killed job still run"
+    assert job_pids(record["meta"]["job_id"]) == [], "processes of the killed job still run"
 
 
 def test_missing_mpi_is_a_clear_error(store):

@@ -156,6 +156,7 @@ def run_kernel(
     record = new_record(
         level, kernel, cluster, params or {}, job.hosts_used(cluster), np, mpi, job.env
     )
+    record["meta"]["job_id"] = job.job_id
     completed = launcher.run_mpi(job)
     complete_record(record, completed, kernels.parse_output(completed.stdout), derive)
     store.save(record)

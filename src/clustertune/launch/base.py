@@ -33,6 +33,7 @@ class Job:
     hosts: list[str] | None = None  # hosts to place ranks on, round-robin; default all
     env: dict[str, str] = field(default_factory=dict)  # exported to every rank
     timeout: float = 600.0
+    job_id: str = field(default_factory=process.new_job_id)  # marks every process of the job
 
     def placement(self, cluster: Cluster) -> list[str]:
         """Host of each rank: round-robin over the chosen hosts (one rank per host first)."""
@@ -83,7 +84,7 @@ class Launcher(ABC):
             raise UserError(f"--np {job.np}: must be at least 1")
         with tempfile.TemporaryDirectory(prefix="clustertune-job-") as workdir:
             argv = self.mpi_argv(job, Path(workdir))
-            return process.run(argv, job.timeout, self.launcher_env(job), cwd=workdir)
+            return process.run(argv, job.timeout, self.launcher_env(job), workdir, job.job_id)
 
     def run_on_host(
         self, host: str, argv: list[str], timeout: float = 60.0, env: dict[str, str] | None = None

@@ -34,7 +34,8 @@ def new_job_id() -> str:
     return uuid.uuid4().hex[:16]
 
 
-def _marked_pids(job_id: str) -> list[int]:
+def job_pids(job_id: str) -> list[int]:
+    """Every process still carrying the mark of job ``job_id``, in any namespace."""
     needle = f"{JOB_MARK}={job_id}".encode()
     pids = []
     for entry in Path("/proc").iterdir():
@@ -52,12 +53,12 @@ def kill_job(proc: subprocess.Popen, job_id: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
-        for pid in _marked_pids(job_id):
+        for pid in job_pids(job_id):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
         try:
             proc.wait(timeout=2)
-            if sig == signal.SIGKILL or not _marked_pids(job_id):
+            if sig == signal.SIGKILL or not job_pids(job_id):
                 return
         except subprocess.TimeoutExpired:
             continue
@@ -92,12 +93,16 @@ def start(
 
 
 def run(
-    argv: list[str], timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
+    argv: list[str],
+    timeout: float,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
+    job_id: str | None = None,
 ) -> Completed:
     """Run argv to completion or until ``timeout`` seconds; never raises on failure."""
     begin = time.monotonic()
     try:
-        proc = start(argv, env, cwd)
+        proc = start(argv, env, cwd, job_id)
     except OSError as exc:
         return Completed(argv, 127, "", f"cannot start {argv[0]}: {exc.strerror}", 0.0)
     timed_out = False

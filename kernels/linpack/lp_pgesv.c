@@ -1,0 +1,170 @@
+/* lp_pgesv.c - right-looking LU with look-ahead of depth d, then back substitution.
+ *
+ * Panel k is factored by its process column once every earlier panel has been applied
+ * to its columns. With look-ahead depth d, the owner of panel t = j + d brings block t
+ * up to date (applies the panels it has not seen yet), factors it and starts its
+ * broadcast *before* everyone applies panel j to the rest of the matrix ("bulk" update
+ * of the columns right of the look-ahead window). Block b therefore receives panels
+ * 0..b-d-1 in bulk updates and panels b-d..b-1 when it is brought up. Depth 0 is the
+ * plain right-looking algorithm. The b column (global column N) is never factored: it
+ * receives every panel, in bulk or, when it shares the last block with the last panel,
+ * right after that panel's factorisation.
+ *
+ * Broadcast buffers live in depth+2 slots; a slot is reused only after its broadcast
+ * has completed (every send done), which the progress engine guarantees eventually. */
+#include "lp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void wait_data(lp_panel *pn)
+{
+    if (pn->have_data)
+        return;
+    double t0 = MPI_Wtime();
+    while (!pn->have_data) {
+        lp_bcast_progress(pn);
+        if (!pn->have_data)
+            lp_progress_all();
+    }
+    lp_stat.t[LP_T_WAIT] += MPI_Wtime() - t0;
+}
+
+static void wait_finished(lp_panel *pn)
+{
+    double t0 = MPI_Wtime();
+    while (pn->active && !pn->finished)
+        lp_progress_all();
+    pn->active = 0;
+    lp_stat.t[LP_T_WAIT] += MPI_Wtime() - t0;
+}
+
+static void inject_fault(lp_problem *pb, const lp_panel *pn)
+{
+    /* Corrupt the stored U11 diagonal after the trailing matrix has been updated with
+     * the correct panel: the back substitution then solves a different system. */
+    const lp_grid *g = pb->grid;
+    if (g->myrow == pn->prow && g->mycol == pn->pcol)
+        pb->a[pn->ii0 + (size_t)pb->lda * pn->lcol] += 1.0;
+}
+
+static int block_local_end(const lp_problem *pb, int t)
+{
+    int gend = (t + 1) * pb->nb;
+    if (gend > pb->n + 1)
+        gend = pb->n + 1;
+    return lp_numroc(gend, pb->nb, pb->grid->mycol, pb->grid->npcol);
+}
+
+static void back_substitution(lp_problem *pb)
+{
+    const lp_grid *g = pb->grid;
+    int n = pb->n, nb = pb->nb, lda = pb->lda;
+    int np = (n + nb - 1) / nb;
+    double t0 = MPI_Wtime();
+    double *xloc = calloc((size_t)pb->nloc + 1, sizeof(double)); /* x at my local columns */
+    double *s = malloc((size_t)nb * sizeof(double));
+    double *r = malloc((size_t)nb * sizeof(double));
+    int bcol = lp_owner(n, nb, g->npcol), lbcol = lp_g2l(n, nb, g->npcol);
+    int lcn = lp_numroc(n, nb, g->mycol, g->npcol); /* local columns < N */
+    memset(pb->x, 0, (size_t)n * sizeof(double));
+    for (int k = np - 1; k >= 0; k--) {
+        int jj = k * nb, jb = n - jj < nb ? n - jj : nb;
+        int prow = k % g->nprow, pcol = k % g->npcol;
+        if (g->myrow == prow) {
+            int ii = lp_g2l(jj, nb, g->nprow);
+            int lcs = lp_numroc(jj + jb, nb, g->mycol, g->npcol);
+            /* s = b_k - U_k,right x_right, summed over the process row */
+            if (g->mycol == bcol)
+                for (int i = 0; i < jb; i++)
+                    s[i] = pb->a[ii + i + (size_t)lda * lbcol];
+            else
+                memset(s, 0, (size_t)jb * sizeof(double));
+            lp_dgemv('N', jb, lcn - lcs, -1.0, pb->a + ii + (size_t)lda * lcs, lda, xloc + lcs, 1,
+                     1.0, s, 1);
+            if (g->npcol > 1) {
+                MPI_Reduce(s, r, jb, MPI_DOUBLE, MPI_SUM, pcol, g->row);
+                if (g->mycol != pcol)
+                    lp_count_send((double)jb * sizeof(double));
+            } else {
+                memcpy(r, s, (size_t)jb * sizeof(double));
+            }
+            if (g->mycol == pcol) {
+                int lc = lp_g2l(jj, nb, g->npcol);
+                lp_dtrsv('U', 'N', 'N', jb, pb->a + ii + (size_t)lda * lc, lda, r, 1);
+                memcpy(pb->x + jj, r, (size_t)jb * sizeof(double));
+            }
+        }
+        MPI_Bcast(pb->x + jj, jb, MPI_DOUBLE, lp_grid_rank_of(g, prow, pcol), g->all);
+        if (g->mycol == pcol) {
+            int lc = lp_g2l(jj, nb, g->npcol);
+            memcpy(xloc + lc, pb->x + jj, (size_t)jb * sizeof(double));
+        }
+    }
+    free(xloc);
+    free(s);
+    free(r);
+    lp_stat.t[LP_T_SOLVE] += MPI_Wtime() - t0;
+}
+
+int lp_pgesv(lp_problem *pb)
+{
+    const lp_algo *al = pb->algo;
+    const lp_grid *g = pb->grid;
+    int n = pb->n, nb = pb->nb;
+    int np = (n + nb - 1) / nb;
+    int depth = al->depth;
+    int nslots = depth + 2;
+    lp_panel *slot = calloc((size_t)nslots, sizeof *slot);
+    if (!slot)
+        return -1;
+    for (int i = 0; i < nslots; i++)
+        if (lp_panel_alloc(&slot[i], pb)) {
+            for (int j = 0; j <= i; j++)
+                lp_panel_free(&slot[j]);
+            free(slot);
+            return -1;
+        }
+    lp_progress_register(slot, nslots);
+    int fault_panel = al->inject_fault ? np / 2 : -1;
+    for (int j = -depth; j < np; j++) {
+        int t = j + depth;
+        if (t >= 0 && t < np) {
+            lp_panel *pn = &slot[t % nslots];
+            wait_finished(pn);
+            lp_panel_setup(pn, pb, t);
+            if (g->mycol == pn->pcol) {
+                int lc1 = block_local_end(pb, t);
+                for (int k = t - depth > 0 ? t - depth : 0; k < t; k++) {
+                    lp_panel *pk = &slot[k % nslots];
+                    wait_data(pk);
+                    lp_update(pb, pk, pn->lcol, lc1, 0);
+                }
+                lp_pfact(pb, pn);
+                lp_bcast_start(pn, pb);
+                /* the b column, when it shares the last block with the last panel */
+                lp_update(pb, pn, lp_numroc(pn->jj + pn->jb, nb, g->mycol, g->npcol), lc1, 0);
+                if (t == fault_panel)
+                    inject_fault(pb, pn);
+            } else {
+                lp_bcast_start(pn, pb);
+            }
+        }
+        if (j >= 0) {
+            lp_panel *pn = &slot[j % nslots];
+            wait_data(pn);
+            int bstart = j + depth + 1 < np ? j + depth + 1 : np;
+            int gstart = bstart * nb;
+            if (gstart <= n)
+                lp_update(pb, pn, lp_numroc(gstart, nb, g->mycol, g->npcol), pb->nloc, 1);
+        }
+    }
+    for (int i = 0; i < nslots; i++)
+        wait_finished(&slot[i]);
+    lp_progress_register(NULL, 0);
+    for (int i = 0; i < nslots; i++)
+        lp_panel_free(&slot[i]);
+    free(slot);
+    back_substitution(pb);
+    return 0;
+}

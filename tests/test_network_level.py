@@ -1,0 +1,225 @@
+"""The network level end to end: net pingpong (TCP, MPI) and net matrix on virtual clusters,
+the JSON contract, bad input and faults. Pure helpers are checked without root."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+from conftest import needs_root
+
+from clustertune import netns
+from clustertune.cluster import Cluster, Host, local_cluster
+from clustertune.errors import UserError
+from clustertune.levels.network import matrix, pingpong, section
+
+MBIT = 10**6
+CONTRACT = ("latency_us", "bandwidth_mbps", "saturation_point_bytes", "n_half_bytes", "dips")
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "clustertune.cli", *args],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def fake_vcluster(rate_bps: int | None, hosts: int = 2) -> Cluster:
+    """A cluster description only (nothing built): enough for the choices made up front."""
+    return Cluster(
+        name="fake", launcher="vcluster",
+        hosts=tuple(Host(f"host{i}", f"10.0.0.{i}", link_bps=rate_bps) for i in range(hosts)),
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- no root
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8])
+def test_rounds_cover_every_pair_once_in_disjoint_rounds(n):
+    hosts = [f"h{i}" for i in range(n)]
+    rounds = matrix.rounds(hosts)
+    assert len(rounds) == n - 1 + n % 2
+    seen = [frozenset(p) for r in rounds for p in r]
+    assert sorted(map(sorted, seen)) == sorted(map(sorted, combinations(hosts, 2)))
+    for r in rounds:
+        used = [h for p in r for h in p]
+        assert len(used) == len(set(used)), f"a host twice in round {r}"
+
+
+def test_disjoint_rounds_of_suspects():
+    pairs = [("h2", "h0"), ("h2", "h1"), ("h2", "h3"), ("h0", "h1")]
+    groups = matrix.disjoint_rounds(pairs)
+    assert sorted(p for g in groups for p in g) == sorted(pairs)
+    assert all(len({h for p in g for h in p}) == 2 * len(g) for g in groups)
+    assert len(groups) == 3
+
+
+def test_bandwidth_floor_follows_the_tbf_bucket():
+    assert pingpong.bandwidth_min_size(fake_vcluster(100 * MBIT), "host0", "host1") == 256 * 1024
+    assert pingpong.bandwidth_min_size(fake_vcluster(10**9), "host0", "host1") == 2_000_000
+    assert pingpong.bandwidth_min_size(fake_vcluster(None), "host0", "host1") == 0
+    here = local_cluster()
+    assert pingpong.bandwidth_min_size(here, here.hosts[0].name, here.hosts[0].name) == 0
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"layer": "pvm"}, "PVM kernel not built"),
+        ({"layer": "mpi", "mode": "stream"}, "does not exist for --layer mpi"),
+        ({"layer": "tcp", "mode": "nonblocking"}, "does not exist for --layer tcp"),
+        ({"max_size": 0}, "between 1 B and 1 GiB"),
+        ({"max_size": 2 << 30}, "between 1 B and 1 GiB"),
+        ({"max_size": 1 << 20}, "too short for this shaped virtual cluster"),
+        ({"layer": "mpi", "sockbuf": 65536}, "use it with --layer tcp"),
+        ({"b": "host9"}, "no host 'host9'"),
+    ],
+)
+def test_validate_rejects_before_running(changes, message):
+    spec = pingpong.PingpongSpec(**{"layer": "tcp", "a": "host0", "b": "host1", **changes})
+    with pytest.raises(UserError, match=message):
+        pingpong.validate(fake_vcluster(10**9), spec)
+
+
+def test_derive_of_a_cut_off_sweep_keeps_what_it_can():
+    samples = [{"size": s, "t_min_s": 1e-5 + s / 1e8} for s in (1, 2, 4, 8, 64, 1024)]
+    figures = pingpong.derive_for(0)(samples, None)
+    assert figures["latency_us"] == pytest.approx(10.01, rel=1e-3)
+    assert "bandwidth_mbps" in figures and figures["dips"] == []
+    assert pingpong.derive_for(0)(samples[:1], None)["unavailable"].startswith("only one")
+
+
+def test_cli_pingpong_json_contract_on_this_host(tmp_path):
+    db = str(tmp_path / "r.db")
+    out = cli("net", "pingpong", "--max-size", "16K", "--json", "--db", db, timeout=240)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)  # exactly one document
+    for key in (*CONTRACT, "points", "run_id", "status"):
+        assert key in doc, key
+    assert doc["status"] == "ok" and isinstance(doc["dips"], list)
+    assert {"size", "time_s", "throughput_mbps"} <= set(doc["points"][0])
+    assert doc["points"][-1]["size"] == 16384
+    listed = json.loads(cli("results", "show", str(doc["run_id"]), "--json", "--db", db).stdout)
+    assert listed["level"] == "network" and listed["figures"]["latency_us"] == doc["latency_us"]
+    assert len(listed["samples"]) == len(doc["points"])
+    html_out = tmp_path / "r.html"
+    assert cli("report", "--out", str(html_out), "--db", db).returncode == 0
+    html = html_out.read_text()
+    assert section.TITLE in html and "Saturation graph" in html
+
+
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--layer", "pvm"], "PVM kernel not built"),
+        (["--between", "nohost,other"], "no host 'nohost'"),
+        (["--max-size", "0"], "between 1 B and 1 GiB"),
+    ],
+)
+def test_cli_bad_input_is_one_line(args, fragment):
+    out = cli("net", "pingpong", *args, timeout=30)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0], out.stderr
+
+
+# --------------------------------------------------------------------------- virtual clusters
+
+
+def sweep(cluster, store, layer: str, max_size: int, **kw) -> dict:
+    spec = pingpong.PingpongSpec(layer, "host0", "host1", max_size=max_size, **kw)
+    record = pingpong.run_pingpong(cluster, store, spec)
+    assert record["status"] == "ok", record["error"]
+    return record["figures"]
+
+
+@needs_root
+@pytest.mark.parametrize("rate, max_size", [(100 * MBIT, 1 << 20), (10**9, 4 << 20)])
+def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, rate, max_size):
+    """MPICH is measured in the report but not held to the latency order here: its UCX
+    progress engine busy-polls, which beats the TCP kernel's blocking receive on an idle
+    core and loses by milliseconds on a loaded one (docs/network.md)."""
+    cluster = make_vcluster(hosts=2, link_bps=rate)
+    tcp = sweep(cluster, store, "tcp", max_size)
+    mpi = sweep(cluster, store, "mpi", max_size, mpi="openmpi")
+    for figures in (tcp, mpi):
+        assert figures["bandwidth_mbps"] == pytest.approx(rate / MBIT, rel=0.10), figures
+    assert mpi["latency_us"] >= tcp["latency_us"], (mpi["latency_us"], tcp["latency_us"])
+
+
+@needs_root
+def test_matrix_flags_the_slow_host_and_no_other(make_vcluster, store):
+    cluster = make_vcluster(hosts=4, link_bps=10**9, host_links={"host2": 10**7})
+    record = matrix.run_matrix(cluster, store, layer="tcp")
+    assert record["status"] == "ok", record["error"]
+    doc = matrix.matrix_json(record)
+    bw = doc["bandwidth_mbps"]
+    assert [bw[i][i] for i in range(4)] == [None] * 4
+    assert all(bw[2][j] < 12 for j in (0, 1, 3)), bw
+    flagged = doc["flagged"]
+    assert [f.get("host") for f in flagged] == ["host2"], flagged
+    assert flagged[0]["figure"] == "bandwidth_mbps" and "host2" in flagged[0]["reason"]
+    assert store.get(record["id"])["figures"]["flagged"] == flagged
+    pairs = {(s["host_a"], s["host_b"]) for s in record["samples"] if not s["retest"]}
+    assert len(pairs) == 6  # every pair measured once in the rounds
+
+
+@needs_root
+def test_unreachable_host_is_a_user_error_in_bounded_time(make_vcluster, tmp_path):
+    cluster = make_vcluster(hosts=2, link_bps=10**9)
+    netns.run("ip", "-n", cluster.host("host1").namespace, "link", "set", "eth0", "down")
+    start = time.monotonic()
+    out = cli("net", "pingpong", "--cluster", cluster.name, "--between", "host0,host1",
+              "--max-size", "4M", "--db", str(tmp_path / "r.db"), timeout=120)  # fmt: skip
+    assert time.monotonic() - start < 60
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "host1 is unreachable from host0" in lines[0], out.stderr
+
+
+def _pids_in_netns(namespace: str, needle: str) -> list[int]:
+    target = os.stat(f"/run/netns/{namespace}").st_ino
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or (entry / "ns/net").stat().st_ino != target:
+                continue
+            if needle in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
+
+
+@needs_root
+def test_peer_killed_mid_sweep_keeps_the_points(make_vcluster, store):
+    cluster = make_vcluster(hosts=2, link_bps=100 * MBIT)
+    namespace = cluster.host("host1").namespace
+    killed: list[int] = []
+
+    def kill_server_after_some_points() -> None:
+        time.sleep(3.0)
+        for pid in _pids_in_netns(namespace, "ct-tcp-pingpong --server"):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    killer = threading.Thread(target=kill_server_after_some_points)
+    killer.start()
+    spec = pingpong.PingpongSpec("tcp", "host0", "host1", max_size=8 << 20)
+    record = pingpong.run_pingpong(cluster, store, spec)
+    killer.join()
+    assert killed, "the server was not found to kill"
+    stored = store.get(record["id"])
+    assert stored["status"] == "incomplete", stored["error"]
+    assert stored["samples"] and stored["samples"][-1]["size"] < 8 << 20
+    assert "latency_us" in stored["figures"]
+    assert "closed by peer" in stored["error"] or "reset" in stored["error"]

@@ -6,7 +6,8 @@
  *     between powers of two are not missed;
  *   - repeats: adapted per point from the previous point's time, so each timed trial lasts
  *     about point_time/trials; when one repetition alone is longer than that, the point
- *     falls back to `min_trials` trials of one repetition;
+ *     falls back to `min_trials` trials of one repetition; a trial that overruns its
+ *     target 4-fold re-sizes the trials after it;
  *   - statistics: min / median / max over the trials of the per-message time.
  * The transport supplies one function that runs R repetitions of one size and returns the
  * elapsed wall time; the sweep never sees sockets or communicators.
@@ -56,7 +57,7 @@ typedef struct {
 
 typedef struct {
     uint64_t size;
-    long repeats; /* repetitions per trial */
+    long repeats; /* repetitions per trial (the fewest, if a slow-down re-sized some) */
     int trials;
     double t_min, t_med, t_max; /* per-message time over the trials (s) */
 } ct_sweep_point;

@@ -100,7 +100,11 @@ def _tcp_pair(
     found = []
     for s in (LATENCY_SIZE, size):
         args = ["--min-size", str(s), "--max-size", str(s), "--perturbation", "0", "--trials", "3"]
-        run = run_tcp_pair(launcher, a, b, args, timeout)
+        try:
+            run = run_tcp_pair(launcher, a, b, args, timeout)
+        except UserError as exc:  # the server could not start: this pair stays unmeasured
+            col.problems.append(f"{a}-{b}: {exc}")
+            return found
         col.add(run.completed, run.output, f"{a}-{b} {s} B")
         found += [{**sample, "host_a": a, "host_b": b, **tag} for sample in run.output.samples]
     return found

@@ -165,6 +165,7 @@ void lp_bcast_progress(lp_panel *pn);
 void lp_progress_register(lp_panel *panels, int count);
 void lp_progress_all(void);
 void lp_wait_all(int count, MPI_Request *reqs); /* waits while progressing broadcasts */
+void lp_idle(void);
 void lp_panel_unpack(lp_panel *pn);
 void lp_update(lp_problem *pb, lp_panel *pn, int lc0, int lc1, int chunked);
 int lp_pgesv(lp_problem *pb);

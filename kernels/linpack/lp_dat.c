@@ -59,11 +59,50 @@ static int fail(reader *r, const char *fmt, ...)
     return -1;
 }
 
+/* Label words that the comment of each line normally contains; a line without its word
+ * is still read (HPL ignores comments) but flagged, since it usually means the file is
+ * shifted by a missing or an extra line. */
+static const struct {
+    const char *what, *word;
+} labels[] = {
+    {"number of problem sizes", "problem"}, {"Ns", "ns"}, {"number of NBs", "nbs"},
+    {"NBs", "nbs"}, {"PMAP", "pmap"}, {"number of process grids", "grid"}, {"Ps", "ps"},
+    {"Qs", "qs"}, {"threshold", "threshold"}, {"number of panel factorisations", "panel fact"},
+    {"PFACTs", "pfact"}, {"number of recursive stopping criteria", "stopping"},
+    {"NBMINs", "nbmin"}, {"number of panels in recursion", "recursion"}, {"NDIVs", "ndiv"},
+    {"number of recursive panel factorisations", "recursive panel"}, {"RFACTs", "rfact"},
+    {"number of broadcasts", "broadcast"}, {"BCASTs", "bcast"},
+    {"number of look-ahead depths", "lookahead"}, {"DEPTHs", "depth"}, {"SWAP", "swap"},
+    {"swapping threshold", "threshold"}, {"L1 form", "l1"}, {"U form", "u "},
+    {"equilibration", "equilibration"}, {"memory alignment", "alignment"},
+};
+
+static void check_label(reader *r, const char *what)
+{
+    for (size_t i = 0; i < sizeof labels / sizeof labels[0]; i++) {
+        if (strcmp(labels[i].what, what))
+            continue;
+        char lower[LINE_MAX_LEN];
+        size_t n = 0;
+        for (; r->line[n] && n < sizeof lower - 1; n++)
+            lower[n] = (char)tolower((unsigned char)r->line[n]);
+        lower[n] = '\0';
+        if (!strstr(lower, labels[i].word)) {
+            char shown[64];
+            snprintf(shown, sizeof shown, "%.*s", (int)strcspn(r->line, "\r\n"), r->line);
+            warn(r, "read as %s, but the line reads '%s': is the file shifted by a line?",
+                 what, shown);
+        }
+        return;
+    }
+}
+
 static int next_line(reader *r, const char *what)
 {
     r->lineno++;
     if (!fgets(r->line, sizeof r->line, r->f))
         return fail(r, "unexpected end of file, expected %s", what);
+    check_label(r, what);
     return 0;
 }
 

@@ -24,8 +24,10 @@ static void wait_data(lp_panel *pn)
     double t0 = MPI_Wtime();
     while (!pn->have_data) {
         lp_bcast_progress(pn);
-        if (!pn->have_data)
+        if (!pn->have_data) {
             lp_progress_all();
+            lp_idle();
+        }
     }
     lp_stat.t[LP_T_WAIT] += MPI_Wtime() - t0;
 }
@@ -33,8 +35,10 @@ static void wait_data(lp_panel *pn)
 static void wait_finished(lp_panel *pn)
 {
     double t0 = MPI_Wtime();
-    while (pn->active && !pn->finished)
+    while (pn->active && !pn->finished) {
         lp_progress_all();
+        lp_idle();
+    }
     pn->active = 0;
     lp_stat.t[LP_T_WAIT] += MPI_Wtime() - t0;
 }

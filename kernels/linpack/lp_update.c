@@ -283,8 +283,10 @@ static void long_gather_bcast(lp_problem *pb, double *ut, int nc, int jb, const 
     lp_bcprog *pr = malloc(sizeof *pr);
     lp_bcprog_build(pr, LP_LONG, root, me, P, ncz * jb);
     lp_bcprog_start(pr, ut, g->col, 35);
-    while (!lp_bcprog_test(pr))
+    while (!lp_bcprog_test(pr)) {
         lp_progress_all();
+        lp_idle();
+    }
     free(pr);
 }
 

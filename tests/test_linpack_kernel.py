@@ -1,0 +1,187 @@
+"""ct-linpack run directly under mpirun: every variant's residual check passes at tiny N,
+solutions agree across process grids, a corrupted factorisation fails the check, the
+seeds' HPL.dat files parse as HPL reads them, and bad input names its line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).with_name("test_linpack_data")
+
+# Every panel factorisation, recursive variant, broadcast and look-ahead depth.
+ALL_VARIANTS = [
+    "--pfact", "L,C,R", "--rfact", "L,C,R", "--bcast", "0,1,2,3,4,5",
+    "--depth", "0,1,2", "--nbmin", "2", "--ndiv", "2",
+]  # fmt: skip
+# Fewer combinations, for runs where ranks oversubscribe the cores under MPICH (its
+# blocking collectives spin): still every broadcast, both depths kinds, all panels.
+SOME_VARIANTS = [
+    "--pfact", "L,C,R", "--rfact", "R", "--bcast", "0,1,2,3,4,5",
+    "--depth", "0,1", "--nbmin", "2", "--ndiv", "2",
+]  # fmt: skip
+# Tiny N with a block size that leaves a partial last block; non-square grids included.
+GRIDS = {1: ([1], [1]), 2: ([1, 2], [2, 1]), 4: ([2, 1, 4], [2, 4, 1]), 6: ([2, 3, 1], [3, 2, 6])}
+LAUNCHERS = {
+    "openmpi": ["mpirun.openmpi", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-np"],
+    "mpich": ["mpiexec.mpich", "-n"],
+}
+
+
+def binary(mpi: str) -> Path:
+    path = ROOT / "build" / mpi / "bin" / "ct-linpack"
+    if not path.exists() or shutil.which(LAUNCHERS[mpi][0]) is None:
+        pytest.skip(f"ct-linpack for {mpi} not built (make kernels) or launcher missing")
+    return path
+
+
+def run(mpi: str, np: int, args: list[str], timeout: float = 120) -> tuple[list[dict], str]:
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    cmd = [*LAUNCHERS[mpi], str(np), str(binary(mpi)), "--hpl-out", "-", *args]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return records, proc.stderr
+
+
+def samples(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["type"] == "sample"]
+
+
+def result(records: list[dict]) -> dict:
+    results = [r for r in records if r["type"] == "result"]
+    assert len(results) == 1, records
+    return results[0]
+
+
+def grid_args(np: int) -> list[str]:
+    ps, qs = GRIDS[np]
+    return ["-P", ",".join(map(str, ps)), "-Q", ",".join(map(str, qs))]
+
+
+def assert_all_passed(records: list[dict], expected: int) -> None:
+    res = result(records)
+    assert res["verification"] == "passed", res
+    assert res["figures"]["passed"] == expected == len(samples(records))
+    for s in samples(records):
+        assert s["passed"] is True and s["residual"] < s["threshold"], s
+
+
+def agree(values: list[float]) -> bool:
+    scale = max(1.0, max(abs(v) for v in values))
+    return max(values) - min(values) <= 1e-9 * scale
+
+
+@pytest.mark.parametrize("swap", ["0", "1", "2"])
+@pytest.mark.parametrize("np", [1, 2, 4, 6])
+def test_every_variant_passes_openmpi(np: int, swap: str) -> None:
+    args = ["-N", "37", "--nb", "4", *grid_args(np), *ALL_VARIANTS]
+    args += ["--swap", swap, "--swap-threshold", "6"]
+    records, stderr = run("openmpi", np, args)
+    ngrids = len(GRIDS[np][0])
+    assert_all_passed(records, 3 * 3 * 6 * 3 * ngrids)
+    assert agree([s["x_sum"] for s in samples(records)])
+    assert "PASSED" in stderr and "FAILED" not in stderr
+
+
+@pytest.mark.parametrize("np", [1, 2])
+def test_every_variant_passes_mpich(np: int) -> None:
+    args = ["-N", "37", "--nb", "4", *grid_args(np), *ALL_VARIANTS]
+    args += ["--swap", "2", "--swap-threshold", "6"]
+    records, _ = run("mpich", np, args)
+    assert_all_passed(records, 3 * 3 * 6 * 3 * len(GRIDS[np][0]))
+
+
+@pytest.mark.parametrize("np,grid", [(4, ("2", "2")), (6, ("2", "3"))])
+def test_variants_pass_mpich_oversubscribed(np: int, grid: tuple[str, str]) -> None:
+    # mix with a threshold inside the column-count range exercises bin-exch and long
+    args = ["-N", "29", "--nb", "4", "-P", grid[0], "-Q", grid[1], *SOME_VARIANTS]
+    args += ["--swap", "2", "--swap-threshold", "6"]
+    records, _ = run("mpich", np, args, timeout=240)
+    assert_all_passed(records, 3 * 6 * 2)
+
+
+def test_solution_independent_of_grid_and_block_size() -> None:
+    args = ["-N", "50", "--nb", "3,8,50,64", *grid_args(6), "--pmap", "col"]
+    records, _ = run("openmpi", 6, args)
+    assert_all_passed(records, 4 * 3)
+    assert agree([s["x_sum"] for s in samples(records)])
+
+
+def test_injected_fault_fails_the_check() -> None:
+    records, stderr = run(
+        "openmpi", 2, ["-N", "64", "--nb", "8", "-P", "1", "-Q", "2", "--inject-fault"]
+    )
+    res = result(records)
+    assert res["verification"] == "failed"
+    assert samples(records)[0]["passed"] is False
+    assert "FAILED" in stderr
+
+
+def test_illegal_grid_is_skipped_with_reason() -> None:
+    records, stderr = run("openmpi", 2, ["-N", "40", "--nb", "8", "-P", "1,2", "-Q", "2,2"])
+    res = result(records)
+    assert res["figures"] == res["figures"] | {"tests": 2, "passed": 1, "skipped": 1}
+    assert "P*Q=4" in res["detail"]["skipped"][0]
+    assert "skipped because of illegal input values" in stderr
+
+
+@pytest.mark.parametrize(
+    "name,depths,swap,bcast,rfact",
+    [
+        # the BCAST comment wrapped onto the depth-count line: "5=LnM)" reads as 5 depths
+        ("seed000_fig11.dat", [1, 0, 0, 0, 0], "mix", "1ring", "right"),
+        ("seed000_fig12.dat", [0, 0, 0, 0, 0], "mix", "longM", "left"),
+        # an extra "5=LnM)" line shifts every later line by one, as HPL would read it
+        ("seed001_fig9.dat", [1, 0, 0, 0, 0], "long", "1ring", "right"),
+        ("seed001_fig10.dat", [1, 0, 0, 0, 0], "bin-exch", "longM", "left"),
+    ],
+)
+def test_seed_hpl_dat_parse_as_printed(
+    name: str, depths: list[int], swap: str, bcast: str, rfact: str
+) -> None:
+    records, _ = run("openmpi", 8, ["--dat", str(DATA / name), "-N", "300"])
+    assert_all_passed(records, 5)
+    runs = samples(records)
+    assert [s["depth"] for s in runs] == depths
+    assert {(s["p"], s["q"], s["nb"], s["swap"], s["bcast"], s["rfact"]) for s in runs} == {
+        (2, 4, 72, swap, bcast, rfact)
+    }
+    warnings = result(records)["detail"]["warnings"]
+    assert any(":23:" in w and "5=LnM)" in w for w in warnings)
+    assert any(":9:" in w and "HPL 1.x layout" in w for w in warnings)
+
+
+def test_bad_hpl_dat_line_is_named(tmp_path: Path) -> None:
+    text = (DATA / "seed000_fig11.dat").read_text().splitlines()
+    assert text[17].split()[1] == "NDIVs"
+    text[17] = "1            NDIVs"
+    bad = tmp_path / "HPL.dat"
+    bad.write_text("\n".join(text) + "\n")
+    records, stderr = run("openmpi", 1, ["--dat", str(bad)])
+    errors = [r for r in records if r["type"] == "error"]
+    assert errors and f"{bad}:18:" in errors[0]["message"] and "NDIV" in errors[0]["message"]
+    assert not [r for r in records if r["type"] == "result"]
+
+
+def test_truncated_hpl_dat_is_named(tmp_path: Path) -> None:
+    text = (DATA / "seed000_fig11.dat").read_text().splitlines()[:12]
+    short = tmp_path / "HPL.dat"
+    short.write_text("\n".join(text) + "\n")
+    records, _ = run("openmpi", 1, ["--dat", str(short)])
+    errors = [r for r in records if r["type"] == "error"]
+    assert errors and f"{short}:13:" in errors[0]["message"]
+
+
+def test_record_names_the_blas_that_ran() -> None:
+    records, _ = run("openmpi", 1, ["-N", "30", "--nb", "8"])
+    blas = result(records)["detail"]["blas"]
+    assert blas["library"]
+    if "openblas" in blas["library"]:
+        assert blas["core"]

@@ -25,6 +25,7 @@ from ...launch.process import kill_job
 from ...netns import tbf_burst_bytes
 from ...results import Store
 from . import analysis
+from .pvm import PvmMachine
 
 LEVEL = "network"
 TCP_KERNEL = "ct-tcp-pingpong"
@@ -36,6 +37,7 @@ MODES = ("pingpong", "stream", "bidir", "nonblocking")
 KERNEL_MODES = {
     "tcp": {"pingpong": "pingpong", "stream": "stream", "bidir": "bidir"},
     "mpi": {"pingpong": "blocking", "nonblocking": "nonblocking", "bidir": "bidir"},
+    "pvm": {"pingpong": "pingpong"},  # the PVM kernel has the one mode, no --mode flag
 }
 MAX_MESSAGE_BYTES = 1 << 30  # the kernels' limit
 DEFAULT_MAX_SIZE = 8 << 20
@@ -287,7 +289,6 @@ def validate(cluster: Cluster, spec: PingpongSpec) -> int:
         path = kernels.build_dir() / "serial" / "bin" / PVM_KERNEL
         if not path.is_file():
             raise UserError(f"PVM kernel not built ({path} missing): --layer pvm is not available")
-        raise UserError(f"{PVM_KERNEL} is built but net pingpong cannot launch it yet")
     if spec.layer not in KERNEL_MODES:
         raise UserError(f"--layer {spec.layer!r}: expected one of {', '.join(LAYERS)}")
     if spec.mode not in KERNEL_MODES[spec.layer]:
@@ -321,7 +322,9 @@ def _round_up_pow2(n: int) -> int:
 
 
 def _sweep_args(spec: PingpongSpec) -> list[str]:
-    args = ["--mode", KERNEL_MODES[spec.layer][spec.mode], "--max-size", str(spec.max_size)]
+    args = ["--max-size", str(spec.max_size)]
+    if spec.layer != "pvm":
+        args = ["--mode", KERNEL_MODES[spec.layer][spec.mode], *args]
     if spec.nagle:
         args.append("--nagle")
     return args + list(spec.extra_args)
@@ -356,15 +359,26 @@ def run_pingpong(cluster: Cluster, store: Store, spec: PingpongSpec) -> dict:
             args=_sweep_args(spec), params=spec.params(min_size), hosts=hosts,
             timeout=timeout, derive=derive,
         )  # fmt: skip
-    record = runner.new_record(
-        LEVEL, TCP_KERNEL, cluster, spec.params(min_size), list(dict.fromkeys([spec.a, spec.b]))
-    )
-    run = run_tcp_pair(
-        launcher_for(cluster), spec.a, spec.b, _sweep_args(spec), timeout, spec.sockbuf
-    )
-    if run.unreachable:
-        raise UserError(f"{spec.b} is unreachable from {spec.a}: {run.unreachable}")
-    runner.complete_record(record, run.completed, run.output, derive)
+    kernel = TCP_KERNEL if spec.layer == "tcp" else PVM_KERNEL
+    hosts = list(dict.fromkeys([spec.a, spec.b]))
+    record = runner.new_record(LEVEL, kernel, cluster, spec.params(min_size), hosts)
+    if spec.layer == "tcp":
+        run = run_tcp_pair(
+            launcher_for(cluster), spec.a, spec.b, _sweep_args(spec), timeout, spec.sockbuf
+        )
+        if run.unreachable:
+            raise UserError(f"{spec.b} is unreachable from {spec.a}: {run.unreachable}")
+        completed, output = run.completed, run.output
+    else:
+        reachable(cluster, spec.a, spec.b)
+        path = kernels.kernel_path(PVM_KERNEL, "serial")
+        with PvmMachine(cluster, hosts, path.parent) as machine:
+            completed = launcher_for(cluster).run_on_host(
+                spec.a, [str(path), "--host", spec.b, *_sweep_args(spec)], timeout,
+                machine.env(spec.a),
+            )  # fmt: skip
+        output = kernels.parse_output(completed.stdout)
+    runner.complete_record(record, completed, output, derive)
     store.save(record)
     return record
 

@@ -3,7 +3,10 @@
 A level module may define:
   * ``add_commands(subparsers, common)`` - its CLI subcommands (``common`` is the parent
     parser carrying --cluster, --db and --json);
-  * a report renderer registered with ``clustertune.report.section``.
+  * a report renderer registered with ``clustertune.report.section``;
+  * ``demo(cluster, store)`` - its step in ``make demo``, returning the records it made;
+  * ``ORDER`` - where it comes in the demo (lower first; default 50), so the cheap
+    checks (probe) run before the long measurements.
 Modules are discovered, so adding a level never means editing the CLI or the report.
 """
 
@@ -15,7 +18,7 @@ from types import ModuleType
 
 
 def load_all() -> list[ModuleType]:
-    modules = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        modules.append(importlib.import_module(f"{__name__}.{info.name}"))
-    return modules
+    modules = [
+        importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
+    ]
+    return sorted(modules, key=lambda m: (getattr(m, "ORDER", 50), m.__name__))

@@ -16,6 +16,7 @@ from ..launch import Completed, launcher_for
 from ..results import Store
 from ..units import format_rate
 
+ORDER = 0
 LEVEL = "hosts"
 INFO_TIMEOUT_S = 60.0
 

@@ -13,6 +13,7 @@ from .. import report, runner
 from ..cli import Output, open_store, record_output
 from ..cluster import resolve_cluster
 
+ORDER = 10
 LEVEL = "probe"
 KERNEL = "ct-probe"
 TIMEOUT_S = 120.0

@@ -1,0 +1,236 @@
+#!/usr/bin/env python3
+"""ct-linpack beside HPL as shipped in Debian's hpcc, same N, NB, P x Q, variant and BLAS.
+
+Prints two ratios:
+  1. ct-linpack Gflops / hpcc HPL Gflops at --n (default 10000, NB 192, 1 x 2, WR11C2R4);
+  2. ct-linpack Gflops at --peak-n as a percentage of the machine's measured DGEMM rate
+     (ct-gemm --local: every rank multiplies its own matrices, one BLAS thread each).
+The issue's target for (2) is the largest N that fits --mem-fraction of memory
+(`--peak-n max`); that run takes long on a small machine, so the default is capped at
+--peak-cap (20000). On a shared machine the numbers move with the load: runs are
+interleaved (hpcc, then ct-linpack, --repeat times) and the best of each is kept, and the
+load average is printed with the result.
+
+Usage: bench/linpack_vs_hpcc.py [--n 10000] [--nb 192] [-P 1 -Q 2] [--repeat 1]
+                                 [--peak-n max|N] [--skip-peak] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCH = ["mpirun.openmpi", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-np"]
+HPCC_LINE = re.compile(r"^(W[RC]\d+\S*)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+([\d.]+)\s+([\d.eE+-]+)")
+RESID_LINE = re.compile(r"^\|\|Ax-b\|\|_oo/.*=\s*([\d.eE+-]+)\s*\.+\s*(PASSED|FAILED)")
+
+# HPL.dat body shared by hpcc's input and ct-linpack (ct-linpack reads HPL.dat natively).
+HPL_DAT = """HPLinpack benchmark input file
+clustertune bench/linpack_vs_hpcc.py
+HPL.out      output file name (if any)
+6            device out (6=stdout,7=stderr,file)
+1            # of problems sizes (N)
+{n}          Ns
+1            # of NBs
+{nb}         NBs
+0            PMAP process mapping (0=Row-,1=Column-major)
+1            # of process grids (P x Q)
+{p}          Ps
+{q}          Qs
+16.0         threshold
+1            # of panel fact
+{pfact}      PFACTs (0=left, 1=Crout, 2=Right)
+1            # of recursive stopping criterium
+{nbmin}      NBMINs (>= 1)
+1            # of panels in recursion
+{ndiv}       NDIVs
+1            # of recursive panel fact.
+{rfact}      RFACTs (0=left, 1=Crout, 2=Right)
+1            # of broadcast
+{bcast}      BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
+1            # of lookahead depth
+{depth}      DEPTHs (>=0)
+{swap}       SWAP (0=bin-exch,1=long,2=mix)
+{swap_threshold}  swapping threshold
+0            L1 in (0=transposed,1=no-transposed) form
+0            U  in (0=transposed,1=no-transposed) form
+1            Equilibration (0=no,1=yes)
+8            memory alignment in double (> 0)
+"""
+# hpcc's extra lines (PTRANS sizes); kept minimal, PTRANS then reuses HPL's N.
+HPCC_TAIL = """##### This line (no. 32) is ignored (it serves as a separator). ######
+0                               Number of additional problem sizes for PTRANS
+1200 10000 30000                values of N
+0                               number of additional blocking sizes for PTRANS
+40 9 8 13 13 20 16 32 64        values of NB
+"""
+
+
+def environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("OPENBLAS_CORETYPE", "Haswell")  # what Debian's 0.3.21 needs here
+    env["OPENBLAS_NUM_THREADS"] = "1"  # one rank per core
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def run_hpcc(dat: str, np: int, env: dict[str, str], timeout: float) -> dict:
+    with tempfile.TemporaryDirectory(prefix="ct-hpcc-") as tmp:
+        Path(tmp, "hpccinf.txt").write_text(dat + HPCC_TAIL)
+        subprocess.run(
+            [*LAUNCH, str(np), "hpcc"], cwd=tmp, env=env, timeout=timeout,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+        )  # fmt: skip
+        text = Path(tmp, "hpccoutf.txt").read_text(errors="replace")
+    out: dict = {}
+    for line in text.splitlines():
+        if m := HPCC_LINE.match(line):
+            out.update(variant=m[1], time_s=float(m[6]), gflops=float(m[7]))
+        elif m := RESID_LINE.match(line):
+            out.update(residual=float(m[1]), passed=m[2] == "PASSED")
+    if "gflops" not in out:
+        raise RuntimeError("no HPL result line in hpccoutf.txt")
+    return out
+
+
+def kernel(mpi: str, name: str) -> Path:
+    path = ROOT / "build" / mpi / "bin" / name
+    if not path.exists():
+        sys.exit(f"{path} not found: run `make kernels` first")
+    return path
+
+
+def run_json(cmd: list[str], env: dict[str, str], timeout: float) -> list[dict]:
+    proc = subprocess.run(cmd, env=env, timeout=timeout, capture_output=True, text=True)
+    records = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    errors = [r["message"] for r in records if r["type"] == "error"]
+    if proc.returncode or errors:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {errors or proc.stderr[-500:]}")
+    return records
+
+
+def run_ct_linpack(dat: str, np: int, env: dict[str, str], timeout: float) -> tuple[dict, dict]:
+    with tempfile.TemporaryDirectory(prefix="ct-linpack-") as tmp:
+        path = Path(tmp, "HPL.dat")
+        path.write_text(dat)
+        cmd = [*LAUNCH, str(np), str(kernel("openmpi", "ct-linpack")), "--dat", str(path)]
+        records = run_json([*cmd, "--hpl-out", str(Path(tmp, "HPL.out"))], env, timeout)
+    sample = next(r for r in records if r["type"] == "sample")
+    result = next(r for r in records if r["type"] == "result")
+    return sample, result
+
+
+def run_dgemm(n: int, np: int, repeat: int, env: dict[str, str], timeout: float) -> float:
+    cmd = [*LAUNCH, str(np), str(kernel("openmpi", "ct-gemm"))]
+    cmd += ["--local", "--type", "d", "-N", str(n), "--repeat", str(repeat)]
+    records = run_json(cmd, env, timeout)
+    result = next(r for r in records if r["type"] == "result")
+    if result["verification"] != "passed":
+        raise RuntimeError("DGEMM verification failed")
+    return float(result["figures"]["best_dgemm_gflops"])
+
+
+def max_n(fraction: float, nb: int) -> int:
+    """Largest N (multiple of NB) whose N x N doubles fit `fraction` of physical memory."""
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    n = int(math.sqrt(fraction * pages / 8.0))
+    return n // nb * nb
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--n", type=int, default=10000)
+    ap.add_argument("--nb", type=int, default=192)
+    ap.add_argument("-P", type=int, default=1)
+    ap.add_argument("-Q", type=int, default=2)
+    ap.add_argument("--depth", type=int, default=1)
+    ap.add_argument("--bcast", type=int, default=1)
+    ap.add_argument("--pfact", type=int, default=2)
+    ap.add_argument("--rfact", type=int, default=1)
+    ap.add_argument("--nbmin", type=int, default=4)
+    ap.add_argument("--ndiv", type=int, default=2)
+    ap.add_argument("--swap", type=int, default=2)
+    ap.add_argument("--swap-threshold", type=int, default=64)
+    ap.add_argument("--repeat", type=int, default=1, help="interleaved hpcc/ct-linpack rounds")
+    ap.add_argument("--mem-fraction", type=float, default=0.6)
+    ap.add_argument("--peak-n", default=None, help="N of the %%-of-DGEMM run, or 'max'")
+    ap.add_argument("--peak-cap", type=int, default=20000)
+    ap.add_argument("--dgemm-n", type=int, default=4000)
+    ap.add_argument("--skip-peak", action="store_true")
+    ap.add_argument("--timeout", type=float, default=3600)
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+    if shutil.which("hpcc") is None or shutil.which(LAUNCH[0]) is None:
+        sys.exit("needs hpcc and mpirun.openmpi (Debian packages hpcc, openmpi-bin)")
+    env = environment()
+    np = args.P * args.Q
+    fields = dict(
+        nb=args.nb, p=args.P, q=args.Q, pfact=args.pfact, nbmin=args.nbmin, ndiv=args.ndiv,
+        rfact=args.rfact, bcast=args.bcast, depth=args.depth, swap=args.swap,
+        swap_threshold=args.swap_threshold,
+    )  # fmt: skip
+    dat = HPL_DAT.format(n=args.n, **fields)
+    print(f"load average before: {loadavg()}", flush=True)
+    hpcc_runs, ct_runs, info = [], [], {}
+    for i in range(args.repeat):
+        hpcc_runs.append(run_hpcc(dat, np, env, args.timeout))
+        print(f"round {i + 1}: hpcc HPL  {hpcc_runs[-1]['gflops']:8.2f} Gflops", flush=True)
+        sample, result = run_ct_linpack(dat, np, env, args.timeout)
+        ct_runs.append(sample)
+        info = result["detail"]["blas"]
+        print(f"round {i + 1}: ct-linpack {sample['gflops']:8.2f} Gflops", flush=True)
+    hpcc_best = max(hpcc_runs, key=lambda r: r["gflops"])
+    ct_best = max(ct_runs, key=lambda r: r["gflops"])
+    ok = all(r.get("passed") for r in hpcc_runs) and all(r["passed"] is True for r in ct_runs)
+    ratio = ct_best["gflops"] / hpcc_best["gflops"]
+    figures: dict = {
+        "n": args.n, **fields, "variant": ct_best["variant"],
+        "hpcc_gflops": hpcc_best["gflops"], "ct_linpack_gflops": ct_best["gflops"],
+        "ratio": ratio, "residuals_passed": ok, "blas": info,
+    }  # fmt: skip
+    print(f"\nN={args.n} NB={args.nb} {args.P}x{args.Q} {ct_best['variant']}  BLAS core "
+          f"{info.get('core') or '?'} ({info.get('library')})")  # fmt: skip
+    print(f"hpcc HPL      {hpcc_best['gflops']:8.2f} Gflops  residual {hpcc_best['residual']:.4g}")
+    print(f"ct-linpack    {ct_best['gflops']:8.2f} Gflops  residual {ct_best['residual']:.4g}")
+    print(f"ratio ct-linpack / hpcc = {ratio:.3f}  (best of {args.repeat}; residuals "
+          f"{'all PASSED' if ok else 'NOT all passed'})")  # fmt: skip
+    if not args.skip_peak:
+        nmax = max_n(args.mem_fraction, args.nb)
+        if args.peak_n == "max":
+            peak_n = nmax
+        else:
+            peak_n = int(args.peak_n) if args.peak_n else min(nmax, args.peak_cap)
+        dgemm = run_dgemm(args.dgemm_n, np, 2, env, args.timeout)
+        sample, _ = run_ct_linpack(HPL_DAT.format(n=peak_n, **fields), np, env, args.timeout)
+        pct = 100.0 * sample["gflops"] / dgemm
+        figures.update(
+            dgemm_gflops=dgemm, dgemm_n=args.dgemm_n, peak_n=peak_n, peak_n_max=nmax,
+            peak_gflops=sample["gflops"], percent_of_dgemm=pct, peak_passed=sample["passed"],
+        )  # fmt: skip
+        print(f"DGEMM ({np} ranks x 1 thread, N={args.dgemm_n})  {dgemm:8.2f} Gflops")
+        print(f"ct-linpack N={peak_n}{' (max for memory)' if peak_n == nmax else ''}"
+              f"  {sample['gflops']:8.2f} Gflops = {pct:.1f} % of DGEMM  residual "
+              f"{'PASSED' if sample['passed'] else 'FAILED'}"
+              f"  (largest N for {args.mem_fraction:.0%} of memory: {nmax})")  # fmt: skip
+    figures["load_average_after"] = loadavg()
+    print(f"load average after: {figures['load_average_after']}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -76,12 +76,24 @@ static double *need_work(lp_problem *pb, size_t doubles)
     return pb->work;
 }
 
+/* Columns per piece of a bulk update, between which broadcasts are progressed. Wide
+ * enough that the BLAS's packing of the tall L panel, repeated for every piece, stays
+ * negligible next to the multiply (each packed element serves 2 * chunk flops). */
+static int update_chunk(int nb)
+{
+    const char *env = getenv("CT_LINPACK_CHUNK");
+    int cols = env ? atoi(env) : 2048;
+    if (cols < nb)
+        cols = nb;
+    return cols / nb * nb;
+}
+
 /* ---- one process row ---- */
 
 static void update_local(lp_problem *pb, lp_panel *pn, int lc0, int lc1, int chunked)
 {
     int jb = pn->jb, lda = pb->lda;
-    int chunk = chunked ? (pb->nb > 256 ? pb->nb : 256 / pb->nb * pb->nb) : lc1 - lc0;
+    int chunk = chunked ? update_chunk(pb->nb) : lc1 - lc0;
     if (chunk < 1)
         chunk = lc1 - lc0;
     for (int c0 = lc0; c0 < lc1; c0 += chunk) {
@@ -361,7 +373,7 @@ static void update_distributed(lp_problem *pb, lp_panel *pn, int lc0, int lc1, i
     if (me == pn->prow)
         for (int k = 0; k < jb; k++)
             unpack_row(pb, pn->jj + k, lc0, nc, ut + ncz * k);
-    int chunk = chunked ? 512 : nc;
+    int chunk = chunked ? update_chunk(pb->nb) : nc;
     for (int c0 = 0; c0 < nc; c0 += chunk) {
         int w = nc - c0 < chunk ? nc - c0 : chunk;
         lp_dgemm('N', 'T', pn->mp, w, jb, -1.0, pn->L, pn->ldl, ut + c0, nc, 1.0,

@@ -2,32 +2,47 @@
 """NetPIPE and clustertune side by side on one host pair of a virtual cluster.
 
 Builds a 2-host virtual cluster (default: links shaped to 1 Gbit), runs Debian's NetPIPE
-(NPtcp, and NPopenmpi / NPmpich2 with --mpi) and clustertune's ct-tcp-pingpong /
-ct-mpi-pingpong between host0 and host1, and prints the ratios clustertune / NetPIPE:
+3.7.2 (NPtcp, and NPopenmpi / NPmpich2 with --mpi) and clustertune's ct-tcp-pingpong /
+ct-mpi-pingpong between host0 and host1, and prints the ratios clustertune / NetPIPE.
+docs/netpipe-comparison.md has the evidence behind every choice below.
 
-  bandwidth  mean throughput over the sizes >= 256 KiB both tools measured (smaller
-             messages are not slowed by the token bucket; see
-             docs research note virtual-cluster.md), target within +-5 %;
-  latency    half round trip of a 1-byte message, target within +-10 %. On a 2-core
-             virtual machine a small-message round trip is bimodal (about 7-12 us when
-             the scheduler keeps both ends on one vCPU, 25-35 us when every wake-up
-             crosses vCPUs), and a single sweep of either tool can land in either mode;
-             so latency comes from LATENCY_RUNS extra short sweeps (up to 64 B) of each
-             tool, alternating, best of each;
-  wall time  whole run of each tool, clustertune's must not be longer.
+How NetPIPE times a point (netpipe.c, tcp.c; 3 trials counted with strace on Debian's
+binary): TRIALS=3 trials, each of nrepeat ping-pongs with nrepeat ~ 0.25 s / (previous
+point's time), so one trial lasts 0.1-0.5 s; an untimed Sync ("SyncMe" both ways) before
+each trial; np.out column 3 = MIN over the trials of the trial's mean half round trip,
+in seconds (column 2 is Mbit/s with Mbit = 2^20 bits, not used here). NPtcp sets
+TCP_NODELAY on both ends, like ct-tcp-pingpong by default.
 
-Both tools keep the best trial per point (NetPIPE reports its minimum time), so the
-throughput compared is size / t_min on both sides.
+clustertune's per-point statistic (t_min_s) is the same kind: MIN over trials of the
+trial's mean half round trip, but by default over 5 trials of 20 ms (point time 0.1 s).
+Shorter trials make the minimum of the means lower on a noisy box, so each ratio is also
+given with ct run NetPIPE-style ("matched": 3 trials, each as long as NetPIPE's).
+
+  bandwidth  mean of size/t over the message sizes >= 2 MiB both tools measured (at
+             1 Gbit the token bucket inflates smaller ping-pong messages); per tool the
+             MEDIAN over --runs full sweeps. Verdict on the matched ratio; target +-5 %.
+  latency    1-byte half round trip. On this 2-vCPU box it is bimodal: ~9 us when both
+             ends share a vCPU, 30-50 us when every wake-up crosses vCPUs, whichever
+             tool runs. So it is measured in --rounds alternating rounds with both ends
+             pinned to one vCPU ("same"), to two vCPUs ("cross") and left to the
+             scheduler ("free"); per tool the MEDIAN over the rounds of its per-run value
+             (min over trials of trial means). Verdict on "cross" (one vCPU per host, as
+             two real hosts have; no scheduler lottery; "same" starves busy-polling MPI:
+             MPICH/UCX then pays a scheduler tick, ~8 ms, per message); target +-10 %.
+  wall time  whole run of each tool's default full sweep (median over --runs); ours must
+             not be longer.
 
 Needs root (network namespaces). The cluster is always removed on exit.
     sudo .venv/bin/python bench/netpipe_compare.py [--link 1gbit] [--max-size 8M]
-                                                   [--mpi openmpi,mpich] [--json]
+                       [--mpi openmpi,mpich] [--runs 1] [--rounds 5] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import statistics
 import sys
 import tempfile
@@ -40,26 +55,33 @@ from clustertune import kernels, vcluster
 from clustertune.launch import Job, launcher_for, process
 from clustertune.units import parse_rate, parse_size
 
-BANDWIDTH_FROM = 256 * 1024
+BANDWIDTH_FROM = 2 * 1024 * 1024
 TCP_PORT = "5003"  # NPtcp uses 5002
 NETPIPE_MPI = {"openmpi": "/usr/bin/NPopenmpi", "mpich": "/usr/bin/NPmpich2"}
+NETPIPE_TRIALS = 3  # Debian's NetPIPE 3.7.2: 3 Syncs (= trials) per point under strace
+FALLBACK_TRIAL_S = 0.25  # NetPIPE's RUNTM, when its trial length cannot be read
 TARGETS = {"bandwidth": 0.05, "latency": 0.10}
-LATENCY_RUNS = 3
-LATENCY_MAX = 64
+NETPIPE_POINT = re.compile(r"\d+:\s+(\d+) bytes\s+(\d+) times -->\s+\S+ Mbps in\s+(\S+) usec")
+
+Pin = tuple[str, str] | None  # vCPUs of host0's and host1's end, None = scheduler's choice
 
 
 @dataclass
 class Curve:
     tool: str
-    times: dict[int, float]  # size -> best half round trip (s)
+    times: dict[int, float]  # size -> the tool's per-point time: min over trials (s)
     wall_s: float
+    trial_s: dict[int, float] | None = None  # NetPIPE: length of one trial per size (s)
 
     def throughput_mbps(self, size: int) -> float:
         return size * 8 / self.times[size] / 1e6
 
 
-def read_netpipe(path: Path, tool: str, wall_s: float) -> Curve:
-    """np.out: one line per size: bytes, throughput (Mbit/s), half round trip (s)."""
+def read_netpipe(path: Path, tool: str, wall_s: float, stderr: str = "") -> Curve:
+    """np.out: one line per size: bytes, Mbit/s (2^20), min-over-trials half round trip (s).
+
+    The progress lines on stderr ("N: S bytes R times --> X Mbps in T usec") give the
+    repeats R of each point, hence NetPIPE's trial length 2 * R * T there."""
     times = {}
     for line in path.read_text().splitlines():
         fields = line.split()
@@ -67,7 +89,11 @@ def read_netpipe(path: Path, tool: str, wall_s: float) -> Curve:
             times[int(fields[0])] = float(fields[2])
     if not times:
         raise RuntimeError(f"{tool} wrote no data to {path}")
-    return Curve(tool, times, wall_s)
+    trial_s = {
+        int(m.group(1)): 2 * int(m.group(2)) * float(m.group(3)) * 1e-6
+        for m in NETPIPE_POINT.finditer(stderr)
+    }
+    return Curve(tool, times, wall_s, trial_s)
 
 
 def read_clustertune(completed: process.Completed, tool: str) -> Curve:
@@ -82,43 +108,21 @@ def read_clustertune(completed: process.Completed, tool: str) -> Curve:
     return Curve(tool, {s["size"]: s["t_min_s"] for s in out.samples}, completed.elapsed_s)
 
 
-def compare(ours: Curve, theirs: Curve, lat_ours: float, lat_theirs: float) -> dict:
-    common = sorted(set(ours.times) & set(theirs.times))
-    big = [s for s in common if s >= BANDWIDTH_FROM]
-    if not big:
-        raise RuntimeError(f"{ours.tool} and {theirs.tool} share no point >= 256 KiB")
-    bw_ours = statistics.mean(ours.throughput_mbps(s) for s in big)
-    bw_theirs = statistics.mean(theirs.throughput_mbps(s) for s in big)
-    row = {
-        "pair": f"{ours.tool} / {theirs.tool}",
-        "bandwidth_mbps": [bw_ours, bw_theirs],
-        "bandwidth_ratio": bw_ours / bw_theirs,
-        "bandwidth_sizes": big,
-        "latency_us": [lat_ours * 1e6, lat_theirs * 1e6],
-        "latency_ratio": lat_ours / lat_theirs,
-        "wall_s": [ours.wall_s, theirs.wall_s],
-        "wall_ratio": ours.wall_s / theirs.wall_s,
-        "per_size_bandwidth_ratio": {
-            s: ours.throughput_mbps(s) / theirs.throughput_mbps(s) for s in big
-        },
-    }
-    row["pass"] = {
-        "bandwidth": abs(row["bandwidth_ratio"] - 1) <= TARGETS["bandwidth"],
-        "latency": abs(row["latency_ratio"] - 1) <= TARGETS["latency"],
-        "wall": row["wall_ratio"] <= 1.0,
-    }
-    return row
+def pinned(argv: list[str], cpu: str | None) -> list[str]:
+    return ["taskset", "-c", cpu, *argv] if cpu is not None else argv
 
 
-def netpipe_tcp(launcher, workdir: Path, max_size: int) -> Curve:
+def netpipe_tcp(launcher, workdir: Path, max_size: int, pin: Pin = None) -> Curve:
     out = workdir / "nptcp.out"
-    receiver = launcher.spawn_on_host("host1", ["NPtcp", "-o", str(workdir / "nptcp.rx")])
+    cpu0, cpu1 = pin or (None, None)
+    receiver = launcher.spawn_on_host(
+        "host1", pinned(["NPtcp", "-o", str(workdir / "nptcp.rx")], cpu1)
+    )
     try:
         # NPtcp's transmitter does not retry a refused connect: wait for the receiver
         for _ in range(40):
-            run = launcher.run_on_host(
-                "host0", ["NPtcp", "-h", "host1", "-u", str(max_size), "-o", str(out)], timeout=600
-            )
+            argv = ["NPtcp", "-h", "host1", "-u", str(max_size), "-o", str(out)]
+            run = launcher.run_on_host("host0", pinned(argv, cpu0), timeout=600)
             if run.returncode == 0 or run.elapsed_s > 2:
                 break
             time.sleep(0.25)
@@ -126,71 +130,197 @@ def netpipe_tcp(launcher, workdir: Path, max_size: int) -> Curve:
         process.kill_job(receiver, receiver.job_id)
     if run.returncode != 0:
         raise RuntimeError(f"NPtcp failed: {run.stderr[-500:]}")
-    return read_netpipe(out, "NPtcp", run.elapsed_s)
+    return read_netpipe(out, "NPtcp", run.elapsed_s, run.stderr)
 
 
-def clustertune_tcp(launcher, workdir: Path, max_size: int) -> Curve:
+def clustertune_tcp(
+    launcher, workdir: Path, max_size: int, pin: Pin = None, extra: tuple[str, ...] = ()
+) -> Curve:
     binary = str(kernels.kernel_path("ct-tcp-pingpong", "serial"))
-    server = launcher.spawn_on_host("host1", [binary, "--server", "--port", TCP_PORT])
+    cpu0, cpu1 = pin or (None, None)
+    server = launcher.spawn_on_host("host1", pinned([binary, "--server", "--port", TCP_PORT], cpu1))
     try:
-        client = launcher.run_on_host(
-            "host0",
-            [binary, "--connect", f"host1:{TCP_PORT}", "--max-size", str(max_size)],
-            timeout=600,
-        )
+        argv = [binary, "--connect", f"host1:{TCP_PORT}", "--max-size", str(max_size), *extra]
+        client = launcher.run_on_host("host0", pinned(argv, cpu0), timeout=600)
     finally:
         process.kill_job(server, server.job_id)  # it has exited already unless the run failed
     return read_clustertune(client, "ct-tcp-pingpong")
 
 
-def netpipe_mpi(launcher, workdir: Path, max_size: int, flavour: str) -> Curve:
+def rank_pinner(workdir: Path, pin: Pin) -> Path | None:
+    """A wrapper that pins rank 0 to pin[0] and rank 1 to pin[1], then execs the program."""
+    if pin is None:
+        return None
+    path = workdir / f"pin-{pin[0]}-{pin[1]}.sh"
+    path.write_text(
+        "#!/bin/sh\n"
+        'r="${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}}"\n'
+        f'if [ "$r" = 0 ]; then c={pin[0]}; else c={pin[1]}; fi\n'
+        'exec taskset -c "$c" "$@"\n'
+    )
+    path.chmod(0o755)
+    return path
+
+
+def mpi_job(program: Path, args: list[str], flavour: str, workdir: Path, pin: Pin) -> Job:
+    wrapper = rank_pinner(workdir, pin)
+    if wrapper is not None:
+        program, args = wrapper, [str(program), *args]
+    return Job(program, args, 2, flavour, hosts=["host0", "host1"], timeout=900)
+
+
+def netpipe_mpi(launcher, workdir: Path, max_size: int, flavour: str, pin: Pin = None) -> Curve:
     out = workdir / f"np{flavour}.out"
     out.unlink(missing_ok=True)
-    job = Job(Path(NETPIPE_MPI[flavour]), ["-u", str(max_size), "-o", str(out)], 2, flavour,
-              hosts=["host0", "host1"], timeout=900)  # fmt: skip
-    run = launcher.run_mpi(job)
+    program = Path(NETPIPE_MPI[flavour])
+    run = launcher.run_mpi(
+        mpi_job(program, ["-u", str(max_size), "-o", str(out)], flavour, workdir, pin)
+    )
     if run.returncode != 0 or not out.is_file():
-        raise RuntimeError(f"{NETPIPE_MPI[flavour]} failed: {run.stderr[-500:]}")
-    return read_netpipe(out, Path(NETPIPE_MPI[flavour]).name, run.elapsed_s)
+        raise RuntimeError(f"{program} failed: {run.stderr[-500:]}")
+    return read_netpipe(out, program.name, run.elapsed_s, run.stderr)
 
 
-def clustertune_mpi(launcher, workdir: Path, max_size: int, flavour: str) -> Curve:
-    job = Job(kernels.kernel_path("ct-mpi-pingpong", flavour), ["--max-size", str(max_size)],
-              2, flavour, hosts=["host0", "host1"], timeout=900)  # fmt: skip
+def clustertune_mpi(
+    launcher,
+    workdir: Path,
+    max_size: int,
+    flavour: str,
+    pin: Pin = None,
+    extra: tuple[str, ...] = (),
+) -> Curve:
+    program = kernels.kernel_path("ct-mpi-pingpong", flavour)
+    job = mpi_job(program, ["--max-size", str(max_size), *extra], flavour, workdir, pin)
     return read_clustertune(launcher.run_mpi(job), f"ct-mpi-pingpong[{flavour}]")
 
 
-def side_by_side(ours_fn, theirs_fn, max_size: int) -> dict:
-    """Full sweeps for bandwidth and wall time, then short alternating ones for latency."""
-    theirs = theirs_fn(max_size)
-    ours = ours_fn(max_size)
-    lat_ours, lat_theirs = [ours.times[1]], [theirs.times[1]]
-    for _ in range(LATENCY_RUNS):
-        lat_theirs.append(theirs_fn(LATENCY_MAX).times[1])
-        lat_ours.append(ours_fn(LATENCY_MAX).times[1])
-    return compare(ours, theirs, min(lat_ours), min(lat_theirs))
+def matched(theirs: Curve, sizes: list[int]) -> tuple[str, ...]:
+    """ct options timing a point like NetPIPE: its 3 trials, each as long as NetPIPE's
+    (median over `sizes` of NetPIPE's trial length there)."""
+    lengths = [theirs.trial_s[s] for s in sizes if theirs.trial_s and s in theirs.trial_s]
+    trial = statistics.median(lengths) if lengths else FALLBACK_TRIAL_S
+    return ("--trials", str(NETPIPE_TRIALS), "--point-time", f"{NETPIPE_TRIALS * trial:.4f}")
 
 
-def render(rows: list[dict], link: str) -> str:
-    def verdict(ok: bool) -> str:
-        return "ok" if ok else "MISS"
+def mean_bandwidth(curve: Curve, sizes: list[int]) -> float:
+    return statistics.mean(curve.throughput_mbps(s) for s in sizes)
 
-    lines = [f"NetPIPE vs clustertune, host0 <-> host1, links shaped to {link}", ""]
+
+def ratio_row(ours: list[float], theirs: list[float], target: float | None) -> dict:
+    """Median over runs of each side (and min, for reference); ratio ours / theirs."""
+    mo, mt = statistics.median(ours), statistics.median(theirs)
+    row = {
+        "ours": ours,
+        "theirs": theirs,
+        "median": [mo, mt],
+        "ratio": mo / mt,
+        "min": [min(ours), min(theirs)],
+        "ratio_of_min": min(ours) / min(theirs),
+    }
+    if target is not None:
+        row["pass"] = abs(row["ratio"] - 1) <= target
+    return row
+
+
+def side_by_side(pair: str, ours_fn, theirs_fn, max_size: int, runs: int, rounds: int,
+                 placements: dict[str, Pin], bandwidth_from: int) -> dict:  # fmt: skip
+    """Full sweeps (bandwidth, wall time), then alternating 1-byte rounds (latency)."""
+    bw_ours, bw_theirs, bw_matched, bw_theirs_m, wall_ours, wall_theirs = [], [], [], [], [], []
+    sizes: list[int] = []
+    for _ in range(runs):
+        theirs = theirs_fn(max_size)
+        ours = ours_fn(max_size)
+        sizes = sorted(s for s in set(ours.times) & set(theirs.times) if s >= bandwidth_from)
+        big = [s for s in theirs.times if s >= bandwidth_from]
+        match = ours_fn(max_size, extra=("--min-size", str(bandwidth_from), *matched(theirs, big)))
+        msizes = [s for s in sizes if s in match.times]
+        if not msizes:
+            raise RuntimeError(f"{pair}: no common size >= {bandwidth_from} bytes")
+        bw_theirs.append(mean_bandwidth(theirs, sizes))
+        bw_ours.append(mean_bandwidth(ours, sizes))
+        bw_theirs_m.append(mean_bandwidth(theirs, msizes))
+        bw_matched.append(mean_bandwidth(match, msizes))
+        wall_ours.append(ours.wall_s)
+        wall_theirs.append(theirs.wall_s)
+    lat: dict[str, dict[str, list[float]]] = {}
+    for _ in range(rounds):
+        for name, pin in placements.items():
+            got = lat.setdefault(name, {"theirs": [], "ours": [], "ours_default": []})
+            theirs = theirs_fn(1, pin=pin)
+            got["theirs"].append(theirs.times[1])
+            got["ours"].append(ours_fn(1, pin=pin, extra=matched(theirs, [1])).times[1])
+            if name == "free":
+                got["ours_default"].append(ours_fn(1, pin=pin).times[1])
+    us = {name: {k: [t * 1e6 for t in v] for k, v in got.items()} for name, got in lat.items()}
+    verdict_on = next(name for name in ("cross", "same", "free") if name in us)
+    row = {
+        "pair": pair,
+        "bandwidth_sizes": sizes,
+        "bandwidth_mbps_default": ratio_row(bw_ours, bw_theirs, None),
+        "bandwidth_mbps_matched": ratio_row(bw_matched, bw_theirs_m, TARGETS["bandwidth"]),
+        "wall_s": ratio_row(wall_ours, wall_theirs, None),
+        "latency_us": {
+            name: ratio_row(
+                v["ours"], v["theirs"], TARGETS["latency"] if name == verdict_on else None
+            )  # fmt: skip
+            for name, v in us.items()
+        },
+        "latency_verdict_on": verdict_on,
+    }
+    if "free" in us and us["free"]["ours_default"]:
+        row["latency_us"]["free, ct default trials"] = ratio_row(
+            us["free"]["ours_default"], us["free"]["theirs"], None
+        )
+    row["wall_s"]["pass"] = row["wall_s"]["ratio"] <= 1.0
+    row["pass"] = {
+        "bandwidth": row["bandwidth_mbps_matched"]["pass"],
+        "latency": row["latency_us"][verdict_on]["pass"],
+        "wall": row["wall_s"]["pass"],
+    }
+    return row
+
+
+def render(rows: list[dict], link: str, runs: int, rounds: int) -> str:
+    def verdict(r: dict) -> str:
+        return "" if "pass" not in r else ("  ok" if r["pass"] else "  MISS")
+
+    def line(label: str, r: dict, unit: str, fmt: str) -> str:
+        (mo, mt), (lo, lt) = r["median"], r["min"]
+        return (f"  {label:30s} {mo:{fmt}} / {mt:{fmt}} {unit:6s} ratio {r['ratio']:.3f}"
+                f"   (min: {lo:{fmt}} / {lt:{fmt}}, ratio {r['ratio_of_min']:.3f})"
+                + verdict(r))  # fmt: skip
+
+    lines = [
+        f"NetPIPE vs clustertune, host0 <-> host1, links shaped to {link}",
+        f"values: clustertune / NetPIPE, MEDIAN over {runs} full sweep(s) or {rounds} latency"
+        " round(s) (min over them in brackets)",
+        "per run, both tools: min over trials of the trial's mean half round trip;"
+        " 'matched' = ct with NetPIPE's 3 trials of NetPIPE's trial length",
+        "targets: bandwidth (matched) 1 +- 0.05, latency (pinned, one vCPU per end) 1 +- 0.10,"
+        " wall time <= 1",
+        "",
+    ]
     for r in rows:
-        bw, lat, wall = r["bandwidth_mbps"], r["latency_us"], r["wall_s"]
-        lines += [
-            r["pair"],
-            f"  bandwidth >= 256 KiB  {bw[0]:9.1f} / {bw[1]:9.1f} Mbit/s  ratio "
-            f"{r['bandwidth_ratio']:.3f}  (target 1 +- 0.05) {verdict(r['pass']['bandwidth'])}",
-            f"  latency 1 B           {lat[0]:9.2f} / {lat[1]:9.2f} us      ratio "
-            f"{r['latency_ratio']:.3f}  (target 1 +- 0.10) {verdict(r['pass']['latency'])}",
-            f"  wall time             {wall[0]:9.1f} / {wall[1]:9.1f} s       ratio "
-            f"{r['wall_ratio']:.3f}  (target <= 1)      {verdict(r['pass']['wall'])}",
-            "  bandwidth ratio per size (bytes: ratio) "
-            + ", ".join(f"{s}: {q:.3f}" for s, q in r["per_size_bandwidth_ratio"].items()),
-            "",
-        ]
+        big = r["bandwidth_sizes"]
+        lines += [r["pair"],
+                  f"  bandwidth over {len(big)} sizes {big[0]}..{big[-1]} B:",
+                  line("bandwidth, matched", r["bandwidth_mbps_matched"], "Mbit/s", "8.1f"),
+                  line("bandwidth, ct default trials", r["bandwidth_mbps_default"], "Mbit/s",
+                       "8.1f"),
+                  "  latency, 1 byte half round trip:"]  # fmt: skip
+        for name, lat in r["latency_us"].items():
+            label = name if "default" in name else f"{name}, matched"
+            lines.append(line(label, lat, "us", "8.2f"))
+        lines += [line("wall time, default sweeps", r["wall_s"], "s", "8.1f"), ""]
     return "\n".join(lines)
+
+
+def placements(which: str) -> dict[str, Pin]:
+    cpus = sorted(os.sched_getaffinity(0))
+    known: dict[str, Pin] = {"same": (str(cpus[0]), str(cpus[0])), "free": None}
+    if len(cpus) > 1:
+        known["cross"] = (str(cpus[0]), str(cpus[1]))
+    return {name: known[name] for name in which.split(",") if name in known}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,11 +328,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--link", default="1gbit", help="link rate of both hosts (1gbit)")
     parser.add_argument("--max-size", default="8M", help="largest message (8M)")
     parser.add_argument("--mpi", default="", help="also compare MPI: openmpi,mpich")
+    parser.add_argument("--runs", type=int, default=1, help="full sweeps per tool (1)")
+    parser.add_argument("--rounds", type=int, default=5, help="1-byte latency rounds (5)")
+    parser.add_argument("--placements", default="same,cross,free",
+                        help="latency placements: same,cross,free (all)")  # fmt: skip
+    parser.add_argument("--bandwidth-from", default="2M", help="smallest size for bandwidth")
     parser.add_argument("--name", default="npbench", help="virtual cluster name (npbench)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
     max_size = parse_size(args.max_size)
     flavours = [f for f in args.mpi.split(",") if f]
+    where = placements(args.placements)
+    common = dict(max_size=max_size, runs=args.runs, rounds=args.rounds, placements=where,
+                  bandwidth_from=parse_size(args.bandwidth_from))  # fmt: skip
 
     state = vcluster.plan(args.name, 2, parse_rate(args.link))
     rows = []
@@ -213,18 +351,21 @@ def main(argv: list[str] | None = None) -> int:
             workdir = Path(tmp)
             rows.append(
                 side_by_side(
+                    "ct-tcp-pingpong / NPtcp",
                     partial(clustertune_tcp, launcher, workdir),
                     partial(netpipe_tcp, launcher, workdir),
-                    max_size,
+                    **common,
                 )
             )
             for flavour in flavours:
                 ours = partial(clustertune_mpi, launcher, workdir, flavour=flavour)
                 theirs = partial(netpipe_mpi, launcher, workdir, flavour=flavour)
-                rows.append(side_by_side(ours, theirs, max_size))
+                pair = f"ct-mpi-pingpong[{flavour}] / {Path(NETPIPE_MPI[flavour]).name}"
+                rows.append(side_by_side(pair, ours, theirs, **common))
     finally:
         vcluster.down(args.name)
-    print(json.dumps(rows, indent=1) if args.json else render(rows, args.link))
+    print(json.dumps(rows, indent=1) if args.json else render(rows, args.link, args.runs,
+                                                              args.rounds))  # fmt: skip
     return 0 if all(all(r["pass"].values()) for r in rows) else 1
 
 

@@ -97,6 +97,19 @@ def test_tcp_sockbuf_and_nagle_reported() -> None:
 
 
 @needs_tcp
+def test_tcp_min_size_bounds_every_point() -> None:
+    """--min-size bounds the perturbed points too (base+P of a base below it was measured)."""
+    port = free_port()
+    server = start_server(port)
+    client = run_client(port, "--min-size", "1000", "--max-size", "4K", *QUICK)
+    server.communicate(timeout=10)
+    assert client.returncode == 0, client.stderr
+    sizes = [s["size"] for s in of_type(lines(client.stdout), "sample")]
+    assert sizes[0] == 1000 and sizes[-1] == 4096
+    assert {1021, 1024, 1027, 2045, 2048, 2051} <= set(sizes)
+
+
+@needs_tcp
 def test_tcp_refused_peer_errors_in_bounded_time() -> None:
     start = time.monotonic()
     client = run_client(free_port(), "--connect-timeout", "1")

@@ -85,7 +85,7 @@ size_t ct_sweep_sizes(const ct_sweep_opts *o, uint64_t **sizes)
         if (p > 0 && base > 4 * p) {
             if (base - p >= o->min_size)
                 s[n++] = base - p;
-            if (base + p <= o->max_size)
+            if (base + p >= o->min_size && base + p <= o->max_size)
                 s[n++] = base + p;
         }
     }

@@ -175,6 +175,15 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
 }
 
 /* Why a combination cannot run, or NULL. */
+/* A barrier that yields while it waits (MPICH's blocking collectives spin, which starves
+ * the ranks still working when ranks outnumber the cores). */
+static void barrier(MPI_Comm comm)
+{
+    MPI_Request rq;
+    MPI_Ibarrier(comm, &rq);
+    lp_wait_all(1, &rq);
+}
+
 static const char *illegal(const lp_algo *a, int nprocs)
 {
     static char why[160];
@@ -211,14 +220,32 @@ typedef struct {
     int nranks;
 } outcome;
 
+/* The grid's communicators, kept from one combination to the next while P, Q and PMAP
+ * stay (grids are the outermost loop): creating them takes several blocking collectives,
+ * which cost more than a small factorisation when ranks outnumber the cores. */
+static lp_grid grid;
+static int grid_p, grid_q, grid_colmajor, grid_in = -1;
+
+static int grid_for(const lp_algo *al)
+{
+    if (grid_in >= 0 && grid_p == al->p && grid_q == al->q && grid_colmajor == al->colmajor)
+        return grid_in;
+    if (grid_in >= 0)
+        lp_grid_free(&grid);
+    grid_in = lp_grid_init(&grid, MPI_COMM_WORLD, al->p, al->q, al->colmajor);
+    grid_p = al->p;
+    grid_q = al->q;
+    grid_colmajor = al->colmajor;
+    return grid_in;
+}
+
 /* Runs one combination on the ranks of the grid; returns 0, or -1 when memory could
  * not be allocated (then reason is set). Ranks outside the grid return at once. */
 static int run_one(const lp_algo *al, outcome *out, char *reason, size_t rlen)
 {
-    lp_grid g;
-    int in = lp_grid_init(&g, MPI_COMM_WORLD, al->p, al->q, al->colmajor);
-    if (!in)
+    if (!grid_for(al))
         return 0;
+    lp_grid g = grid;
     lp_problem pb = {.algo = al, .grid = &g, .n = al->n, .nb = al->nb};
     pb.mloc = lp_numroc(al->n, al->nb, g.myrow, g.nprow);
     pb.nloc = lp_numroc(al->n + 1, al->nb, g.mycol, g.npcol);
@@ -231,22 +258,24 @@ static int run_one(const lp_algo *al, outcome *out, char *reason, size_t rlen)
     pb.a = aligned_alloc(64, bytes);
     pb.x = malloc(((size_t)al->n + 1) * sizeof(double));
     int ok = pb.a && pb.x, all_ok;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, g.all);
+    MPI_Request rq;
+    MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, g.all, &rq);
+    lp_wait_all(1, &rq);
     if (!all_ok) {
         snprintf(reason, rlen, "cannot allocate the local matrix (%.1f MB on some rank)",
                  (double)bytes / 1e6);
         free(pb.a);
         free(pb.x);
-        lp_grid_free(&g);
         return -1;
     }
     lp_matgen(&g, al->n, al->nb, al->seed, pb.a, lda);
     memset(&lp_stat, 0, sizeof lp_stat);
-    MPI_Barrier(g.all);
+    barrier(g.all);
     double t0 = MPI_Wtime();
     lp_pgesv(&pb);
     double t = MPI_Wtime() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, g.all);
+    MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, g.all, &rq);
+    lp_wait_all(1, &rq);
     out->time_s = t;
     double nn = (double)al->n;
     out->gflops = t > 0 ? (2.0 / 3.0 * nn * nn * nn + 1.5 * nn * nn) / t / 1e9 : 0.0;
@@ -262,12 +291,12 @@ static int run_one(const lp_algo *al, outcome *out, char *reason, size_t rlen)
     MPI_Comm_size(g.all, &size);
     out->nranks = size;
     out->ranks = g.rank == 0 ? malloc((size_t)size * sizeof(lp_stats)) : NULL;
-    MPI_Gather(&lp_stat, (int)sizeof lp_stat, MPI_BYTE, out->ranks, (int)sizeof lp_stat, MPI_BYTE,
-               0, g.all);
+    MPI_Igather(&lp_stat, (int)sizeof lp_stat, MPI_BYTE, out->ranks, (int)sizeof lp_stat, MPI_BYTE,
+                0, g.all, &rq);
+    lp_wait_all(1, &rq);
     free(pb.a);
     free(pb.x);
     free(pb.work);
-    lp_grid_free(&g);
     return 0;
 }
 
@@ -419,7 +448,7 @@ int main(int argc, char **argv)
                     snprintf(skipped[nskip - 1], sizeof skipped[0], "%s N=%d NB=%d P=%d Q=%d: %s",
                              code, a.n, a.nb, a.p, a.q, why);
             }
-            MPI_Barrier(MPI_COMM_WORLD);
+            barrier(MPI_COMM_WORLD);
             continue;
         }
         if (rank == 0) {
@@ -435,9 +464,11 @@ int main(int argc, char **argv)
                 best = oc.gflops;
             free(oc.ranks);
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        barrier(MPI_COMM_WORLD);
     }
 
+    if (grid_in >= 0)
+        lp_grid_free(&grid);
     if (rank == 0) {
         lp_out_summary(txt, total, npass, nfail, nskip);
         lp_blas_info bi;

@@ -87,7 +87,9 @@ static void back_substitution(lp_problem *pb)
             lp_dgemv('N', jb, lcn - lcs, -1.0, pb->a + ii + (size_t)lda * lcs, lda, xloc + lcs, 1,
                      1.0, s, 1);
             if (g->npcol > 1) {
-                MPI_Reduce(s, r, jb, MPI_DOUBLE, MPI_SUM, pcol, g->row);
+                MPI_Request rq;
+                MPI_Ireduce(s, r, jb, MPI_DOUBLE, MPI_SUM, pcol, g->row, &rq);
+                lp_wait_all(1, &rq);
                 if (g->mycol != pcol)
                     lp_count_send((double)jb * sizeof(double));
             } else {
@@ -99,7 +101,9 @@ static void back_substitution(lp_problem *pb)
                 memcpy(pb->x + jj, r, (size_t)jb * sizeof(double));
             }
         }
-        MPI_Bcast(pb->x + jj, jb, MPI_DOUBLE, lp_grid_rank_of(g, prow, pcol), g->all);
+        MPI_Request rq;
+        MPI_Ibcast(pb->x + jj, jb, MPI_DOUBLE, lp_grid_rank_of(g, prow, pcol), g->all, &rq);
+        lp_wait_all(1, &rq);
         if (g->mycol == pcol) {
             int lc = lp_g2l(jj, nb, g->npcol);
             memcpy(xloc + lc, pb->x + jj, (size_t)jb * sizeof(double));

@@ -35,8 +35,10 @@ void lp_verify(lp_problem *pb, double *resid, double norms[4])
         }
     }
     if (g->npcol > 1) {
-        MPI_Allreduce(MPI_IN_PLACE, ax, mloc, MPI_DOUBLE, MPI_SUM, g->row);
-        MPI_Allreduce(MPI_IN_PLACE, rowsum, mloc, MPI_DOUBLE, MPI_SUM, g->row);
+        MPI_Request rq[2];
+        MPI_Iallreduce(MPI_IN_PLACE, ax, mloc, MPI_DOUBLE, MPI_SUM, g->row, &rq[0]);
+        MPI_Iallreduce(MPI_IN_PLACE, rowsum, mloc, MPI_DOUBLE, MPI_SUM, g->row, &rq[1]);
+        lp_wait_all(2, rq);
     }
     double loc[3] = {0.0, 0.0, bnorm}, glob[3];
     for (int i = 0; i < mloc; i++) {
@@ -45,7 +47,9 @@ void lp_verify(lp_problem *pb, double *resid, double norms[4])
         if (rowsum[i] > loc[1])
             loc[1] = rowsum[i];
     }
-    MPI_Allreduce(loc, glob, 3, MPI_DOUBLE, MPI_MAX, g->all);
+    MPI_Request rq;
+    MPI_Iallreduce(loc, glob, 3, MPI_DOUBLE, MPI_MAX, g->all, &rq);
+    lp_wait_all(1, &rq);
     double xnorm = 0.0;
     for (int i = 0; i < n; i++) {
         double v = fabs(pb->x[i]);

@@ -9,7 +9,7 @@ STAMP := .stamps
 # Debian packages the project needs (system MPI, BLAS, PnetCDF, namespaces, reference tools).
 APT_PACKAGES := build-essential cmake pkg-config python3 python3-venv \
 	openmpi-bin libopenmpi-dev mpich libmpich-dev \
-	libopenblas-dev liblapacke-dev libblis-dev libatlas-base-dev \
+	libopenblas-dev liblapacke-dev libblis-dev libatlas-base-dev libblas3 \
 	libpnetcdf-dev pnetcdf-bin netcdf-bin hwloc \
 	iproute2 iptables util-linux hostname iputils-ping procps \
 	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev slurm-wlm munge

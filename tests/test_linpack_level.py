@@ -1,12 +1,24 @@
-"""Derived figures of the Linpack level on synthetic data with known answers."""
+"""The Linpack level: derived figures on synthetic data with known answers, and the seeds'
+HPL.dat files through the CLI on a 4-host virtual cluster (root only)."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import pytest
+from conftest import needs_root
+
+from clustertune import kernels, report
 from clustertune.cluster import local_cluster
 from clustertune.errors import UserError
-from clustertune.levels import linpack
+from clustertune.levels.linpack import blas, section
+from clustertune.levels.linpack import run as linpack
+from clustertune.results import Store
 
 
 def test_n_for_memory_fits_and_is_a_multiple_of_nb() -> None:
@@ -39,3 +51,198 @@ def test_derive_takes_the_best_passing_run() -> None:
     assert figures["best_variant"] == "WR11C2R4"
     assert figures["phase_max_s"] == {"pfact": 0.2, "update": 0.7}
     assert linpack.derive([sample("WR00L2L2", 9.0, False, [1.0])], None) == {}
+
+
+# ------------------------------------------------------------------ seeds' HPL.dat, vcluster
+
+DATA = Path(__file__).with_name("test_linpack_data")
+SEED_FILES = ["seed000_fig11.dat", "seed000_fig12.dat", "seed001_fig9.dat", "seed001_fig10.dat"]
+REDUCED_N = 288  # 4 blocks of NB=72 over P=2 rows: every rank owns a block
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "clustertune.cli", *args],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def with_n(source: Path, target: Path, n: int) -> Path:
+    """A copy of an HPL.dat with only the value of its Ns line (line 6) rewritten."""
+    lines = source.read_text().splitlines(keepends=True)
+    value = lines[5].split()[0]
+    assert lines[5].split()[1] == "Ns", lines[5]
+    lines[5] = lines[5].replace(value, str(n).ljust(len(value)), 1)
+    target.write_text("".join(lines))
+    return target
+
+
+def test_reduced_copy_changes_only_n(tmp_path) -> None:
+    source = DATA / "seed001_fig9.dat"
+    copy = with_n(source, tmp_path / "HPL.dat", REDUCED_N)
+    old, new = source.read_text().splitlines(), copy.read_text().splitlines()
+    assert [i for i, (a, b) in enumerate(zip(old, new, strict=True)) if a != b] == [5]
+    assert new[5].split()[:2] == [str(REDUCED_N), "Ns"]
+
+
+@needs_root
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_seed_hpl_dat_on_8_ranks_of_4_hosts(make_vcluster, tmp_path, mpi: str) -> None:
+    """Both seeds' HPL.dat files (seeds/000 figs 11-12, seeds/001 figs 9-10), as printed
+    but for N, on 8 ranks of a 4-host virtual cluster (2 ranks per host): every combination
+    the file asks for runs and PASSES, and the JSON carries the results contract."""
+    kernels.kernel_path("ct-linpack", mpi)  # a missing build is a UserError: fail loudly
+    cluster = make_vcluster(hosts=4)
+    for name in SEED_FILES:
+        dat = with_n(DATA / name, tmp_path / name, REDUCED_N)
+        proc = cli("linpack", "--cluster", cluster.name, "--np", "8", "--mpi", mpi,
+                   "--dat", str(dat), "--timeout", "240", "--json")  # fmt: skip
+        assert proc.returncode == 0, (name, proc.stderr[-2000:])
+        doc = json.loads(proc.stdout)
+        assert doc["status"] == "ok" and doc["verification"] == "passed", (name, doc["error"])
+        assert doc["meta"]["np"] == 8 and doc["meta"]["mpi"]["flavour"] == mpi
+        # round-robin placement: ranks r and r+4 on host r, two per host
+        assert doc["meta"]["hosts"] == [h.name for h in cluster.hosts]
+        assert len(doc["results"]) == 5, name  # the wrapped BCAST comment: 5 depths
+        for r in doc["results"]:
+            assert set(r) >= set(linpack.RESULT_KEYS)
+            assert (r["n"], r["nb"], r["p"], r["q"]) == (REDUCED_N, 72, 2, 4), r
+            assert r["passed"] is True and r["residual"] < 16.0, r
+            assert r["time_s"] > 0 and r["gflops"] > 0 and r["variant"].startswith("WR")
+        assert doc["figures"]["passed"] == 5 and doc["figures"]["skipped"] == 0
+
+
+# ------------------------------------------------------------------ BLAS choice, % of peak
+
+
+def lu_record(cluster: str, np: int, library: str, core: str, gflops: float) -> dict:
+    return {
+        "kernel": "ct-linpack", "status": "ok", "params": {},
+        "meta": {"cluster": {"name": cluster}, "np": np},
+        "detail": {"blas": {"library": library, "core": core}},
+        "samples": [sample("WR11C2R4", gflops, True, [0.1, 0.1])],
+    }  # fmt: skip
+
+
+def gemm_record(np: int, library: str, core: str, rates: list[tuple[str, str, float]]) -> dict:
+    record = lu_record("c", np, library, core, 0.0)
+    record["kernel"] = "ct-gemm"
+    record["samples"] = [{"dtype": t, "mode": m, "gflops": g, "passed": True} for t, m, g in rates]
+    return record
+
+
+def test_percent_of_peak_uses_the_dgemm_of_the_same_blas_and_np() -> None:
+    ob, ref = "/o/libblas.so.3", "/r/libblas.so.3"
+    peaks = section.dgemm_peaks([
+        gemm_record(2, ob, "Haswell", [("d", "local", 40.0), ("d", "local", 50.0),
+                                       ("s", "local", 99.0), ("d", "summa", 77.0)]),
+        gemm_record(4, ob, "Haswell", [("d", "local", 60.0)]),
+        gemm_record(2, ob, "SkylakeX", [("d", "local", 70.0)]),
+        gemm_record(2, ref, "", [("d", "local", 5.0)]),
+    ])  # fmt: skip
+    # best verified local DGEMM; single precision and SUMMA rates are not the peak
+    assert section.percent_of_peak(lu_record("c", 2, ob, "Haswell", 45.0), 45.0, peaks) == 90.0
+    assert section.percent_of_peak(lu_record("c", 4, ob, "Haswell", 30.0), 30.0, peaks) == 50.0
+    assert section.percent_of_peak(lu_record("c", 2, ref, "", 4.0), 4.0, peaks) == 80.0
+    # another rank count, cluster or core: no peak measured, no percentage
+    assert section.percent_of_peak(lu_record("c", 6, ob, "Haswell", 1.0), 1.0, peaks) is None
+    assert section.percent_of_peak(lu_record("d", 2, ob, "Haswell", 1.0), 1.0, peaks) is None
+
+
+def test_installed_blas_found_by_directory(tmp_path) -> None:
+    for d in ("atlas", "openblas-pthread", "blas", "blis-openmp", "mkl-like"):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "libblas.so.3").touch()
+    (tmp_path / "blis-serial").mkdir()  # no library inside: not installed
+    found = blas.installed(tmp_path, listed=[tmp_path / "mkl-like", tmp_path / "atlas"])
+    assert [b.name for b in found] == ["OpenBLAS", "BLIS", "ATLAS", "reference BLAS", "mkl-like"]
+    assert [b.name for b in blas.select("atlas,blis-openmp", found)] == ["ATLAS", "BLIS"]
+    with pytest.raises(UserError, match="not installed"):
+        blas.select("blis-serial", found)
+
+
+def test_squarest_grid() -> None:
+    assert [blas.grid(n) for n in (1, 2, 4, 6, 8, 9, 7)] == [
+        (1, 1), (1, 2), (2, 2), (2, 3), (2, 4), (3, 3), (1, 7)
+    ]  # fmt: skip
+
+
+def test_a_run_on_another_library_fails_its_check(tmp_path) -> None:
+    chosen = blas.Blas("ATLAS", tmp_path / "atlas")
+    chosen.directory.mkdir()
+    chosen.library.touch()
+    ok = {"detail": {"blas": {"library": str(chosen.library)}}}
+    assert blas.library_check(chosen)([], ok) == {}
+    other = {"detail": {"blas": {"library": "/usr/lib/x86_64-linux-gnu/openblas-pthread/x.so"}}}
+    with pytest.raises(ValueError, match="openblas-pthread"):
+        blas.library_check(chosen)([], other)
+    missing = "exit status 127\nct-gemm: symbol lookup error: ct-gemm: undefined symbol: dgemm_"
+    assert blas.failure({"status": "failed", "error": missing}) == (
+        "symbol dgemm_ missing from the library"
+    )
+
+
+def installed_or_skip(directory: str) -> blas.Blas:
+    found = [b for b in blas.installed() if b.directory.name == directory]
+    if not found:
+        pytest.skip(f"no BLAS in {blas.LIBDIR / directory}")
+    return found[0]
+
+
+@pytest.mark.parametrize("directory", ["openblas-pthread", "blis-openmp", "atlas", "blas"])
+def test_blas_compare_runs_the_selected_library(directory: str, tmp_path) -> None:
+    chosen = installed_or_skip(directory)
+    db = str(tmp_path / "r.db")
+    proc = cli("blas", "compare", "--np", "2", "-N", "200", "--nb", "32", "--gemm-n", "96",
+               "--blas", directory, "--json", "--db", db)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads(proc.stdout)["blas"]
+    assert row["blas"] == chosen.name and row["check"] == "PASSED" and not row["failed"]
+    assert Path(row["library"]).parent == chosen.library.resolve().parent
+    assert row["dgemm_gflops"] > 0 and row["lu_gflops"] > 0
+    store = Store(db)
+    records = [store.get(i) for i in json.loads(proc.stdout)["runs"]]
+    assert [r["kernel"] for r in records] == ["ct-gemm", "ct-linpack"]
+    for r in records:  # each record names the library that ran and how it was chosen
+        assert r["status"] == "ok", r["error"]
+        assert Path(r["detail"]["blas"]["library"]).parent == chosen.library.resolve().parent
+        assert r["meta"]["env"]["LD_LIBRARY_PATH"] == str(chosen.directory)
+        assert r["meta"]["env"]["OPENBLAS_CORETYPE"]
+    html = report.build(store, [r["id"] for r in records])
+    assert "DGEMM and LU per BLAS" in html and chosen.name in html and "% of DGEMM" in html
+    store.close()
+
+
+def test_blas_missing_a_symbol_is_recorded_failed(tmp_path, store) -> None:
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    stub = tmp_path / "stub"
+    stub.mkdir()
+    (tmp_path / "stub.c").write_text("void ct_not_a_blas(void) {}\n")
+    cmd = ["cc", "-shared", "-fPIC", "-o", str(stub / "libblas.so.3"), str(tmp_path / "stub.c")]
+    subprocess.run(cmd, check=True)
+    records = blas.compare(local_cluster(), store, [blas.Blas("stub", stub)], np=1,
+                           mpi="openmpi", n=64, nb=16, gemm_n=32, timeout=60)  # fmt: skip
+    assert [r["status"] for r in records] == ["failed", "failed"]
+    (row,) = blas.rows(records)
+    assert row["check"] == "FAILED" and len(row["failed"]) == 2
+    assert all("missing from the library" in reason for reason in row["failed"]), row["failed"]
+    assert "FAILED" in blas.text([row])
+
+
+@needs_root
+def test_demo_step_on_the_4_host_cluster(make_vcluster, store) -> None:
+    from clustertune.levels import linpack as level
+
+    assert level.ORDER > 10  # after the probe in the demo
+    cluster = make_vcluster(hosts=4)
+    started = time.monotonic()
+    records = level.demo(cluster, store)
+    assert time.monotonic() - started < 60
+    assert [r["kernel"] for r in records] == ["ct-linpack", "ct-gemm", "ct-gemm"]
+    assert all(r["status"] == "ok" and r["verification"] == "passed" for r in records)
+    assert {s["dtype"] for s in records[1]["samples"]} == set("sdcz")
+    html = report.build(store, [r["id"] for r in records])
+    assert "% of DGEMM" in html and "Gflops vs np" in html
+    peaks = section.dgemm_peaks(records)
+    assert section.percent_of_peak(records[0], records[0]["samples"][0]["gflops"], peaks)

@@ -1,0 +1,226 @@
+"""``clustertune blas compare``: DGEMM and the LU with each installed BLAS (seeds/002 fig. 12).
+
+The kernels link the generic ``libblas.so.3`` (Fortran symbols, which every Debian
+alternative provides), so ``LD_LIBRARY_PATH=<the alternative's directory>`` selects the
+library for one run without touching the system's alternatives. Each run is checked
+against the kernel's own record of the library its ``dgemm_`` resolved to: a run that
+loaded another library, or could not start (a symbol the kernel needs is missing), is a
+failed record whose error says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...cli import Output, open_store
+from ...cluster import Cluster, resolve_cluster
+from ...errors import UserError
+from ...results import Store
+from ...runner import Derive
+from . import run
+
+LIBDIR = Path("/usr/lib/x86_64-linux-gnu")
+ALTERNATIVE = "libblas.so.3-x86_64-linux-gnu"
+# Debian's libblas.so.3 alternatives by directory, in the order they are compared
+NAMES = {
+    "openblas-pthread": "OpenBLAS",
+    "openblas-openmp": "OpenBLAS (OpenMP)",
+    "openblas-serial": "OpenBLAS (serial)",
+    "blis-openmp": "BLIS",
+    "blis-pthread": "BLIS (pthread)",
+    "blis-serial": "BLIS (serial)",
+    "atlas": "ATLAS",
+    "blas": "reference BLAS",
+}
+# what Debian's OpenBLAS 0.3.21 needs on these CPUs (README); kept when already set
+CORETYPE_DEFAULT = "Haswell"
+MISSING_SYMBOL = re.compile(r"undefined symbol: (\S+)")
+
+
+@dataclass(frozen=True)
+class Blas:
+    name: str
+    directory: Path
+
+    @property
+    def library(self) -> Path:
+        return self.directory / "libblas.so.3"
+
+
+def alternatives() -> list[Path]:
+    """The directories ``update-alternatives`` lists for libblas.so.3 (empty without it)."""
+    if shutil.which("update-alternatives") is None:
+        return []
+    out = subprocess.run(
+        ["update-alternatives", "--list", ALTERNATIVE], capture_output=True, text=True, timeout=10
+    )
+    return [Path(line).parent for line in out.stdout.split() if line.endswith("libblas.so.3")]
+
+
+def installed(libdir: Path = LIBDIR, listed: list[Path] | None = None) -> list[Blas]:
+    """Every BLAS providing libblas.so.3 here: the known Debian directories that hold one,
+    then any other directory the alternatives list names."""
+    dirs = [libdir / d for d in NAMES]
+    dirs += [d for d in (alternatives() if listed is None else listed) if d not in dirs]
+    return [Blas(NAMES.get(d.name, d.name), d) for d in dirs if (d / "libblas.so.3").exists()]
+
+
+def select(wanted: str | None, available: list[Blas]) -> list[Blas]:
+    """``--blas`` (comma-separated names or directory names) applied to what is installed."""
+    if not wanted:
+        return available
+    chosen = []
+    for item in (w.strip() for w in wanted.split(",")):
+        match = [b for b in available if item.lower() in (b.name.lower(), b.directory.name)]
+        if not match:
+            names = ", ".join(b.directory.name for b in available) or "none"
+            raise UserError(f"--blas {item!r}: not installed here (installed: {names})")
+        chosen += [b for b in match if b not in chosen]
+    return chosen
+
+
+def environment(blas: Blas) -> dict[str, str]:
+    return {
+        "LD_LIBRARY_PATH": str(blas.directory),
+        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE") or CORETYPE_DEFAULT,
+    }
+
+
+def grid(np: int) -> tuple[int, int]:
+    """The squarest P x Q = np with P <= Q (HPL's advice: flat rather than tall)."""
+    p = max(d for d in range(1, math.isqrt(np) + 1) if np % d == 0)
+    return p, np // p
+
+
+def library_check(blas: Blas, derive: Derive | None = None) -> Derive:
+    """A derive step that fails the record unless the kernel ran the selected library."""
+    expected = blas.library.resolve().parent
+
+    def check(samples: list[dict], result: dict | None) -> dict:
+        ran = ((result or {}).get("detail") or {}).get("blas", {}).get("library", "")
+        if not ran or Path(ran).resolve().parent != expected:
+            raise ValueError(f"ran {ran or 'an unknown BLAS'}, not {blas.library}")
+        return derive(samples, result) if derive else {}
+
+    return check
+
+
+def failure(record: dict) -> str:
+    """Why a comparison run failed, in one line."""
+    error = record.get("error") or record["status"]
+    if m := MISSING_SYMBOL.search(error):
+        return f"symbol {m[1]} missing from the library"
+    return error.splitlines()[0]
+
+
+def compare(
+    cluster: Cluster, store: Store, blases: list[Blas], *, np: int, mpi: str, n: int, nb: int,
+    gemm_n: int, timeout: float = run.TIMEOUT_S,
+) -> list[dict]:  # fmt: skip
+    """DGEMM (every rank its own product: the aggregate rate, the LU's peak) and the LU
+    with each BLAS; one stored record per BLAS x kernel, returned in that order."""
+    batch = uuid.uuid4().hex[:12]
+    p, q = grid(np)
+    records = []
+    for blas in blases:
+        env = environment(blas)
+        params = {"blas": {"name": blas.name, "directory": str(blas.directory)}, "compare": batch}
+        kargs = run.gemm_args(str(gemm_n), nb, "d", 1, True, 1, np)
+        records.append(
+            run.run_gemm(cluster, store, np, mpi, kargs, timeout=timeout, env=env, params=params,
+                         derive=library_check(blas))
+        )  # fmt: skip
+        kargs = ["-N", str(n), "--nb", str(nb), "-P", str(p), "-Q", str(q), "--hpl-out", "-"]
+        records.append(
+            run.run_linpack(cluster, store, np, mpi, kargs, timeout=timeout, env=env,
+                            params=params, derive=library_check(blas, run.derive))
+        )  # fmt: skip
+    return records
+
+
+def rows(records: list[dict]) -> list[dict]:
+    """One row per BLAS: library, kernel name, DGEMM and LU rates, residual verdict."""
+    table: dict[str, dict] = {}
+    for r in records:
+        blas = r["params"]["blas"]
+        row = table.setdefault(
+            blas["directory"],
+            {"blas": blas["name"], "directory": blas["directory"], "library": None, "core": None,
+             "dgemm_gflops": None, "lu_gflops": None, "residual": None, "check": None,
+             "failed": []},
+        )  # fmt: skip
+        detail = r["detail"].get("blas", {})
+        row["library"] = row["library"] or detail.get("library")
+        row["core"] = row["core"] or detail.get("core") or detail.get("config")
+        if r["status"] != "ok":
+            row["failed"].append(f"{r['kernel']}: {failure(r)}")
+        if r["kernel"] == "ct-gemm":
+            row["dgemm_gflops"] = (
+                r["figures"].get("best_dgemm_gflops") if r["status"] == "ok" else None
+            )
+        else:
+            lu = run.results(r)
+            if lu:
+                row["lu_gflops"] = lu[0]["gflops"]
+                row["residual"] = lu[0]["residual"]
+            row["check"] = (
+                "PASSED" if r["verification"] == "passed" and r["status"] == "ok" else "FAILED"
+            )
+        row.setdefault("runs", []).append(r["id"])
+    return list(table.values())
+
+
+def text(table: list[dict]) -> str:
+    def num(v: float | None) -> str:
+        return f"{v:.2f}" if v is not None else "-"
+
+    lines = [f"{'BLAS':<18} {'library':<58} {'kernel':<12} {'DGEMM Gflops':>12} "
+             f"{'LU Gflops':>10} {'% DGEMM':>8}  residual"]  # fmt: skip
+    for row in table:
+        pct = (100 * row["lu_gflops"] / row["dgemm_gflops"]
+               if row["lu_gflops"] and row["dgemm_gflops"] else None)  # fmt: skip
+        resid = f"{row['residual']:.4g} " if row["residual"] is not None else ""
+        lines.append(
+            f"{row['blas']:<18} {row['library'] or str(row['directory']):<58} "
+            f"{row['core'] or '-':<12} {num(row['dgemm_gflops']):>12} {num(row['lu_gflops']):>10} "
+            f"{num(pct):>8}  {resid}{row['check'] or 'FAILED'}"
+        )
+        lines += [f"    failed: {reason}" for reason in row["failed"]]
+    return "\n".join(lines)
+
+
+def cmd_compare(args: argparse.Namespace) -> Output:
+    cluster = resolve_cluster(args.cluster)
+    blases = select(args.blas, installed())
+    if not blases:
+        raise UserError(f"no libblas.so.3 found under {LIBDIR} (install libopenblas0, ...)")
+    records = compare(
+        cluster, open_store(args), blases, np=args.np, mpi=args.mpi, n=args.n, nb=args.nb,
+        gemm_n=args.gemm_n, timeout=args.timeout,
+    )  # fmt: skip
+    table = rows(records)
+    failed = any(row["failed"] for row in table)
+    payload = {"blas": table, "runs": [r["id"] for r in records]}
+    return Output(payload, text(table), 1 if failed else 0)
+
+
+def add_commands(sub, common) -> None:
+    b = sub.add_parser("blas", help="BLAS libraries: compare")
+    bsub = b.add_subparsers(dest="blas_command", required=True)
+    c = bsub.add_parser("compare", parents=[common], help="DGEMM and LU with every installed BLAS")
+    c.add_argument("--np", type=int, default=2)
+    c.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi")
+    c.add_argument("-N", dest="n", type=int, default=4000, help="LU order")
+    c.add_argument("--nb", type=int, default=192)
+    c.add_argument("--gemm-n", type=int, default=2000, help="order of each rank's DGEMM")
+    c.add_argument("--blas", help="only these (names or directories, comma-separated)")
+    c.add_argument("--timeout", type=float, default=run.TIMEOUT_S)
+    c.set_defaults(func=cmd_compare)

@@ -1,0 +1,28 @@
+"""The Linpack level's step in ``make demo``: a small LU, the GEMM in four types, and the
+DGEMM rate the LU is set against (% of peak), all on the demo cluster in well under 60 s."""
+
+from __future__ import annotations
+
+from ...cluster import Cluster
+from ...results import Store
+from . import run
+
+DEMO_NP = 4
+DEMO_N = 2016  # 21 blocks of 96
+DEMO_NB = 96
+DEMO_GEMM_N = 1000
+DEMO_TIMEOUT_S = 120.0
+
+
+def demo(cluster: Cluster, store: Store) -> list[dict]:
+    mpi = "openmpi" if "openmpi" in cluster.mpi else cluster.mpi[0]
+    lu = ["-N", str(DEMO_N), "--nb", str(DEMO_NB), "-P", "2", "-Q", "2", "--depth", "1",
+          "--bcast", "1", "--pfact", "R", "--rfact", "C", "--nbmin", "4", "--ndiv", "2",
+          "--hpl-out", "-"]  # fmt: skip
+    summa = run.gemm_args(str(DEMO_GEMM_N), DEMO_NB, "sdcz", 1, False, 2, 2)
+    peak = run.gemm_args(str(DEMO_GEMM_N), DEMO_NB, "d", 1, True, 1, DEMO_NP)
+    return [
+        run.run_linpack(cluster, store, DEMO_NP, mpi, lu, timeout=DEMO_TIMEOUT_S),
+        run.run_gemm(cluster, store, DEMO_NP, mpi, summa, timeout=DEMO_TIMEOUT_S),
+        run.run_gemm(cluster, store, DEMO_NP, mpi, peak, timeout=DEMO_TIMEOUT_S),
+    ]

@@ -1,0 +1,180 @@
+"""Running the two kernels: ct-linpack (HPL-equivalent LU) and ct-gemm (SUMMA / local GEMM).
+
+``clustertune linpack`` runs ct-linpack on a cluster from an HPL.dat or from flags and
+stores the record; ``clustertune gemm`` does the same for ct-gemm. Definitions of every
+figure (Gflops, scaled residual, phases, load imbalance) are in docs/linpack.md; the
+kernel computes them, this module only derives summaries from its samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from ... import runner
+from ...cli import Output, open_store
+from ...cluster import Cluster, resolve_cluster
+from ...errors import UserError
+from ...hostinfo import memory_bytes
+from ...results import Store
+from ...runner import Derive
+
+# Both kernels' records carry this level (the kernel field tells them apart), so the
+# report section can set an LU rate against the DGEMM rate of the same BLAS.
+LEVEL = "linpack"
+TIMEOUT_S = 3600.0
+# what every result line carries (the issue's JSON contract)
+RESULT_KEYS = ("variant", "n", "nb", "p", "q", "time_s", "gflops", "residual", "passed")
+PHASES = ("pfact", "bcast", "swap", "update", "wait", "solve")
+# one BLAS thread per rank (ranks fill the cores), whichever library runs
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "BLIS_NUM_THREADS": "1"}
+# flag of ct-linpack for each list option of the CLI
+LIST_FLAGS = {
+    "n": "-N", "nb": "--nb", "p": "-P", "q": "-Q", "pfact": "--pfact", "rfact": "--rfact",
+    "nbmin": "--nbmin", "ndiv": "--ndiv", "bcast": "--bcast", "depth": "--depth",
+}  # fmt: skip
+
+
+def machines(cluster: Cluster, np: int) -> int:
+    """Physical machines whose memory the ranks share: one for this host or a virtual
+    cluster (namespaces of one machine), else the hosts the ranks land on."""
+    if cluster.launcher in ("local", "vcluster"):
+        return 1
+    return max(1, min(np, len(cluster.hosts)))
+
+
+def n_for_memory(fraction: float, total_bytes: int, nb: int) -> int:
+    """Largest N, a multiple of NB, whose N x (N+1) doubles fit ``fraction`` of memory."""
+    if not 0.0 < fraction <= 1.0:
+        raise UserError(f"--mem-fraction must be in (0, 1], got {fraction}")
+    n = int(math.sqrt(fraction * total_bytes / 8.0))
+    while n > 0 and 8.0 * n * (n + 1) > fraction * total_bytes:
+        n -= 1
+    return max(nb, n // nb * nb)
+
+
+def kernel_args(args: argparse.Namespace, cluster: Cluster) -> list[str]:
+    out: list[str] = []
+    if args.dat:
+        if not Path(args.dat).is_file():
+            raise UserError(f"HPL.dat not found: {args.dat}")
+        out += ["--dat", str(Path(args.dat).resolve())]
+    if args.mem_fraction is not None:
+        memory = memory_bytes()
+        if memory is None:
+            raise UserError("--mem-fraction: cannot read this host's memory size")
+        nb = int(str(args.nb or "192").split(",")[0])
+        args.n = str(n_for_memory(args.mem_fraction, memory * machines(cluster, args.np), nb))
+    for key, flag in LIST_FLAGS.items():
+        value = getattr(args, key)
+        if value is not None:
+            out += [flag, str(value)]
+    if args.pmap:
+        out += ["--pmap", args.pmap]
+    if args.swap is not None:
+        out += ["--swap", str(args.swap)]
+    if args.swap_threshold is not None:
+        out += ["--swap-threshold", str(args.swap_threshold)]
+    if args.threshold is not None:
+        out += ["--threshold", str(args.threshold)]
+    if args.inject_fault:
+        out.append("--inject-fault")
+    out += ["--seed", str(args.seed), "--hpl-out", "-"]
+    return out
+
+
+def derive(samples: list[dict], result: dict | None) -> dict:
+    """Summary figures: the best passing rate and the phase maxima of its run."""
+    passed = [s for s in samples if s.get("passed") is True]
+    if not passed:
+        return {}
+    best = max(passed, key=lambda s: s["gflops"])
+    return {
+        "best_variant": best["variant"],
+        "best_n": best["n"],
+        "phase_max_s": {p: max(best["phases"][p]) for p in PHASES if p in best["phases"]},
+        "best_load_imbalance": best.get("load_imbalance"),
+    }
+
+
+def results(record: dict) -> list[dict]:
+    return [{k: s.get(k) for k in RESULT_KEYS} for s in record["samples"] if "variant" in s]
+
+
+def text(record: dict) -> str:
+    lines = [f"run {record['id']}: {record['status']}, verification {record['verification']}"]
+    for r in results(record):
+        verdict = "PASSED" if r["passed"] is True else "FAILED" if r["passed"] is False else "-"
+        lines.append(
+            f"  {r['variant']:<10} N={r['n']:<7} NB={r['nb']:<4} {r['p']}x{r['q']:<3} "
+            f"{r['time_s']:9.2f} s {r['gflops']:10.3f} Gflops  resid {r['residual']:.4g} {verdict}"
+        )
+    for skipped in record["detail"].get("skipped", []):
+        lines.append(f"  skipped: {skipped}")
+    for warning in record["detail"].get("warnings", []):
+        lines.append(f"  warning: {warning}")
+    if record["error"]:
+        lines.append(f"  error: {record['error']}")
+    return "\n".join(lines)
+
+
+def run_linpack(
+    cluster: Cluster, store: Store, np: int, mpi: str, kargs: list[str], *,
+    timeout: float = TIMEOUT_S, env: dict[str, str] | None = None, params: dict | None = None,
+    derive: Derive | None = derive,
+) -> dict:  # fmt: skip
+    """ct-linpack with ``kargs`` on ``np`` ranks; the stored record."""
+    return runner.run_kernel(
+        cluster, store, level=LEVEL, kernel="ct-linpack", np=np, mpi=mpi, args=kargs,
+        params={"np": np, "args": kargs, **(params or {})}, timeout=timeout,
+        env={**BLAS_THREADS, **(env or {})}, derive=derive,
+    )  # fmt: skip
+
+
+def gemm_args(n: str, nb: int, dtypes: str, repeat: int, local: bool, p: int, q: int) -> list[str]:
+    kargs = ["-N", n, "--nb", str(nb), "--type", dtypes, "--repeat", str(repeat)]
+    return kargs + (["--local"] if local else ["-P", str(p), "-Q", str(q)])
+
+
+def run_gemm(
+    cluster: Cluster, store: Store, np: int, mpi: str, kargs: list[str], *,
+    timeout: float = TIMEOUT_S, env: dict[str, str] | None = None, params: dict | None = None,
+    derive: Derive | None = None,
+) -> dict:  # fmt: skip
+    """ct-gemm with ``kargs`` on ``np`` ranks; the stored record."""
+    return runner.run_kernel(
+        cluster, store, level=LEVEL, kernel="ct-gemm", np=np, mpi=mpi, args=kargs,
+        params={"np": np, "args": kargs, **(params or {})}, timeout=timeout,
+        env={**BLAS_THREADS, **(env or {})}, derive=derive,
+    )  # fmt: skip
+
+
+def gemm_text(record: dict) -> str:
+    lines = [f"run {record['id']}: {record['status']}, verification {record['verification']}"]
+    lines += [
+        f"  {s['dtype']} {s['mode']} N={s['n']} {s['p']}x{s['q']} {s['gflops']:10.3f} Gflops "
+        f"{'PASSED' if s['passed'] else 'FAILED'}"
+        for s in record["samples"]
+    ]
+    if record["error"]:
+        lines.append(f"  error: {record['error']}")
+    return "\n".join(lines)
+
+
+def cmd_linpack(args: argparse.Namespace) -> Output:
+    cluster = resolve_cluster(args.cluster)
+    kargs = kernel_args(args, cluster)
+    record = run_linpack(cluster, open_store(args), args.np, args.mpi, kargs, timeout=args.timeout)
+    payload = dict(record, results=results(record))
+    return Output(payload, text(record), 0 if record["status"] == "ok" else 1)
+
+
+def cmd_gemm(args: argparse.Namespace) -> Output:
+    cluster = resolve_cluster(args.cluster)
+    p = args.p or 1
+    kargs = gemm_args(
+        args.n, args.nb, args.type, args.repeat, args.local, p, args.q or args.np // p
+    )
+    record = run_gemm(cluster, open_store(args), args.np, args.mpi, kargs, timeout=args.timeout)
+    return Output(record, gemm_text(record), 0 if record["status"] == "ok" else 1)

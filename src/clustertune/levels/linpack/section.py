@@ -1,0 +1,169 @@
+"""The Linpack level's report section: LU runs with % of peak, Gflops vs N and vs np,
+per-phase bars, the GEMM rates per type, and the BLAS comparison (seeds/002 fig. 12)."""
+
+from __future__ import annotations
+
+from ... import report
+from . import blas, run
+
+TITLE = "Application level: Linpack, GEMM, BLAS"
+
+
+def blas_key(record: dict) -> tuple:
+    """What makes two runs' DGEMM peaks comparable: cluster, ranks, BLAS library and kernel."""
+    lib = record["detail"].get("blas", {})
+    return (record["meta"]["cluster"]["name"], record["meta"]["np"], lib.get("library"),
+            lib.get("core"))  # fmt: skip
+
+
+def dgemm_peaks(records: list[dict]) -> dict[tuple, float]:
+    """Best aggregate DGEMM rate (ct-gemm --local, verified) per blas_key."""
+    peaks: dict[tuple, float] = {}
+    for r in records:
+        if r["kernel"] != "ct-gemm" or r["status"] != "ok":
+            continue
+        rates = [s["gflops"] for s in r["samples"]
+                 if s.get("dtype") == "d" and s.get("mode") == "local" and s.get("passed")]  # fmt: skip
+        if rates:
+            key = blas_key(r)
+            peaks[key] = max(peaks.get(key, 0.0), *rates)
+    return peaks
+
+
+def percent_of_peak(record: dict, gflops: float, peaks: dict[tuple, float]) -> float | None:
+    """An LU rate as a percentage of the measured DGEMM rate of the same BLAS and np."""
+    peak = peaks.get(blas_key(record))
+    return 100.0 * gflops / peak if peak else None
+
+
+def lu_points(records: list[dict]) -> list[tuple[dict, dict]]:
+    return [(r, s) for r in records if r["kernel"] == "ct-linpack"
+            for s in r["samples"] if "variant" in s]  # fmt: skip
+
+
+def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
+    rows = []
+    for r, s in lu_points(records):
+        pct = percent_of_peak(r, s["gflops"], peaks) if s["passed"] is True else None
+        rows.append(
+            [r["id"], s["variant"], s["n"], s["nb"], f"{s['p']}x{s['q']}", f"{s['time_s']:.2f}",
+             f"{s['gflops']:.3f}", f"{pct:.1f}" if pct is not None else "-",
+             f"{s['residual']:.4g}", "PASSED" if s["passed"] is True else "FAILED"]
+        )  # fmt: skip
+    headers = [
+        "run",
+        "T/V",
+        "N",
+        "NB",
+        "PxQ",
+        "time s",
+        "Gflops",
+        "% of DGEMM",
+        "residual",
+        "check",
+    ]
+    return report.table(headers, rows)
+
+
+def lu_figure(records: list[dict]) -> str:
+    good = [(r, s) for r, s in lu_points(records) if s["passed"] is True]
+    if not good:
+        return ""
+    plt = report.pyplot()
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 3.6))
+    for np_ in sorted({s["p"] * s["q"] for _, s in good}):
+        pts = sorted((s["n"], s["gflops"]) for _, s in good if s["p"] * s["q"] == np_)
+        ax1.plot([x for x, _ in pts], [y for _, y in pts], "o-", label=f"np={np_}")
+    ax1.set(xlabel="N", ylabel="Gflops", title="Gflops vs N")
+    ax1.legend(fontsize="small")
+    for n in sorted({s["n"] for _, s in good})[-4:]:  # the largest sizes
+        best: dict[int, float] = {}
+        for _, s in good:
+            if s["n"] == n:
+                best[s["p"] * s["q"]] = max(best.get(s["p"] * s["q"], 0.0), s["gflops"])
+        pts = sorted(best.items())
+        ax2.plot([x for x, _ in pts], [y for _, y in pts], "o-", label=f"N={n}")
+    ax2.set(xlabel="ranks (P x Q)", ylabel="Gflops (best variant)", title="Gflops vs np")
+    ax2.legend(fontsize="small")
+    shown = [s for _, s in good][-6:]
+    left = [0.0] * len(shown)
+    labels = [f"{s['variant']} N={s['n']} {s['p']}x{s['q']}" for s in shown]
+    for phase in run.PHASES:
+        vals = [max(s["phases"].get(phase, [0.0])) for s in shown]
+        ax3.barh(labels, vals, left=left, label=phase)
+        left = [a + b for a, b in zip(left, vals, strict=True)]
+    ax3.set(xlabel="seconds (max over ranks)", title="Per-phase breakdown")
+    ax3.legend(fontsize="small", loc="lower right")
+    fig.tight_layout()
+    return report.svg(fig)
+
+
+def gemm_table(records: list[dict]) -> str:
+    rows = [
+        [r["id"], s["dtype"], s["mode"], s["n"], f"{s['p']}x{s['q']}", r["meta"]["np"],
+         f"{s['gflops']:.3f}", "PASSED" if s["passed"] else "FAILED"]
+        for r in records if r["kernel"] == "ct-gemm" and not r["params"].get("compare")
+        for s in r["samples"]
+    ]  # fmt: skip
+    if not rows:
+        return ""
+    headers = ["run", "type", "mode", "N", "PxQ", "np", "Gflops", "check"]
+    return "<h3>GEMM</h3>" + report.table(headers, rows)
+
+
+def latest_comparison(records: list[dict]) -> list[dict]:
+    batches = [r for r in records if r["params"].get("compare")]
+    if not batches:
+        return []
+    last = batches[-1]["params"]["compare"]
+    return [r for r in batches if r["params"]["compare"] == last]
+
+
+def blas_section(records: list[dict]) -> str:
+    batch = latest_comparison(records)
+    if not batch:
+        return ""
+    rows = blas.rows(batch)
+    table_rows = []
+    for row in rows:
+        pct = (f"{100 * row['lu_gflops'] / row['dgemm_gflops']:.1f}"
+               if row["lu_gflops"] and row["dgemm_gflops"] else "-")  # fmt: skip
+        table_rows.append(
+            [row["blas"], row["library"] or row["directory"], row["core"] or "-",
+             f"{row['dgemm_gflops']:.2f}" if row["dgemm_gflops"] else "-",
+             f"{row['lu_gflops']:.2f}" if row["lu_gflops"] else "-", pct,
+             row["check"] or "FAILED", "; ".join(row["failed"])]
+        )  # fmt: skip
+    sizes = sorted({s["n"] for _, s in lu_points(batch)})
+    parts = [
+        f"<h3>BLAS libraries (np={batch[0]['meta']['np']}, LU N={sizes or '-'})</h3>",
+        report.table(["BLAS", "library", "kernel", "DGEMM Gflops", "LU Gflops", "% of DGEMM",
+                      "residual", "failed"], table_rows),
+    ]  # fmt: skip
+    plt = report.pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    xs = range(len(rows))
+    width = 0.38
+    ax.bar([x - width / 2 for x in xs], [r["dgemm_gflops"] or 0 for r in rows], width,
+           label="DGEMM")  # fmt: skip
+    ax.bar([x + width / 2 for x in xs], [r["lu_gflops"] or 0 for r in rows], width, label="LU")
+    for x, r in zip(xs, rows, strict=True):
+        if r["check"] != "PASSED":
+            ax.annotate("failed", (x, 0), ha="center", va="bottom", color="red")
+    ax.set_xticks(list(xs), [r["blas"] for r in rows])
+    ax.set(ylabel="Gflops", title="DGEMM and LU per BLAS")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    parts.append(report.svg(fig))
+    return "\n".join(parts)
+
+
+@report.section(run.LEVEL, TITLE, order=40)
+def render(records: list[dict]) -> str:
+    peaks = dgemm_peaks(records)
+    lu = [r for r in records if r["kernel"] == "ct-linpack" and not r["params"].get("compare")]
+    parts = []
+    if lu:
+        parts += ["<h3>LU (ct-linpack)</h3>", lu_table(lu, peaks), lu_figure(lu)]
+    parts += [gemm_table(records), blas_section(records)]
+    return "\n".join(p for p in parts if p)

@@ -97,6 +97,56 @@ def test_tcp_sockbuf_and_nagle_reported() -> None:
 
 
 @needs_tcp
+@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
+def test_tcp_busy_poll_wait_verifies_and_is_recorded(mode: str) -> None:
+    """--wait poll spins on non-blocking calls on both ends (the client tells the server);
+    the default stays a blocking recv, and both ends say which they used."""
+    port = free_port()
+    server = start_server(port)
+    client = run_client(port, "--wait", "poll", "--mode", mode, "--max-size", "64K", *QUICK)
+    server_out, _ = server.communicate(timeout=10)
+    assert client.returncode == 0, client.stderr
+    records = lines(client.stdout)
+    check_sweep(of_type(records, "sample"), 65536)
+    result = of_type(records, "result")[0]
+    assert result["verification"] == "passed" and result["detail"]["wait"] == "poll"
+    served = of_type(lines(server_out), "result")[0]
+    assert served["verification"] == "passed" and served["detail"]["wait"] == "poll"
+
+    port = free_port()
+    server = start_server(port)
+    client = run_client(port, "--max-size", "16", *QUICK)
+    server.communicate(timeout=10)
+    assert of_type(lines(client.stdout), "result")[0]["detail"]["wait"] == "block"
+
+
+@needs_tcp
+def test_tcp_busy_poll_still_times_out_on_a_silent_peer() -> None:
+    """SO_RCVTIMEO does not bound a spin: the poll loop keeps its own --io-timeout."""
+    port = free_port()
+    server = start_server(port)
+    client = subprocess.Popen(
+        [str(TCP), "--connect", f"127.0.0.1:{port}", "--wait", "poll", "--io-timeout", "1",
+         "--max-size", "64K", "--point-time", "2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(1.0)  # connected and sweeping
+        server.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        out, _ = client.communicate(timeout=15)
+        elapsed = time.monotonic() - stopped
+    finally:
+        server.kill()
+        server.communicate()
+        if client.poll() is None:
+            client.kill()
+    assert client.returncode != 0 and elapsed < 8
+    messages = [e["message"] for e in of_type(lines(out), "error")]
+    assert messages and "timed out" in messages[0], messages
+
+
+@needs_tcp
 def test_tcp_min_size_bounds_every_point() -> None:
     """--min-size bounds the perturbed points too (base+P of a base below it was measured)."""
     port = free_port()
@@ -145,6 +195,7 @@ def test_tcp_silent_peer_times_out() -> None:
         ["--min-size", "100", "--max-size", "10"],
         ["--min-size", "0"],
         ["--trials", "1"],
+        ["--wait", "spin"],
     ],
 )
 def test_tcp_impossible_sizes_rejected(args: list[str]) -> None:

@@ -82,6 +82,8 @@ def test_bandwidth_floor_follows_the_tbf_bucket():
         ({"max_size": 2 << 30}, "between 1 B and 1 GiB"),
         ({"max_size": 1 << 20}, "too short for this shaped virtual cluster"),
         ({"layer": "mpi", "sockbuf": 65536}, "use it with --layer tcp"),
+        ({"layer": "mpi", "wait": "poll"}, "--wait applies to --layer tcp only"),
+        ({"wait": "spin"}, "expected one of block, poll"),
         ({"b": "host9"}, "no host 'host9'"),
     ],
 )
@@ -108,14 +110,14 @@ def test_derive_of_a_cut_off_sweep_keeps_what_it_can():
 
 def test_cli_pingpong_json_contract_on_this_host(tmp_path):
     db = str(tmp_path / "r.db")
-    out = cli("net", "pingpong", "--max-size", "16K", "--json", "--db", db, timeout=240)
+    out = cli("net", "pingpong", "--max-size", "64K", "--json", "--db", db, timeout=240)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)  # exactly one document
     for key in (*CONTRACT, "points", "run_id", "status"):
         assert key in doc, key
     assert doc["status"] == "ok" and isinstance(doc["dips"], list)
     assert {"size", "time_s", "throughput_mbps"} <= set(doc["points"][0])
-    assert doc["points"][-1]["size"] == 16384
+    assert doc["points"][-1]["size"] == 65536
     listed = json.loads(cli("results", "show", str(doc["run_id"]), "--json", "--db", db).stdout)
     assert listed["level"] == "network" and listed["figures"]["latency_us"] == doc["latency_us"]
     assert len(listed["samples"]) == len(doc["points"])
@@ -123,6 +125,44 @@ def test_cli_pingpong_json_contract_on_this_host(tmp_path):
     assert cli("report", "--out", str(html_out), "--db", db).returncode == 0
     html = html_out.read_text()
     assert section.TITLE in html and "Saturation graph" in html
+
+
+def _record(run_id: int, layer: str, latency_s: float, wait=None, mpi=None) -> dict:
+    """A stored ping-pong record as the report reads it: t = L + s / (1 Gbit/s)."""
+    samples = [{"size": s, "t_min_s": latency_s + s * 8 / 1e9} for s in (1, 64, 1 << 20, 4 << 20)]
+    return {
+        "id": run_id, "status": "ok", "samples": samples,
+        "params": {"command": "pingpong", "layer": layer, "mode": "pingpong", "mpi": mpi,
+                   "between": ["host0", "host1"], "sockbuf": None, "nagle": False, "wait": wait},
+        "meta": {"cluster": {"name": "lab", "link_bps": {}}, "hosts": ["host0", "host1"]},
+        "figures": {"bandwidth_min_size_bytes": 0, "latency_us": latency_s * 1e6},
+    }  # fmt: skip
+
+
+def test_overhead_table_gives_both_tcp_baselines_and_names_the_like_for_like_one():
+    records = [
+        _record(1, "tcp", 30e-6, wait="block"),
+        _record(2, "tcp", 6e-6, wait="poll"),
+        _record(3, "mpi", 7.5e-6, mpi="mpich"),
+    ]
+    html = section._overhead(records)
+    rows = [r for r in html.split("<tr>") if "MPI mpich" in r]
+    assert len(rows) == 2, html
+    blocking = next(r for r in rows if "blocking recv" in r)
+    polling = next(r for r in rows if "busy-poll" in r)
+    assert "0.25" in blocking and "like for like" not in blocking  # 7.5 / 30
+    assert "1.25" in polling and "like for like" in polling  # 7.5 / 6
+    # the baseline is the best TCP run of its kind, not the newest (a collapsed poll run)
+    collapsed = _record(5, "tcp", 2000e-6, wait="poll")
+    html = section._overhead([*records, collapsed])
+    polling = next(r for r in html.split("<tr>") if "MPI mpich" in r and "busy-poll" in r)
+    assert "1.25" in polling and "runs 3 / 2" in polling, polling
+    # a run stored before --wait existed is the blocking baseline, alone
+    old = _record(4, "tcp", 30e-6)
+    del old["params"]["wait"]
+    html = section._overhead([old, records[2]])
+    rows = [r for r in html.split("<tr>") if "MPI mpich" in r]
+    assert len(rows) == 1 and "blocking recv" in rows[0], html
 
 
 @pytest.mark.parametrize(
@@ -152,22 +192,29 @@ def sweep(cluster, store, layer: str, max_size: int, **kw) -> dict:
 @needs_root
 @pytest.mark.parametrize("rate, max_size", [(100 * MBIT, 1 << 20), (10**9, 4 << 20)])
 def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, rate, max_size):
-    """TCP's latency is the best of two sweeps, since a busy core delays the kernel's blocking
-    receive. MPICH is measured in the report but not held to the latency order here: its UCX
-    progress engine busy-polls, which beats the TCP kernel's blocking receive on an idle
-    core and loses by milliseconds on a loaded one (docs/network.md)."""
+    """Issue 3's done-when: bandwidth within 10 % of nominal, and MPI latency >= TCP latency
+    on the same pair, for both MPIs. Both MPI libraries busy-poll the socket (strace:
+    MPICH/UCX epoll_wait(0), OpenMPI poll(0)), so the TCP latency they are held to is the
+    kernel's busy-polling one (--wait poll): against the blocking-recv one, which pays a
+    wake-up per message, MPICH comes out faster (docs/network.md). The TCP baseline is the
+    best of three busy-polling measurements, so a slow TCP run on a busy machine cannot make
+    MPI look good; MPI still fails the check if it beats the best the TCP layer did."""
     cluster = make_vcluster(hosts=2, link_bps=rate)
     tcp = sweep(cluster, store, "tcp", max_size)
-    mpi = sweep(cluster, store, "mpi", max_size, mpi="openmpi")
-    for figures in (tcp, mpi):
+    poll = sweep(cluster, store, "tcp", max_size, wait="poll")
+    mpis = {name: sweep(cluster, store, "mpi", max_size, mpi=name) for name in ("openmpi", "mpich")}
+    for figures in (tcp, *mpis.values()):
         assert figures["bandwidth_mbps"] == pytest.approx(rate / MBIT, rel=0.10), figures
-    # best of two TCP latencies: a busy core delays the blocking receive's wake-up, and the
-    # machine running the tests is often busy
-    again = pingpong.run_tcp_pair(launcher_for(cluster), "host0", "host1", ["--max-size", "64"], 60)
-    best_tcp = min(
-        tcp["latency_us"], analysis.latency_us(analysis.curve_from_points(again.output.samples))
-    )
-    assert mpi["latency_us"] >= best_tcp, (mpi["latency_us"], best_tcp)
+    best_poll = poll["latency_us"]
+    for _ in range(2):  # two more short runs: two spinning ends can share a core by chance
+        again = pingpong.run_tcp_pair(
+            launcher_for(cluster), "host0", "host1", ["--max-size", "64", "--wait", "poll"], 60
+        )
+        assert again.output.result["detail"]["wait"] == "poll"
+        samples = analysis.curve_from_points(again.output.samples)
+        best_poll = min(best_poll, analysis.latency_us(samples))
+    for name, figures in mpis.items():
+        assert figures["latency_us"] >= best_poll, (name, figures["latency_us"], best_poll)
 
 
 @needs_root

@@ -17,6 +17,15 @@
  *             time of one such exchange, so SIZE/t is the throughput of EACH direction
  *             while the other is loaded too (aggregate = 2*SIZE/t).
  *
+ * How an end waits for data (--wait, chosen by the client, obeyed by the server):
+ *   block     blocking send()/recv(): the process sleeps until data arrive and pays a
+ *             wake-up per message (what NetPIPE's NPtcp does; the default).
+ *   poll      non-blocking send()/recv() (MSG_DONTWAIT) retried in a spin loop, never
+ *             sleeping: the way MPI progress engines wait (MPICH/UCX spins on
+ *             epoll_wait(0), OpenMPI on poll(0)), so MPI over TCP is compared with the TCP
+ *             layer measured the same way. Needs a core per end: two spinning ends on one
+ *             core pay a scheduler tick per message.
+ *
  * Verification: the payload is a seeded pattern that changes at every point. After each
  * trial the client compares the last echo (pingpong) or the server's pattern (bidir) and
  * the server checks the last message it received and reports the result in its
@@ -42,19 +51,23 @@
 
 #define MAX_MESSAGE (1ull << 30) /* 1 GiB: two buffers of this size on each end */
 #define MAGIC 0x43545450u        /* "CTTP" */
-#define PROTOCOL 1
+#define PROTOCOL 2 /* 2: the hello carries the wait method */
 #define CMD_TRIAL 1u
 #define CMD_BYE 2u
 #define BIDIR_SEED_XOR 0x9e3779b9u /* the server's payload differs from the client's */
 
 enum mode { MODE_PINGPONG, MODE_STREAM, MODE_BIDIR };
 static const char *const mode_names[] = {"pingpong", "stream", "bidir"};
+enum wait { WAIT_BLOCK, WAIT_POLL };
+static const char *const wait_names[] = {"block", "poll"};
+#define HELLO_BYTES 40
 
 struct options {
     int server;
     const char *connect; /* HOST:PORT */
     long port;
     enum mode mode;
+    enum wait wait;
     int nodelay;
     uint64_t sockbuf; /* 0 = system default */
     double connect_timeout, accept_timeout, io_timeout;
@@ -69,6 +82,7 @@ struct conn {
     uint32_t seed; /* pattern currently in sendbuf */
     int verify_failed;
     int nagle; /* Nagle's algorithm left on for the payload */
+    int poll;  /* busy-poll with MSG_DONTWAIT instead of sleeping in send/recv */
     double io_timeout;
 };
 
@@ -100,12 +114,34 @@ static const char *io_reason(ssize_t n)
     return strerror(errno);
 }
 
+/* --wait poll: a call that found nothing to do. Returns 1 to retry at once, 0 once the
+ * peer has been silent for the I/O timeout (errno = EAGAIN: "timed out"). The clock is
+ * read every 4096 empty calls only, so the spin costs one syscall per try. */
+static int spin_again(struct conn *c, ssize_t n, unsigned *spins, double *since)
+{
+    if (!c->poll || n >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+        return 0;
+    if ((++*spins & 4095u) == 0) {
+        double now = ct_now();
+        if (*since == 0)
+            *since = now;
+        else if (now - *since > c->io_timeout)
+            return 0;
+    }
+    return 1;
+}
+
 static int send_all(struct conn *c, const unsigned char *buf, uint64_t len)
 {
+    unsigned spins = 0;
+    double since = 0;
+    int flags = MSG_NOSIGNAL | (c->poll ? MSG_DONTWAIT : 0);
     while (len > 0) {
-        ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL);
+        ssize_t n = send(c->fd, buf, len, flags);
         if (n <= 0) {
             if (n < 0 && errno == EINTR)
+                continue;
+            if (spin_again(c, n, &spins, &since))
                 continue;
             ct_report_error("send to %s failed: %s", c->peer, io_reason(n < 0 ? -1 : 0));
             return -1;
@@ -118,10 +154,15 @@ static int send_all(struct conn *c, const unsigned char *buf, uint64_t len)
 
 static int recv_all(struct conn *c, unsigned char *buf, uint64_t len)
 {
+    unsigned spins = 0;
+    double since = 0;
+    int flags = c->poll ? MSG_DONTWAIT : 0;
     while (len > 0) {
-        ssize_t n = recv(c->fd, buf, len, 0);
+        ssize_t n = recv(c->fd, buf, len, flags);
         if (n <= 0) {
             if (n < 0 && errno == EINTR)
+                continue;
+            if (spin_again(c, n, &spins, &since))
                 continue;
             ct_report_error("receive from %s failed: %s", c->peer, io_reason(n));
             return -1;
@@ -152,6 +193,8 @@ static int send_control(struct conn *c, const unsigned char *buf, uint64_t len)
 static int exchange(struct conn *c, const unsigned char *out, unsigned char *in, uint64_t len)
 {
     uint64_t sent = 0, got = 0;
+    unsigned spins = 0;
+    double since = 0;
     while (sent < len || got < len) {
         int progress = 0;
         if (sent < len) {
@@ -174,8 +217,16 @@ static int exchange(struct conn *c, const unsigned char *out, unsigned char *in,
                 return -1;
             }
         }
-        if (progress)
+        if (progress) {
+            since = 0;
             continue;
+        }
+        if (c->poll) { /* --wait poll: retry at once; errno is EAGAIN here */
+            if (spin_again(c, -1, &spins, &since))
+                continue;
+            ct_report_error("exchange with %s timed out after %g s", c->peer, c->io_timeout);
+            return -1;
+        }
         struct pollfd p = {c->fd, (short)((sent < len ? POLLOUT : 0) | (got < len ? POLLIN : 0)),
                            0};
         int r = poll(&p, 1, (int)(c->io_timeout * 1000));
@@ -396,6 +447,7 @@ static int run_client(const struct options *o)
     if (fd < 0)
         return 1;
     struct conn c = {.fd = fd, .peer = o->connect, .mode = o->mode, .io_timeout = o->io_timeout};
+    /* the handshake blocks; the method under test starts with the first trial */
     set_timeouts(fd, o->io_timeout);
     set_nodelay(fd, o->nodelay);
     c.nagle = !o->nodelay;
@@ -404,13 +456,14 @@ static int run_client(const struct options *o)
         return 1;
     }
 
-    unsigned char hello[32], reply[24];
+    unsigned char hello[HELLO_BYTES] = {0}, reply[24];
     put32(hello, MAGIC);
     put32(hello + 4, PROTOCOL);
     put32(hello + 8, (uint32_t)o->mode);
     put32(hello + 12, (uint32_t)o->nodelay);
     put64(hello + 16, o->sockbuf);
     put64(hello + 24, o->sweep.max_size);
+    put32(hello + 32, (uint32_t)o->wait);
     if (send_all(&c, hello, sizeof hello) != 0 || recv_all(&c, reply, sizeof reply) != 0)
         return 1;
     if (get32(reply) != MAGIC || get32(reply + 4) != 0) {
@@ -421,6 +474,7 @@ static int run_client(const struct options *o)
     }
     uint64_t snd, rcv;
     get_sockbuf(fd, &snd, &rcv);
+    c.poll = o->wait == WAIT_POLL;
 
     ct_sweep_transport t = {client_trial, &c, o->mode == MODE_PINGPONG ? 2 : 1};
     double sweep_start = ct_now();
@@ -439,6 +493,7 @@ static int run_client(const struct options *o)
     ct_json_open_object(&j, "detail");
     ct_json_string(&j, "mode", mode_names[o->mode]);
     ct_json_bool(&j, "nodelay", o->nodelay);
+    ct_json_string(&j, "wait", wait_names[o->wait]);
     ct_json_integer(&j, "sockbuf_requested", (long long)o->sockbuf);
     ct_json_integer(&j, "sockbuf_effective_snd", (long long)snd);
     ct_json_integer(&j, "sockbuf_effective_rcv", (long long)rcv);
@@ -527,11 +582,12 @@ static int run_server(const struct options *o)
         return 1;
     struct conn c = {.fd = fd, .peer = peer, .io_timeout = o->io_timeout};
     set_timeouts(fd, o->io_timeout);
-    unsigned char hello[32], reply[24] = {0};
+    unsigned char hello[HELLO_BYTES], reply[24] = {0};
     if (recv_all(&c, hello, sizeof hello) != 0)
         return 1;
     uint64_t max_size = get64(hello + 24);
-    if (get32(hello) != MAGIC || get32(hello + 4) != PROTOCOL || get32(hello + 8) > MODE_BIDIR) {
+    if (get32(hello) != MAGIC || get32(hello + 4) != PROTOCOL || get32(hello + 8) > MODE_BIDIR ||
+        get32(hello + 32) > WAIT_POLL) {
         ct_report_error("%s is not a ct-tcp-pingpong client of protocol %d", peer, PROTOCOL);
         return 1;
     }
@@ -548,6 +604,8 @@ static int run_server(const struct options *o)
     put64(reply + 16, rcv);
     if (send_all(&c, reply, sizeof reply) != 0 || refused)
         return 1;
+    enum wait wait = (enum wait)get32(hello + 32);
+    c.poll = wait == WAIT_POLL;
 
     long trials = 0;
     for (;;) {
@@ -572,6 +630,7 @@ static int run_server(const struct options *o)
     ct_json_open_object(&j, "detail");
     ct_json_string(&j, "role", "server");
     ct_json_string(&j, "mode", mode_names[c.mode]);
+    ct_json_string(&j, "wait", wait_names[wait]);
     ct_json_string(&j, "peer", peer);
     ct_json_integer(&j, "trials_served", trials);
     ct_json_integer(&j, "sockbuf_effective_snd", (long long)snd);
@@ -589,6 +648,8 @@ static void usage(FILE *f)
             "usage: ct-tcp-pingpong --server [--port P] [--accept-timeout S] [--sockbuf BYTES]\n"
             "       ct-tcp-pingpong --connect HOST:PORT [options]\n"
             "  --mode pingpong|stream|bidir  (default pingpong)\n"
+            "  --wait block|poll       wait for data sleeping in recv (default, as NetPIPE)\n"
+            "                          or spinning on non-blocking calls (as MPI libraries)\n"
             "  --nagle                 leave Nagle's algorithm on (default: TCP_NODELAY)\n"
             "  --sockbuf BYTES         SO_SNDBUF/SO_RCVBUF on both ends (default: system)\n"
             "  --connect-timeout S     give up connecting after S seconds (default 10)\n"
@@ -611,6 +672,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 {
     memset(o, 0, sizeof *o);
     o->mode = MODE_PINGPONG;
+    o->wait = WAIT_BLOCK;
     o->nodelay = 1;
     o->connect_timeout = 10;
     o->accept_timeout = 60;
@@ -654,7 +716,14 @@ static int parse_args(int argc, char **argv, struct options *o)
             bad = parse_seconds(v, &o->accept_timeout);
         else if (strcmp(a, "--io-timeout") == 0)
             bad = parse_seconds(v, &o->io_timeout);
-        else if (strcmp(a, "--mode") == 0) {
+        else if (strcmp(a, "--wait") == 0) {
+            bad = 1;
+            for (int w = 0; w < 2; w++)
+                if (strcmp(v, wait_names[w]) == 0) {
+                    o->wait = (enum wait)w;
+                    bad = 0;
+                }
+        } else if (strcmp(a, "--mode") == 0) {
             bad = 1;
             for (int m = 0; m < 3; m++)
                 if (strcmp(v, mode_names[m]) == 0) {

@@ -229,7 +229,9 @@ def overhead(
     """Cost of a layer (MPI, PVM) over the one below it (TCP) on the same host pair.
 
     bandwidth_loss_pct = 100 * (1 - B_upper / B_lower); latency_ratio = L_upper / L_lower.
-    seeds/002 measured 8 % / 1.8x for MPI and 16 % / 2.0x for PVM over TCP.
+    seeds/002 measured 8 % / 1.8x for MPI and 16 % / 2.0x for PVM over TCP. ``lower``
+    should wait for data the way ``upper`` does: the MPI libraries busy-poll, so their
+    baseline is ct-tcp-pingpong --wait poll (a blocking recv adds a wake-up per message).
     """
     b_up, b_low = bandwidth_bps(upper, bandwidth_min_size), bandwidth_bps(lower, bandwidth_min_size)
     l_up, l_low = latency_s(upper, latency_max_size), latency_s(lower, latency_max_size)

@@ -16,6 +16,7 @@ def cmd_pingpong(args: argparse.Namespace) -> Output:
     spec = pingpong.PingpongSpec(
         layer=args.layer, a=a, b=b, mode=args.mode, mpi=args.mpi,
         max_size=parse_size(args.max_size), nagle=args.nagle, timeout=args.timeout,
+        wait=args.wait,
     )  # fmt: skip
     sockbufs = parse_size_list(args.sockbuf) if args.sockbuf else None
     records = pingpong.run_pingpongs(cluster, open_store(args), spec, sockbufs)
@@ -56,6 +57,8 @@ def add_commands(sub, run_sub, common) -> None:
                    help="TCP socket buffer size(s), e.g. 64K or 4K,8K,...,256K (one run each)")  # fmt: skip
     p.add_argument("--max-size", default="8M", help="largest message (default 8M)")
     p.add_argument("--nagle", action="store_true", help="leave Nagle's algorithm on (TCP)")
+    p.add_argument("--wait", choices=pingpong.WAITS, default="block",
+                   help="tcp: block in recv (default, as NetPIPE) or busy-poll (as MPI libraries)")  # fmt: skip
     p.add_argument("--timeout", type=float, help="seconds before a run is killed (default: from the link rate)")  # fmt: skip
     p.set_defaults(func=cmd_pingpong)
 

@@ -33,6 +33,10 @@ MPI_KERNEL = "ct-mpi-pingpong"
 PVM_KERNEL = "ct-pvm-pingpong"
 LAYERS = ("tcp", "mpi", "pvm")
 MODES = ("pingpong", "stream", "bidir", "nonblocking")
+# How the TCP kernel waits for data: "block" sleeps in recv (NetPIPE's way, the default),
+# "poll" spins on non-blocking calls, as the MPI libraries' progress engines do (strace:
+# MPICH/UCX epoll_wait(0), OpenMPI poll(0)); MPI over TCP compares with "poll".
+WAITS = ("block", "poll")
 # The kernels' own names of each mode; a mode a layer lacks is absent.
 KERNEL_MODES = {
     "tcp": {"pingpong": "pingpong", "stream": "stream", "bidir": "bidir"},
@@ -266,6 +270,7 @@ class PingpongSpec:
     sockbuf: int | None = None
     nagle: bool = False
     timeout: float | None = None
+    wait: str = "block"  # TCP only: see WAITS
     extra_args: tuple[str, ...] = ()  # sweep options passed through (tests, demo)
 
     def params(self, min_size: int) -> dict:
@@ -278,6 +283,7 @@ class PingpongSpec:
             "max_size": self.max_size,
             "sockbuf": self.sockbuf,
             "nagle": self.nagle,
+            "wait": self.wait if self.layer == "tcp" else None,
             "bandwidth_min_size": min_size,
             "extra_args": list(self.extra_args),
         }
@@ -306,6 +312,12 @@ def validate(cluster: Cluster, spec: PingpongSpec) -> int:
             raise UserError(f"--sockbuf {spec.sockbuf} B: must be between 1 B and 2 GiB")
     if spec.nagle and spec.layer != "tcp":
         raise UserError("--nagle applies to --layer tcp only")
+    if spec.wait not in WAITS:
+        raise UserError(f"--wait {spec.wait!r}: expected one of {', '.join(WAITS)}")
+    if spec.wait != "block" and spec.layer != "tcp":
+        raise UserError(
+            "--wait applies to --layer tcp only (an MPI library waits its own way: it polls)"
+        )
     cluster.host(spec.a), cluster.host(spec.b)
     min_size = bandwidth_min_size(cluster, spec.a, spec.b)
     if spec.max_size < 2 * min_size:
@@ -327,6 +339,8 @@ def _sweep_args(spec: PingpongSpec) -> list[str]:
         args = ["--mode", KERNEL_MODES[spec.layer][spec.mode], *args]
     if spec.nagle:
         args.append("--nagle")
+    if spec.layer == "tcp" and spec.wait != "block":
+        args += ["--wait", spec.wait]
     return args + list(spec.extra_args)
 
 
@@ -421,6 +435,7 @@ def run_json(record: dict) -> dict:
         "between": p["between"],
         "sockbuf": p["sockbuf"],
         "nagle": p["nagle"],
+        "wait": p.get("wait"),
         **{k: f.get(k) for k in FIGURE_KEYS},
         "points": points(record["samples"]),
     }
@@ -436,6 +451,7 @@ def run_text(record: dict) -> str:
     low_high = j["preferred_block_range_bytes"] or [None, None]
     lines = [
         f"run {j['run_id']}: {layer} {j['mode']} {'-'.join(j['between'])} on {j['cluster']}"
+        + (f", wait {j['wait']}" if j["wait"] and j["wait"] != "block" else "")
         + (f", sockbuf {j['sockbuf']} B" if j["sockbuf"] else "")
         + f" -> {j['status']}",
         f"  latency          {_fmt(j['latency_us'], '.1f', 'µs')}",

@@ -14,7 +14,15 @@ MAX_CURVES = 8  # per graph; the newest runs win
 
 def _layer(record: dict) -> str:
     p = record["params"]
-    return p["layer"].upper() + (f" {p['mpi']}" if p.get("mpi") else "")
+    wait = " poll" if p.get("wait") == "poll" else ""  # TCP busy-polling; older runs: block
+    return p["layer"].upper() + wait + (f" {p['mpi']}" if p.get("mpi") else "")
+
+
+# The TCP baseline waiting for data the way the upper layer does: the MPI libraries
+# busy-poll (strace: MPICH/UCX epoll_wait(0), OpenMPI poll(0)), so a blocking-recv TCP
+# baseline pays a wake-up per message that MPI never pays (docs/network.md).
+LIKE_FOR_LIKE = {"mpi": "TCP poll"}
+TCP_BASELINES = {"TCP": "TCP, blocking recv", "TCP poll": "TCP, busy-poll"}
 
 
 def _rate(record: dict) -> str:
@@ -122,34 +130,67 @@ def _overhead(records: list[dict]) -> str:
         p = r["params"]
         if p["mode"] == "pingpong" and not p.get("sockbuf") and not p.get("nagle"):
             base[(r["meta"]["cluster"]["name"], _pair(r), _rate(r))][_layer(r)] = r
+    # A TCP baseline is the best the TCP layer did on the pair (lowest latency of the ok
+    # runs of its kind), not the newest: two busy-polling ends that the scheduler put on
+    # one core pay a tick per message, and one such run must not make MPI look free.
+    for r in records:
+        p, f = r["params"], r["figures"]
+        key = (r["meta"]["cluster"]["name"], _pair(r), _rate(r))
+        if (
+            _layer(r) in TCP_BASELINES and r["status"] == "ok" and p["mode"] == "pingpong"
+            and not p.get("sockbuf") and not p.get("nagle") and f.get("latency_us")
+        ):  # fmt: skip
+            best = base[key].get(_layer(r))
+            if best is None or f["latency_us"] < (best["figures"].get("latency_us") or 1e300):
+                base[key][_layer(r)] = r
     rows = []
     for (cluster, pair, rate), layers in sorted(base.items()):
-        tcp = layers.get("TCP")
         for name, upper in sorted(layers.items()):
-            if tcp is None or upper is tcp:
+            if name in TCP_BASELINES:
                 continue
-            min_size = max(
-                tcp["figures"].get("bandwidth_min_size_bytes", 0),
-                upper["figures"].get("bandwidth_min_size_bytes", 0),
-            )
-            try:
-                o = analysis.overhead(_curve(upper), _curve(tcp), min_size)
-            except ValueError as exc:
-                rows.append([cluster, rate, pair, name, "", "", str(exc)])
-                continue
-            rows.append(
-                [cluster, rate, pair, name, f"{o['bandwidth_loss_pct']:.1f}",
-                 f"{o['latency_ratio']:.2f}", f"runs {upper['id']} / {tcp['id']}"]
-            )  # fmt: skip
+            like = LIKE_FOR_LIKE.get(upper["params"]["layer"])
+            for tcp_name, tcp_label in TCP_BASELINES.items():
+                tcp = layers.get(tcp_name)
+                if tcp is None:
+                    continue
+                label = tcp_label + (" (like for like)" if tcp_name == like else "")
+                min_size = max(
+                    tcp["figures"].get("bandwidth_min_size_bytes", 0),
+                    upper["figures"].get("bandwidth_min_size_bytes", 0),
+                )
+                try:
+                    o = analysis.overhead(_curve(upper), _curve(tcp), min_size)
+                except ValueError as exc:
+                    rows.append([cluster, rate, pair, name, label, "", "", str(exc)])
+                    continue
+                rows.append(
+                    [cluster, rate, pair, name, label, f"{o['bandwidth_loss_pct']:.1f}",
+                     f"{o['latency_ratio']:.2f}", f"runs {upper['id']} / {tcp['id']}"]
+                )  # fmt: skip
     if not rows:
         return ""
     return (
         "<h3>Message-passing overhead over TCP</h3><p>Same host pair and network; "
-        "seeds/002 measured 8 % / 1.8× for MPI and 16 % / 2.0× for PVM.</p>"
+        "seeds/002 measured 8 % / 1.8× for MPI and 16 % / 2.0× for PVM. Two TCP baselines "
+        "when both were run: the kernel sleeping in a blocking recv (NetPIPE's way, "
+        "<code>--wait block</code>) and busy-polling (<code>--wait poll</code>). The MPI "
+        "libraries busy-poll, so their like-for-like baseline is the busy-polling one; "
+        "against the blocking one MPI saves the wake-up of every message and can come out "
+        "below 1×. Each baseline is the pair's lowest-latency TCP run of its kind; the "
+        "upper layer's run is the newest.</p>"
         + report.table(
-            ["cluster", "link", "pair", "layer", "bandwidth loss (%)", "latency ratio", "from"],
+            [
+                "cluster",
+                "link",
+                "pair",
+                "layer",
+                "TCP baseline",
+                "bandwidth loss (%)",
+                "latency ratio",
+                "from",
+            ],
             rows,
-        )
+        )  # fmt: skip
     )
 
 

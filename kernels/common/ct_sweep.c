@@ -195,6 +195,15 @@ void ct_sweep_json_point(ct_json *j, const ct_sweep_point *p)
     ct_json_number(j, "t_max_s", p->t_max);
 }
 
+void ct_sweep_emit_sample(void *unused, const ct_sweep_point *p)
+{
+    (void)unused;
+    ct_json j;
+    ct_json_start(&j, stdout, "sample");
+    ct_sweep_json_point(&j, p);
+    ct_json_end(&j);
+}
+
 static inline unsigned char pattern_byte(uint64_t i, uint32_t seed)
 {
     return (unsigned char)(seed + (uint32_t)i + (uint32_t)(i >> 8) * 7u + (uint32_t)(i >> 16));

@@ -77,6 +77,9 @@ int ct_sweep_run(const ct_sweep_opts *o, const ct_sweep_transport *t,
 /* Writes the point's fields into an open JSON object (a sample line). */
 void ct_sweep_json_point(ct_json *j, const ct_sweep_point *p);
 
+/* An emit() for ct_sweep_run: each point as its own sample line on stdout, at once. */
+void ct_sweep_emit_sample(void *unused, const ct_sweep_point *p);
+
 /* Payload pattern: depends on the byte offset and the seed, and is not periodic in 256,
  * so shifted, stale or truncated data are caught. */
 void ct_pattern_fill(unsigned char *buf, uint64_t size, uint32_t seed);

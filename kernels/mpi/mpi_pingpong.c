@@ -160,15 +160,6 @@ static void follow(struct pair *p)
     }
 }
 
-static void emit_sample(void *arg, const ct_sweep_point *pt)
-{
-    (void)arg;
-    ct_json j;
-    ct_json_start(&j, stdout, "sample");
-    ct_sweep_json_point(&j, pt);
-    ct_json_end(&j);
-}
-
 /* ---- all pairs ---------------------------------------------------------------------- */
 
 struct pair_result {
@@ -340,7 +331,7 @@ int main(int argc, char **argv)
     } else if (rank == 0) {
         p.peer = 1;
         ct_sweep_transport t = {driver_trial, &p, mode == MODE_BIDIR ? 1 : 2};
-        ct_sweep_run(&o, &t, emit_sample, NULL);
+        ct_sweep_run(&o, &t, ct_sweep_emit_sample, NULL);
         driver_stop(&p);
     } else if (rank == 1) {
         p.peer = 0;

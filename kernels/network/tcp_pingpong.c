@@ -431,15 +431,6 @@ static int client_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
     return 0;
 }
 
-static void emit_sample(void *arg, const ct_sweep_point *p)
-{
-    (void)arg;
-    ct_json j;
-    ct_json_start(&j, stdout, "sample");
-    ct_sweep_json_point(&j, p);
-    ct_json_end(&j);
-}
-
 static int run_client(const struct options *o)
 {
     double start = ct_now();
@@ -478,7 +469,7 @@ static int run_client(const struct options *o)
 
     ct_sweep_transport t = {client_trial, &c, o->mode == MODE_PINGPONG ? 2 : 1};
     double sweep_start = ct_now();
-    if (ct_sweep_run(&o->sweep, &t, emit_sample, NULL) != 0)
+    if (ct_sweep_run(&o->sweep, &t, ct_sweep_emit_sample, NULL) != 0)
         return 1; /* the error line is out; the samples so far are already written */
     double sweep_wall = ct_now() - sweep_start;
 

@@ -126,15 +126,6 @@ static int follow(struct pair *p)
     }
 }
 
-static void emit_sample(void *arg, const ct_sweep_point *pt)
-{
-    (void)arg;
-    ct_json j;
-    ct_json_start(&j, stdout, "sample");
-    ct_sweep_json_point(&j, pt);
-    ct_json_end(&j);
-}
-
 static int alloc_pair(struct pair *p, uint64_t max_size)
 {
     p->sendbuf = malloc(max_size ? max_size : 1);
@@ -216,7 +207,7 @@ int main(int argc, char **argv)
     }
     ct_sweep_transport t = {driver_trial, &p, 2};
     double start = ct_now();
-    int rc = ct_sweep_run(&o, &t, emit_sample, NULL);
+    int rc = ct_sweep_run(&o, &t, ct_sweep_emit_sample, NULL);
     double wall = ct_now() - start;
     if (rc == 0) {
         int stop[4] = {CMD_STOP, 0, 0, 0};

@@ -12,4 +12,6 @@ from . import section  # noqa: F401  (registers the report section)
 from .cli import add_commands
 from .demo import demo
 
-__all__ = ["add_commands", "demo"]
+ORDER = 20  # in the demo: after the probe, before the application levels
+
+__all__ = ["ORDER", "add_commands", "demo"]

@@ -280,7 +280,11 @@ def side_by_side(pair: str, ours_fn, theirs_fn, max_size: int, runs: int, rounds
     return row
 
 
-def render(rows: list[dict], link: str, runs: int, rounds: int) -> str:
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def render(rows: list[dict], link: str, runs: int, rounds: int, load: dict[str, str]) -> str:
     def verdict(r: dict) -> str:
         return "" if "pass" not in r else ("  ok" if r["pass"] else "  MISS")
 
@@ -298,6 +302,8 @@ def render(rows: list[dict], link: str, runs: int, rounds: int) -> str:
         " 'matched' = ct with NetPIPE's 3 trials of NetPIPE's trial length",
         "targets: bandwidth (matched) 1 +- 0.05, latency (pinned, one vCPU per end) 1 +- 0.10,"
         " wall time <= 1",
+        f"load average before {load['before']}, after {load['after']}"
+        " (latency is only comparable on an otherwise idle machine)",
         "",
     ]
     for r in rows:
@@ -344,6 +350,7 @@ def main(argv: list[str] | None = None) -> int:
 
     state = vcluster.plan(args.name, 2, parse_rate(args.link))
     rows = []
+    load = {"before": loadavg()}
     try:
         vcluster.up(state)
         launcher = launcher_for(vcluster.cluster_from_state(state))
@@ -364,8 +371,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(side_by_side(pair, ours, theirs, **common))
     finally:
         vcluster.down(args.name)
-    print(json.dumps(rows, indent=1) if args.json else render(rows, args.link, args.runs,
-                                                              args.rounds))  # fmt: skip
+    load["after"] = loadavg()
+    if args.json:
+        print(json.dumps({"rows": rows, "load_average": load}, indent=1))
+    else:
+        print(render(rows, args.link, args.runs, args.rounds, load))
     return 0 if all(all(r["pass"].values()) for r in rows) else 1
 
 

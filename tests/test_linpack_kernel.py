@@ -35,14 +35,21 @@ def binary(mpi: str) -> Path:
     return path
 
 
-def run(mpi: str, np: int, args: list[str], timeout: float = 120) -> tuple[list[dict], str]:
+def launch(mpi: str, np: int, args: list[str], timeout: float) -> subprocess.CompletedProcess:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     env.setdefault("OPENBLAS_CORETYPE", "Haswell")  # as the Makefile exports it
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     cmd = [*LAUNCHERS[mpi], str(np), str(binary(mpi)), "--hpl-out", "-", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-    records = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return records, proc.stderr
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def records_of(proc: subprocess.CompletedProcess) -> list[dict]:
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def run(mpi: str, np: int, args: list[str], timeout: float = 120) -> tuple[list[dict], str]:
+    proc = launch(mpi, np, args, timeout)
+    return records_of(proc), proc.stderr
 
 
 def samples(records: list[dict]) -> list[dict]:
@@ -111,6 +118,16 @@ def test_illegal_grid_is_skipped_with_reason() -> None:
     assert res["figures"] == res["figures"] | {"tests": 2, "passed": 1, "skipped": 1}
     assert "P*Q=4" in res["detail"]["skipped"][0]
     assert "skipped because of illegal input values" in stderr
+
+
+def test_nothing_ran_is_an_error_not_a_result() -> None:
+    proc = launch("openmpi", 2, ["-N", "40", "--nb", "8", "-P", "2", "-Q", "2"], 120)
+    records = records_of(proc)
+    assert proc.returncode != 0
+    assert result(records)["figures"]["skipped"] == 1
+    errors = [r["message"] for r in records if r["type"] == "error"]
+    assert len(errors) == 1 and "no combination ran (1 of 1 skipped)" in errors[0], errors
+    assert "P*Q=4" in errors[0]
 
 
 @pytest.mark.parametrize(

@@ -83,6 +83,20 @@ def test_tcp_sweep_verifies(mode: str) -> None:
 
 
 @needs_tcp
+@pytest.mark.parametrize("mode", ["pingpong", "stream", "bidir"])
+def test_tcp_corrupted_payload_fails_the_run(mode: str) -> None:
+    port = free_port()
+    server = start_server(port, "--inject-fault")
+    client = run_client(port, "--mode", mode, "--max-size", "4K", *QUICK)
+    server_out, server_err = server.communicate(timeout=10)
+    assert client.returncode == 1
+    assert of_type(lines(client.stdout), "result")[0]["verification"] == "failed"
+    assert "payload verification failed at 1 bytes" in client.stderr  # the first trial's size
+    assert server.returncode == 1
+    assert of_type(lines(server_out), "result")[0]["verification"] == "failed"
+
+
+@needs_tcp
 def test_tcp_sockbuf_and_nagle_reported() -> None:
     port = free_port()
     server = start_server(port)
@@ -254,6 +268,19 @@ def test_mpi_sweep_verifies(mode: str) -> None:
     check_sweep(samples, 16384, min_size=0)
     result = of_type(records, "result")[0]
     assert result["verification"] == "passed" and result["detail"]["mode"] == mode
+
+
+@pytest.mark.parametrize("flavour", ["openmpi", "mpich"])
+@pytest.mark.parametrize("args", [["--mode", "blocking"], ["--mode", "bidir"],
+                                  ["--pairs-round-robin"]])  # fmt: skip
+def test_mpi_corrupted_payload_fails_the_run(flavour: str, args: list[str]) -> None:
+    if not MPI[flavour].is_file():
+        pytest.skip(f"{flavour} kernels not built")
+    run = mpirun(flavour, 2, *args, "--inject-fault", "--max-size", "4K", *QUICK)
+    assert run.returncode == 1
+    records = lines(run.stdout)
+    assert of_type(records, "sample"), "the points measured are still reported"
+    assert of_type(records, "result")[0]["verification"] == "failed"
 
 
 @needs_mpi("mpich")

@@ -19,7 +19,7 @@ from conftest import needs_root
 from clustertune import kernels, netns
 from clustertune.cluster import Cluster, Host, local_cluster
 from clustertune.errors import UserError
-from clustertune.launch import launcher_for
+from clustertune.launch import Job, launcher_for
 from clustertune.levels.network import analysis, matrix, pingpong, section
 
 MBIT = 10**6
@@ -260,6 +260,10 @@ def test_pvm_pingpong_across_two_virtual_hosts_leaves_no_daemon(make_vcluster, s
     assert record["status"] == "ok", record["error"]
     assert record["kernel"] == pingpong.PVM_KERNEL and record["verification"] == "passed"
     assert record["figures"]["latency_us"] > 0 and record["figures"]["bandwidth_mbps"] > 0
+    faulty = pingpong.PingpongSpec("pvm", "host0", "host1", max_size=64 << 10,
+                                   extra_args=("--inject-fault",))  # fmt: skip
+    record = pingpong.run_pingpong(cluster, store, faulty)
+    assert (record["status"], record["verification"]) == ("failed", "failed")
     for host in ("host0", "host1"):
         assert not _pids_in_netns(cluster.host(host).namespace, "pvmd"), "a pvmd was left running"
     assert not list(Path("/tmp").glob("clustertune-pvm-*"))
@@ -302,3 +306,25 @@ def test_peer_killed_mid_sweep_keeps_the_points(make_vcluster, store):
     assert stored["samples"] and stored["samples"][-1]["size"] < 8 << 20
     assert "latency_us" in stored["figures"]
     assert "closed by peer" in stored["error"] or "reset" in stored["error"]
+
+
+@needs_root
+def test_corrupted_payload_is_stored_failed_by_pingpong_and_matrix(
+    make_vcluster, store, monkeypatch
+):
+    """A run whose payload check failed is failed, whatever it measured, however it ran."""
+    cluster = make_vcluster(hosts=2)  # unshaped: no bandwidth floor on the sizes
+    spec = pingpong.PingpongSpec(
+        "mpi", "host0", "host1", max_size=64 << 10, extra_args=("--inject-fault",)
+    )
+    record = store.get(pingpong.run_pingpong(cluster, store, spec)["id"])
+    assert (record["status"], record["verification"]) == ("failed", "failed")
+    assert record["error"].startswith("verification failed")
+
+    def faulty_job(**kw):  # the matrix's all-pairs job, with rank 1 corrupting its data
+        return Job(**{**kw, "args": [*kw["args"], "--inject-fault"]})
+
+    monkeypatch.setattr(matrix, "Job", faulty_job)
+    record = store.get(matrix.run_matrix(cluster, store, layer="mpi", size=64 << 10)["id"])
+    assert (record["status"], record["verification"]) == ("failed", "failed")
+    assert record["error"].startswith("verification failed")

@@ -519,8 +519,13 @@ int main(int argc, char **argv)
         ct_json_end(&j);
         if (txt != stderr)
             fclose(txt);
+        /* HPL counts a run of skips as a run; a measurement that measured nothing is not */
+        if (nskip == total)
+            ct_report_error("no combination ran (%d of %d skipped)%s%s", nskip, total,
+                            total > 0 ? "; first: " : "", total > 0 ? skipped[0] : "");
     }
+    int measured = nskip < total;
     free(o);
     MPI_Finalize();
-    return 0;
+    return measured ? 0 : 1;
 }

@@ -25,6 +25,8 @@
  *
  * Verification: the payload is a seeded pattern that changes at every point; both ends
  * check the last message of every trial. A mismatch anywhere makes the run "failed".
+ * --inject-fault (for tests) makes rank 1 flip one bit of the last message of its first
+ * trial before checking it, as a faulty NIC would: the run must then come out failed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ct.h"
@@ -55,6 +57,7 @@ struct pair {
     unsigned char *sendbuf, *recvbuf;
     uint32_t seed; /* pattern currently in sendbuf */
     int verify_failed;
+    int inject_fault; /* corrupt what the next trial received (tests) */
 };
 
 /* One timed repetition loop; identical code on both ends except who speaks first. */
@@ -109,6 +112,15 @@ static void prepare(struct pair *p, uint64_t size, uint32_t seed, int driver)
     memset(p->recvbuf, 0, size);
 }
 
+/* --inject-fault: after the timed loop, which stays as measured */
+static void corrupt_once(struct pair *p, uint64_t size)
+{
+    if (p->inject_fault && size > 0) {
+        p->recvbuf[size - 1] ^= 1;
+        p->inject_fault = 0;
+    }
+}
+
 /* The driver's trial function for ct_sweep. */
 static int driver_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, double *elapsed)
 {
@@ -122,6 +134,7 @@ static int driver_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
     double t0 = ct_now();
     run_repeats(p, (int)size, repeats, 1);
     *elapsed = ct_now() - t0;
+    corrupt_once(p, size);
     int peer_ok = 0;
     MPI_Recv(&peer_ok, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     int ok = peer_ok && (p->mode == MODE_BIDIR
@@ -154,6 +167,7 @@ static void follow(struct pair *p)
         int ready = 1;
         MPI_Send(&ready, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD);
         run_repeats(p, (int)size, (long)cmd[2], 0);
+        corrupt_once(p, size);
         int ok = ct_pattern_check(p->recvbuf, size, seed);
         p->verify_failed |= !ok;
         MPI_Send(&ok, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD);
@@ -236,19 +250,21 @@ static void usage(void)
            "  --mode blocking|nonblocking|bidir  (default blocking)\n"
            "  --pairs-round-robin     every pair of ranks, n-1 rounds of disjoint pairs;\n"
            "                          sizes --min-size and --max-size (default 1M) only\n"
+           "  --inject-fault          tests only: rank 1 corrupts one bit of its first trial\n"
            "%s",
            ct_sweep_usage);
 }
 
 /* Returns 0 to run, 1 after --help, -1 on bad input (error line written by rank 0). */
 static int parse_args(int argc, char **argv, int rank, enum mode *mode, int *round_robin,
-                      ct_sweep_opts *o)
+                      int *inject_fault, ct_sweep_opts *o)
 {
     char err[256] = "";
     int max_given = 0;
     ct_sweep_defaults(o);
     *mode = MODE_BLOCKING;
     *round_robin = 0;
+    *inject_fault = 0;
     for (int i = 1; i < argc && !err[0]; i++) {
         if (strcmp(argv[i], "--max-size") == 0)
             max_given = 1;
@@ -261,6 +277,8 @@ static int parse_args(int argc, char **argv, int rank, enum mode *mode, int *rou
             return 1;
         } else if (strcmp(argv[i], "--pairs-round-robin") == 0) {
             *round_robin = 1;
+        } else if (strcmp(argv[i], "--inject-fault") == 0) {
+            *inject_fault = 1;
         } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
             i++;
             int found = 0;
@@ -294,9 +312,9 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     enum mode mode;
-    int round_robin;
+    int round_robin, inject_fault;
     ct_sweep_opts o;
-    int rc = parse_args(argc, argv, rank, &mode, &round_robin, &o);
+    int rc = parse_args(argc, argv, rank, &mode, &round_robin, &inject_fault, &o);
     if (rc == 0 && n < 2) {
         if (rank == 0)
             ct_report_error("ct-mpi-pingpong needs at least 2 ranks, got %d", n);
@@ -310,7 +328,8 @@ int main(int argc, char **argv)
     char *hosts = calloc((size_t)n, HOST_LEN), host[HOST_LEN] = "";
     gethostname(host, HOST_LEN - 1);
     MPI_Allgather(host, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, MPI_COMM_WORLD);
-    struct pair p = {.mode = round_robin ? MODE_BLOCKING : mode};
+    struct pair p = {.mode = round_robin ? MODE_BLOCKING : mode,
+                     .inject_fault = inject_fault && rank == 1};
     p.sendbuf = malloc(o.max_size);
     p.recvbuf = malloc(o.max_size);
     int have = p.sendbuf && p.recvbuf, all_have = 0;

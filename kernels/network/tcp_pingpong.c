@@ -29,7 +29,9 @@
  * Verification: the payload is a seeded pattern that changes at every point. After each
  * trial the client compares the last echo (pingpong) or the server's pattern (bidir) and
  * the server checks the last message it received and reports the result in its
- * end-of-trial byte. Any mismatch makes the run "failed".
+ * end-of-trial byte. Any mismatch makes the run "failed". The server's --inject-fault
+ * (for tests) flips one bit of the last message of its first trial before checking it,
+ * as a faulty NIC would: the run must then come out failed.
  */
 #define _GNU_SOURCE
 #include "ct.h"
@@ -69,6 +71,7 @@ struct options {
     enum mode mode;
     enum wait wait;
     int nodelay;
+    int inject_fault;
     uint64_t sockbuf; /* 0 = system default */
     double connect_timeout, accept_timeout, io_timeout;
     ct_sweep_opts sweep;
@@ -83,6 +86,7 @@ struct conn {
     int verify_failed;
     int nagle; /* Nagle's algorithm left on for the payload */
     int poll;  /* busy-poll with MSG_DONTWAIT instead of sleeping in send/recv */
+    int inject_fault; /* server: corrupt the next trial's last message (tests) */
     double io_timeout;
 };
 
@@ -560,6 +564,10 @@ static int serve_trial(struct conn *c, uint64_t size, long repeats, uint32_t see
         if (rc != 0)
             return -1;
     }
+    if (c->inject_fault && size > 0) { /* outside the timed loop, which stays as measured */
+        c->recvbuf[size - 1] ^= 1;
+        c->inject_fault = 0;
+    }
     unsigned char status = (unsigned char)ct_pattern_check(c->recvbuf, size, seed);
     c->verify_failed |= !status;
     return send_control(c, &status, 1);
@@ -571,7 +579,8 @@ static int run_server(const struct options *o)
     int fd = accept_client(o, peer, sizeof peer);
     if (fd < 0)
         return 1;
-    struct conn c = {.fd = fd, .peer = peer, .io_timeout = o->io_timeout};
+    struct conn c = {
+        .fd = fd, .peer = peer, .io_timeout = o->io_timeout, .inject_fault = o->inject_fault};
     set_timeouts(fd, o->io_timeout);
     unsigned char hello[HELLO_BYTES], reply[24] = {0};
     if (recv_all(&c, hello, sizeof hello) != 0)
@@ -645,6 +654,7 @@ static void usage(FILE *f)
             "  --sockbuf BYTES         SO_SNDBUF/SO_RCVBUF on both ends (default: system)\n"
             "  --connect-timeout S     give up connecting after S seconds (default 10)\n"
             "  --io-timeout S          give up when the peer is silent S seconds (default 60)\n"
+            "  --inject-fault          server, tests only: corrupt one bit of the first trial\n"
             "%s",
             ct_sweep_usage);
 }
@@ -687,6 +697,9 @@ static int parse_args(int argc, char **argv, struct options *o)
             continue;
         } else if (strcmp(a, "--nagle") == 0) {
             o->nodelay = 0;
+            continue;
+        } else if (strcmp(a, "--inject-fault") == 0) {
+            o->inject_fault = 1;
             continue;
         }
         if (!v) {

@@ -13,7 +13,9 @@
  * two pvmds.
  *
  * Verification: a seeded pattern that changes at every point; the partner checks the
- * last message of each trial and reports, the driver checks the last echo.
+ * last message of each trial and reports, the driver checks the last echo. With
+ * --inject-fault (tests only) the driver flips one bit of the first trial's last echo
+ * after the timed loop, as a faulty NIC would: the run must then come out failed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ct.h"
@@ -37,6 +39,7 @@ struct pair {
     unsigned char *sendbuf, *recvbuf;
     uint32_t seed;
     int verify_failed;
+    int inject_fault; /* corrupt the next trial's echo (tests) */
 };
 
 static void send_bytes(int tid, int tag, unsigned char *buf, uint64_t size)
@@ -92,6 +95,10 @@ static int driver_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
             goto lost;
     }
     *elapsed = ct_now() - t0;
+    if (p->inject_fault && size > 0) {
+        p->recvbuf[size - 1] ^= 1;
+        p->inject_fault = 0;
+    }
     if (recv_ints(p->peer, TAG_STATUS, &ok, 1) != 0)
         goto lost;
     ok = ok && memcmp(p->recvbuf, p->sendbuf, size) == 0;
@@ -139,7 +146,7 @@ int main(int argc, char **argv)
     ct_sweep_opts o;
     ct_sweep_defaults(&o);
     const char *host = NULL;
-    int direct = 1, partner = 0;
+    int direct = 1, partner = 0, inject_fault = 0;
     char err[256] = "";
     for (int i = 1; i < argc && !err[0]; i++) {
         if (ct_sweep_parse_option(&o, argc, argv, &i, err, sizeof err) != 0)
@@ -147,6 +154,8 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], PARTNER_FLAG) == 0 && i + 1 < argc) {
             partner = 1;
             ct_parse_bytes(argv[++i], &o.max_size);
+        } else if (strcmp(argv[i], "--inject-fault") == 0) {
+            inject_fault = 1;
         } else if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
             host = argv[++i];
         } else if (strcmp(argv[i], "--route") == 0 && i + 1 < argc) {
@@ -155,7 +164,8 @@ int main(int argc, char **argv)
             if (!direct && strcmp(argv[i], "daemon") != 0)
                 snprintf(err, sizeof err, "bad value for --route: '%s'", argv[i]);
         } else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: ct-pvm-pingpong [--host HOST] [--route direct|daemon] [options]\n%s",
+            printf("usage: ct-pvm-pingpong [--host HOST] [--route direct|daemon] [options]\n"
+                   "  --inject-fault          tests only: corrupt one bit of the first trial\n%s",
                    ct_sweep_usage);
             return 0;
         } else {
@@ -177,7 +187,7 @@ int main(int argc, char **argv)
     }
     if (direct)
         pvm_setopt(PvmRoute, PvmRouteDirect);
-    struct pair p = {0};
+    struct pair p = {.inject_fault = inject_fault};
     if (alloc_pair(&p, o.max_size) != 0) {
         ct_report_error("cannot allocate 2 x %llu bytes", (unsigned long long)o.max_size);
         pvm_exit();

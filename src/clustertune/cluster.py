@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, UserError
@@ -53,9 +53,6 @@ class Cluster:
     @property
     def sites(self) -> list[str]:
         return sorted({h.site for h in self.hosts})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def local_cluster() -> Cluster:

@@ -103,10 +103,19 @@ def complete_record(
         record["verification"] = output.result.get("verification", "not-verified")
         record["figures"] = dict(output.result.get("figures", {}))
         record["detail"] = dict(output.result.get("detail", {}))
+        ran = record["detail"].get("blas")
+        if isinstance(ran, dict):  # the library the kernel loaded beats the system default
+            record["meta"]["blas"] = {
+                "library": ran.get("library"),
+                "openblas_core": ran.get("core"),
+                "openblas_config": ran.get("config"),
+            }
     if completed.timed_out:
         problems.append(f"timed out after {completed.elapsed_s:.0f} s; the job was killed")
     elif completed.returncode != 0:
         problems.append(f"exit status {completed.returncode}")
+    if output.result is None and not problems:
+        problems.append("the kernel wrote no result line")
     if derive is not None and output.samples:
         try:
             record["figures"].update(derive(output.samples, output.result))

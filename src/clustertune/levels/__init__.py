@@ -1,8 +1,9 @@
 """The levels of clustertune, one module (or package) each: probe, network, mpi, linpack, ...
 
 A level module may define:
-  * ``add_commands(subparsers, common)`` - its CLI subcommands (``common`` is the parent
-    parser carrying --cluster, --db and --json);
+  * ``add_commands(subparsers, run_subparsers, common)`` - its CLI subcommands: top-level
+    ones in ``subparsers``, kernels of ``clustertune run`` in ``run_subparsers``
+    (``common`` is the parent parser carrying --cluster, --db and --json);
   * a report renderer registered with ``clustertune.report.section``;
   * ``demo(cluster, store)`` - its step in ``make demo``, returning the records it made;
   * ``ORDER`` - where it comes in the demo (lower first; default 50), so the cheap

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from functools import partial
 from pathlib import Path
 
 from ... import runner
@@ -102,13 +103,23 @@ def results(record: dict) -> list[dict]:
     return [{k: s.get(k) for k in RESULT_KEYS} for s in record["samples"] if "variant" in s]
 
 
+def verdict(passed: object) -> str:
+    """The residual check of one combination; a negative threshold skips it."""
+    return "PASSED" if passed is True else "FAILED" if passed is False else "not checked"
+
+
+def residual_text(residual: object) -> str:
+    """The kernel writes a NaN or infinite residual (a blown-up solve) as null."""
+    return f"{residual:.4g}" if isinstance(residual, int | float) else "n/a"
+
+
 def text(record: dict) -> str:
     lines = [f"run {record['id']}: {record['status']}, verification {record['verification']}"]
     for r in results(record):
-        verdict = "PASSED" if r["passed"] is True else "FAILED" if r["passed"] is False else "-"
         lines.append(
             f"  {r['variant']:<10} N={r['n']:<7} NB={r['nb']:<4} {r['p']}x{r['q']:<3} "
-            f"{r['time_s']:9.2f} s {r['gflops']:10.3f} Gflops  resid {r['residual']:.4g} {verdict}"
+            f"{r['time_s']:9.2f} s {r['gflops']:10.3f} Gflops  "
+            f"resid {residual_text(r['residual'])} {verdict(r['passed'])}"
         )
     for skipped in record["detail"].get("skipped", []):
         lines.append(f"  skipped: {skipped}")
@@ -119,35 +130,27 @@ def text(record: dict) -> str:
     return "\n".join(lines)
 
 
-def run_linpack(
-    cluster: Cluster, store: Store, np: int, mpi: str, kargs: list[str], *,
+def run_blas_kernel(
+    kernel: str, cluster: Cluster, store: Store, np: int, mpi: str, kargs: list[str], *,
     timeout: float = TIMEOUT_S, env: dict[str, str] | None = None, params: dict | None = None,
-    derive: Derive | None = derive,
+    derive: Derive | None = None,
 ) -> dict:  # fmt: skip
-    """ct-linpack with ``kargs`` on ``np`` ranks; the stored record."""
+    """``kernel`` (ct-linpack or ct-gemm) with ``kargs`` on ``np`` ranks, one BLAS thread
+    per rank; the stored record."""
     return runner.run_kernel(
-        cluster, store, level=LEVEL, kernel="ct-linpack", np=np, mpi=mpi, args=kargs,
+        cluster, store, level=LEVEL, kernel=kernel, np=np, mpi=mpi, args=kargs,
         params={"np": np, "args": kargs, **(params or {})}, timeout=timeout,
         env={**BLAS_THREADS, **(env or {})}, derive=derive,
     )  # fmt: skip
+
+
+run_linpack = partial(run_blas_kernel, "ct-linpack", derive=derive)
+run_gemm = partial(run_blas_kernel, "ct-gemm")
 
 
 def gemm_args(n: str, nb: int, dtypes: str, repeat: int, local: bool, p: int, q: int) -> list[str]:
     kargs = ["-N", n, "--nb", str(nb), "--type", dtypes, "--repeat", str(repeat)]
     return kargs + (["--local"] if local else ["-P", str(p), "-Q", str(q)])
-
-
-def run_gemm(
-    cluster: Cluster, store: Store, np: int, mpi: str, kargs: list[str], *,
-    timeout: float = TIMEOUT_S, env: dict[str, str] | None = None, params: dict | None = None,
-    derive: Derive | None = None,
-) -> dict:  # fmt: skip
-    """ct-gemm with ``kargs`` on ``np`` ranks; the stored record."""
-    return runner.run_kernel(
-        cluster, store, level=LEVEL, kernel="ct-gemm", np=np, mpi=mpi, args=kargs,
-        params={"np": np, "args": kargs, **(params or {})}, timeout=timeout,
-        env={**BLAS_THREADS, **(env or {})}, derive=derive,
-    )  # fmt: skip
 
 
 def gemm_text(record: dict) -> str:

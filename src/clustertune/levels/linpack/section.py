@@ -48,7 +48,7 @@ def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
         rows.append(
             [r["id"], s["variant"], s["n"], s["nb"], f"{s['p']}x{s['q']}", f"{s['time_s']:.2f}",
              f"{s['gflops']:.3f}", f"{pct:.1f}" if pct is not None else "-",
-             f"{s['residual']:.4g}", "PASSED" if s["passed"] is True else "FAILED"]
+             run.residual_text(s["residual"]), run.verdict(s["passed"])]
         )  # fmt: skip
     headers = [
         "run",

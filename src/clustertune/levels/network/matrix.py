@@ -213,10 +213,11 @@ def run_matrix(
     figures = {"size_bytes": size}
     if diagnosis is not None:
         figures |= diagnosis.to_json() | {"suspects": [list(p) for p in diagnosis.suspects]}
+    # a pair that failed verification fails the matrix, however far it got
     output = KernelOutput(
         samples=col.samples,
         result={"verification": "failed" if col.verification_failed else "passed",
-                "figures": figures} if complete else None,
+                "figures": figures} if complete or col.verification_failed else None,
         errors=col.problems,
     )  # fmt: skip
     completed = Completed(

@@ -8,13 +8,14 @@ the runner. Figures come from :func:`analysis.summarize` (definitions: docs/figu
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import select
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ... import kernels, runner
 from ...cluster import Cluster
@@ -156,10 +157,8 @@ def derive_for(min_size: int):
 class TcpRun:
     """A finished client/server pair: what the runner needs to complete a record."""
 
-    completed: Completed
+    completed: Completed  # the client's; its stderr ends with the server's
     output: KernelOutput
-    server_stderr: str = ""
-    notes: list[str] = field(default_factory=list)
 
     @property
     def unreachable(self) -> str | None:
@@ -253,7 +252,10 @@ def run_tcp_pair(
         output.result.setdefault("detail", {})["server"] = served.result and served.result.get(
             "detail"
         )
-    return TcpRun(completed, output, server_err.strip())
+    if server_err.strip():  # e.g. the server's own verification message: keep it with the run
+        joined = f"{completed.stderr.rstrip()}\n[server on {b}] {server_err.strip()}".lstrip()
+        completed = dataclasses.replace(completed, stderr=joined)
+    return TcpRun(completed, output)
 
 
 # --------------------------------------------------------------------------- runs

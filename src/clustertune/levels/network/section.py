@@ -128,7 +128,8 @@ def _overhead(records: list[dict]) -> str:
     base = defaultdict(dict)
     for r in _latest(records):
         p = r["params"]
-        if p["mode"] == "pingpong" and not p.get("sockbuf") and not p.get("nagle"):
+        complete = r["status"] == "ok"  # a cut-off sweep has no trustworthy bandwidth
+        if complete and p["mode"] == "pingpong" and not p.get("sockbuf") and not p.get("nagle"):
             base[(r["meta"]["cluster"]["name"], _pair(r), _rate(r))][_layer(r)] = r
     # A TCP baseline is the best the TCP layer did on the pair (lowest latency of the ok
     # runs of its kind), not the newest: two busy-polling ends that the scheduler put on

@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from clustertune.hostinfo import memory_bytes
+from clustertune.hostinfo import load_average, memory_bytes
 from clustertune.launch import process
 from clustertune.levels.linpack.run import n_for_memory
 
@@ -85,10 +85,6 @@ def environment() -> dict[str, str]:
     env["OPENBLAS_NUM_THREADS"] = "1"  # one rank per core
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return env
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def run_hpcc(dat: str, np: int, env: dict[str, str], timeout: float) -> dict:
@@ -192,7 +188,7 @@ def main() -> int:
         swap_threshold=args.swap_threshold,
     )  # fmt: skip
     dat = HPL_DAT.format(n=args.n, **fields)
-    print(f"load average before: {loadavg()}", flush=True)
+    print(f"load average before: {load_average()}", flush=True)
     hpcc_runs, ct_runs, info = [], [], {}
     for i in range(args.repeat):
         # alternate who goes first, so that a drift in the machine's load favours neither
@@ -254,7 +250,7 @@ def main() -> int:
               f"  {sample['gflops']:8.2f} Gflops = {pct:.1f} % of DGEMM  residual "
               f"{'PASSED' if sample['passed'] is True else 'FAILED: the percentage does not count'}"
               f"  (largest N for {args.mem_fraction:.0%} of memory: {nmax})")  # fmt: skip
-    figures["load_average_after"] = loadavg()
+    figures["load_average_after"] = load_average()
     print(f"load average after: {figures['load_average_after']}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

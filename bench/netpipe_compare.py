@@ -52,6 +52,7 @@ from functools import partial
 from pathlib import Path
 
 from clustertune import kernels, vcluster
+from clustertune.hostinfo import load_average
 from clustertune.launch import Job, launcher_for, process
 from clustertune.units import parse_rate, parse_size
 
@@ -280,10 +281,6 @@ def side_by_side(pair: str, ours_fn, theirs_fn, max_size: int, runs: int, rounds
     return row
 
 
-def loadavg() -> str:
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def render(rows: list[dict], link: str, runs: int, rounds: int, load: dict[str, str]) -> str:
     def verdict(r: dict) -> str:
         return "" if "pass" not in r else ("  ok" if r["pass"] else "  MISS")
@@ -350,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
 
     state = vcluster.plan(args.name, 2, parse_rate(args.link))
     rows = []
-    load = {"before": loadavg()}
+    load = {"before": load_average()}
     try:
         vcluster.up(state)
         launcher = launcher_for(vcluster.cluster_from_state(state))
@@ -371,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(side_by_side(pair, ours, theirs, **common))
     finally:
         vcluster.down(args.name)
-    load["after"] = loadavg()
+    load["after"] = load_average()
     if args.json:
         print(json.dumps({"rows": rows, "load_average": load}, indent=1))
     else:

@@ -223,6 +223,14 @@ int ct_pattern_check(const unsigned char *buf, uint64_t size, uint32_t seed)
     return bad == 0;
 }
 
+void ct_pattern_corrupt_once(unsigned char *buf, uint64_t size, int *armed)
+{
+    if (*armed && size > 0) {
+        buf[size - 1] ^= 1;
+        *armed = 0;
+    }
+}
+
 int ct_sweep_parse_option(ct_sweep_opts *o, int argc, char **argv, int *i, char *err,
                           size_t errlen)
 {

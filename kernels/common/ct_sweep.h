@@ -85,6 +85,11 @@ void ct_sweep_emit_sample(void *unused, const ct_sweep_point *p);
 void ct_pattern_fill(unsigned char *buf, uint64_t size, uint32_t seed);
 int ct_pattern_check(const unsigned char *buf, uint64_t size, uint32_t seed); /* 1 = ok */
 
+/* --inject-fault of the ping-pong kernels (tests only): while *armed, flip one bit of a
+ * received message of size > 0, as a faulty NIC would, and disarm. Called after the timed
+ * loop, so the measurement stays as it is. */
+void ct_pattern_corrupt_once(unsigned char *buf, uint64_t size, int *armed);
+
 /* Shared option parsing for the sweep (--min-size, --max-size, --perturbation,
  * --points-per-octave, --trials, --point-time). Returns 1 if argv[*i] was one of them
  * (advancing *i past its value), 0 if not, -1 on a bad value (message in err). */

@@ -112,15 +112,6 @@ static void prepare(struct pair *p, uint64_t size, uint32_t seed, int driver)
     memset(p->recvbuf, 0, size);
 }
 
-/* --inject-fault: after the timed loop, which stays as measured */
-static void corrupt_once(struct pair *p, uint64_t size)
-{
-    if (p->inject_fault && size > 0) {
-        p->recvbuf[size - 1] ^= 1;
-        p->inject_fault = 0;
-    }
-}
-
 /* The driver's trial function for ct_sweep. */
 static int driver_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, double *elapsed)
 {
@@ -134,7 +125,7 @@ static int driver_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
     double t0 = ct_now();
     run_repeats(p, (int)size, repeats, 1);
     *elapsed = ct_now() - t0;
-    corrupt_once(p, size);
+    ct_pattern_corrupt_once(p->recvbuf, size, &p->inject_fault);
     int peer_ok = 0;
     MPI_Recv(&peer_ok, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     int ok = peer_ok && (p->mode == MODE_BIDIR
@@ -167,7 +158,7 @@ static void follow(struct pair *p)
         int ready = 1;
         MPI_Send(&ready, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD);
         run_repeats(p, (int)size, (long)cmd[2], 0);
-        corrupt_once(p, size);
+        ct_pattern_corrupt_once(p->recvbuf, size, &p->inject_fault);
         int ok = ct_pattern_check(p->recvbuf, size, seed);
         p->verify_failed |= !ok;
         MPI_Send(&ok, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD);

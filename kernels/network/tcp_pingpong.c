@@ -564,10 +564,7 @@ static int serve_trial(struct conn *c, uint64_t size, long repeats, uint32_t see
         if (rc != 0)
             return -1;
     }
-    if (c->inject_fault && size > 0) { /* outside the timed loop, which stays as measured */
-        c->recvbuf[size - 1] ^= 1;
-        c->inject_fault = 0;
-    }
+    ct_pattern_corrupt_once(c->recvbuf, size, &c->inject_fault);
     unsigned char status = (unsigned char)ct_pattern_check(c->recvbuf, size, seed);
     c->verify_failed |= !status;
     return send_control(c, &status, 1);

@@ -95,10 +95,7 @@ static int driver_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
             goto lost;
     }
     *elapsed = ct_now() - t0;
-    if (p->inject_fault && size > 0) {
-        p->recvbuf[size - 1] ^= 1;
-        p->inject_fault = 0;
-    }
+    ct_pattern_corrupt_once(p->recvbuf, size, &p->inject_fault);
     if (recv_ints(p->peer, TAG_STATUS, &ok, 1) != 0)
         goto lost;
     ok = ok && memcmp(p->recvbuf, p->sendbuf, size) == 0;

@@ -56,6 +56,11 @@ def memory_bytes() -> int | None:
     return int(match.group(1)) * 1024 if match else None
 
 
+def load_average() -> str:
+    """1, 5 and 15 minute load averages, for benchmarks to print beside their figures."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def os_info() -> dict:
     release = dict(
         line.split("=", 1) for line in _read("/etc/os-release").splitlines() if "=" in line

@@ -10,6 +10,7 @@ import pytest
 from conftest import needs_root, unique_name
 
 from clustertune import netns, vcluster
+from clustertune.cluster import Site
 from clustertune.errors import UserError
 from clustertune.launch import launcher_for
 
@@ -62,6 +63,18 @@ def test_plan_assigns_sites_in_blocks():
     state = vcluster.plan("ok", 4, 10**9, sites=2, wan_bps=10**8)
     assert [h["site"] for h in state["hosts"]] == ["site0", "site0", "site1", "site1"]
     assert len({h["address"] for h in state["hosts"]}) == 4
+
+
+def test_state_becomes_a_cluster_with_one_vcluster_site_per_block():
+    state = vcluster.plan("ok", 4, 10**9, sites=2, wan_bps=10**8)
+    state["agent"] = "/run/agent"  # up() writes it
+    cluster = vcluster.cluster_from_state(state)
+    assert cluster.sites == (Site("site0", "vcluster", 10**8), Site("site1", "vcluster", 10**8))
+    assert [cluster.launcher_of(h.name) for h in cluster.hosts] == ["vcluster"] * 4
+    assert (cluster.launcher, cluster.wan_bps) == ("vcluster", 10**8)
+    one = vcluster.cluster_from_state({**vcluster.plan("ok", 2, None), "agent": "/run/agent"})
+    assert one.sites == (Site("site0", "vcluster"),)
+    assert one.wan_bps is None
 
 
 @needs_root
@@ -118,6 +131,7 @@ def test_one_host_link_and_wan_link_are_shaped(make_vcluster):
         hosts=3, link_bps=10**9, host_links={"host2": 20 * 10**6}, sites=2, wan_bps=50 * 10**6
     )
     assert [h.site for h in cluster.hosts] == ["site0", "site0", "site1"]
+    assert [s.wan_bps for s in cluster.sites] == [50 * 10**6, 50 * 10**6]
     # host0 -> host2 crosses the WAN (50 Mbit) and ends on host2's 20 Mbit link
     slow = measure_rate(cluster, "host0", "host2", 2 * 10**6)
     assert 16e6 <= slow <= 22e6, f"{slow / 1e6:.1f} Mbit/s into a 20 Mbit host"

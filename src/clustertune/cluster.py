@@ -1,9 +1,9 @@
 """The cluster model: which hosts exist, how to reach them, which launcher starts jobs.
 
-A cluster comes from one of three places, chosen by ``--cluster``:
-  * nothing given      -> this host alone, local launcher;
-  * a TOML file        -> a real cluster (hostfile or slurm launcher), validated here;
-  * a virtual cluster  -> the state a ``vcluster up`` left on disk.
+A cluster is hosts grouped into sites; each site names the launcher that starts ranks on
+its hosts. Where a cluster comes from (``--cluster``) is :mod:`clustertune.sources`'
+business; this module holds the model and reads TOML cluster files. It imports neither
+the sources nor the launchers (both import it).
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, UserError
 from .units import parse_rate
 
-LAUNCHER_NAMES = ("local", "vcluster", "hostfile", "slurm")
 MPI_FLAVOURS = ("openmpi", "mpich")
+DEFAULT_SITE = "site0"
 _HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 
 
@@ -27,60 +28,79 @@ class Host:
     name: str
     address: str | None = None
     cores: int = 1
-    site: str = "site0"
+    site: str = DEFAULT_SITE
     link_bps: int | None = None  # nominal rate of the host's link; None = unshaped / unknown
     namespace: str | None = None  # network namespace behind a virtual host
 
 
 @dataclass(frozen=True)
+class Site:
+    name: str
+    launcher: str  # a name in the launcher registry (clustertune.launch)
+    wan_bps: int | None = None  # the site's link to the other sites; None = unshaped / unknown
+    settings: dict = field(default_factory=dict)  # the launcher's, e.g. {"partition": "debug"}
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
-    launcher: str
     hosts: tuple[Host, ...]
+    sites: tuple[Site, ...]
     mpi: tuple[str, ...] = MPI_FLAVOURS
     source: str = "localhost"  # "localhost", "vcluster:<name>" or the TOML path
-    wan_bps: int | None = None  # inter-site link of a multi-site cluster
     delay_us: int = 0
-    extra: dict = field(default_factory=dict)  # launcher-specific settings (e.g. vcluster dirs)
+    extra: dict = field(default_factory=dict)  # cluster-wide launcher plumbing (vcluster agent)
+
+    def __post_init__(self):
+        # Sources validate their input with better messages; this catches code that builds
+        # a Cluster by hand with a host outside every site.
+        names = [s.name for s in self.sites]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"cluster {self.name!r}: sites must be distinct and some: {names}")
+        for host in self.hosts:
+            if host.site not in names:
+                raise ValueError(f"cluster {self.name!r}: host {host.name!r} is in no site")
 
     def host(self, name: str) -> Host:
-        for host in self.hosts:
-            if host.name == name:
-                return host
-        known = ", ".join(h.name for h in self.hosts)
-        raise UserError(f"cluster {self.name!r} has no host {name!r} (hosts: {known})")
+        return self._named(self.hosts, "host", name)
+
+    def site(self, name: str) -> Site:
+        return self._named(self.sites, "site", name)
+
+    def _named(self, items: tuple, kind: str, name: str):
+        for item in items:
+            if item.name == name:
+                return item
+        known = ", ".join(i.name for i in items)
+        raise UserError(f"cluster {self.name!r} has no {kind} {name!r} ({kind}s: {known})")
+
+    def launcher_of(self, host: str) -> str:
+        return self.site(self.host(host).site).launcher
 
     @property
-    def sites(self) -> list[str]:
-        return sorted({h.site for h in self.hosts})
+    def launcher(self) -> str:
+        """The launcher shared by every site: one MPI launcher must start all ranks."""
+        launchers = {s.launcher for s in self.sites}
+        if len(launchers) == 1:
+            return launchers.pop()
+        per_site = ", ".join(f"{s.name}: {s.launcher}" for s in self.sites)
+        raise UserError(
+            f"cluster {self.name!r} has sites with different launchers ({per_site}): "
+            "no one MPI launcher starts them all; run on one site at a time"
+        )
+
+    @property
+    def wan_bps(self) -> int | None:
+        """The slowest inter-site link, None when no site has one."""
+        return min((s.wan_bps for s in self.sites if s.wan_bps), default=None)
 
 
 def local_cluster() -> Cluster:
     """This machine alone: ranks on localhost."""
     return Cluster(
         name="localhost",
-        launcher="local",
         hosts=(Host(name=os.uname().nodename, address="127.0.0.1", cores=os.cpu_count() or 1),),
-    )
-
-
-def resolve_cluster(spec: str | None) -> Cluster:
-    """``--cluster`` value -> Cluster: a file path, a virtual cluster name, or this host."""
-    if not spec:
-        return local_cluster()
-    path = Path(spec)
-    if path.suffix == ".toml" or path.is_file():
-        return load_cluster_file(path)
-    from . import vcluster  # local import: vcluster imports this module
-
-    state = vcluster.load_state(spec)
-    if state is not None:
-        return vcluster.cluster_from_state(state)
-    known = ", ".join(vcluster.names()) or "none is up"
-    hint = "" if os.geteuid() == 0 else " (virtual clusters need root; without it use no --cluster)"
-    raise UserError(
-        f"--cluster {spec!r}: no such cluster file and no virtual cluster of that name "
-        f"(virtual clusters: {known}){hint}"
+        sites=(Site(DEFAULT_SITE, "local"),),
     )
 
 
@@ -88,7 +108,7 @@ def resolve_cluster(spec: str | None) -> Cluster:
 
 _TOP_KEYS = {"name", "launcher", "mpi", "link", "hosts", "sites", "slurm"}
 _HOST_KEYS = {"name", "address", "cores", "site", "link"}
-_SITE_KEYS = {"name", "wan_link"}
+_SITE_KEYS = {"name", "launcher", "wan_link"}
 
 
 class _LineFinder:
@@ -120,7 +140,9 @@ class _LineFinder:
         return self.tables.get((table, index))
 
 
-def load_cluster_file(path: Path) -> Cluster:
+def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
+    """Read and validate a cluster file; ``launchers`` are the launcher names it may use
+    (the caller asks the launcher registry: this module must not import it)."""
     name = str(path)
     try:
         text = path.read_text()
@@ -137,12 +159,15 @@ def load_cluster_file(path: Path) -> Cluster:
         label = f"{table}[{index}].{key}" if table else key
         return ConfigError(name, where.line(table, index, key), label, problem)
 
+    def launcher(table: str, index: int, value) -> str:
+        if not isinstance(value, str) or value not in launchers:
+            raise fail(table, index, "launcher", f"{value!r} is not one of {', '.join(launchers)}")
+        return value
+
     for key in doc:
         if key not in _TOP_KEYS:
             raise fail("", 0, key, f"unknown field (known: {', '.join(sorted(_TOP_KEYS))})")
-    launcher = doc.get("launcher", "hostfile")
-    if launcher not in ("hostfile", "slurm", "local"):
-        raise fail("", 0, "launcher", f"{launcher!r} is not one of hostfile, slurm, local")
+    default_launcher = launcher("", 0, doc.get("launcher", "hostfile"))
     mpi = doc.get("mpi", list(MPI_FLAVOURS))
     if isinstance(mpi, str):
         mpi = [mpi]
@@ -156,19 +181,30 @@ def load_cluster_file(path: Path) -> Cluster:
         except UserError as exc:
             raise fail(table, index, key, str(exc)) from None
 
+    def new_site(name: str, launcher_name: str, wan_bps: int | None = None) -> Site:
+        # a launcher's settings are the top-level table named after it ([slurm])
+        return Site(name, launcher_name, wan_bps, doc.get(launcher_name, {}))
+
     default_link = rate("", 0, "link", doc["link"]) if "link" in doc else None
-    sites: dict[str, int | None] = {}
-    for i, site in enumerate(doc.get("sites", [])):
-        for key in site:
+    sites: dict[str, Site] = {}
+    for i, raw in enumerate(doc.get("sites", [])):
+        for key in raw:
             if key not in _SITE_KEYS:
                 raise fail(
                     "sites", i, key, f"unknown field (known: {', '.join(sorted(_SITE_KEYS))})"
                 )
-        if "name" not in site:
-            raise fail("sites", i, "name", "missing")
-        sites[site["name"]] = (
-            rate("sites", i, "wan_link", site["wan_link"]) if "wan_link" in site else None
+        site_name = raw.get("name")
+        if not isinstance(site_name, str):
+            raise fail("sites", i, "name", f"missing or not a name: {site_name!r}")
+        if site_name in sites:
+            raise fail("sites", i, "name", f"site {site_name!r} appears twice")
+        sites[site_name] = new_site(
+            site_name,
+            launcher("sites", i, raw.get("launcher", default_launcher)),
+            rate("sites", i, "wan_link", raw["wan_link"]) if "wan_link" in raw else None,
         )
+    declared = bool(sites)
+    default_site = next(iter(sites), DEFAULT_SITE)
 
     hosts: list[Host] = []
     raw_hosts = doc.get("hosts", [])
@@ -190,17 +226,21 @@ def load_cluster_file(path: Path) -> Cluster:
         cores = raw.get("cores", 1)
         if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
             raise fail("hosts", i, "cores", f"must be a positive integer, got {cores!r}")
-        site = raw.get("site", next(iter(sites), "site0"))
-        if sites and site not in sites:
-            raise fail("hosts", i, "site", f"unknown site {site!r} (sites: {', '.join(sites)})")
+        host_site = raw.get("site", default_site)
+        if not isinstance(host_site, str):
+            raise fail("hosts", i, "site", f"not a site name: {host_site!r}")
+        if declared and host_site not in sites:
+            raise fail(
+                "hosts", i, "site", f"unknown site {host_site!r} (sites: {', '.join(sites)})"
+            )
+        if host_site not in sites:  # without [[sites]], hosts name their sites freely
+            sites[host_site] = new_site(host_site, default_launcher)
         link = rate("hosts", i, "link", raw["link"]) if "link" in raw else default_link
-        hosts.append(Host(host_name, raw.get("address"), cores, site, link))
+        hosts.append(Host(host_name, raw.get("address"), cores, host_site, link))
     return Cluster(
         name=str(doc.get("name", path.stem)),
-        launcher=launcher,
         hosts=tuple(hosts),
+        sites=tuple(sites.values()),
         mpi=tuple(mpi),
         source=str(path),
-        wan_bps=min((r for r in sites.values() if r), default=None),
-        extra={"slurm": doc.get("slurm", {})},
     )

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from . import kernels, netns
-from .cluster import Cluster, Host
+from .cluster import Cluster, Host, Site
 from .errors import UserError
 from .units import format_rate
 
@@ -314,15 +314,34 @@ def cluster_from_state(state: dict) -> Cluster:
         )
         for h in state["hosts"]
     )
+    # every site has hosts (contiguous blocks), so the hosts name all of them, in order
+    site_names = dict.fromkeys(h.site for h in hosts)
     return Cluster(
         name=state["name"],
-        launcher="vcluster",
         hosts=hosts,
+        sites=tuple(Site(name, "vcluster", state["wan_bps"]) for name in site_names),
         source=f"vcluster:{state['name']}",
-        wan_bps=state["wan_bps"],
         delay_us=state["delay_us"],
         extra={"agent": state["agent"], "state_dir": str(state_dir(state["name"]))},
     )
+
+
+class Source:
+    """``--cluster NAME``: a virtual cluster that ``vcluster up`` left on disk (see
+    :mod:`clustertune.sources`, which registers it; this module must not import that)."""
+
+    name = "vcluster"
+
+    def claims(self, spec: str | None) -> bool:
+        return spec in names()  # only what `vcluster up` left: "../x" names nothing
+
+    def resolve(self, spec: str) -> Cluster:
+        return cluster_from_state(load_state(spec))
+
+    def not_found(self) -> str:
+        known = ", ".join(names()) or "none is up"
+        hint = "" if os.geteuid() == 0 else "; they need root, without it use no --cluster"
+        return f"no virtual cluster of that name (virtual clusters: {known}{hint})"
 
 
 def describe(state: dict) -> str:

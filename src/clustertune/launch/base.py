@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import tempfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..cluster import Cluster
@@ -108,7 +108,13 @@ def register(cls: type[Launcher]) -> type[Launcher]:
     return cls
 
 
-def launcher_for(cluster: Cluster) -> Launcher:
+def launcher_for(cluster: Cluster, site: str | None = None) -> Launcher:
+    """The launcher of the whole cluster (its sites must share one), or of one site; a
+    site's launcher sees only that site's hosts, so its jobs stay inside the site."""
+    if site is not None:
+        only = cluster.site(site)
+        hosts = tuple(h for h in cluster.hosts if h.site == site)
+        cluster = replace(cluster, hosts=hosts, sites=(only,))
     try:
         return _REGISTRY[cluster.launcher](cluster)
     except KeyError:

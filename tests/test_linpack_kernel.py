@@ -1,11 +1,14 @@
 """ct-linpack run directly under mpirun: every variant's residual check passes at tiny N,
 solutions agree across process grids, a corrupted factorisation fails the check, the
-seeds' HPL.dat files parse as HPL reads them, and bad input names its line."""
+seeds' HPL.dat files parse as HPL reads them, and bad input names its line. A failed
+allocation stops every rank without a result, a combination too large for memory is
+skipped, and --check-only validates the arguments without starting MPI."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -28,19 +31,25 @@ LAUNCHERS = {
 }
 
 
-def binary(mpi: str) -> Path:
-    path = ROOT / "build" / mpi / "bin" / "ct-linpack"
+def binary(mpi: str, kernel: str = "ct-linpack") -> Path:
+    path = ROOT / "build" / mpi / "bin" / kernel
     if not path.exists() or shutil.which(LAUNCHERS[mpi][0]) is None:
-        pytest.skip(f"ct-linpack for {mpi} not built (make kernels) or launcher missing")
+        pytest.skip(f"{kernel} for {mpi} not built (make kernels) or launcher missing")
     return path
 
 
-def launch(mpi: str, np: int, args: list[str], timeout: float) -> subprocess.CompletedProcess:
+def mpirun(
+    mpi: str, np: int, kernel: str, args: list[str], timeout: float
+) -> subprocess.CompletedProcess:
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
     env.setdefault("OPENBLAS_CORETYPE", "Haswell")  # as the Makefile exports it
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    cmd = [*LAUNCHERS[mpi], str(np), str(binary(mpi)), "--hpl-out", "-", *args]
+    cmd = [*LAUNCHERS[mpi], str(np), str(binary(mpi, kernel)), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def launch(mpi: str, np: int, args: list[str], timeout: float) -> subprocess.CompletedProcess:
+    return mpirun(mpi, np, "ct-linpack", ["--hpl-out", "-", *args], timeout)
 
 
 def records_of(proc: subprocess.CompletedProcess) -> list[dict]:
@@ -156,12 +165,25 @@ def test_seed_hpl_dat_parse_as_printed(
     assert any(":9:" in w and "HPL 1.x layout" in w for w in warnings)
 
 
-def test_bad_hpl_dat_line_is_named(tmp_path: Path) -> None:
+def bad_hpl_dat(tmp_path: Path) -> Path:
+    """seed000_fig11.dat with NDIV 1 on line 18 (HPL wants at least 2)."""
     text = (DATA / "seed000_fig11.dat").read_text().splitlines()
     assert text[17].split()[1] == "NDIVs"
     text[17] = "1            NDIVs"
-    bad = tmp_path / "HPL.dat"
+    bad = tmp_path / "bad-HPL.dat"
     bad.write_text("\n".join(text) + "\n")
+    return bad
+
+
+def truncated_hpl_dat(tmp_path: Path) -> Path:
+    """seed000_fig11.dat cut after line 12."""
+    short = tmp_path / "short-HPL.dat"
+    short.write_text("\n".join((DATA / "seed000_fig11.dat").read_text().splitlines()[:12]) + "\n")
+    return short
+
+
+def test_bad_hpl_dat_line_is_named(tmp_path: Path) -> None:
+    bad = bad_hpl_dat(tmp_path)
     records, stderr = run("openmpi", 1, ["--dat", str(bad)])
     errors = [r for r in records if r["type"] == "error"]
     assert errors and f"{bad}:18:" in errors[0]["message"] and "NDIV" in errors[0]["message"]
@@ -169,9 +191,7 @@ def test_bad_hpl_dat_line_is_named(tmp_path: Path) -> None:
 
 
 def test_truncated_hpl_dat_is_named(tmp_path: Path) -> None:
-    text = (DATA / "seed000_fig11.dat").read_text().splitlines()[:12]
-    short = tmp_path / "HPL.dat"
-    short.write_text("\n".join(text) + "\n")
+    short = truncated_hpl_dat(tmp_path)
     records, _ = run("openmpi", 1, ["--dat", str(short)])
     errors = [r for r in records if r["type"] == "error"]
     assert errors and f"{short}:13:" in errors[0]["message"]
@@ -183,3 +203,101 @@ def test_record_names_the_blas_that_ran() -> None:
     assert blas["library"]
     if "openblas" in blas["library"]:
         assert blas["core"]
+
+
+def test_phase_stats_summarise_the_ranks() -> None:
+    records, _ = run("mpich", 4, ["-N", "64", "--nb", "8", "-P", "2", "-Q", "2"])
+    sample = samples(records)[0]
+    for phase, per_rank in sample["phases"].items():
+        stats = sample["phase_stats"][phase]
+        assert len(per_rank) == 4
+        assert stats["min"] == min(per_rank) and stats["max"] == max(per_rank)
+        assert stats["mean"] == pytest.approx(sum(per_rank) / 4)
+    assert "MPICH" in result(records)["detail"]["mpi_library"]
+
+
+@pytest.mark.parametrize("np,grid", [(2, ["-P", "1", "-Q", "2"]), (4, ["-P", "2", "-Q", "2"])])
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_failed_allocation_stops_every_rank(mpi: str, np: int, grid: list[str]) -> None:
+    """The last rank's panel allocation fails. With a negative threshold no residual check
+    would catch what a factorisation without panels computed: nothing may be reported."""
+    failing = np - 1
+    args = ["-N", "64", "--nb", "8", *grid, "--threshold", "-1"]
+    proc = launch(mpi, np, [*args, "--inject-alloc-failure", str(failing)], timeout=60)
+    records = records_of(proc)
+    assert proc.returncode != 0
+    assert not [r for r in records if r["type"] != "error"], records
+    errors = [r["message"] for r in records]
+    assert len(errors) == 1, errors
+    why = rf"rank {failing}: cannot allocate the panel buffers \(\d+ bytes\)"
+    assert re.fullmatch(f"ct-linpack: {why}", errors[0]), errors
+    for rank in range(failing):  # every other rank says why it stops
+        assert re.search(f"ct-linpack: rank {rank}: stopping, {why}", proc.stderr), proc.stderr
+
+
+def test_combination_too_large_for_memory_is_skipped() -> None:
+    """Matrix, panels and work buffers are counted before anything is allocated."""
+    records, _ = run("openmpi", 2, ["-N", "40,3000000", "--nb", "8", "-P", "2", "-Q", "1"])
+    res = result(records)
+    assert res["figures"] == res["figures"] | {"tests": 2, "passed": 1, "skipped": 1}
+    skipped = res["detail"]["skipped"][0]
+    assert "N=3000000" in skipped and "does not fit in memory" in skipped
+    assert re.search(r"matrix [\d.]+, panels [\d.]+, work [\d.]+ MB", skipped), skipped
+    assert [s["n"] for s in samples(records)] == [40]
+
+
+# MPI_Init fails under either MPI with these, so a --check-only that exits 0 silently, or
+# prints only its one line, did not start MPI.
+NO_MPI = {"OMPI_MCA_pml": "no-such-pml", "MPIR_CVAR_DEFAULT_THREAD_LEVEL": "no-such-level"}
+
+
+def check_only(mpi: str, *args: str, kernel: str = "ct-linpack") -> subprocess.CompletedProcess:
+    cmd = [str(binary(mpi, kernel)), "--check-only", *args]
+    env = dict(os.environ, **NO_MPI)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_check_only_passes_what_a_run_accepts(mpi: str) -> None:
+    for args in (
+        ["--np", "4", "-N", "100", "--nb", "8", "-P", "1,2", "-Q", "4,2", "--pfact", "L,c,2"],
+        ["--np", "8", "--dat", str(DATA / "seed000_fig11.dat"), "-N", "300"],
+    ):
+        proc = check_only(mpi, *args)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "", ""), args
+
+
+@pytest.mark.parametrize(
+    "args,line",
+    [
+        (["--np", "4", "-N", "-5"],
+         "-N: expected a comma-separated list of up to 20 integers >= 0, got '-5'"),
+        (["--np", "3", "-P", "2", "-Q", "2"],
+         "-P/-Q: grid 2 x 2 (P*Q=4) needs more than the 3 processes available"),
+        (["--np", "4", "--nb", "8,x"],
+         "--nb: expected a comma-separated list of up to 20 integers >= 1, got '8,x'"),
+        (["--np", "4", "--swap", "3"], "--swap: expected an integer from 0 to 2, got '3'"),
+        (["--np", "4", "--frobnicate", "1"], "unknown option '--frobnicate' (see --help)"),
+        (["--np", "4", "-P", "2"], "-P/-Q: give both, with as many values each"),
+        (["--np", "0"], "--np: expected a positive integer, got '0'"),
+        (["-N", "10"], "--check-only needs --np N, the number of ranks the run will have"),
+        (["--np", "4", "--dat", str(DATA / "seed000_fig11.dat")],
+         f"{DATA / 'seed000_fig11.dat'}:10-11: grid 2 x 4 (P*Q=8) needs more than the 4 "
+         "processes available"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_check_only_names_the_problem_in_one_line(mpi: str, args: list[str], line: str) -> None:
+    proc = check_only(mpi, *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines() == [f"ct-linpack: {line}"]
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_check_only_names_the_bad_hpl_dat_line(mpi: str, tmp_path: Path) -> None:
+    bad, short = bad_hpl_dat(tmp_path), truncated_hpl_dat(tmp_path)
+    for dat, where in ((bad, ":18: value of NDIV is 1"), (short, ":13: unexpected end of file")):
+        proc = check_only(mpi, "--np", "8", "--dat", str(dat))
+        assert proc.returncode == 2 and proc.stdout == ""
+        lines = proc.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"ct-linpack: {dat}{where}"), lines

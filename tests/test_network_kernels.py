@@ -1,6 +1,7 @@
 """The ping-pong kernels run directly on loopback: ct-tcp-pingpong (server + client on
 127.0.0.1) and ct-mpi-pingpong (two local ranks). Checks the sweep shape, verification,
-and the fault paths: unreachable peer, impossible sizes, a peer killed mid-sweep."""
+and the fault paths: unreachable peer, impossible sizes, a peer killed mid-sweep, and
+bad arguments (one message naming flag and value, exit status 2, in every kernel)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from pathlib import Path
 import pytest
 
 BUILD = Path(os.environ.get("CLUSTERTUNE_BUILD_DIR", Path(__file__).resolve().parents[1] / "build"))
-TCP = BUILD / "serial" / "bin" / "ct-tcp-pingpong"
+SERIAL = BUILD / "serial" / "bin"
+TCP = SERIAL / "ct-tcp-pingpong"
 MPI = {flavour: BUILD / flavour / "bin" / "ct-mpi-pingpong" for flavour in ("openmpi", "mpich")}
 QUICK = ["--point-time", "0.02"]  # keeps a 64 KiB sweep around a second
 
@@ -312,3 +314,48 @@ def test_mpi_impossible_sizes_rejected() -> None:
     run = mpirun("openmpi", 2, "--max-size", "0", timeout=30)
     assert run.returncode != 0
     assert of_type(lines(run.stdout), "error")
+
+
+@pytest.mark.parametrize(
+    "kernel,args,line",
+    [
+        ("ct-tcp-pingpong", ["--connect", "h:1", "--trials", "x"],
+         "--trials: expected an integer from 3 to 64, got 'x'"),
+        ("ct-tcp-pingpong", ["--connect", "h:1", "--wait", "spin"],
+         "--wait: expected one of block, poll, got 'spin'"),
+        ("ct-tcp-pingpong", ["--connect", "h:1", "--sockbuf", "4G"],
+         "--sockbuf: expected a byte count such as 4096, 64K or 8M (at most 2147483647), got '4G'"),
+        ("ct-tcp-pingpong", ["--server", "--port"], "--port needs a value (see --help)"),
+        ("ct-tcp-pingpong", ["--server", "--fast"], "unknown option '--fast' (see --help)"),
+        ("ct-pvm-pingpong", ["--route", "moon"], "--route: expected one of direct, daemon, got 'moon'"),
+        ("ct-nfq-delay", ["70000", "50"], "QUEUE: expected an integer from 0 to 65535, got '70000'"),
+        ("ct-nfq-delay", ["7"], "missing DELAY_US (see --help)"),
+    ],
+)  # fmt: skip
+def test_bad_arguments_name_flag_and_value(kernel: str, args: list[str], line: str) -> None:
+    path = SERIAL / kernel
+    if not path.is_file():
+        pytest.skip(f"{kernel} not built")
+    proc = subprocess.run([str(path), *args], capture_output=True, text=True, timeout=10)
+    assert proc.returncode == 2
+    assert f"{kernel}: {line}" in proc.stderr.splitlines()[0]
+
+
+@pytest.mark.parametrize("flavour", ["openmpi", "mpich"])
+def test_mpi_bad_argument_is_one_error_line(flavour: str) -> None:
+    if not MPI[flavour].is_file():
+        pytest.skip(f"{flavour} kernels not built")
+    run = mpirun(flavour, 2, "--mode", "spin", timeout=30)
+    assert run.returncode == 2
+    records = lines(run.stdout)
+    assert [r["type"] for r in records] == ["error"]
+    expected = "ct-mpi-pingpong: --mode: expected one of blocking, nonblocking, bidir, got 'spin'"
+    assert records[0]["message"] == expected
+
+
+@needs_mpi("mpich")
+def test_mpi_pairs_round_robin_default_max_size() -> None:
+    """Without --max-size the all-pairs mode measures 1 MiB, not the sweep's 8 MiB."""
+    run = mpirun("mpich", 2, "--pairs-round-robin", *QUICK)
+    assert run.returncode == 0, run.stderr
+    assert [s["size"] for s in of_type(lines(run.stdout), "sample")] == [1, 1 << 20]

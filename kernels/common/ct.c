@@ -107,11 +107,18 @@ void ct_json_bool(ct_json *j, const char *key, int value)
 
 void ct_report_error(const char *fmt, ...)
 {
-    char message[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(message, sizeof message, fmt, ap);
+    ct_report_errorv("", fmt, ap);
     va_end(ap);
+}
+
+void ct_report_errorv(const char *prefix, const char *fmt, va_list ap)
+{
+    char message[1024];
+    int used = snprintf(message, sizeof message, "%s", prefix);
+    if (used >= 0 && (size_t)used < sizeof message)
+        vsnprintf(message + used, sizeof message - (size_t)used, fmt, ap);
     fprintf(stderr, "error: %s\n", message);
     ct_json j;
     ct_json_start(&j, stdout, "error");
@@ -124,17 +131,6 @@ double ct_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-int ct_parse_long(const char *text, long *value)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end != '\0' || v < 0)
-        return -1;
-    *value = v;
-    return 0;
 }
 
 int ct_parse_bytes(const char *text, uint64_t *bytes)
@@ -160,4 +156,24 @@ int ct_parse_bytes(const char *text, uint64_t *bytes)
         return -1;
     *bytes = (uint64_t)v << shift;
     return 0;
+}
+
+const char *ct_basename(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+double ct_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0.0;
+    char line[256];
+    double kib = 0.0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib * 1024.0;
 }

@@ -12,8 +12,9 @@
 #ifndef CT_H
 #define CT_H
 
-#include <stdio.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CT_JSON_MAX_DEPTH 32
 
@@ -38,6 +39,9 @@ void ct_json_bool(ct_json *j, const char *key, int value);
 
 /* One-line error record on stdout plus a message on stderr. */
 void ct_report_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same with a prefix before the formatted text (e.g. "<kernel>: rank 3: "). */
+void ct_report_errorv(const char *prefix, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* Monotonic wall clock in seconds. */
 double ct_now(void);
@@ -46,7 +50,11 @@ double ct_now(void);
  * Returns 0 on success, -1 on a malformed or negative value. */
 int ct_parse_bytes(const char *text, uint64_t *bytes);
 
-/* Parse a non-negative integer; returns 0 on success, -1 otherwise. */
-int ct_parse_long(const char *text, long *value);
+/* A path without its directory: the kernel's name from argv[0], a file from __FILE__. */
+const char *ct_basename(const char *path);
+
+/* Memory the kernel could still get on this host without swapping (MemAvailable of
+ * /proc/meminfo), in bytes; 0 when unknown. */
+double ct_mem_available(void);
 
 #endif

@@ -18,7 +18,8 @@ const char ct_sweep_usage[] =
     "  --perturbation P        also measure base-P and base+P bytes (default 3, 0 = off)\n"
     "  --points-per-octave N   base sizes per doubling (default 2)\n"
     "  --trials N              timed trials per point (default 5; at least 3)\n"
-    "  --point-time SECONDS    target time of one point's trials (default 0.1)\n";
+    "  --point-time SECONDS    target time of one point's trials (default 0.1)\n"
+    "  --inject-fault          tests only: one bit of the first trial's payload flips\n";
 
 void ct_sweep_defaults(ct_sweep_opts *o)
 {
@@ -29,24 +30,23 @@ void ct_sweep_defaults(ct_sweep_opts *o)
     o->trials = 5;
     o->min_trials = 3;
     o->point_time = 0.1;
+    o->max_size_given = 0;
+    o->inject_fault = 0;
+    o->help = 0;
 }
 
-int ct_sweep_validate(const ct_sweep_opts *o, uint64_t limit, char *err, size_t errlen)
+int ct_sweep_validate(const ct_sweep_opts *o, uint64_t limit, const char *prog, char *err,
+                      size_t errlen)
 {
     if (o->max_size < 1 || o->max_size > limit)
-        snprintf(err, errlen, "--max-size must be between 1 and %llu bytes, got %llu",
+        snprintf(err, errlen, "%s: --max-size: must be between 1 and %llu bytes, got %llu", prog,
                  (unsigned long long)limit, (unsigned long long)o->max_size);
     else if (o->min_size > o->max_size)
-        snprintf(err, errlen, "--min-size %llu is larger than --max-size %llu",
+        snprintf(err, errlen, "%s: --min-size: %llu is larger than --max-size %llu", prog,
                  (unsigned long long)o->min_size, (unsigned long long)o->max_size);
-    else if (o->points_per_octave < 1 || o->points_per_octave > 64)
-        snprintf(err, errlen, "--points-per-octave must be 1..64");
-    else if (o->trials < o->min_trials || o->trials > CT_SWEEP_MAX_TRIALS)
-        snprintf(err, errlen, "--trials must be %d..%d", o->min_trials, CT_SWEEP_MAX_TRIALS);
-    else if (!(o->point_time > 0 && o->point_time <= 3600))
-        snprintf(err, errlen, "--point-time must be > 0 and <= 3600 s");
-    else if (o->perturbation < 0 || (uint64_t)o->perturbation > limit)
-        snprintf(err, errlen, "--perturbation must be >= 0");
+    else if (o->perturbation > limit)
+        snprintf(err, errlen, "%s: --perturbation: must be at most %llu bytes", prog,
+                 (unsigned long long)limit);
     else
         return 0;
     return -1;
@@ -71,7 +71,7 @@ size_t ct_sweep_sizes(const ct_sweep_opts *o, uint64_t **sizes)
     uint64_t *s = malloc(cap * sizeof *s);
     if (!s)
         return 0;
-    uint64_t p = (uint64_t)o->perturbation;
+    uint64_t p = o->perturbation;
     s[n++] = o->min_size;
     s[n++] = o->max_size;
     for (int k = 0; n + 3 <= cap; k++) {
@@ -231,41 +231,19 @@ void ct_pattern_corrupt_once(unsigned char *buf, uint64_t size, int *armed)
     }
 }
 
-int ct_sweep_parse_option(ct_sweep_opts *o, int argc, char **argv, int *i, char *err,
-                          size_t errlen)
+void ct_sweep_options(ct_sweep_opts *o, ct_opt table[CT_SWEEP_NOPTS])
 {
-    static const char *const names[] = {"--min-size",    "--max-size",          "--perturbation",
-                                        "--trials",      "--points-per-octave", "--point-time"};
-    int which = -1;
-    for (int k = 0; k < 6; k++)
-        if (strcmp(argv[*i], names[k]) == 0)
-            which = k;
-    if (which < 0)
-        return 0;
-    if (*i + 1 >= argc) {
-        snprintf(err, errlen, "%s needs a value", names[which]);
-        return -1;
-    }
-    const char *v = argv[++*i];
-    uint64_t bytes = 0;
-    long n = 0;
-    int ok = 0;
-    switch (which) {
-    case 0: ok = ct_parse_bytes(v, &bytes) == 0; o->min_size = bytes; break;
-    case 1: ok = ct_parse_bytes(v, &bytes) == 0; o->max_size = bytes; break;
-    case 2: ok = ct_parse_bytes(v, &bytes) == 0; o->perturbation = (long)bytes; break;
-    case 3: ok = ct_parse_long(v, &n) == 0 && n <= CT_SWEEP_MAX_TRIALS; o->trials = (int)n; break;
-    case 4: ok = ct_parse_long(v, &n) == 0 && n <= 64; o->points_per_octave = (int)n; break;
-    case 5: {
-        char *end;
-        o->point_time = strtod(v, &end);
-        ok = end != v && *end == '\0';
-        break;
-    }
-    }
-    if (!ok) {
-        snprintf(err, errlen, "bad value for %s: '%s'", names[which], v);
-        return -1;
-    }
-    return 1;
+    const ct_opt t[CT_SWEEP_NOPTS] = {
+        {"--min-size", CT_OPT_BYTES, .dest = &o->min_size},
+        {"--max-size", CT_OPT_BYTES, .dest = &o->max_size, .seen = &o->max_size_given},
+        {"--perturbation", CT_OPT_BYTES, .dest = &o->perturbation},
+        {"--trials", CT_OPT_INT, .dest = &o->trials, .min = o->min_trials,
+         .max = CT_SWEEP_MAX_TRIALS},
+        {"--points-per-octave", CT_OPT_INT, .dest = &o->points_per_octave, .min = 1, .max = 64},
+        {"--point-time", CT_OPT_SECONDS, .dest = &o->point_time, .max = 3600},
+        {"--inject-fault", CT_OPT_FLAG, .dest = &o->inject_fault},
+        {"--help", CT_OPT_FLAG, .dest = &o->help},
+        {.type = CT_OPT_END},
+    };
+    memcpy(table, t, sizeof t);
 }

@@ -16,6 +16,7 @@
 #define CT_SWEEP_H
 
 #include "ct.h"
+#include "ct_opt.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -25,18 +26,23 @@
 typedef struct {
     uint64_t min_size;     /* smallest message (bytes); 0 allowed where the transport can */
     uint64_t max_size;     /* largest message (bytes), always measured */
-    long perturbation;     /* +-bytes around each base point; 0 disables */
+    uint64_t perturbation; /* +-bytes around each base point; 0 disables */
     int points_per_octave; /* base points per doubling of the size */
     int trials;            /* timed trials per point when repetitions are short */
     int min_trials;        /* never fewer, even when one repetition is long */
     double point_time;     /* target wall time of one point's timed trials (s) */
+    int max_size_given;    /* --max-size was on the command line */
+    int inject_fault;      /* tests: corrupt one received message (ct_pattern_corrupt_once) */
+    int help;              /* --help */
 } ct_sweep_opts;
 
 /* The defaults documented in every kernel's --help. */
 void ct_sweep_defaults(ct_sweep_opts *o);
 
-/* Check the options; on error writes a message into err and returns -1. */
-int ct_sweep_validate(const ct_sweep_opts *o, uint64_t limit, char *err, size_t errlen);
+/* Checks what the option table cannot: the sizes against the transport's limit and each
+ * other. On error writes "<prog>: <flag>: <why>" into err and returns -1. */
+int ct_sweep_validate(const ct_sweep_opts *o, uint64_t limit, const char *prog, char *err,
+                      size_t errlen);
 
 /* Ascending, duplicate-free size schedule; *sizes is malloc'ed. Returns the count. */
 size_t ct_sweep_sizes(const ct_sweep_opts *o, uint64_t **sizes);
@@ -90,11 +96,12 @@ int ct_pattern_check(const unsigned char *buf, uint64_t size, uint32_t seed); /*
  * loop, so the measurement stays as it is. */
 void ct_pattern_corrupt_once(unsigned char *buf, uint64_t size, int *armed);
 
-/* Shared option parsing for the sweep (--min-size, --max-size, --perturbation,
- * --points-per-octave, --trials, --point-time). Returns 1 if argv[*i] was one of them
- * (advancing *i past its value), 0 if not, -1 on a bad value (message in err). */
-int ct_sweep_parse_option(ct_sweep_opts *o, int argc, char **argv, int *i, char *err,
-                          size_t errlen);
+/* The options every ping-pong kernel has (--min-size, --max-size, --perturbation,
+ * --points-per-octave, --trials, --point-time, --inject-fault, --help) as a table writing
+ * into o, for the kernel's table to include with CT_OPT_TABLE; o must hold the defaults
+ * first. */
+#define CT_SWEEP_NOPTS 9 /* entries, the end marker included */
+void ct_sweep_options(ct_sweep_opts *o, ct_opt table[CT_SWEEP_NOPTS]);
 extern const char ct_sweep_usage[];
 
 #endif

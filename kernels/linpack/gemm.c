@@ -5,7 +5,9 @@
  *
  * SUMMA: for each block column k of A / block row k of B, the owning process column
  * broadcasts its piece of A along the process rows and the owning process row its piece
- * of B along the process columns; every process adds the product into its C.
+ * of B along the process columns; every process adds the product into its C. Each
+ * sample carries the spread over ranks of the time in those broadcasts and in the local
+ * multiplications (phase_stats).
  *
  * Flop counts: 2 M N K for real types; 8 M N K for complex ones (a complex multiply-add
  * is 4 real multiplications and 4 additions), which is why complex GEMM shows a higher
@@ -13,15 +15,22 @@
  *
  * Verification: entries of C are compared with the serial product computed from the
  * generator (any element of A and B can be regenerated anywhere): every local entry for
- * N <= --check-all (default 256), otherwise a sample of 64 entries per rank; tolerance
- * 4 K eps max|a| max|b| per entry. */
+ * N <= --check-all (default 256), otherwise 64 entries per rank, drawn afresh for every
+ * product from the seed, the rank, the repeat, N and the type, so that over ranks and
+ * repeats a fault anywhere in C can be caught; tolerance 4 K eps max|a| max|b| per
+ * entry. One failed product makes the run "failed" and the exit status 1.
+ * --inject-fault (tests): the last rank of the grid corrupts one entry of its part of the
+ * first product, drawn from the same seeds (caught for sure when N <= --check-all, else
+ * when a checked entry hits it).
+ * --check-only --np N: as ct-linpack's, for the flags. */
 #define _POSIX_C_SOURCE 200809L
 #include "ct.h"
+#include "ct_opt.h"
 #include "lp.h"
 
 #include <complex.h>
 #include <float.h>
-#include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,18 +71,11 @@ static gtype type_of(char c)
     }
 }
 
-static inline uint64_t mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* Element (i, j) of matrix `which` (0 = A, 1 = B), part 0 real / 1 imaginary. */
 static double gen(uint64_t seed, int which, int part, int n, int i, int j)
 {
     uint64_t idx = ((uint64_t)j * (uint64_t)n + (uint64_t)i) * 4u + (uint64_t)(which * 2 + part);
-    return (double)(mix64(seed + idx * 0x9e3779b97f4a7c15ULL) >> 11) * (1.0 / 9007199254740992.0) - 0.5;
+    return (double)(lp_mix64(seed + idx * 0x9e3779b97f4a7c15ULL) >> 11) * (1.0 / 9007199254740992.0) - 0.5;
 }
 
 static void put(const gtype *t, void *base, size_t at, double re, double im)
@@ -113,9 +115,74 @@ static void fill(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed,
     }
 }
 
-/* Compares local entries of C with the product recomputed from the generator. */
-static int check(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed, const void *c, int ld,
-                 int local, int check_all, double *worst)
+/* The options; every rank reads them itself (no file is involved). */
+typedef struct {
+    lp_list n;
+    int nb, p, q, local, check_all, inject_fault, help;
+    long repeat, seed;
+    const char *types;
+    ct_check_only check;
+} options;
+
+static int parse_types(const ct_opt *opt, const char *text, char *expected, size_t len)
+{
+    size_t n = strlen(text);
+    if (n >= 1 && n <= 4 && strspn(text, "sdcz") == n) {
+        *(const char **)opt->dest = text;
+        return 0;
+    }
+    snprintf(expected, len, "1 to 4 of the letters s, d, c, z");
+    return -1;
+}
+
+/* Returns 0, or -1 with one line "ct-gemm: ..." in err. */
+static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
+{
+    *o = (options){.n = {1, {1000}}, .nb = 192, .p = 1, .check_all = 256, .repeat = 1,
+                   .seed = 42, .types = "sdcz"};
+    ct_opt check[CT_CHECK_ONLY_NOPTS];
+    ct_check_only_options(&o->check, check);
+    const ct_opt table[] = {
+        {"-N", CT_OPT_CUSTOM, .dest = &o->n, .min = 0, .max = INT_MAX, .parse = lp_opt_list},
+        {"--nb", CT_OPT_INT, .dest = &o->nb, .min = 1, .max = INT_MAX},
+        {"-P", CT_OPT_INT, .dest = &o->p, .min = 1, .max = INT_MAX},
+        {"-Q", CT_OPT_INT, .dest = &o->q, .min = 1, .max = INT_MAX},
+        {"--type", CT_OPT_CUSTOM, .dest = &o->types, .parse = parse_types},
+        {"--local", CT_OPT_FLAG, .dest = &o->local},
+        {"--repeat", CT_OPT_LONG, .dest = &o->repeat, .min = 1, .max = INT_MAX},
+        {"--seed", CT_OPT_LONG, .dest = &o->seed, .min = 0, .max = LONG_MAX},
+        {"--check-all", CT_OPT_INT, .dest = &o->check_all, .min = 0, .max = INT_MAX},
+        {"--inject-fault", CT_OPT_FLAG, .dest = &o->inject_fault},
+        {"--help", CT_OPT_FLAG, .dest = &o->help},
+        {NULL, CT_OPT_TABLE, .table = check},
+        {.type = CT_OPT_END},
+    };
+    if (ct_opt_parse(table, argc, argv, err, errlen))
+        return -1;
+    return ct_check_only_validate(&o->check, ct_basename(argv[0]), err, errlen);
+}
+
+/* The grid on nprocs ranks: --local uses all of them, one block each; -Q defaults to
+ * every rank. Returns 0, or -1 with the message in err when the grid does not fit. */
+static int grid_of(options *o, int nprocs, const char *prog, char *err, size_t errlen)
+{
+    if (o->local) {
+        o->p = 1;
+        o->q = nprocs;
+    } else if (o->q == 0) {
+        o->q = nprocs;
+    }
+    if ((long long)o->p * o->q <= nprocs)
+        return 0;
+    snprintf(err, errlen, "%s: -P/-Q: grid %d x %d (P*Q=%lld) needs more than the %d processes "
+             "available", prog, o->p, o->q, (long long)o->p * o->q, nprocs);
+    return -1;
+}
+
+/* Compares local entries of C with the product recomputed from the generator: all of
+ * them for N <= check_all, else 64 drawn from `pick`. */
+static int check(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed, uint64_t pick,
+                 const void *c, int ld, int local, int check_all, double *worst)
 {
     int mloc = local ? n : lp_numroc(n, nb, g->myrow, g->nprow);
     int nloc = local ? n : lp_numroc(n, nb, g->mycol, g->npcol);
@@ -126,8 +193,8 @@ static int check(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed,
     int ok = 1;
     *worst = 0.0;
     for (long e = 0; e < count; e++) {
-        long at = all ? e : (long)(mix64(seed ^ (uint64_t)(e + 17)) % (uint64_t)total);
-        int lr = (int)(at % (mloc > 0 ? mloc : 1)), lc = (int)(at / (mloc > 0 ? mloc : 1));
+        long at = all ? e : (long)(lp_mix64(pick + (uint64_t)e) % (uint64_t)total);
+        int lr = (int)(at % mloc), lc = (int)(at / mloc);
         int gi = local ? lr : lp_l2g(lr, nb, g->myrow, g->nprow);
         int gj = local ? lc : lp_l2g(lc, nb, g->mycol, g->npcol);
         long double re = 0, im = 0;
@@ -152,164 +219,185 @@ static int check(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed,
     return ok;
 }
 
-static double run_one(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed, int local,
-                      int check_all, int *ok, double *worst)
+enum { PH_BCAST, PH_GEMM, NPHASE };
+
+typedef struct {
+    double time_s, worst;
+    int ok;
+    ct_phase_summary phases; /* on rank 0 of the grid */
+} product;
+
+/* One product C = A B of order n, timed and checked; collective over the grid. */
+static void multiply(const gtype *t, const lp_grid *g, const options *o, int n, long repeat,
+                     int fault, product *out)
 {
+    static const char *const phase_names[NPHASE] = {"bcast", "gemm"};
+    int local = o->local, nb = o->nb;
     int mloc = local ? n : lp_numroc(n, nb, g->myrow, g->nprow);
     int nloc = local ? n : lp_numroc(n, nb, g->mycol, g->npcol);
     int ld = mloc > 0 ? mloc : 1;
-    size_t es = t->size;
-    char *a = calloc((size_t)ld * (nloc > 0 ? nloc : 1), es), *b = calloc((size_t)ld * (nloc > 0 ? nloc : 1), es);
-    char *c = calloc((size_t)ld * (nloc > 0 ? nloc : 1), es);
-    char *pa = calloc((size_t)ld * nb + 1, es), *pb = calloc((size_t)nb * (nloc > 0 ? nloc : 1) + 1, es);
-    fill(t, g, n, nb, seed, 0, a, ld, local);
-    fill(t, g, n, nb, seed, 1, b, ld, local);
+    size_t es = t->size, mat = (size_t)ld * (size_t)(nloc > 0 ? nloc : 1) * es;
+    ct_alloc_failure f = {0};
+    char *a = ct_mpi_try_alloc(&f, mat, "matrix A");
+    char *b = ct_mpi_try_alloc(&f, mat, "matrix B");
+    char *c = ct_mpi_try_alloc(&f, mat, "matrix C");
+    char *pa = ct_mpi_try_alloc(&f, ((size_t)ld * nb + 1) * es, "the broadcast piece of A");
+    char *pb = ct_mpi_try_alloc(&f, ((size_t)nb * (nloc > 0 ? nloc : 1) + 1) * es,
+                                "the broadcast piece of B");
+    ct_mpi_agree(g->all, &f);
+    fill(t, g, n, nb, (uint64_t)o->seed, 0, a, ld, local);
+    fill(t, g, n, nb, (uint64_t)o->seed, 1, b, ld, local);
+    memset(c, 0, mat);
     double one[2] = {1.0, 0.0};
     float onef[2] = {1.0f, 0.0f};
     const void *alpha = (t->name == 's' || t->name == 'c') ? (const void *)onef : (const void *)one;
-    MPI_Barrier(g->all);
+    ct_phases ph;
+    ct_phases_init(&ph, NPHASE, phase_names);
+    CT_MPI_CHECK(MPI_Barrier(g->all));
     double t0 = MPI_Wtime();
     if (local) {
+        ct_phase_start(&ph, PH_GEMM);
         if (n > 0)
             t->gemm("N", "N", &n, &n, &n, alpha, a, &ld, b, &ld, alpha, c, &ld, 1, 1);
+        ct_phase_stop(&ph, PH_GEMM);
     } else {
         for (int k0 = 0; k0 < n; k0 += nb) {
             int kw = n - k0 < nb ? n - k0 : nb;
             int kcol = lp_owner(k0, nb, g->npcol), krow = lp_owner(k0, nb, g->nprow);
+            ct_phase_start(&ph, PH_BCAST);
             /* A(:, k0:k0+kw) along my process row */
             if (g->mycol == kcol)
                 memcpy(pa, a + (size_t)lp_g2l(k0, nb, g->npcol) * ld * es, (size_t)ld * kw * es);
-            MPI_Bcast(pa, ld * kw, t->mpi, kcol, g->row);
+            CT_MPI_CHECK(MPI_Bcast(pa, ld * kw, t->mpi, kcol, g->row));
             /* B(k0:k0+kw, :) along my process column, packed kw x nloc */
             if (g->myrow == krow) {
                 int lr = lp_g2l(k0, nb, g->nprow);
                 for (int j = 0; j < nloc; j++)
-                    memcpy(pb + ((size_t)j * kw) * es, b + ((size_t)j * ld + lr) * es, (size_t)kw * es);
+                    memcpy(pb + ((size_t)j * kw) * es, b + ((size_t)j * ld + lr) * es,
+                           (size_t)kw * es);
             }
-            MPI_Bcast(pb, kw * nloc, t->mpi, krow, g->col);
+            CT_MPI_CHECK(MPI_Bcast(pb, kw * nloc, t->mpi, krow, g->col));
+            ct_phase_stop(&ph, PH_BCAST);
+            ct_phase_start(&ph, PH_GEMM);
             if (mloc > 0 && nloc > 0)
                 t->gemm("N", "N", &mloc, &nloc, &kw, alpha, pa, &ld, pb, &kw, alpha, c, &ld, 1, 1);
+            ct_phase_stop(&ph, PH_GEMM);
         }
     }
     double dt = MPI_Wtime() - t0;
-    MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, g->all);
-    int mine = check(t, g, n, nb, seed, c, ld, local, check_all, worst);
-    MPI_Allreduce(&mine, ok, 1, MPI_INT, MPI_MIN, g->all);
-    MPI_Allreduce(MPI_IN_PLACE, worst, 1, MPI_DOUBLE, MPI_MAX, g->all);
+    CT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, g->all));
+    out->time_s = dt;
+    ct_phases_reduce(&ph, g->all, 0, &out->phases);
+    /* where this rank looks (and --inject-fault strikes) in this product */
+    uint64_t pick = lp_mix64(lp_mix64(lp_mix64((uint64_t)o->seed + (uint64_t)g->rank) +
+                                      (uint64_t)repeat) +
+                             ((uint64_t)n << 8 | (uint64_t)t->name));
+    long total = (long)mloc * nloc;
+    if (fault && total > 0) {
+        size_t at = (size_t)(lp_mix64(~pick) % (uint64_t)total);
+        double re, im;
+        get(t, c, at, &re, &im);
+        put(t, c, at, re + 1.0, im);
+    }
+    int mine = total == 0 || check(t, g, n, nb, (uint64_t)o->seed, pick, c, ld, local,
+                                   o->check_all, &out->worst);
+    if (total == 0)
+        out->worst = 0.0;
+    CT_MPI_CHECK(MPI_Allreduce(&mine, &out->ok, 1, MPI_INT, MPI_MIN, g->all));
+    CT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &out->worst, 1, MPI_DOUBLE, MPI_MAX, g->all));
     free(a);
     free(b);
     free(c);
     free(pa);
     free(pb);
-    return dt;
+}
+
+typedef struct {
+    int all_ok;
+    double best_d;
+} summary;
+
+static void result_figures(ct_json *j, const void *arg)
+{
+    ct_json_number(j, "best_dgemm_gflops", ((const summary *)arg)->best_d);
+}
+
+static void result_detail(ct_json *j, const void *arg)
+{
+    (void)arg;
+    lp_blas_json(j);
+}
+
+static void usage(void)
+{
+    printf("usage: ct-gemm -N LIST [--nb NB] [-P P -Q Q] [--type sdcz] [--local] [--repeat R]\n"
+           "               [--seed S] [--check-all N] [--check-only --np N] [--inject-fault]\n");
 }
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    const char *prog = ct_basename(argv[0]);
+    options o;
+    char err[1024];
+    /* read before MPI starts, so that --check-only and --help never start it */
+    int bad = parse_options(argc, argv, &o, err, sizeof err) != 0;
+    if (o.help) {
+        usage();
+        return 0;
+    }
+    if (o.check.on)
+        return ct_check_only_exit(bad || grid_of(&o, o.check.np, prog, err, sizeof err) ? err
+                                                                                        : NULL);
+    ct_mpi_init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    int ns[LP_MAX_PARAM] = {1000}, nn = 1, nbv = 192, p = 1, q = size, local = 0, check_all = 256;
-    long repeat = 1, seedv = 42;
-    char types[8] = "sdcz";
-    char err[256] = "";
-    static const struct option longs[] = {{"nb", required_argument, 0, 'b'}, {"type", required_argument, 0, 't'},
-                                          {"local", no_argument, 0, 'l'}, {"repeat", required_argument, 0, 'r'},
-                                          {"seed", required_argument, 0, 's'}, {"check-all", required_argument, 0, 'c'},
-                                          {0, 0, 0, 0}};
-    int o, bad = 0;
-    opterr = 0;
-    while (!bad && (o = getopt_long(argc, argv, "N:P:Q:", longs, NULL)) != -1) {
-        long v;
-        switch (o) {
-        case 'N': bad = lp_parse_list(optarg, 0, ns, &nn, err, sizeof err); break;
-        case 'P': bad = ct_parse_long(optarg, &v) || v < 1; p = (int)v; break;
-        case 'Q': bad = ct_parse_long(optarg, &v) || v < 1; q = (int)v; break;
-        case 'b': bad = ct_parse_long(optarg, &v) || v < 1; nbv = (int)v; break;
-        case 'r': bad = ct_parse_long(optarg, &repeat) || repeat < 1; break;
-        case 's': bad = ct_parse_long(optarg, &seedv); break;
-        case 'c': bad = ct_parse_long(optarg, &v); check_all = (int)v; break;
-        case 'l': local = 1; break;
-        case 't':
-            bad = strlen(optarg) == 0 || strlen(optarg) > 4 || strspn(optarg, "sdcz") != strlen(optarg);
-            snprintf(types, sizeof types, "%s", optarg);
-            break;
-        default: bad = 1;
-        }
-        if (bad && !err[0])
-            snprintf(err, sizeof err, "bad option or value near '%s'", argv[optind - 1]);
-    }
-    if (!bad && !local && p * q > size) {
-        bad = 1;
-        snprintf(err, sizeof err, "P*Q=%d needs more than the %d processes available", p * q, size);
-    }
-    if (bad) {
+    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (bad || grid_of(&o, size, prog, err, sizeof err)) {
         if (rank == 0)
-            ct_report_error("%s (usage: ct-gemm -N LIST [--nb NB] [-P P -Q Q] [--type sdcz] [--local] [--repeat R])", err);
-        MPI_Finalize();
-        return 2;
+            ct_report_error("%s", err);
+        CT_MPI_CHECK(MPI_Finalize());
+        return CT_EXIT_USAGE;
     }
     lp_grid g;
-    if (local)
-        p = 1, q = size;
-    int in = lp_grid_init(&g, MPI_COMM_WORLD, p, q, 0);
-    int all_ok = 1;
-    double best_d = 0.0;
-    if (in) {
-        for (int i = 0; i < nn; i++)
-            for (const char *tc = types; *tc; tc++) {
-                gtype t = type_of(*tc);
-                for (long r = 0; r < repeat; r++) {
-                    int ok;
-                    double worst;
-                    double dt = run_one(&t, &g, ns[i], nbv, (uint64_t)seedv, local, check_all, &ok, &worst);
-                    double n3 = (double)ns[i] * ns[i] * ns[i];
-                    double flops = t.flops_mnk * n3 * (local ? p * q : 1);
-                    double gf = dt > 0 ? flops / dt / 1e9 : 0.0;
-                    all_ok &= ok;
-                    if (t.name == 'd' && ok && gf > best_d)
-                        best_d = gf;
-                    if (g.rank == 0) {
-                        ct_json j;
-                        ct_json_start(&j, stdout, "sample");
-                        char tn[2] = {t.name, 0};
-                        ct_json_string(&j, "dtype", tn);
-                        ct_json_string(&j, "mode", local ? "local" : "summa");
-                        ct_json_integer(&j, "n", ns[i]);
-                        ct_json_integer(&j, "nb", nbv);
-                        ct_json_integer(&j, "p", p);
-                        ct_json_integer(&j, "q", q);
-                        ct_json_number(&j, "time_s", dt);
-                        ct_json_number(&j, "flops", flops);
-                        ct_json_number(&j, "gflops", gf);
-                        ct_json_bool(&j, "passed", ok);
-                        ct_json_number(&j, "error_over_tolerance", worst);
-                        ct_json_end(&j);
-                    }
+    int in = lp_grid_init(&g, MPI_COMM_WORLD, o.p, o.q, 0);
+    summary sum = {.all_ok = 1};
+    for (int i = 0; in && i < o.n.count; i++)
+        for (const char *tc = o.types; *tc; tc++) {
+            gtype t = type_of(*tc);
+            for (long r = 0; r < o.repeat; r++) {
+                int n = o.n.v[i];
+                int fault = o.inject_fault && i == 0 && tc == o.types && r == 0 &&
+                            g.rank == o.p * o.q - 1;
+                product pr;
+                multiply(&t, &g, &o, n, r, fault, &pr);
+                double flops = t.flops_mnk * (double)n * n * n * (o.local ? o.p * o.q : 1);
+                double gf = pr.time_s > 0 ? flops / pr.time_s / 1e9 : 0.0;
+                sum.all_ok &= pr.ok;
+                if (t.name == 'd' && pr.ok && gf > sum.best_d)
+                    sum.best_d = gf;
+                if (g.rank == 0) {
+                    ct_json j;
+                    ct_json_start(&j, stdout, "sample");
+                    char tn[2] = {t.name, 0};
+                    ct_json_string(&j, "dtype", tn);
+                    ct_json_string(&j, "mode", o.local ? "local" : "summa");
+                    ct_json_integer(&j, "n", n);
+                    ct_json_integer(&j, "nb", o.nb);
+                    ct_json_integer(&j, "p", o.p);
+                    ct_json_integer(&j, "q", o.q);
+                    ct_json_number(&j, "time_s", pr.time_s);
+                    ct_json_number(&j, "flops", flops);
+                    ct_json_number(&j, "gflops", gf);
+                    ct_json_bool(&j, "passed", pr.ok);
+                    ct_json_number(&j, "error_over_tolerance", pr.worst);
+                    ct_phases_json_stats(&j, "phase_stats", &pr.phases);
+                    ct_json_end(&j);
                 }
+                ct_phase_summary_free(&pr.phases);
             }
-    }
-    if (rank == 0) {
-        lp_blas_info bi;
-        lp_blas_identify(&bi);
-        ct_json j;
-        ct_json_start(&j, stdout, "result");
-        ct_json_string(&j, "verification", all_ok ? "passed" : "failed");
-        ct_json_open_object(&j, "figures");
-        ct_json_number(&j, "best_dgemm_gflops", best_d);
-        ct_json_close_object(&j);
-        ct_json_open_object(&j, "detail");
-        ct_json_integer(&j, "ranks", size);
-        ct_json_open_object(&j, "blas");
-        ct_json_string(&j, "library", bi.library);
-        ct_json_string(&j, "core", bi.core);
-        ct_json_string(&j, "config", bi.config);
-        ct_json_close_object(&j);
-        ct_json_close_object(&j);
-        ct_json_end(&j);
-    }
+        }
+    ct_mpi_result(sum.all_ok ? "passed" : "failed", result_figures, result_detail, &sum);
     lp_grid_free(&g);
-    MPI_Finalize();
-    return 0;
+    CT_MPI_CHECK(MPI_Finalize());
+    return sum.all_ok ? 0 : 1;
 }

@@ -7,26 +7,52 @@
  *
  * Verification: a combination passes when its scaled residual is below the threshold;
  * the run's verification is "passed" only if every combination that ran passed. A
- * negative threshold skips the check (as HPL) and makes the run "not-verified". */
+ * negative threshold skips the check (as HPL) and makes the run "not-verified".
+ *
+ * Memory: a combination is skipped, with its reason, when what its ranks need (matrix,
+ * solution, panel slots and work buffers: lp_problem_mem) exceeds the memory their host
+ * has available. An allocation that fails all the same stops every rank with a message
+ * naming the rank, the buffer and its size (ct_mpi_agree, ct_mpi_alloc), so a run never
+ * reports a combination it could not compute, whatever the threshold.
+ *
+ * --check-only --np N (for the launcher, before mpirun): parses the flags and the HPL.dat
+ * exactly as a run would and checks every process grid against N ranks, without starting
+ * MPI; prints nothing and exits 0, or prints one line "ct-linpack: <what, where>" on
+ * stderr and exits 2. */
 #define _POSIX_C_SOURCE 200809L
 #include "ct.h"
+#include "ct_opt.h"
 #include "lp.h"
 
 #include <float.h>
-#include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_SKIP 64
+#define REASON_LEN 256
+#define SKIP_LEN 320
 
+static const char *prog = "ct-linpack";
+
+/* What every rank runs: rank 0 reads the command line (the HPL.dat need only be readable
+ * there) and broadcasts it, so it holds no pointers. */
 typedef struct {
     lp_params prm;
     char dat[512], hpl_out[512];
-    int format;
-    uint64_t seed;
-    int inject_fault;
+    long seed;
+    int inject_fault, fail_alloc_rank;
 } options;
+
+/* The command line as given (pointers into argv). */
+typedef struct {
+    const char *dat, *hpl_out;
+    int format, help;
+    lp_list p, q;
+    int p_given, q_given;
+    ct_check_only check;
+} cmdline;
 
 static void usage(FILE *f)
 {
@@ -44,237 +70,229 @@ static void usage(FILE *f)
             "  --swap 0|1|2       bin-exch, long, mix;  --swap-threshold COLS\n"
             "  --seed S           matrix generator seed\n"
             "  --hpl-out FILE     HPL-format text output ('-' for stderr)\n"
-            "  --inject-fault     corrupt the factorisation (tests: the check must FAIL)\n");
+            "  --check-only --np N  check the arguments for N ranks without running (exit 0/2)\n"
+            "  --inject-fault     corrupt the factorisation (tests: the check must FAIL)\n"
+            "  --inject-alloc-failure RANK  the panel allocation fails on RANK (tests)\n");
 }
 
-static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
+static int parse_table(options *o, cmdline *c, int argc, char **argv, char *err, size_t errlen)
 {
-    enum { O_NB = 256, O_PMAP, O_THR, O_PFACT, O_NBMIN, O_NDIV, O_RFACT, O_BCAST, O_DEPTH,
-           O_SWAP, O_SWAPT, O_SEED, O_OUT, O_FAULT, O_DAT, O_FMT, O_HELP };
-    static const struct option longs[] = {
-        {"nb", required_argument, 0, O_NB},       {"pmap", required_argument, 0, O_PMAP},
-        {"threshold", required_argument, 0, O_THR}, {"pfact", required_argument, 0, O_PFACT},
-        {"nbmin", required_argument, 0, O_NBMIN}, {"ndiv", required_argument, 0, O_NDIV},
-        {"rfact", required_argument, 0, O_RFACT}, {"bcast", required_argument, 0, O_BCAST},
-        {"depth", required_argument, 0, O_DEPTH}, {"swap", required_argument, 0, O_SWAP},
-        {"swap-threshold", required_argument, 0, O_SWAPT},
-        {"seed", required_argument, 0, O_SEED},   {"hpl-out", required_argument, 0, O_OUT},
-        {"inject-fault", no_argument, 0, O_FAULT}, {"dat", required_argument, 0, O_DAT},
-        {"dat-format", required_argument, 0, O_FMT}, {"help", no_argument, 0, O_HELP},
-        {0, 0, 0, 0}};
-    /* first pass: the file, so that flags override it whatever their order */
-    o->seed = 42;
-    lp_params_defaults(&o->prm);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--dat-format") && i + 1 < argc) {
-            const char *v = argv[i + 1];
-            o->format = !strcmp(v, "1") ? 1 : !strcmp(v, "2") ? 2 : 0;
-            if (strcmp(v, "1") && strcmp(v, "2") && strcmp(v, "auto")) {
-                snprintf(err, errlen, "--dat-format: expected auto, 1 or 2, got '%s'", v);
-                return -1;
-            }
-        }
-    }
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--dat") && i + 1 < argc) {
-            snprintf(o->dat, sizeof o->dat, "%s", argv[i + 1]);
-            if (lp_dat_read(o->dat, o->format, &o->prm, err, errlen))
-                return -1;
-        }
+    static const char *const facts[] = {"L", "C", "R", NULL};
+    static const char *const pmaps[] = {"row", "col", NULL};
+    static const char *const formats[] = {"auto", "1", "2", NULL};
     lp_params *p = &o->prm;
-    int c, np_ = -1, nq_ = -1;
-    int pv[LP_MAX_PARAM], qv[LP_MAX_PARAM];
-    opterr = 0;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "N:P:Q:h", longs, NULL)) != -1) {
-        int rc = 0;
-        switch (c) {
-        case 'N': rc = lp_parse_list(optarg, 0, p->n, &p->nn, err, errlen); break;
-        case O_NB: rc = lp_parse_list(optarg, 0, p->nb, &p->nnb, err, errlen); break;
-        case 'P': rc = lp_parse_list(optarg, 0, pv, &np_, err, errlen); break;
-        case 'Q': rc = lp_parse_list(optarg, 0, qv, &nq_, err, errlen); break;
-        case O_PMAP:
-            if (!strcmp(optarg, "row") || !strcmp(optarg, "0"))
-                p->colmajor = 0;
-            else if (!strcmp(optarg, "col") || !strcmp(optarg, "1"))
-                p->colmajor = 1;
-            else {
-                snprintf(err, errlen, "--pmap: expected row or col, got '%s'", optarg);
-                rc = -1;
-            }
-            break;
-        case O_THR: {
-            char *end;
-            p->threshold = strtod(optarg, &end);
-            if (end == optarg || *end) {
-                snprintf(err, errlen, "--threshold: not a number: '%s'", optarg);
-                rc = -1;
-            }
-            break;
-        }
-        case O_PFACT: rc = lp_parse_list(optarg, 1, p->pfact, &p->npfact, err, errlen); break;
-        case O_NBMIN: rc = lp_parse_list(optarg, 0, p->nbmin, &p->nnbmin, err, errlen); break;
-        case O_NDIV: rc = lp_parse_list(optarg, 0, p->ndiv, &p->nndiv, err, errlen); break;
-        case O_RFACT: rc = lp_parse_list(optarg, 1, p->rfact, &p->nrfact, err, errlen); break;
-        case O_BCAST: rc = lp_parse_list(optarg, 0, p->bcast, &p->nbcast, err, errlen); break;
-        case O_DEPTH: rc = lp_parse_list(optarg, 0, p->depth, &p->ndepth, err, errlen); break;
-        case O_SWAP: {
-            long v;
-            if (ct_parse_long(optarg, &v) || v > 2) {
-                snprintf(err, errlen, "--swap: expected 0, 1 or 2, got '%s'", optarg);
-                rc = -1;
-            } else
-                p->swap = (int)v;
-            break;
-        }
-        case O_SWAPT: {
-            long v;
-            if (ct_parse_long(optarg, &v)) {
-                snprintf(err, errlen, "--swap-threshold: expected a column count, got '%s'", optarg);
-                rc = -1;
-            } else
-                p->swap_threshold = (int)v;
-            break;
-        }
-        case O_SEED: {
-            long v;
-            if (ct_parse_long(optarg, &v)) {
-                snprintf(err, errlen, "--seed: expected a non-negative integer, got '%s'", optarg);
-                rc = -1;
-            } else
-                o->seed = (uint64_t)v;
-            break;
-        }
-        case O_OUT: snprintf(o->hpl_out, sizeof o->hpl_out, "%s", optarg); break;
-        case O_FAULT: o->inject_fault = 1; break;
-        case O_DAT:
-        case O_FMT: break; /* handled above */
-        case 'h':
-        case O_HELP: usage(stdout); exit(0);
-        default:
-            snprintf(err, errlen, "unknown or incomplete option '%s'", argv[optind - 1]);
-            return -1;
-        }
-        if (rc)
-            return -1;
-    }
-    if (optind < argc) {
-        snprintf(err, errlen, "unexpected argument '%s'", argv[optind]);
+    ct_opt check[CT_CHECK_ONLY_NOPTS];
+    ct_check_only_options(&c->check, check);
+    const ct_opt table[] = {
+        {"--dat", CT_OPT_STRING, .dest = &c->dat},
+        {"--dat-format", CT_OPT_CHOICE, .dest = &c->format, .choices = formats},
+        {"-N", CT_OPT_CUSTOM, .dest = &p->n, .min = 0, .max = INT_MAX, .parse = lp_opt_list},
+        {"--nb", CT_OPT_CUSTOM, .dest = &p->nb, .min = 1, .max = INT_MAX, .parse = lp_opt_list},
+        {"-P", CT_OPT_CUSTOM, .dest = &c->p, .min = 1, .max = INT_MAX, .parse = lp_opt_list,
+         .seen = &c->p_given},
+        {"-Q", CT_OPT_CUSTOM, .dest = &c->q, .min = 1, .max = INT_MAX, .parse = lp_opt_list,
+         .seen = &c->q_given},
+        {"--pmap", CT_OPT_CHOICE, .dest = &p->colmajor, .choices = pmaps},
+        {"--threshold", CT_OPT_NUMBER, .dest = &p->threshold},
+        {"--pfact", CT_OPT_CUSTOM, .dest = &p->pfact, .min = 0, .max = 2, .choices = facts,
+         .parse = lp_opt_list},
+        {"--nbmin", CT_OPT_CUSTOM, .dest = &p->nbmin, .min = 1, .max = INT_MAX,
+         .parse = lp_opt_list},
+        {"--ndiv", CT_OPT_CUSTOM, .dest = &p->ndiv, .min = 2, .max = INT_MAX,
+         .parse = lp_opt_list},
+        {"--rfact", CT_OPT_CUSTOM, .dest = &p->rfact, .min = 0, .max = 2, .choices = facts,
+         .parse = lp_opt_list},
+        {"--bcast", CT_OPT_CUSTOM, .dest = &p->bcast, .min = 0, .max = 5, .parse = lp_opt_list},
+        {"--depth", CT_OPT_CUSTOM, .dest = &p->depth, .min = 0, .max = INT_MAX,
+         .parse = lp_opt_list},
+        {"--swap", CT_OPT_INT, .dest = &p->swap, .min = 0, .max = 2},
+        {"--swap-threshold", CT_OPT_INT, .dest = &p->swap_threshold, .min = 0, .max = INT_MAX},
+        {"--seed", CT_OPT_LONG, .dest = &o->seed, .min = 0, .max = LONG_MAX},
+        {"--hpl-out", CT_OPT_STRING, .dest = &c->hpl_out},
+        {"--inject-fault", CT_OPT_FLAG, .dest = &o->inject_fault},
+        {"--inject-alloc-failure", CT_OPT_INT, .dest = &o->fail_alloc_rank, .min = 0,
+         .max = INT_MAX},
+        {"--help", CT_OPT_FLAG, .dest = &c->help},
+        {"-h", CT_OPT_FLAG, .dest = &c->help},
+        {NULL, CT_OPT_TABLE, .table = check},
+        {.type = CT_OPT_END},
+    };
+    return ct_opt_parse(table, argc, argv, err, errlen);
+}
+
+static int copy_path(char *dst, size_t len, const char *src, const char *flag, char *err,
+                     size_t errlen)
+{
+    if (snprintf(dst, len, "%s", src ? src : "") < (int)len)
+        return 0;
+    snprintf(err, errlen, "%s: %s: path longer than %zu characters", prog, flag, len - 1);
+    return -1;
+}
+
+/* Flags override the HPL.dat whatever their order: a first pass checks every flag and
+ * finds the file, which is read, and a second pass lays the flags over it. Returns 0, or
+ * -1 with one line "ct-linpack: ..." in err (c->help and c->check are set even so). */
+static int parse_options(int argc, char **argv, options *o, cmdline *c, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    memset(c, 0, sizeof *c);
+    o->seed = 42;
+    o->fail_alloc_rank = -1;
+    lp_params_defaults(&o->prm);
+    options scratch = *o;
+    if (parse_table(&scratch, c, argc, argv, err, errlen))
+        return -1;
+    char why[512];
+    if (c->dat && lp_dat_read(c->dat, c->format, &o->prm, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", prog, why);
         return -1;
     }
-    if (np_ >= 0 || nq_ >= 0) {
-        if (np_ < 0 || nq_ < 0 || np_ != nq_) {
-            snprintf(err, errlen, "-P and -Q must be given together with the same number of values");
+    parse_table(o, c, argc, argv, err, errlen); /* accepted by the first pass */
+    if (c->p_given || c->q_given) {
+        if (!c->p_given || !c->q_given || c->p.count != c->q.count) {
+            snprintf(err, errlen, "%s: -P/-Q: give both, with as many values each", prog);
             return -1;
         }
-        p->npq = np_;
-        memcpy(p->p, pv, sizeof pv);
-        memcpy(p->q, qv, sizeof qv);
+        o->prm.p = c->p;
+        o->prm.q = c->q;
+        snprintf(o->prm.pq_from, sizeof o->prm.pq_from, "-P/-Q");
     }
-    return 0;
+    if (ct_check_only_validate(&c->check, prog, err, errlen))
+        return -1;
+    return copy_path(o->dat, sizeof o->dat, c->dat, "--dat", err, errlen) ||
+                   copy_path(o->hpl_out, sizeof o->hpl_out, c->hpl_out, "--hpl-out", err, errlen)
+               ? -1
+               : 0;
 }
 
-/* Why a combination cannot run, or NULL. */
+/* Why a grid cannot run on nprocs ranks (the combinations on it are skipped), or NULL. */
+static const char *illegal(int p, int q, int nprocs)
+{
+    static char why[160];
+    if ((long long)p * q > nprocs) {
+        snprintf(why, sizeof why,
+                 "grid %d x %d (P*Q=%lld) needs more than the %d processes available", p, q,
+                 (long long)p * q, nprocs);
+        return why;
+    }
+    if (p > LP_MAX_GRID_DIM || q > LP_MAX_GRID_DIM)
+        return "P and Q above 32 are not supported";
+    return NULL;
+}
+
+/* --inject-alloc-failure names a rank the run does not have. */
+static int alloc_rank_missing(const options *o, int nprocs, char *err, size_t errlen)
+{
+    if (o->fail_alloc_rank < nprocs)
+        return 0;
+    snprintf(err, errlen, "%s: --inject-alloc-failure: rank %d is not among the %d ranks", prog,
+             o->fail_alloc_rank, nprocs);
+    return 1;
+}
+
+/* --check-only: what a run on np ranks would stop at, or skip a grid for; NULL if none. */
+static const char *check_only(const options *o, int np, char *line, size_t len)
+{
+    if (alloc_rank_missing(o, np, line, len))
+        return line;
+    for (int i = 0; i < o->prm.p.count; i++) {
+        const char *why = illegal(o->prm.p.v[i], o->prm.q.v[i], np);
+        if (why) {
+            snprintf(line, len, "%s: %s: %s", prog, o->prm.pq_from, why);
+            return line;
+        }
+    }
+    return NULL;
+}
+
 /* A barrier that yields while it waits (MPICH's blocking collectives spin, which starves
  * the ranks still working when ranks outnumber the cores). */
 static void barrier(MPI_Comm comm)
 {
     MPI_Request rq;
-    MPI_Ibarrier(comm, &rq);
+    CT_MPI_CHECK(MPI_Ibarrier(comm, &rq));
     lp_wait_all(1, &rq);
-}
-
-static const char *illegal(const lp_algo *a, int nprocs)
-{
-    static char why[160];
-    if (a->n < 0)
-        return "N must be at least 0";
-    if (a->nb < 1)
-        return "NB must be at least 1";
-    if (a->p < 1 || a->q < 1)
-        return "P and Q must be at least 1";
-    if (a->p * a->q > nprocs) {
-        snprintf(why, sizeof why, "P*Q=%d needs more than the %d processes available", a->p * a->q,
-                 nprocs);
-        return why;
-    }
-    if (a->p > LP_MAX_GRID_DIM || a->q > LP_MAX_GRID_DIM)
-        return "P and Q above 32 are not supported";
-    if (a->nbmin < 1)
-        return "NBMIN must be at least 1";
-    if (a->ndiv < 2)
-        return "NDIV must be at least 2";
-    if (a->depth < 0)
-        return "DEPTH must be at least 0";
-    if (a->pfact < 0 || a->pfact > 2 || a->rfact < 0 || a->rfact > 2)
-        return "PFACT and RFACT must be 0, 1 or 2";
-    if (a->bcast < 0 || a->bcast > 5)
-        return "BCAST must be 0..5";
-    return NULL;
 }
 
 typedef struct {
     double time_s, gflops, resid, norms[4], xsum;
     int passed, checked;
-    lp_stats *ranks; /* per rank, on rank 0 */
-    int nranks;
+    ct_phase_summary phases, traffic; /* per rank, on rank 0 */
 } outcome;
 
 /* The grid's communicators, kept from one combination to the next while P, Q and PMAP
  * stay (grids are the outermost loop): creating them takes several blocking collectives,
- * which cost more than a small factorisation when ranks outnumber the cores. */
+ * which cost more than a small factorisation when ranks outnumber the cores. grid_host
+ * holds the ranks of the grid that share a host, whose memory they share. */
 static lp_grid grid;
+static MPI_Comm grid_host;
 static int grid_p, grid_q, grid_colmajor, grid_in = -1;
+
+static void grid_free(void)
+{
+    if (grid_in == 1)
+        CT_MPI_CHECK(MPI_Comm_free(&grid_host));
+    if (grid_in >= 0)
+        lp_grid_free(&grid);
+}
 
 static int grid_for(const lp_algo *al)
 {
     if (grid_in >= 0 && grid_p == al->p && grid_q == al->q && grid_colmajor == al->colmajor)
         return grid_in;
-    if (grid_in >= 0)
-        lp_grid_free(&grid);
+    grid_free();
     grid_in = lp_grid_init(&grid, MPI_COMM_WORLD, al->p, al->q, al->colmajor);
+    if (grid_in)
+        CT_MPI_CHECK(
+            MPI_Comm_split_type(grid.all, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &grid_host));
     grid_p = al->p;
     grid_q = al->q;
     grid_colmajor = al->colmajor;
     return grid_in;
 }
 
-/* Runs one combination on the ranks of the grid; returns 0, or -1 when memory could
- * not be allocated (then reason is set). Ranks outside the grid return at once. */
+/* Whether every host has the memory its ranks need for the combination; if not, why. */
+static int fits(const lp_problem *pb, char *reason, size_t rlen)
+{
+    lp_mem m = lp_problem_mem(pb);
+    double host_need = m.total;
+    MPI_Request rq;
+    CT_MPI_CHECK(
+        MPI_Iallreduce(MPI_IN_PLACE, &host_need, 1, MPI_DOUBLE, MPI_SUM, grid_host, &rq));
+    lp_wait_all(1, &rq);
+    double avail = ct_mem_available();
+    /* the worst host's need over what it has, and the largest rank's share of each part */
+    double worst[5] = {avail > 0 ? host_need / avail : 0.0, m.total, m.matrix, m.panels, m.work};
+    CT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, worst, 5, MPI_DOUBLE, MPI_MAX, grid.all, &rq));
+    lp_wait_all(1, &rq);
+    if (worst[0] <= 1.0)
+        return 1;
+    snprintf(reason, rlen,
+             "does not fit in memory: up to %.1f MB per rank (matrix %.1f, panels %.1f, work "
+             "%.1f MB), %.3g times what a host has available",
+             worst[1] / 1e6, worst[2] / 1e6, worst[3] / 1e6, worst[4] / 1e6, worst[0]);
+    return 0;
+}
+
+/* Runs one combination on the ranks of the grid; returns 0, or -1 when it does not fit
+ * (then reason is set). Ranks outside the grid return at once. */
 static int run_one(const lp_algo *al, outcome *out, char *reason, size_t rlen)
 {
     if (!grid_for(al))
         return 0;
-    lp_grid g = grid;
-    lp_problem pb = {.algo = al, .grid = &g, .n = al->n, .nb = al->nb};
-    pb.mloc = lp_numroc(al->n, al->nb, g.myrow, g.nprow);
-    pb.nloc = lp_numroc(al->n + 1, al->nb, g.mycol, g.npcol);
-    int lda = pb.mloc > 0 ? pb.mloc : 1;
-    lda = (lda + 7) / 8 * 8;
-    if (lda % 512 == 0)
-        lda += 8; /* avoid a power-of-two stride between columns */
-    pb.lda = lda;
-    size_t bytes = ((size_t)lda * (size_t)(pb.nloc > 0 ? pb.nloc : 1) * sizeof(double) + 63) / 64 * 64;
-    pb.a = aligned_alloc(64, bytes);
-    pb.x = malloc(((size_t)al->n + 1) * sizeof(double));
-    int ok = pb.a && pb.x, all_ok;
-    MPI_Request rq;
-    MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, g.all, &rq);
-    lp_wait_all(1, &rq);
-    if (!all_ok) {
-        snprintf(reason, rlen, "cannot allocate the local matrix (%.1f MB on some rank)",
-                 (double)bytes / 1e6);
-        free(pb.a);
-        free(pb.x);
+    lp_problem pb;
+    lp_problem_init(&pb, al, &grid);
+    if (!fits(&pb, reason, rlen))
         return -1;
-    }
-    lp_matgen(&g, al->n, al->nb, al->seed, pb.a, lda);
-    memset(&lp_stat, 0, sizeof lp_stat);
-    barrier(g.all);
+    lp_problem_alloc(&pb);
+    lp_matgen(&grid, al->n, al->nb, al->seed, pb.a, pb.lda);
+    lp_stats_reset();
+    barrier(grid.all);
     double t0 = MPI_Wtime();
     lp_pgesv(&pb);
     double t = MPI_Wtime() - t0;
-    MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, g.all, &rq);
+    MPI_Request rq;
+    CT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, grid.all, &rq));
     lp_wait_all(1, &rq);
     out->time_s = t;
     double nn = (double)al->n;
@@ -287,16 +305,9 @@ static int run_one(const lp_algo *al, outcome *out, char *reason, size_t rlen)
     out->xsum = 0.0;
     for (int i = 0; i < al->n; i++)
         out->xsum += pb.x[i];
-    int size;
-    MPI_Comm_size(g.all, &size);
-    out->nranks = size;
-    out->ranks = g.rank == 0 ? malloc((size_t)size * sizeof(lp_stats)) : NULL;
-    MPI_Igather(&lp_stat, (int)sizeof lp_stat, MPI_BYTE, out->ranks, (int)sizeof lp_stat, MPI_BYTE,
-                0, g.all, &rq);
-    lp_wait_all(1, &rq);
-    free(pb.a);
-    free(pb.x);
-    free(pb.work);
+    ct_phases_reduce(&lp_phases, grid.all, 0, &out->phases);
+    ct_phases_reduce(&lp_traffic, grid.all, 0, &out->traffic);
+    lp_problem_free(&pb);
     return 0;
 }
 
@@ -350,21 +361,17 @@ static void json_sample(const lp_algo *a, const outcome *o)
     ct_json_close_object(&j);
     ct_json_number(&j, "x_sum", o->xsum);
     ct_json_bool(&j, "fault_injected", a->inject_fault);
-    /* per-rank phases (seconds), traffic, and the derived maxima / imbalance */
-    ct_json_open_object(&j, "phases");
-    for (int ph = 0; ph < LP_T_NPHASE; ph++) {
-        ct_json_open_array(&j, lp_phase_names[ph]);
-        for (int r = 0; r < o->nranks; r++)
-            ct_json_number(&j, NULL, o->ranks[r].t[ph]);
-        ct_json_close_array(&j);
-    }
-    ct_json_close_object(&j);
+    /* per-rank phases (seconds) and their spread, traffic, and the load imbalance */
+    ct_phases_json_per_rank(&j, "phases", &o->phases);
+    ct_phases_json_stats(&j, "phase_stats", &o->phases);
     ct_json_open_array(&j, "bytes_sent");
     double total = 0.0, busy_max = 0.0, busy_sum = 0.0;
-    for (int r = 0; r < o->nranks; r++) {
-        ct_json_number(&j, NULL, o->ranks[r].bytes_sent);
-        total += o->ranks[r].bytes_sent;
-        double busy = o->ranks[r].t[LP_T_PFACT] + o->ranks[r].t[LP_T_UPDATE];
+    int n = o->phases.nranks;
+    for (int r = 0; r < n; r++) {
+        ct_json_number(&j, NULL, o->traffic.per_rank[r]);
+        total += o->traffic.per_rank[r];
+        const double *t = o->phases.per_rank + (size_t)r * LP_T_NPHASE;
+        double busy = t[LP_T_PFACT] + t[LP_T_UPDATE];
         busy_sum += busy;
         if (busy > busy_max)
             busy_max = busy;
@@ -372,42 +379,91 @@ static void json_sample(const lp_algo *a, const outcome *o)
     ct_json_close_array(&j);
     ct_json_number(&j, "bytes_total", total);
     /* load imbalance: max over ranks of compute time (pfact + update) / mean - 1 */
-    ct_json_number(&j, "load_imbalance",
-                   busy_sum > 0 ? busy_max / (busy_sum / o->nranks) - 1.0 : 0.0);
+    ct_json_number(&j, "load_imbalance", busy_sum > 0 ? busy_max / (busy_sum / n) - 1.0 : 0.0);
     ct_json_end(&j);
+}
+
+/* What the result line reports, on rank 0. */
+typedef struct {
+    const options *o;
+    int total, npass, nfail, nskip;
+    double best;
+    const char *hpl_out;
+    char (*skipped)[SKIP_LEN];
+} summary;
+
+static void result_figures(ct_json *j, const void *arg)
+{
+    const summary *s = arg;
+    ct_json_integer(j, "tests", s->total);
+    ct_json_integer(j, "passed", s->npass);
+    ct_json_integer(j, "failed", s->nfail);
+    ct_json_integer(j, "skipped", s->nskip);
+    ct_json_number(j, "best_gflops", s->best);
+}
+
+static void result_detail(ct_json *j, const void *arg)
+{
+    const summary *s = arg;
+    const options *o = s->o;
+    lp_blas_json(j);
+    ct_json_string(j, "dat", o->dat);
+    if (o->dat[0])
+        ct_json_integer(j, "dat_format", o->prm.format);
+    ct_json_string(j, "hpl_out", s->hpl_out);
+    ct_json_integer(j, "seed", o->seed);
+    ct_json_open_array(j, "warnings");
+    for (int i = 0; i < o->prm.nwarn; i++)
+        ct_json_string(j, NULL, o->prm.warn[i]);
+    ct_json_close_array(j);
+    ct_json_open_array(j, "skipped");
+    for (int i = 0; i < s->nskip && i < MAX_SKIP; i++)
+        ct_json_string(j, NULL, s->skipped[i]);
+    ct_json_close_array(j);
 }
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    static options o; /* large (every list and warning), and broadcast as it is */
+    cmdline c;
+    char err[1024];
+    prog = ct_basename(argv[0]);
+    /* every process reads the command line before MPI starts, so that --check-only and
+     * --help never start it; in a run, rank 0's reading is the one that counts */
+    int bad = parse_options(argc, argv, &o, &c, err, sizeof err) != 0;
+    if (c.help) {
+        usage(stdout);
+        return 0;
+    }
+    if (c.check.on)
+        return ct_check_only_exit(bad ? err : check_only(&o, c.check.np, err, sizeof err));
+    ct_mpi_init(&argc, &argv);
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    options *o = calloc(1, sizeof *o);
-    char err[512] = "";
-    int bad = 0;
-    if (rank == 0)
-        bad = parse_options(argc, argv, o, err, sizeof err) != 0;
-    MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    CT_MPI_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (!bad) {
+        CT_MPI_CHECK(MPI_Bcast(&o, (int)sizeof o, MPI_BYTE, 0, MPI_COMM_WORLD));
+        bad = alloc_rank_missing(&o, size, err, sizeof err);
+    }
     if (bad) {
         if (rank == 0)
             ct_report_error("%s", err);
-        MPI_Finalize();
-        return 2;
+        CT_MPI_CHECK(MPI_Finalize());
+        return CT_EXIT_USAGE;
     }
-    MPI_Bcast(o, (int)sizeof *o, MPI_BYTE, 0, MPI_COMM_WORLD);
-    lp_params *p = &o->prm;
+    lp_params *p = &o.prm;
 
     FILE *txt = NULL;
     char txt_name[512] = "";
     if (rank == 0) {
-        if (o->hpl_out[0] && strcmp(o->hpl_out, "-"))
-            snprintf(txt_name, sizeof txt_name, "%s", o->hpl_out);
-        else if (!o->hpl_out[0] && o->dat[0] && p->device != 6 && p->device != 7)
+        if (o.hpl_out[0] && strcmp(o.hpl_out, "-"))
+            snprintf(txt_name, sizeof txt_name, "%s", o.hpl_out);
+        else if (!o.hpl_out[0] && o.dat[0] && p->device != 6 && p->device != 7)
             snprintf(txt_name, sizeof txt_name, "%s", p->out_name);
         txt = txt_name[0] ? fopen(txt_name, "w") : stderr;
         if (!txt) {
-            ct_report_error("cannot open HPL output file %s", txt_name);
+            ct_report_error("%s: cannot open HPL output file %s", prog, txt_name);
             txt = stderr;
         }
         for (int i = 0; i < p->nwarn; i++)
@@ -415,37 +471,37 @@ int main(int argc, char **argv)
         lp_out_header(txt, p);
     }
 
-    int total = 0, npass = 0, nfail = 0, nskip = 0;
-    double best = 0.0;
-    char skipped[MAX_SKIP][200];
-    for (int ig = 0; ig < p->npq; ig++)
-        for (int in = 0; in < p->nn; in++)
-            for (int inb = 0; inb < p->nnb; inb++)
-                for (int id = 0; id < p->ndepth; id++)
-                    for (int ib = 0; ib < p->nbcast; ib++)
-                        for (int ir = 0; ir < p->nrfact; ir++)
-                            for (int iv = 0; iv < p->nndiv; iv++)
-                                for (int im = 0; im < p->nnbmin; im++)
-                                    for (int ipf = 0; ipf < p->npfact; ipf++) {
-        lp_algo a = {.n = p->n[in], .nb = p->nb[inb], .p = p->p[ig], .q = p->q[ig],
-                     .colmajor = p->colmajor, .pfact = p->pfact[ipf], .nbmin = p->nbmin[im],
-                     .ndiv = p->ndiv[iv], .rfact = p->rfact[ir], .bcast = p->bcast[ib],
-                     .depth = p->depth[id], .swap = p->swap, .swap_threshold = p->swap_threshold,
-                     .threshold = p->threshold, .seed = o->seed, .inject_fault = o->inject_fault};
-        total++;
-        char reason[200] = "";
-        const char *why = illegal(&a, size);
+    static char skipped[MAX_SKIP][SKIP_LEN];
+    summary sum = {.o = &o, .hpl_out = txt_name[0] ? txt_name : "stderr", .skipped = skipped};
+    for (int ig = 0; ig < p->p.count; ig++)
+        for (int in = 0; in < p->n.count; in++)
+            for (int inb = 0; inb < p->nb.count; inb++)
+                for (int id = 0; id < p->depth.count; id++)
+                    for (int ib = 0; ib < p->bcast.count; ib++)
+                        for (int ir = 0; ir < p->rfact.count; ir++)
+                            for (int iv = 0; iv < p->ndiv.count; iv++)
+                                for (int im = 0; im < p->nbmin.count; im++)
+                                    for (int ipf = 0; ipf < p->pfact.count; ipf++) {
+        lp_algo a = {.n = p->n.v[in], .nb = p->nb.v[inb], .p = p->p.v[ig], .q = p->q.v[ig],
+                     .colmajor = p->colmajor, .pfact = p->pfact.v[ipf], .nbmin = p->nbmin.v[im],
+                     .ndiv = p->ndiv.v[iv], .rfact = p->rfact.v[ir], .bcast = p->bcast.v[ib],
+                     .depth = p->depth.v[id], .swap = p->swap, .swap_threshold = p->swap_threshold,
+                     .threshold = p->threshold, .seed = (uint64_t)o.seed,
+                     .inject_fault = o.inject_fault, .fail_alloc_rank = o.fail_alloc_rank};
+        sum.total++;
+        char reason[REASON_LEN] = "";
+        const char *why = illegal(a.p, a.q, size);
         outcome oc = {0};
         if (!why && run_one(&a, &oc, reason, sizeof reason))
             why = reason;
         if (why) {
-            nskip++;
+            sum.nskip++;
             if (rank == 0) {
                 lp_out_skip(txt, &a, why);
                 char code[16];
                 lp_variant_code(&a, code);
-                if (nskip <= MAX_SKIP)
-                    snprintf(skipped[nskip - 1], sizeof skipped[0], "%s N=%d NB=%d P=%d Q=%d: %s",
+                if (sum.nskip <= MAX_SKIP)
+                    snprintf(skipped[sum.nskip - 1], SKIP_LEN, "%s N=%d NB=%d P=%d Q=%d: %s",
                              code, a.n, a.nb, a.p, a.q, why);
             }
             barrier(MPI_COMM_WORLD);
@@ -457,75 +513,34 @@ int main(int argc, char **argv)
                 lp_out_residual(txt, oc.resid, a.threshold, oc.passed, oc.norms, DBL_EPSILON / 2);
             json_sample(&a, &oc);
             if (oc.checked && oc.passed)
-                npass++;
+                sum.npass++;
             else if (oc.checked)
-                nfail++;
-            if (oc.gflops > best && (!oc.checked || oc.passed))
-                best = oc.gflops;
-            free(oc.ranks);
+                sum.nfail++;
+            if (oc.gflops > sum.best && (!oc.checked || oc.passed))
+                sum.best = oc.gflops;
         }
+        ct_phase_summary_free(&oc.phases);
+        ct_phase_summary_free(&oc.traffic);
         barrier(MPI_COMM_WORLD);
     }
 
-    if (grid_in >= 0)
-        lp_grid_free(&grid);
-    int measured = nskip < total;
+    grid_free();
+    int measured = sum.nskip < sum.total;
     if (rank == 0) {
-        lp_out_summary(txt, total, npass, nfail, nskip);
-        lp_blas_info bi;
-        lp_blas_identify(&bi);
-        char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-        int len;
-        MPI_Get_library_version(lib, &len);
-        lib[strcspn(lib, "\r\n")] = '\0';
-        int ran = npass + nfail;
-        const char *verdict = nfail > 0                        ? "failed"
+        lp_out_summary(txt, sum.total, sum.npass, sum.nfail, sum.nskip);
+        int ran = sum.npass + sum.nfail;
+        const char *verdict = sum.nfail > 0                    ? "failed"
                               : ran > 0 && p->threshold >= 0.0 ? "passed"
                                                                : "not-verified";
-        ct_json j;
-        ct_json_start(&j, stdout, "result");
-        ct_json_string(&j, "verification", verdict);
-        ct_json_open_object(&j, "figures");
-        ct_json_integer(&j, "tests", total);
-        ct_json_integer(&j, "passed", npass);
-        ct_json_integer(&j, "failed", nfail);
-        ct_json_integer(&j, "skipped", nskip);
-        ct_json_number(&j, "best_gflops", best);
-        ct_json_close_object(&j);
-        ct_json_open_object(&j, "detail");
-        ct_json_integer(&j, "ranks", size);
-        ct_json_string(&j, "mpi_library", lib);
-        ct_json_open_object(&j, "blas");
-        ct_json_string(&j, "library", bi.library);
-        ct_json_string(&j, "core", bi.core);
-        ct_json_string(&j, "config", bi.config);
-        const char *ct = getenv("OPENBLAS_CORETYPE"), *nt = getenv("OPENBLAS_NUM_THREADS");
-        ct_json_string(&j, "openblas_coretype_env", ct ? ct : "");
-        ct_json_string(&j, "openblas_num_threads_env", nt ? nt : "");
-        ct_json_close_object(&j);
-        ct_json_string(&j, "dat", o->dat);
-        if (o->dat[0])
-            ct_json_integer(&j, "dat_format", p->format);
-        ct_json_string(&j, "hpl_out", txt_name[0] ? txt_name : "stderr");
-        ct_json_integer(&j, "seed", (long long)o->seed);
-        ct_json_open_array(&j, "warnings");
-        for (int i = 0; i < p->nwarn; i++)
-            ct_json_string(&j, NULL, p->warn[i]);
-        ct_json_close_array(&j);
-        ct_json_open_array(&j, "skipped");
-        for (int i = 0; i < nskip && i < MAX_SKIP; i++)
-            ct_json_string(&j, NULL, skipped[i]);
-        ct_json_close_array(&j);
-        ct_json_close_object(&j);
-        ct_json_end(&j);
+        ct_mpi_result(verdict, result_figures, result_detail, &sum);
         if (txt != stderr)
             fclose(txt);
         /* HPL counts a run of skips as a run; a measurement that measured nothing is not */
         if (!measured)
-            ct_report_error("no combination ran (%d of %d skipped)%s%s", nskip, total,
-                            total > 0 ? "; first: " : "", total > 0 ? skipped[0] : "");
+            ct_report_error("%s: no combination ran (%d of %d skipped)%s%s", prog, sum.nskip,
+                            sum.total, sum.total > 0 ? "; first: " : "",
+                            sum.total > 0 ? skipped[0] : "");
     }
-    free(o);
-    MPI_Finalize();
+    CT_MPI_CHECK(MPI_Finalize());
     return measured ? 0 : 1;
 }

@@ -20,7 +20,10 @@
 #ifndef LP_H
 #define LP_H
 
-#include <mpi.h>
+#include "ct_mpi.h"
+#include "ct_opt.h"
+#include "ct_phase.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,20 +35,20 @@ enum lp_fact { LP_LEFT = 0, LP_CROUT = 1, LP_RIGHT = 2 };
 enum lp_bcast { LP_1RING = 0, LP_1RINGM = 1, LP_2RING = 2, LP_2RINGM = 3, LP_LONG = 4, LP_LONGM = 5 };
 enum lp_swap { LP_SWAP_BINEXCH = 0, LP_SWAP_LONG = 1, LP_SWAP_MIX = 2 };
 
+/* One HPL.dat list line, or the value of one list flag. */
+typedef struct {
+    int count, v[LP_MAX_PARAM];
+} lp_list;
+
 /* Everything one HPL.dat (or one set of flags) asks for: lists whose Cartesian product
  * is run, plus the scalars that apply to every run. */
 typedef struct {
-    int nn, n[LP_MAX_PARAM];
-    int nnb, nb[LP_MAX_PARAM];
+    lp_list n, nb;
     int colmajor; /* PMAP: 0 row-major, 1 column-major */
-    int npq, p[LP_MAX_PARAM], q[LP_MAX_PARAM];
+    lp_list p, q; /* paired: grid i is p.v[i] x q.v[i] */
+    char pq_from[300]; /* where the grids come from, for messages: a flag or file:line */
     double threshold;
-    int npfact, pfact[LP_MAX_PARAM];
-    int nnbmin, nbmin[LP_MAX_PARAM];
-    int nndiv, ndiv[LP_MAX_PARAM];
-    int nrfact, rfact[LP_MAX_PARAM];
-    int nbcast, bcast[LP_MAX_PARAM];
-    int ndepth, depth[LP_MAX_PARAM];
+    lp_list pfact, nbmin, ndiv, rfact, bcast, depth;
     int swap, swap_threshold;
     int l1_notrans, u_notrans, equil, align; /* read and echoed; layout is fixed (see docs) */
     char out_name[256];
@@ -59,8 +62,10 @@ typedef struct {
  * message naming file and line in err. */
 int lp_dat_read(const char *path, int format, lp_params *prm, char *err, size_t errlen);
 void lp_params_defaults(lp_params *prm);
-/* Parses a comma-separated list of integers (or letters L/C/R for factorisations). */
-int lp_parse_list(const char *text, int letters, int *vals, int *count, char *err, size_t errlen);
+/* CT_OPT_CUSTOM parser of a list flag into the lp_list at opt->dest: comma-separated
+ * integers in [opt->min, opt->max] (no upper bound from INT_MAX on) or, if opt->choices
+ * is set, those words (any case) standing for their index. */
+int lp_opt_list(const ct_opt *opt, const char *text, char *expected, size_t len);
 
 /* One run's algorithm choices. */
 typedef struct {
@@ -68,7 +73,8 @@ typedef struct {
     int pfact, nbmin, ndiv, rfact, bcast, depth, swap, swap_threshold;
     double threshold;
     uint64_t seed;
-    int inject_fault;
+    int inject_fault;    /* corrupt the factorisation (tests) */
+    int fail_alloc_rank; /* this world rank's panel allocation fails (tests); -1: none */
 } lp_algo;
 
 void lp_variant_code(const lp_algo *a, char code[16]); /* e.g. WR11C2R4 */
@@ -91,18 +97,23 @@ static inline int lp_l2g(int l, int nb, int iproc, int nprocs)
     return ((l / nb) * nprocs + iproc) * nb + l % nb;
 }
 
+/* splitmix64 finaliser: a counter-based generator, so any element can be produced
+ * independently of the others (parallel, layout-free generation). */
+static inline uint64_t lp_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
 /* Fills the local part of [A | b] (N x N+1) from the seed; element (i, j) depends on
  * (seed, N, i, j) only, so every P x Q and NB sees the same system. */
 void lp_matgen(const lp_grid *g, int n, int nb, uint64_t seed, double *a, int lda);
 
-/* Per-rank phase timers (seconds) and traffic. */
+/* Per-rank phase times (seconds) and traffic (bytes sent) of the running combination. */
 enum { LP_T_PFACT, LP_T_BCAST, LP_T_SWAP, LP_T_UPDATE, LP_T_WAIT, LP_T_SOLVE, LP_T_NPHASE };
-typedef struct {
-    double t[LP_T_NPHASE];
-    double bytes_sent;
-} lp_stats;
-extern lp_stats lp_stat;
-extern const char *const lp_phase_names[LP_T_NPHASE];
+extern ct_phases lp_phases, lp_traffic;
+void lp_stats_reset(void);
 void lp_count_send(double bytes);
 
 /* --- panel and its row broadcast --- */
@@ -151,14 +162,26 @@ typedef struct {
     const lp_grid *grid;
     int n, nb, mloc, nloc, lda;
     double *a;
-    double *work; /* U rows and swap buffers */
-    size_t work_cap;
-    double *x;    /* solution, replicated */
+    double *x;      /* solution, replicated */
+    lp_panel *slot; /* depth + 2 panels: broadcast buffers in flight */
+    int nslots;
+    double *work;   /* U rows and swap buffers (several process rows only) */
 } lp_problem;
 
+/* Bytes one rank needs for a combination: what lp_problem_alloc allocates. */
+typedef struct {
+    double matrix, x, panels, work, total;
+} lp_mem;
+
+/* Local sizes of the combination on this rank of the grid; allocates nothing. */
+void lp_problem_init(lp_problem *pb, const lp_algo *al, const lp_grid *g);
+lp_mem lp_problem_mem(const lp_problem *pb);
+/* Collective over the grid: allocates everything the factorisation and the solve use;
+ * if any rank fails, every rank reports it and the job aborts (ct_mpi_agree). */
+void lp_problem_alloc(lp_problem *pb);
+void lp_problem_free(lp_problem *pb);
+
 void lp_panel_setup(lp_panel *pn, const lp_problem *pb, int k);
-int lp_panel_alloc(lp_panel *pn, const lp_problem *pb);
-void lp_panel_free(lp_panel *pn);
 void lp_pfact(lp_problem *pb, lp_panel *pn);
 void lp_bcast_start(lp_panel *pn, const lp_problem *pb);
 void lp_bcast_progress(lp_panel *pn);
@@ -168,7 +191,7 @@ void lp_wait_all(int count, MPI_Request *reqs); /* waits while progressing broad
 void lp_idle(void);
 void lp_panel_unpack(lp_panel *pn);
 void lp_update(lp_problem *pb, lp_panel *pn, int lc0, int lc1, int chunked);
-int lp_pgesv(lp_problem *pb);
+void lp_pgesv(lp_problem *pb);
 void lp_verify(lp_problem *pb, double *resid, double norms[4]);
 
 /* --- BLAS (Fortran interface, resolved through libblas.so.3 so any Debian BLAS
@@ -185,12 +208,10 @@ void lp_dtrsv(char uplo, char ta, char diag, int n, const double *a, int lda, do
 void lp_dscal(int n, double alpha, double *x, int incx);
 int lp_idamax(int n, const double *x, int incx); /* 0-based */
 void lp_dswap(int n, double *x, int incx, double *y, int incy);
-typedef struct {
-    char library[512]; /* shared object that provides dgemm_ */
-    char core[64];     /* OpenBLAS core name, or "" */
-    char config[256];  /* OpenBLAS/BLIS configuration string, or "" */
-} lp_blas_info;
-void lp_blas_identify(lp_blas_info *info);
+/* "blas":{library, core, config, the OPENBLAS_* environment} of a result's detail: the
+ * BLAS that ran (the shared object providing dgemm_, OpenBLAS core and configuration or
+ * BLIS version and architecture). */
+void lp_blas_json(ct_json *j);
 
 /* --- HPL-format text output --- */
 void lp_out_header(FILE *f, const lp_params *prm);

@@ -131,10 +131,12 @@ static void post_phase(lp_bcprog *pr)
     for (int i = 0; i < p->nreq; i++) {
         double *at = pr->buf + p->off[i];
         if (p->is_send[i]) {
-            MPI_Isend(at, (int)p->len[i], MPI_DOUBLE, p->peer[i], pr->tag, pr->comm, &pr->req[i]);
+            CT_MPI_CHECK(MPI_Isend(at, (int)p->len[i], MPI_DOUBLE, p->peer[i], pr->tag, pr->comm,
+                                   &pr->req[i]));
             lp_count_send((double)p->len[i] * sizeof(double));
         } else {
-            MPI_Irecv(at, (int)p->len[i], MPI_DOUBLE, p->peer[i], pr->tag, pr->comm, &pr->req[i]);
+            CT_MPI_CHECK(MPI_Irecv(at, (int)p->len[i], MPI_DOUBLE, p->peer[i], pr->tag, pr->comm,
+                                   &pr->req[i]));
         }
     }
 }
@@ -155,7 +157,7 @@ int lp_bcprog_test(lp_bcprog *pr)
     while (pr->ph < pr->nph) {
         int done = 0;
         MPI_Status st[LP_BC_MAXREQ]; /* not MPI_STATUSES_IGNORE: MPICH's size annotations */
-        MPI_Testall(pr->phase[pr->ph].nreq, pr->req, &done, st);
+        CT_MPI_CHECK(MPI_Testall(pr->phase[pr->ph].nreq, pr->req, &done, st));
         if (!done)
             return 0;
         if (++pr->ph < pr->nph)
@@ -169,16 +171,16 @@ int lp_bcprog_has_data(const lp_bcprog *pr) { return pr->ph >= pr->recv_phases; 
 void lp_bcast_start(lp_panel *pn, const lp_problem *pb)
 {
     const lp_grid *g = pb->grid;
-    double t0 = MPI_Wtime();
+    ct_phase_start(&lp_phases, LP_T_BCAST);
     pn->count = (size_t)pn->jb * pn->jb + pn->jb + (size_t)pn->mp * pn->jb;
     lp_bcprog_build(&pn->prog, pb->algo->bcast, pn->pcol, g->mycol, g->npcol, pn->count);
-    lp_bcprog_start(&pn->prog, pn->buf, g->row, 100 + pn->k % 20000);
+    lp_bcprog_start(&pn->prog, pn->buf, g->row, CT_TAG_LP_PANEL + pn->k % CT_TAG_LP_PANELS);
     pn->active = 1;
     pn->finished = 0;
     if (g->mycol != pn->pcol)
         pn->have_data = 0;
     lp_bcast_progress(pn);
-    lp_stat.t[LP_T_BCAST] += MPI_Wtime() - t0;
+    ct_phase_stop(&lp_phases, LP_T_BCAST);
 }
 
 void lp_bcast_progress(lp_panel *pn)
@@ -201,20 +203,7 @@ void lp_progress_all(void)
             lp_bcast_progress(&registry[i]);
 }
 
-void lp_wait_all(int count, MPI_Request *reqs)
-{
-    MPI_Status st[LP_BC_MAXREQ + 2];
-    if (count > LP_BC_MAXREQ + 2)
-        count = LP_BC_MAXREQ + 2; /* callers post at most P+1 <= this many */
-    for (;;) {
-        int done = 0;
-        MPI_Testall(count, reqs, &done, st);
-        if (done)
-            return;
-        lp_progress_all();
-        lp_idle();
-    }
-}
+void lp_wait_all(int count, MPI_Request *reqs) { ct_mpi_waitall(count, reqs, lp_progress_all); }
 
 /* Called by every wait loop when a poll found nothing to do: gives the core away, which
  * costs nothing on a dedicated core and keeps oversubscribed runs (more ranks than

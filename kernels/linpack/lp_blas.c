@@ -3,7 +3,7 @@
  * Why Fortran symbols and not CBLAS: every Debian BLAS alternative (OpenBLAS, BLIS,
  * ATLAS, reference) provides dgemm_ & co. in libblas.so.3, while cblas_* is missing from
  * some of them. Linking the generic libblas.so.3 lets update-alternatives or
- * LD_LIBRARY_PATH pick the library at run time; lp_blas_identify() records which one did.
+ * LD_LIBRARY_PATH pick the library at run time; lp_blas_json() records which one did.
  * Character arguments carry the hidden length that gfortran-built libraries expect. */
 #define _GNU_SOURCE
 #include "lp.h"
@@ -99,7 +99,13 @@ void lp_dswap(int n, double *x, int incx, double *y, int incy)
     dswap_(&n, x, &incx, y, &incy);
 }
 
-void lp_blas_identify(lp_blas_info *info)
+typedef struct {
+    char library[512]; /* shared object that provides dgemm_ */
+    char core[64];     /* OpenBLAS core name, or "" */
+    char config[256];  /* OpenBLAS/BLIS configuration string, or "" */
+} blas_info;
+
+static void identify(blas_info *info)
 {
     memset(info, 0, sizeof *info);
     Dl_info dl;
@@ -125,4 +131,18 @@ void lp_blas_identify(lp_blas_info *info)
         if (blis_arch && blis_query)
             snprintf(info->core, sizeof info->core, "%s", blis_arch(blis_query()));
     }
+}
+
+void lp_blas_json(ct_json *j)
+{
+    blas_info bi;
+    identify(&bi);
+    const char *core = getenv("OPENBLAS_CORETYPE"), *threads = getenv("OPENBLAS_NUM_THREADS");
+    ct_json_open_object(j, "blas");
+    ct_json_string(j, "library", bi.library);
+    ct_json_string(j, "core", bi.core);
+    ct_json_string(j, "config", bi.config);
+    ct_json_string(j, "openblas_coretype_env", core ? core : "");
+    ct_json_string(j, "openblas_num_threads_env", threads ? threads : "");
+    ct_json_close_object(j);
 }

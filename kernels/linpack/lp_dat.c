@@ -18,6 +18,8 @@
 #include "lp.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,9 +156,10 @@ static int read_count(reader *r, const char *what, int *count)
     return 0;
 }
 
-/* A list line, read as xhpl reads it (see the file comment). */
-static int read_list(reader *r, const char *what, int count, int *vals)
+/* A list line of l->count values, read as xhpl reads it (see the file comment). */
+static int read_list(reader *r, const char *what, lp_list *l)
 {
+    int count = l->count, *vals = l->v;
     if (next_line(r, what))
         return -1;
     const char *p = r->line;
@@ -193,48 +196,46 @@ static int read_list(reader *r, const char *what, int count, int *vals)
     return 0;
 }
 
-static int read_fact_list(reader *r, const char *what, int count, int *vals)
+/* A count line, then its list line. */
+static int read_counted(reader *r, const char *count_what, const char *what, lp_list *l)
 {
-    if (read_list(r, what, count, vals))
+    return read_count(r, count_what, &l->count) || read_list(r, what, l) ? -1 : 0;
+}
+
+static int read_fact_list(reader *r, const char *count_what, const char *what, lp_list *l)
+{
+    if (read_counted(r, count_what, what, l))
         return -1;
-    for (int i = 0; i < count; i++)
-        if (vals[i] < 0 || vals[i] > 2) {
-            warn(r, "%s value %d is not 0, 1 or 2; HPL uses Right (2)", what, vals[i]);
-            vals[i] = LP_RIGHT;
+    for (int i = 0; i < l->count; i++)
+        if (l->v[i] < 0 || l->v[i] > 2) {
+            warn(r, "%s value %d is not 0, 1 or 2; HPL uses Right (2)", what, l->v[i]);
+            l->v[i] = LP_RIGHT;
         }
     return 0;
 }
 
-static int check_min(reader *r, const char *what, int count, const int *vals, int lo)
+static int check_min(reader *r, const char *what, const lp_list *l, int lo)
 {
-    for (int i = 0; i < count; i++)
-        if (vals[i] < lo)
-            return fail(r, "value of %s is %d, must be at least %d", what, vals[i], lo);
+    for (int i = 0; i < l->count; i++)
+        if (l->v[i] < lo)
+            return fail(r, "value of %s is %d, must be at least %d", what, l->v[i], lo);
     return 0;
 }
 
 void lp_params_defaults(lp_params *prm)
 {
     memset(prm, 0, sizeof *prm);
-    prm->nn = 1;
-    prm->n[0] = 1000;
-    prm->nnb = 1;
-    prm->nb[0] = 192;
-    prm->npq = 1;
-    prm->p[0] = prm->q[0] = 1;
+    prm->n = (lp_list){1, {1000}};
+    prm->nb = (lp_list){1, {192}};
+    prm->p = prm->q = (lp_list){1, {1}};
+    snprintf(prm->pq_from, sizeof prm->pq_from, "-P/-Q");
     prm->threshold = 16.0;
-    prm->npfact = 1;
-    prm->pfact[0] = LP_RIGHT;
-    prm->nnbmin = 1;
-    prm->nbmin[0] = 4;
-    prm->nndiv = 1;
-    prm->ndiv[0] = 2;
-    prm->nrfact = 1;
-    prm->rfact[0] = LP_CROUT;
-    prm->nbcast = 1;
-    prm->bcast[0] = LP_1RINGM;
-    prm->ndepth = 1;
-    prm->depth[0] = 1;
+    prm->pfact = (lp_list){1, {LP_RIGHT}};
+    prm->nbmin = (lp_list){1, {4}};
+    prm->ndiv = (lp_list){1, {2}};
+    prm->rfact = (lp_list){1, {LP_CROUT}};
+    prm->bcast = (lp_list){1, {LP_1RINGM}};
+    prm->depth = (lp_list){1, {1}};
     prm->swap = LP_SWAP_MIX;
     prm->swap_threshold = 64;
     prm->equil = 1;
@@ -263,11 +264,10 @@ int lp_dat_read(const char *path, int format, lp_params *prm, char *err, size_t 
     snprintf(prm->out_name, sizeof prm->out_name, "%s", tok);
     if (read_int(r, "device out", &prm->device))
         goto out;
-    if (read_count(r, "number of problem sizes", &prm->nn) ||
-        read_list(r, "Ns", prm->nn, prm->n) || check_min(r, "N", prm->nn, prm->n, 0))
+    if (read_counted(r, "number of problem sizes", "Ns", &prm->n) ||
+        check_min(r, "N", &prm->n, 0))
         goto out;
-    if (read_count(r, "number of NBs", &prm->nnb) || read_list(r, "NBs", prm->nnb, prm->nb) ||
-        check_min(r, "NB", prm->nnb, prm->nb, 1))
+    if (read_counted(r, "number of NBs", "NBs", &prm->nb) || check_min(r, "NB", &prm->nb, 1))
         goto out;
     if (next_line(r, "PMAP or number of process grids"))
         goto out;
@@ -291,47 +291,43 @@ int lp_dat_read(const char *path, int format, lp_params *prm, char *err, size_t 
     }
     if (format == 2) {
         prm->colmajor = token_int(r, tok, "PMAP") == 1;
-        if (read_count(r, "number of process grids", &prm->npq))
+        if (read_count(r, "number of process grids", &prm->p.count))
             goto out;
     } else {
-        prm->npq = token_int(r, tok, "number of process grids");
-        if (prm->npq < 1 || prm->npq > LP_MAX_PARAM) {
-            fail(r, "number of process grids is %d, must be between 1 and %d", prm->npq,
+        prm->p.count = token_int(r, tok, "number of process grids");
+        if (prm->p.count < 1 || prm->p.count > LP_MAX_PARAM) {
+            fail(r, "number of process grids is %d, must be between 1 and %d", prm->p.count,
                  LP_MAX_PARAM);
             goto out;
         }
     }
-    if (read_list(r, "Ps", prm->npq, prm->p) || check_min(r, "P", prm->npq, prm->p, 1) ||
-        read_list(r, "Qs", prm->npq, prm->q) || check_min(r, "Q", prm->npq, prm->q, 1))
+    prm->q.count = prm->p.count;
+    if (read_list(r, "Ps", &prm->p) || check_min(r, "P", &prm->p, 1) ||
+        read_list(r, "Qs", &prm->q) || check_min(r, "Q", &prm->q, 1))
         goto out;
+    snprintf(prm->pq_from, sizeof prm->pq_from, "%s:%d-%d", path, r->lineno - 1, r->lineno);
     if (first_token(r, "threshold", tok))
         goto out;
     prm->threshold = atof(tok);
-    if (read_count(r, "number of panel factorisations", &prm->npfact) ||
-        read_fact_list(r, "PFACTs", prm->npfact, prm->pfact))
+    if (read_fact_list(r, "number of panel factorisations", "PFACTs", &prm->pfact))
         goto out;
-    if (read_count(r, "number of recursive stopping criteria", &prm->nnbmin) ||
-        read_list(r, "NBMINs", prm->nnbmin, prm->nbmin) ||
-        check_min(r, "NBMIN", prm->nnbmin, prm->nbmin, 1))
+    if (read_counted(r, "number of recursive stopping criteria", "NBMINs", &prm->nbmin) ||
+        check_min(r, "NBMIN", &prm->nbmin, 1))
         goto out;
-    if (read_count(r, "number of panels in recursion", &prm->nndiv) ||
-        read_list(r, "NDIVs", prm->nndiv, prm->ndiv) ||
-        check_min(r, "NDIV", prm->nndiv, prm->ndiv, 2))
+    if (read_counted(r, "number of panels in recursion", "NDIVs", &prm->ndiv) ||
+        check_min(r, "NDIV", &prm->ndiv, 2))
         goto out;
-    if (read_count(r, "number of recursive panel factorisations", &prm->nrfact) ||
-        read_fact_list(r, "RFACTs", prm->nrfact, prm->rfact))
+    if (read_fact_list(r, "number of recursive panel factorisations", "RFACTs", &prm->rfact))
         goto out;
-    if (read_count(r, "number of broadcasts", &prm->nbcast) ||
-        read_list(r, "BCASTs", prm->nbcast, prm->bcast))
+    if (read_counted(r, "number of broadcasts", "BCASTs", &prm->bcast))
         goto out;
-    for (int i = 0; i < prm->nbcast; i++)
-        if (prm->bcast[i] < 0 || prm->bcast[i] > 5) {
-            warn(r, "BCAST value %d is not 0..5; HPL uses 1ringM (1)", prm->bcast[i]);
-            prm->bcast[i] = LP_1RINGM;
+    for (int i = 0; i < prm->bcast.count; i++)
+        if (prm->bcast.v[i] < 0 || prm->bcast.v[i] > 5) {
+            warn(r, "BCAST value %d is not 0..5; HPL uses 1ringM (1)", prm->bcast.v[i]);
+            prm->bcast.v[i] = LP_1RINGM;
         }
-    if (read_count(r, "number of look-ahead depths", &prm->ndepth) ||
-        read_list(r, "DEPTHs", prm->ndepth, prm->depth) ||
-        check_min(r, "DEPTH", prm->ndepth, prm->depth, 0))
+    if (read_counted(r, "number of look-ahead depths", "DEPTHs", &prm->depth) ||
+        check_min(r, "DEPTH", &prm->depth, 0))
         goto out;
     if (read_int(r, "SWAP", &prm->swap))
         goto out;
@@ -360,35 +356,42 @@ out:
     return rc;
 }
 
-int lp_parse_list(const char *text, int letters, int *vals, int *count, char *err, size_t errlen)
+int lp_opt_list(const ct_opt *opt, const char *text, char *expected, size_t len)
 {
-    int n = 0;
-    const char *p = text;
-    while (*p) {
-        if (n >= LP_MAX_PARAM) {
-            snprintf(err, errlen, "'%s': more than %d values", text, LP_MAX_PARAM);
-            return -1;
+    lp_list l = {0};
+    int ok = *text != '\0';
+    for (const char *p = text; ok && *p;) {
+        size_t n = strcspn(p, ",");
+        long v = -1;
+        for (int i = 0; opt->choices && opt->choices[i]; i++)
+            if (strlen(opt->choices[i]) == n && strncasecmp(p, opt->choices[i], n) == 0)
+                v = i;
+        if (v < 0) {
+            char *end;
+            errno = 0;
+            v = strtol(p, &end, 10);
+            ok = end == p + n && n > 0 && !errno && v >= opt->min && v <= opt->max;
         }
-        char *end;
-        if (letters && strchr("LlCcRr", *p) && (p[1] == ',' || p[1] == '\0')) {
-            vals[n++] = (*p == 'L' || *p == 'l') ? LP_LEFT : (*p == 'C' || *p == 'c') ? LP_CROUT
-                                                                                      : LP_RIGHT;
-            end = (char *)p + 1;
-        } else {
-            long v = strtol(p, &end, 10);
-            if (end == p || (*end != ',' && *end != '\0')) {
-                snprintf(err, errlen, "'%s': not a comma-separated list of %s", text,
-                         letters ? "L, C, R or 0..2" : "integers");
-                return -1;
-            }
-            vals[n++] = (int)v;
-        }
-        p = *end == ',' ? end + 1 : end;
+        ok = ok && l.count < LP_MAX_PARAM;
+        if (ok)
+            l.v[l.count++] = (int)v;
+        p += n;
+        if (*p == ',' && *++p == '\0')
+            ok = 0; /* a trailing comma */
     }
-    if (n == 0) {
-        snprintf(err, errlen, "empty list");
-        return -1;
+    if (ok) {
+        *(lp_list *)opt->dest = l;
+        return 0;
     }
-    *count = n;
-    return 0;
+    snprintf(expected, len, "a comma-separated list of up to %d ", LP_MAX_PARAM);
+    for (int i = 0; opt->choices && opt->choices[i]; i++) /* "of L, C, R or integers ..." */
+        snprintf(expected + strlen(expected), len - strlen(expected), "%s%s%s", i ? "" : "of ",
+                 opt->choices[i], opt->choices[i + 1] ? ", " : " or ");
+    if (opt->max >= INT_MAX)
+        snprintf(expected + strlen(expected), len - strlen(expected), "integers >= %.0f",
+                 opt->min);
+    else
+        snprintf(expected + strlen(expected), len - strlen(expected),
+                 "integers from %.0f to %.0f", opt->min, opt->max);
+    return -1;
 }

@@ -20,11 +20,19 @@ void lp_variant_code(const lp_algo *a, char code[16])
              fact_letter(a->rfact), a->ndiv, fact_letter(a->pfact), a->nbmin);
 }
 
-static void int_list(FILE *f, const char *label, int n, const int *v)
+static void int_list(FILE *f, const char *label, const lp_list *l)
 {
     fprintf(f, "%-7s:", label);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s%8d ", i && i % 8 == 0 ? "\n        " : "", v[i]);
+    for (int i = 0; i < l->count; i++)
+        fprintf(f, "%s%8d ", i && i % 8 == 0 ? "\n        " : "", l->v[i]);
+    fputc('\n', f);
+}
+
+static void fact_list(FILE *f, const char *label, const lp_list *l)
+{
+    fprintf(f, "%-7s:", label);
+    for (int i = 0; i < l->count; i++)
+        fprintf(f, " %7s ", fact_name(l->v[i]));
     fputc('\n', f);
 }
 
@@ -42,26 +50,20 @@ void lp_out_header(FILE *f, const lp_params *prm)
                "Time   : Time in seconds to solve the linear system.\n"
                "Gflops : Rate of execution for solving the linear system.\n\n"
                "The following parameter values will be used:\n\n");
-    int_list(f, "N", prm->nn, prm->n);
-    int_list(f, "NB", prm->nnb, prm->nb);
+    int_list(f, "N", &prm->n);
+    int_list(f, "NB", &prm->nb);
     fprintf(f, "PMAP   : %s process mapping\n", prm->colmajor ? "Column-major" : "Row-major");
-    int_list(f, "P", prm->npq, prm->p);
-    int_list(f, "Q", prm->npq, prm->q);
-    fprintf(f, "PFACT  :");
-    for (int i = 0; i < prm->npfact; i++)
-        fprintf(f, " %7s ", fact_name(prm->pfact[i]));
-    fputc('\n', f);
-    int_list(f, "NBMIN", prm->nnbmin, prm->nbmin);
-    int_list(f, "NDIV", prm->nndiv, prm->ndiv);
-    fprintf(f, "RFACT  :");
-    for (int i = 0; i < prm->nrfact; i++)
-        fprintf(f, " %7s ", fact_name(prm->rfact[i]));
-    fputc('\n', f);
+    int_list(f, "P", &prm->p);
+    int_list(f, "Q", &prm->q);
+    fact_list(f, "PFACT", &prm->pfact);
+    int_list(f, "NBMIN", &prm->nbmin);
+    int_list(f, "NDIV", &prm->ndiv);
+    fact_list(f, "RFACT", &prm->rfact);
     fprintf(f, "BCAST  :");
-    for (int i = 0; i < prm->nbcast; i++)
-        fprintf(f, " %7s ", bcast_name(prm->bcast[i]));
+    for (int i = 0; i < prm->bcast.count; i++)
+        fprintf(f, " %7s ", bcast_name(prm->bcast.v[i]));
     fputc('\n', f);
-    int_list(f, "DEPTH", prm->ndepth, prm->depth);
+    int_list(f, "DEPTH", &prm->depth);
     if (prm->swap == LP_SWAP_BINEXCH)
         fprintf(f, "SWAP   : Binary-exchange\n");
     else if (prm->swap == LP_SWAP_LONG)

@@ -92,7 +92,7 @@ static int b_global_row(const pstack *s, int i)
 static void pivot_op(void *in, void *inout, int *len, MPI_Datatype *dt)
 {
     int size;
-    MPI_Type_size(*dt, &size);
+    CT_MPI_CHECK(MPI_Type_size(*dt, &size));
     size_t width = (size_t)size / sizeof(double);
     for (int e = 0; e < *len; e++) {
         double *a = (double *)in + (size_t)e * width, *b = (double *)inout + (size_t)e * width;
@@ -142,7 +142,7 @@ static void pivot_and_scale(pstack *s, int k)
                 cand[2 + c] = *bp(s, i, c);
         }
         MPI_Request rq;
-        MPI_Iallreduce(cand, res, 1, s->rowtype, s->op, s->pb->grid->col, &rq);
+        CT_MPI_CHECK(MPI_Iallreduce(cand, res, 1, s->rowtype, s->op, s->pb->grid->col, &rq));
         lp_count_send((double)(jb + 2) * sizeof(double));
         lp_wait_all(1, &rq);
         gpiv = (int)res[1];
@@ -264,7 +264,7 @@ static void rfact(pstack *s, int c0, int w)
 void lp_pfact(lp_problem *pb, lp_panel *pn)
 {
     const lp_grid *g = pb->grid;
-    double t0 = MPI_Wtime();
+    ct_phase_start(&lp_phases, LP_T_PFACT);
     int jb = pn->jb;
     pstack s = {.jb = jb, .jj = pn->jj, .pb = pb, .pn = pn};
     s.diag = g->myrow == pn->prow;
@@ -287,19 +287,19 @@ void lp_pfact(lp_problem *pb, lp_panel *pn)
                 memcpy(pn->W + (size_t)jb * c, acol + pn->ii0 + (size_t)pb->lda * c,
                        (size_t)jb * sizeof(double));
         MPI_Request rq;
-        MPI_Ibcast(pn->W, jb * jb, MPI_DOUBLE, pn->prow, g->col, &rq);
+        CT_MPI_CHECK(MPI_Ibcast(pn->W, jb * jb, MPI_DOUBLE, pn->prow, g->col, &rq));
         if (s.diag)
             lp_count_send((double)jb * jb * sizeof(double));
         lp_wait_all(1, &rq);
-        s.red = malloc(2 * (size_t)(jb + 2) * sizeof(double));
-        MPI_Type_contiguous(jb + 2, MPI_DOUBLE, &s.rowtype);
-        MPI_Type_commit(&s.rowtype);
-        MPI_Op_create(pivot_op, 1, &s.op);
+        s.red = ct_mpi_alloc(2 * (size_t)(jb + 2) * sizeof(double), "the pivot search buffers");
+        CT_MPI_CHECK(MPI_Type_contiguous(jb + 2, MPI_DOUBLE, &s.rowtype));
+        CT_MPI_CHECK(MPI_Type_commit(&s.rowtype));
+        CT_MPI_CHECK(MPI_Op_create(pivot_op, 1, &s.op));
     }
     rfact(&s, 0, jb);
     if (g->nprow > 1) {
-        MPI_Op_free(&s.op);
-        MPI_Type_free(&s.rowtype);
+        CT_MPI_CHECK(MPI_Op_free(&s.op));
+        CT_MPI_CHECK(MPI_Type_free(&s.rowtype));
         free(s.red);
     }
     /* pack: W (from A on the diagonal process), pivots, L rows */
@@ -319,5 +319,5 @@ void lp_pfact(lp_problem *pb, lp_panel *pn)
     pn->L = acol + pn->ii1;
     pn->ldl = pb->lda;
     pn->have_data = 1;
-    lp_stat.t[LP_T_PFACT] += MPI_Wtime() - t0;
+    ct_phase_stop(&lp_phases, LP_T_PFACT);
 }

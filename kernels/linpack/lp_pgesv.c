@@ -10,18 +10,91 @@
  * receives every panel, in bulk or, when it shares the last block with the last panel,
  * right after that panel's factorisation.
  *
- * Broadcast buffers live in depth+2 slots; a slot is reused only after its broadcast
- * has completed (every send done), which the progress engine guarantees eventually. */
+ * Broadcast buffers live in depth+2 slots (allocated with the matrix, lp_problem_alloc);
+ * a slot is reused only after its broadcast has completed (every send done), which the
+ * progress engine guarantees eventually. */
 #include "lp.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+void lp_problem_init(lp_problem *pb, const lp_algo *al, const lp_grid *g)
+{
+    memset(pb, 0, sizeof *pb);
+    pb->algo = al;
+    pb->grid = g;
+    pb->n = al->n;
+    pb->nb = al->nb;
+    pb->mloc = lp_numroc(al->n, al->nb, g->myrow, g->nprow);
+    pb->nloc = lp_numroc(al->n + 1, al->nb, g->mycol, g->npcol);
+    int lda = pb->mloc > 0 ? pb->mloc : 1;
+    lda = (lda + 7) / 8 * 8;
+    if (lda % 512 == 0)
+        lda += 8; /* avoid a power-of-two stride between columns */
+    pb->lda = lda;
+    pb->nslots = al->depth + 2;
+}
+
+/* One slot's broadcast buffer [W jb*jb | ipiv jb | L mp*jb], at its largest. */
+static size_t panel_doubles(const lp_problem *pb)
+{
+    size_t nb = (size_t)pb->nb;
+    return nb * nb + nb + (size_t)pb->mloc * nb + 1;
+}
+
+/* In doubles, so that a combination far too large for memory cannot overflow. */
+lp_mem lp_problem_mem(const lp_problem *pb)
+{
+    const double d = sizeof(double);
+    lp_mem m;
+    m.matrix = ceil((double)pb->lda * (pb->nloc > 0 ? pb->nloc : 1) * d / 64) * 64;
+    m.x = ((double)pb->n + 1) * d;
+    /* the slots, their broadcast buffers and pivot vectors: one block */
+    m.panels = pb->nslots * (sizeof(lp_panel) + (double)panel_doubles(pb) * d +
+                             ((double)pb->nb + 1) * sizeof(int));
+    /* U (transposed), displaced rows and two message buffers of update_distributed */
+    m.work = pb->grid->nprow > 1 ? (4.0 * pb->nloc * pb->nb + 4) * d : 0.0;
+    m.total = m.matrix + m.x + m.panels + m.work;
+    return m;
+}
+
+void lp_problem_alloc(lp_problem *pb)
+{
+    lp_mem m = lp_problem_mem(pb);
+    ct_alloc_failure f = {0};
+    pb->a = ct_mpi_try_alloc(&f, (size_t)m.matrix, "the local matrix");
+    pb->x = ct_mpi_try_alloc(&f, (size_t)m.x, "the solution vector");
+    if (m.work > 0)
+        pb->work = ct_mpi_try_alloc(&f, (size_t)m.work, "the row-swap work buffer");
+    int inject = pb->algo->fail_alloc_rank == pb->grid->rank;
+    pb->slot = inject ? NULL : ct_mpi_try_alloc(&f, (size_t)m.panels, "the panel buffers");
+    if (inject && !f.what) /* --inject-alloc-failure: as if that malloc had failed */
+        f = (ct_alloc_failure){"the panel buffers", m.panels};
+    ct_mpi_agree(pb->grid->all, &f);
+    memset(pb->slot, 0, (size_t)pb->nslots * sizeof *pb->slot);
+    size_t per = panel_doubles(pb);
+    double *buf = (double *)(pb->slot + pb->nslots);
+    int *ipiv = (int *)(buf + per * (size_t)pb->nslots);
+    for (int i = 0; i < pb->nslots; i++) {
+        pb->slot[i].buf = buf + per * (size_t)i;
+        pb->slot[i].ipiv = ipiv + ((size_t)pb->nb + 1) * (size_t)i;
+    }
+}
+
+void lp_problem_free(lp_problem *pb)
+{
+    free(pb->slot);
+    free(pb->a);
+    free(pb->x);
+    free(pb->work);
+}
 
 static void wait_data(lp_panel *pn)
 {
     if (pn->have_data)
         return;
-    double t0 = MPI_Wtime();
+    ct_phase_start(&lp_phases, LP_T_WAIT);
     while (!pn->have_data) {
         lp_bcast_progress(pn);
         if (!pn->have_data) {
@@ -29,18 +102,18 @@ static void wait_data(lp_panel *pn)
             lp_idle();
         }
     }
-    lp_stat.t[LP_T_WAIT] += MPI_Wtime() - t0;
+    ct_phase_stop(&lp_phases, LP_T_WAIT);
 }
 
 static void wait_finished(lp_panel *pn)
 {
-    double t0 = MPI_Wtime();
+    ct_phase_start(&lp_phases, LP_T_WAIT);
     while (pn->active && !pn->finished) {
         lp_progress_all();
         lp_idle();
     }
     pn->active = 0;
-    lp_stat.t[LP_T_WAIT] += MPI_Wtime() - t0;
+    ct_phase_stop(&lp_phases, LP_T_WAIT);
 }
 
 static void inject_fault(lp_problem *pb, const lp_panel *pn)
@@ -65,10 +138,12 @@ static void back_substitution(lp_problem *pb)
     const lp_grid *g = pb->grid;
     int n = pb->n, nb = pb->nb, lda = pb->lda;
     int np = (n + nb - 1) / nb;
-    double t0 = MPI_Wtime();
-    double *xloc = calloc((size_t)pb->nloc + 1, sizeof(double)); /* x at my local columns */
-    double *s = malloc((size_t)nb * sizeof(double));
-    double *r = malloc((size_t)nb * sizeof(double));
+    ct_phase_start(&lp_phases, LP_T_SOLVE);
+    /* x at my local columns */
+    double *xloc = ct_mpi_alloc(((size_t)pb->nloc + 1) * sizeof(double), "the local solution");
+    double *s = ct_mpi_alloc((size_t)nb * sizeof(double), "the solve's partial sums");
+    double *r = ct_mpi_alloc((size_t)nb * sizeof(double), "the solve's row sums");
+    memset(xloc, 0, ((size_t)pb->nloc + 1) * sizeof(double));
     int bcol = lp_owner(n, nb, g->npcol), lbcol = lp_g2l(n, nb, g->npcol);
     int lcn = lp_numroc(n, nb, g->mycol, g->npcol); /* local columns < N */
     memset(pb->x, 0, (size_t)n * sizeof(double));
@@ -88,7 +163,7 @@ static void back_substitution(lp_problem *pb)
                      1.0, s, 1);
             if (g->npcol > 1) {
                 MPI_Request rq;
-                MPI_Ireduce(s, r, jb, MPI_DOUBLE, MPI_SUM, pcol, g->row, &rq);
+                CT_MPI_CHECK(MPI_Ireduce(s, r, jb, MPI_DOUBLE, MPI_SUM, pcol, g->row, &rq));
                 lp_wait_all(1, &rq);
                 if (g->mycol != pcol)
                     lp_count_send((double)jb * sizeof(double));
@@ -102,7 +177,8 @@ static void back_substitution(lp_problem *pb)
             }
         }
         MPI_Request rq;
-        MPI_Ibcast(pb->x + jj, jb, MPI_DOUBLE, lp_grid_rank_of(g, prow, pcol), g->all, &rq);
+        CT_MPI_CHECK(MPI_Ibcast(pb->x + jj, jb, MPI_DOUBLE, lp_grid_rank_of(g, prow, pcol),
+                                g->all, &rq));
         lp_wait_all(1, &rq);
         if (g->mycol == pcol) {
             int lc = lp_g2l(jj, nb, g->npcol);
@@ -112,27 +188,18 @@ static void back_substitution(lp_problem *pb)
     free(xloc);
     free(s);
     free(r);
-    lp_stat.t[LP_T_SOLVE] += MPI_Wtime() - t0;
+    ct_phase_stop(&lp_phases, LP_T_SOLVE);
 }
 
-int lp_pgesv(lp_problem *pb)
+void lp_pgesv(lp_problem *pb)
 {
     const lp_algo *al = pb->algo;
     const lp_grid *g = pb->grid;
     int n = pb->n, nb = pb->nb;
     int np = (n + nb - 1) / nb;
     int depth = al->depth;
-    int nslots = depth + 2;
-    lp_panel *slot = calloc((size_t)nslots, sizeof *slot);
-    if (!slot)
-        return -1;
-    for (int i = 0; i < nslots; i++)
-        if (lp_panel_alloc(&slot[i], pb)) {
-            for (int j = 0; j <= i; j++)
-                lp_panel_free(&slot[j]);
-            free(slot);
-            return -1;
-        }
+    int nslots = pb->nslots;
+    lp_panel *slot = pb->slot;
     lp_progress_register(slot, nslots);
     int fault_panel = al->inject_fault ? np / 2 : -1;
     for (int j = -depth; j < np; j++) {
@@ -170,9 +237,5 @@ int lp_pgesv(lp_problem *pb)
     for (int i = 0; i < nslots; i++)
         wait_finished(&slot[i]);
     lp_progress_register(NULL, 0);
-    for (int i = 0; i < nslots; i++)
-        lp_panel_free(&slot[i]);
-    free(slot);
     back_substitution(pb);
-    return 0;
 }

@@ -39,23 +39,6 @@ void lp_panel_setup(lp_panel *pn, const lp_problem *pb, int k)
     pn->have_data = 0;
 }
 
-int lp_panel_alloc(lp_panel *pn, const lp_problem *pb)
-{
-    memset(pn, 0, sizeof *pn);
-    size_t nb = (size_t)pb->nb;
-    pn->buf = malloc((nb * nb + nb + (size_t)pb->mloc * nb + 1) * sizeof(double));
-    pn->ipiv = malloc((nb + 1) * sizeof(int));
-    return pn->buf && pn->ipiv ? 0 : -1;
-}
-
-void lp_panel_free(lp_panel *pn)
-{
-    free(pn->buf);
-    free(pn->ipiv);
-    pn->buf = NULL;
-    pn->ipiv = NULL;
-}
-
 void lp_panel_unpack(lp_panel *pn)
 {
     int jb = pn->jb;
@@ -64,16 +47,6 @@ void lp_panel_unpack(lp_panel *pn)
         pn->ipiv[k] = (int)piv[k];
     pn->L = pn->buf + (size_t)jb * jb + jb;
     pn->ldl = pn->mp > 0 ? pn->mp : 1;
-}
-
-static double *need_work(lp_problem *pb, size_t doubles)
-{
-    if (doubles > pb->work_cap) {
-        free(pb->work);
-        pb->work = malloc(doubles * sizeof(double));
-        pb->work_cap = pb->work ? doubles : 0;
-    }
-    return pb->work;
 }
 
 /* Columns per piece of a bulk update, between which broadcasts are progressed. Wide
@@ -99,7 +72,7 @@ static void update_local(lp_problem *pb, lp_panel *pn, int lc0, int lc1, int chu
     for (int c0 = lc0; c0 < lc1; c0 += chunk) {
         int nc = lc1 - c0 < chunk ? lc1 - c0 : chunk;
         double *a = pb->a + (size_t)lda * c0;
-        double t0 = MPI_Wtime();
+        ct_phase_start(&lp_phases, LP_T_SWAP);
         for (int c = 0; c < nc; c++) {
             double *col = a + (size_t)lda * c;
             for (int k = 0; k < jb; k++) {
@@ -111,13 +84,12 @@ static void update_local(lp_problem *pb, lp_panel *pn, int lc0, int lc1, int chu
                 }
             }
         }
-        double t1 = MPI_Wtime();
+        ct_phase_stop(&lp_phases, LP_T_SWAP);
+        ct_phase_start(&lp_phases, LP_T_UPDATE);
         lp_dtrsm('L', 'L', 'N', 'U', jb, nc, 1.0, pn->W, jb, a + pn->jj, lda);
         lp_dgemm('N', 'N', pn->mp, nc, jb, -1.0, pn->L, pn->ldl, a + pn->jj, lda, 1.0,
                  a + pn->ii1, lda);
-        double t2 = MPI_Wtime();
-        lp_stat.t[LP_T_SWAP] += t1 - t0;
-        lp_stat.t[LP_T_UPDATE] += t2 - t1;
+        ct_phase_stop(&lp_phases, LP_T_UPDATE);
         if (chunked)
             lp_progress_all();
     }
@@ -198,14 +170,16 @@ static void binexch_allgather(lp_problem *pb, double *ut, int nc, int jb, const 
         for (int k = 0; k < jb; k++)
             if (own[k] == me)
                 memcpy(sbuf + ncz * cnt++, ut + ncz * k, ncz * sizeof(double));
-        MPI_Isend(sbuf, (int)(ncz * cnt), MPI_DOUBLE, me - m2, 31, g->col, &rq[0]);
+        CT_MPI_CHECK(MPI_Isend(sbuf, (int)(ncz * cnt), MPI_DOUBLE, me - m2,
+                               CT_TAG_LP_SWAP_FOLD_IN, g->col, &rq[0]));
         lp_count_send((double)ncz * cnt * sizeof(double));
         lp_wait_all(1, rq);
     } else if (me + m2 < P) {
         int cnt = 0;
         for (int k = 0; k < jb; k++)
             cnt += own[k] == me + m2;
-        MPI_Irecv(rbuf, (int)(ncz * cnt), MPI_DOUBLE, me + m2, 31, g->col, &rq[0]);
+        CT_MPI_CHECK(MPI_Irecv(rbuf, (int)(ncz * cnt), MPI_DOUBLE, me + m2,
+                               CT_TAG_LP_SWAP_FOLD_IN, g->col, &rq[0]));
         lp_wait_all(1, rq);
         cnt = 0;
         for (int k = 0; k < jb; k++)
@@ -223,8 +197,10 @@ static void binexch_allgather(lp_problem *pb, double *ut, int nc, int jb, const 
                 else if (f / d == partner / d)
                     rcnt++;
             }
-            MPI_Irecv(rbuf, (int)(ncz * rcnt), MPI_DOUBLE, partner, 32, g->col, &rq[0]);
-            MPI_Isend(sbuf, (int)(ncz * scnt), MPI_DOUBLE, partner, 32, g->col, &rq[1]);
+            CT_MPI_CHECK(MPI_Irecv(rbuf, (int)(ncz * rcnt), MPI_DOUBLE, partner,
+                                   CT_TAG_LP_SWAP_EXCHANGE, g->col, &rq[0]));
+            CT_MPI_CHECK(MPI_Isend(sbuf, (int)(ncz * scnt), MPI_DOUBLE, partner,
+                                   CT_TAG_LP_SWAP_EXCHANGE, g->col, &rq[1]));
             lp_count_send((double)ncz * scnt * sizeof(double));
             lp_wait_all(2, rq);
             rcnt = 0;
@@ -237,10 +213,12 @@ static void binexch_allgather(lp_problem *pb, double *ut, int nc, int jb, const 
     }
     /* fold-out */
     if (me >= m2) {
-        MPI_Irecv(ut, (int)(ncz * jb), MPI_DOUBLE, me - m2, 33, g->col, &rq[0]);
+        CT_MPI_CHECK(MPI_Irecv(ut, (int)(ncz * jb), MPI_DOUBLE, me - m2,
+                               CT_TAG_LP_SWAP_FOLD_OUT, g->col, &rq[0]));
         lp_wait_all(1, rq);
     } else if (me + m2 < P) {
-        MPI_Isend(ut, (int)(ncz * jb), MPI_DOUBLE, me + m2, 33, g->col, &rq[0]);
+        CT_MPI_CHECK(MPI_Isend(ut, (int)(ncz * jb), MPI_DOUBLE, me + m2,
+                               CT_TAG_LP_SWAP_FOLD_OUT, g->col, &rq[0]));
         lp_count_send((double)ncz * jb * sizeof(double));
         lp_wait_all(1, rq);
     }
@@ -260,13 +238,14 @@ static void long_gather_bcast(lp_problem *pb, double *ut, int nc, int jb, const 
                 memcpy(sbuf + ncz * cnt++, ut + ncz * k, ncz * sizeof(double));
         if (cnt > 0) {
             MPI_Request rq;
-            MPI_Isend(sbuf, (int)(ncz * cnt), MPI_DOUBLE, root, 34, g->col, &rq);
+            CT_MPI_CHECK(MPI_Isend(sbuf, (int)(ncz * cnt), MPI_DOUBLE, root,
+                                   CT_TAG_LP_SWAP_GATHER, g->col, &rq));
             lp_count_send((double)ncz * cnt * sizeof(double));
             lp_wait_all(1, &rq);
         }
     } else {
-        MPI_Request *rq = malloc((size_t)P * sizeof *rq);
-        size_t *at = malloc((size_t)P * sizeof *at);
+        MPI_Request *rq = ct_mpi_alloc((size_t)P * sizeof *rq, "the row-swap requests");
+        size_t *at = ct_mpi_alloc((size_t)P * sizeof *at, "the row-swap offsets");
         int nrq = 0;
         size_t off = 0;
         for (int r = 0; r < P; r++) {
@@ -275,7 +254,8 @@ static void long_gather_bcast(lp_problem *pb, double *ut, int nc, int jb, const 
                 cnt += own[k] == r;
             at[r] = off;
             if (r != root && cnt > 0)
-                MPI_Irecv(rbuf + off, (int)(ncz * cnt), MPI_DOUBLE, r, 34, g->col, &rq[nrq++]);
+                CT_MPI_CHECK(MPI_Irecv(rbuf + off, (int)(ncz * cnt), MPI_DOUBLE, r,
+                                       CT_TAG_LP_SWAP_GATHER, g->col, &rq[nrq++]));
             off += ncz * cnt;
         }
         lp_wait_all(nrq, rq);
@@ -292,9 +272,9 @@ static void long_gather_bcast(lp_problem *pb, double *ut, int nc, int jb, const 
         free(rq);
         free(at);
     }
-    lp_bcprog *pr = malloc(sizeof *pr);
+    lp_bcprog *pr = ct_mpi_alloc(sizeof *pr, "the U broadcast program");
     lp_bcprog_build(pr, LP_LONG, root, me, P, ncz * jb);
-    lp_bcprog_start(pr, ut, g->col, 35);
+    lp_bcprog_start(pr, ut, g->col, CT_TAG_LP_SWAP_BCAST);
     while (!lp_bcprog_test(pr)) {
         lp_progress_all();
         lp_idle();
@@ -307,12 +287,12 @@ static void update_distributed(lp_problem *pb, lp_panel *pn, int lc0, int lc1, i
     const lp_grid *g = pb->grid;
     int jb = pn->jb, nc = lc1 - lc0, me = g->myrow, lda = pb->lda;
     size_t ncz = (size_t)nc;
-    double t0 = MPI_Wtime();
-    int *pos = malloc((size_t)(2 * jb + 2) * 3 * sizeof(int));
+    ct_phase_start(&lp_phases, LP_T_SWAP);
+    int *pos = ct_mpi_alloc((size_t)(2 * jb + 2) * 3 * sizeof(int), "the row-swap map");
     int *src = pos + 2 * jb + 2, *own = src + 2 * jb + 2;
     int npos;
     compute_moves(pn, pos, src, &npos);
-    double *ut = need_work(pb, 4 * ncz * (size_t)jb + 4);
+    double *ut = pb->work; /* 4 nc jb + 4 doubles: nc <= nloc, jb <= nb (lp_problem_mem) */
     double *disp = ut + ncz * jb, *sbuf = disp + ncz * jb, *rbuf = sbuf + ncz * jb;
     /* rows of U I hold (still in their original place) */
     for (int k = 0; k < jb; k++) {
@@ -322,7 +302,7 @@ static void update_distributed(lp_problem *pb, lp_panel *pn, int lc0, int lc1, i
     }
     /* displaced top-block rows: packed by the top block's process row, per destination */
     int ndisp = 0;
-    MPI_Request *rq = malloc((size_t)(g->nprow + 1) * sizeof *rq);
+    MPI_Request *rq = ct_mpi_alloc((size_t)(g->nprow + 1) * sizeof *rq, "the row-swap requests");
     int nrq = 0;
     if (me == pn->prow) {
         for (int r = 0; r < g->nprow; r++) {
@@ -331,8 +311,9 @@ static void update_distributed(lp_problem *pb, lp_panel *pn, int lc0, int lc1, i
                 if (src[i] != pos[i] && row_owner(pb, pos[i]) == r)
                     pack_row(pb, src[i], lc0, nc, disp + ncz * ndisp++);
             if (r != me && ndisp > first) {
-                MPI_Isend(disp + ncz * first, (int)(ncz * (ndisp - first)), MPI_DOUBLE, r, 30,
-                          g->col, &rq[nrq++]);
+                CT_MPI_CHECK(MPI_Isend(disp + ncz * first, (int)(ncz * (ndisp - first)),
+                                       MPI_DOUBLE, r, CT_TAG_LP_SWAP_DISPLACED, g->col,
+                                       &rq[nrq++]));
                 lp_count_send((double)ncz * (ndisp - first) * sizeof(double));
             }
         }
@@ -341,7 +322,8 @@ static void update_distributed(lp_problem *pb, lp_panel *pn, int lc0, int lc1, i
         for (int i = jb; i < npos; i++)
             cnt += src[i] != pos[i] && row_owner(pb, pos[i]) == me;
         if (cnt > 0)
-            MPI_Irecv(disp, (int)(ncz * cnt), MPI_DOUBLE, pn->prow, 30, g->col, &rq[nrq++]);
+            CT_MPI_CHECK(MPI_Irecv(disp, (int)(ncz * cnt), MPI_DOUBLE, pn->prow,
+                                   CT_TAG_LP_SWAP_DISPLACED, g->col, &rq[nrq++]));
     }
     int use_binexch = pb->algo->swap == LP_SWAP_BINEXCH ||
                       (pb->algo->swap == LP_SWAP_MIX && nc <= pb->algo->swap_threshold);
@@ -366,8 +348,8 @@ static void update_distributed(lp_problem *pb, lp_panel *pn, int lc0, int lc1, i
             }
     }
     free(rq);
-    double t1 = MPI_Wtime();
-    lp_stat.t[LP_T_SWAP] += t1 - t0;
+    ct_phase_stop(&lp_phases, LP_T_SWAP);
+    ct_phase_start(&lp_phases, LP_T_UPDATE);
     /* U = L11^-1 U, i.e. Ut = Ut L11^-T */
     lp_dtrsm('R', 'L', 'T', 'U', nc, jb, 1.0, pn->W, jb, ut, nc);
     if (me == pn->prow)
@@ -381,7 +363,7 @@ static void update_distributed(lp_problem *pb, lp_panel *pn, int lc0, int lc1, i
         if (chunked)
             lp_progress_all();
     }
-    lp_stat.t[LP_T_UPDATE] += MPI_Wtime() - t1;
+    ct_phase_stop(&lp_phases, LP_T_UPDATE);
     free(pos);
 }
 

@@ -7,6 +7,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 void lp_verify(lp_problem *pb, double *resid, double norms[4])
 {
@@ -14,9 +15,11 @@ void lp_verify(lp_problem *pb, double *resid, double norms[4])
     int n = pb->n, nb = pb->nb, lda = pb->lda, mloc = pb->mloc;
     lp_matgen(g, n, nb, pb->algo->seed, pb->a, lda);
     int lcn = lp_numroc(n, nb, g->mycol, g->npcol);
-    double *xloc = malloc(((size_t)lcn + 1) * sizeof(double));
-    double *ax = calloc((size_t)mloc + 1, sizeof(double));
-    double *rowsum = calloc((size_t)mloc + 1, sizeof(double));
+    double *xloc = ct_mpi_alloc(((size_t)lcn + 1) * sizeof(double), "the residual's x");
+    double *ax = ct_mpi_alloc(((size_t)mloc + 1) * sizeof(double), "the residual's Ax");
+    double *rowsum = ct_mpi_alloc(((size_t)mloc + 1) * sizeof(double), "the residual's row sums");
+    memset(ax, 0, ((size_t)mloc + 1) * sizeof(double));
+    memset(rowsum, 0, ((size_t)mloc + 1) * sizeof(double));
     for (int lc = 0; lc < lcn; lc++)
         xloc[lc] = pb->x[lp_l2g(lc, nb, g->mycol, g->npcol)];
     lp_dgemv('N', mloc, lcn, 1.0, pb->a, lda, xloc, 1, 0.0, ax, 1);
@@ -36,8 +39,9 @@ void lp_verify(lp_problem *pb, double *resid, double norms[4])
     }
     if (g->npcol > 1) {
         MPI_Request rq[2];
-        MPI_Iallreduce(MPI_IN_PLACE, ax, mloc, MPI_DOUBLE, MPI_SUM, g->row, &rq[0]);
-        MPI_Iallreduce(MPI_IN_PLACE, rowsum, mloc, MPI_DOUBLE, MPI_SUM, g->row, &rq[1]);
+        CT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, ax, mloc, MPI_DOUBLE, MPI_SUM, g->row, &rq[0]));
+        CT_MPI_CHECK(
+            MPI_Iallreduce(MPI_IN_PLACE, rowsum, mloc, MPI_DOUBLE, MPI_SUM, g->row, &rq[1]));
         lp_wait_all(2, rq);
     }
     double loc[3] = {0.0, 0.0, bnorm}, glob[3];
@@ -48,7 +52,7 @@ void lp_verify(lp_problem *pb, double *resid, double norms[4])
             loc[1] = rowsum[i];
     }
     MPI_Request rq;
-    MPI_Iallreduce(loc, glob, 3, MPI_DOUBLE, MPI_MAX, g->all, &rq);
+    CT_MPI_CHECK(MPI_Iallreduce(loc, glob, 3, MPI_DOUBLE, MPI_MAX, g->all, &rq));
     lp_wait_all(1, &rq);
     double xnorm = 0.0;
     for (int i = 0; i < n; i++) {

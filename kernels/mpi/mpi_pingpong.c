@@ -30,18 +30,15 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "ct.h"
+#include "ct_mpi.h"
 #include "ct_sweep.h"
 
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #define MAX_MESSAGE (1ull << 30) /* also keeps counts within MPI's int */
 #define HOST_LEN 64
-#define TAG_CMD 1
-#define TAG_DATA 2
-#define TAG_STATUS 3
 #define CMD_TRIAL 1
 #define CMD_STOP 2
 #define BIDIR_SEED_XOR 0x9e3779b9u
@@ -49,7 +46,7 @@
 #define RR_SIZES 2
 
 enum mode { MODE_BLOCKING, MODE_NONBLOCKING, MODE_BIDIR };
-static const char *const mode_names[] = {"blocking", "nonblocking", "bidir"};
+static const char *const mode_names[] = {"blocking", "nonblocking", "bidir", NULL};
 
 struct pair {
     int peer;
@@ -69,33 +66,38 @@ static void run_repeats(struct pair *p, int count, long repeats, int driver)
         switch (p->mode) {
         case MODE_BLOCKING:
             if (driver) {
-                MPI_Send(p->sendbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
-                MPI_Recv(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
-                         MPI_STATUS_IGNORE);
+                CT_MPI_CHECK(MPI_Send(p->sendbuf, count, MPI_BYTE, p->peer, CT_TAG_PINGPONG_DATA,
+                                      MPI_COMM_WORLD));
+                CT_MPI_CHECK(MPI_Recv(p->recvbuf, count, MPI_BYTE, p->peer, CT_TAG_PINGPONG_DATA,
+                                      MPI_COMM_WORLD, MPI_STATUS_IGNORE));
             } else {
-                MPI_Recv(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
-                         MPI_STATUS_IGNORE);
-                MPI_Send(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
+                CT_MPI_CHECK(MPI_Recv(p->recvbuf, count, MPI_BYTE, p->peer, CT_TAG_PINGPONG_DATA,
+                                      MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                CT_MPI_CHECK(MPI_Send(p->recvbuf, count, MPI_BYTE, p->peer, CT_TAG_PINGPONG_DATA,
+                                      MPI_COMM_WORLD));
             }
             break;
         case MODE_NONBLOCKING:
             /* the reply's receive is posted before the request goes out */
-            MPI_Irecv(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD, &req[0]);
+            CT_MPI_CHECK(MPI_Irecv(p->recvbuf, count, MPI_BYTE, p->peer, CT_TAG_PINGPONG_DATA,
+                                   MPI_COMM_WORLD, &req[0]));
             if (driver) {
-                MPI_Isend(p->sendbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
-                          &req[1]);
-                MPI_Waitall(2, req, st);
+                CT_MPI_CHECK(MPI_Isend(p->sendbuf, count, MPI_BYTE, p->peer,
+                                       CT_TAG_PINGPONG_DATA, MPI_COMM_WORLD, &req[1]));
+                CT_MPI_CHECK(MPI_Waitall(2, req, st));
             } else {
-                MPI_Wait(&req[0], MPI_STATUS_IGNORE);
-                MPI_Isend(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
-                          &req[1]);
-                MPI_Wait(&req[1], MPI_STATUS_IGNORE);
+                CT_MPI_CHECK(MPI_Wait(&req[0], MPI_STATUS_IGNORE));
+                CT_MPI_CHECK(MPI_Isend(p->recvbuf, count, MPI_BYTE, p->peer,
+                                       CT_TAG_PINGPONG_DATA, MPI_COMM_WORLD, &req[1]));
+                CT_MPI_CHECK(MPI_Wait(&req[1], MPI_STATUS_IGNORE));
             }
             break;
         case MODE_BIDIR:
-            MPI_Irecv(p->recvbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD, &req[0]);
-            MPI_Isend(p->sendbuf, count, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD, &req[1]);
-            MPI_Waitall(2, req, st);
+            CT_MPI_CHECK(MPI_Irecv(p->recvbuf, count, MPI_BYTE, p->peer, CT_TAG_PINGPONG_DATA,
+                                   MPI_COMM_WORLD, &req[0]));
+            CT_MPI_CHECK(MPI_Isend(p->sendbuf, count, MPI_BYTE, p->peer, CT_TAG_PINGPONG_DATA,
+                                   MPI_COMM_WORLD, &req[1]));
+            CT_MPI_CHECK(MPI_Waitall(2, req, st));
             break;
         }
     }
@@ -117,17 +119,19 @@ static int driver_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
 {
     struct pair *p = ctx;
     long long cmd[4] = {CMD_TRIAL, (long long)size, repeats, seed};
-    MPI_Send(cmd, 4, MPI_LONG_LONG, p->peer, TAG_CMD, MPI_COMM_WORLD);
+    CT_MPI_CHECK(MPI_Send(cmd, 4, MPI_LONG_LONG, p->peer, CT_TAG_PINGPONG_CMD, MPI_COMM_WORLD));
     prepare(p, size, seed, 1);
     /* the partner's buffer preparation must not land in the timed interval */
     int ready;
-    MPI_Recv(&ready, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CT_MPI_CHECK(MPI_Recv(&ready, 1, MPI_INT, p->peer, CT_TAG_PINGPONG_STATUS, MPI_COMM_WORLD,
+                          MPI_STATUS_IGNORE));
     double t0 = ct_now();
     run_repeats(p, (int)size, repeats, 1);
     *elapsed = ct_now() - t0;
     ct_pattern_corrupt_once(p->recvbuf, size, &p->inject_fault);
     int peer_ok = 0;
-    MPI_Recv(&peer_ok, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    CT_MPI_CHECK(MPI_Recv(&peer_ok, 1, MPI_INT, p->peer, CT_TAG_PINGPONG_STATUS, MPI_COMM_WORLD,
+                          MPI_STATUS_IGNORE));
     int ok = peer_ok && (p->mode == MODE_BIDIR
                              ? ct_pattern_check(p->recvbuf, size, seed ^ BIDIR_SEED_XOR)
                              : memcmp(p->recvbuf, p->sendbuf, size) == 0);
@@ -135,13 +139,13 @@ static int driver_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
         fprintf(stderr, "ct-mpi-pingpong: payload verification failed at %llu bytes\n",
                 (unsigned long long)size);
     p->verify_failed |= !ok;
-    return 0; /* MPI faults abort the job (MPI_ERRORS_ARE_FATAL) */
+    return 0; /* MPI faults abort the job (CT_MPI_CHECK) */
 }
 
 static void driver_stop(struct pair *p)
 {
     long long cmd[4] = {CMD_STOP, 0, 0, 0};
-    MPI_Send(cmd, 4, MPI_LONG_LONG, p->peer, TAG_CMD, MPI_COMM_WORLD);
+    CT_MPI_CHECK(MPI_Send(cmd, 4, MPI_LONG_LONG, p->peer, CT_TAG_PINGPONG_CMD, MPI_COMM_WORLD));
 }
 
 /* The partner obeys commands until told to stop. */
@@ -149,19 +153,21 @@ static void follow(struct pair *p)
 {
     for (;;) {
         long long cmd[4];
-        MPI_Recv(cmd, 4, MPI_LONG_LONG, p->peer, TAG_CMD, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        CT_MPI_CHECK(MPI_Recv(cmd, 4, MPI_LONG_LONG, p->peer, CT_TAG_PINGPONG_CMD, MPI_COMM_WORLD,
+                              MPI_STATUS_IGNORE));
         if (cmd[0] != CMD_TRIAL)
             return;
         uint64_t size = (uint64_t)cmd[1];
         uint32_t seed = (uint32_t)cmd[3];
         prepare(p, size, seed, 0);
         int ready = 1;
-        MPI_Send(&ready, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD);
+        CT_MPI_CHECK(
+            MPI_Send(&ready, 1, MPI_INT, p->peer, CT_TAG_PINGPONG_STATUS, MPI_COMM_WORLD));
         run_repeats(p, (int)size, (long)cmd[2], 0);
         ct_pattern_corrupt_once(p->recvbuf, size, &p->inject_fault);
         int ok = ct_pattern_check(p->recvbuf, size, seed);
         p->verify_failed |= !ok;
-        MPI_Send(&ok, 1, MPI_INT, p->peer, TAG_STATUS, MPI_COMM_WORLD);
+        CT_MPI_CHECK(MPI_Send(&ok, 1, MPI_INT, p->peer, CT_TAG_PINGPONG_STATUS, MPI_COMM_WORLD));
     }
 }
 
@@ -190,7 +196,9 @@ static int run_round_robin(struct pair *p, const ct_sweep_opts *o, int rank, int
 {
     int m = n + (n % 2), rounds = m - 1;
     uint64_t sizes[RR_SIZES] = {o->min_size, o->max_size};
-    struct pair_result mine, *all = rank == 0 ? malloc((size_t)n * sizeof *all) : NULL;
+    struct pair_result mine, *all = NULL;
+    if (rank == 0)
+        all = ct_mpi_alloc((size_t)n * sizeof *all, "the table of pair results");
     for (int r = 0; r < rounds; r++) {
         memset(&mine, 0, sizeof mine);
         mine.a = -1;
@@ -213,8 +221,8 @@ static int run_round_robin(struct pair *p, const ct_sweep_opts *o, int rank, int
                 follow(p);
             }
         }
-        MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0,
-                   MPI_COMM_WORLD);
+        CT_MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
+                                MPI_BYTE, 0, MPI_COMM_WORLD));
         for (int q = 0; rank == 0 && q < n; q++) {
             for (int s = 0; s < all[q].npoints && all[q].a >= 0; s++) {
                 ct_json j;
@@ -241,103 +249,98 @@ static void usage(void)
            "  --mode blocking|nonblocking|bidir  (default blocking)\n"
            "  --pairs-round-robin     every pair of ranks, n-1 rounds of disjoint pairs;\n"
            "                          sizes --min-size and --max-size (default 1M) only\n"
-           "  --inject-fault          tests only: rank 1 corrupts one bit of its first trial\n"
            "%s",
            ct_sweep_usage);
 }
 
 /* Returns 0 to run, 1 after --help, -1 on bad input (error line written by rank 0). */
 static int parse_args(int argc, char **argv, int rank, enum mode *mode, int *round_robin,
-                      int *inject_fault, ct_sweep_opts *o)
+                      ct_sweep_opts *o)
 {
-    char err[256] = "";
-    int max_given = 0;
-    ct_sweep_defaults(o);
-    *mode = MODE_BLOCKING;
+    int m = MODE_BLOCKING;
     *round_robin = 0;
-    *inject_fault = 0;
-    for (int i = 1; i < argc && !err[0]; i++) {
-        if (strcmp(argv[i], "--max-size") == 0)
-            max_given = 1;
-        int r = ct_sweep_parse_option(o, argc, argv, &i, err, sizeof err);
-        if (r != 0)
-            continue;
-        if (strcmp(argv[i], "--help") == 0) {
-            if (rank == 0)
-                usage();
-            return 1;
-        } else if (strcmp(argv[i], "--pairs-round-robin") == 0) {
-            *round_robin = 1;
-        } else if (strcmp(argv[i], "--inject-fault") == 0) {
-            *inject_fault = 1;
-        } else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
-            i++;
-            int found = 0;
-            for (int m = 0; m < 3; m++)
-                if (strcmp(argv[i], mode_names[m]) == 0) {
-                    *mode = (enum mode)m;
-                    found = 1;
-                }
-            if (!found)
-                snprintf(err, sizeof err, "bad value for --mode: '%s'", argv[i]);
-        } else {
-            snprintf(err, sizeof err, "unknown option %s (see --help)", argv[i]);
-        }
-    }
-    if (*round_robin && !max_given)
-        o->max_size = RR_DEFAULT_MAX;
-    if (!err[0])
-        ct_sweep_validate(o, MAX_MESSAGE, err, sizeof err);
-    if (err[0]) {
+    ct_sweep_defaults(o);
+    ct_opt sweep[CT_SWEEP_NOPTS];
+    ct_sweep_options(o, sweep);
+    const ct_opt table[] = {
+        {"--mode", CT_OPT_CHOICE, .dest = &m, .choices = mode_names},
+        {"--pairs-round-robin", CT_OPT_FLAG, .dest = round_robin},
+        {NULL, CT_OPT_TABLE, .table = sweep},
+        {.type = CT_OPT_END},
+    };
+    char err[512];
+    int bad = ct_opt_parse(table, argc, argv, err, sizeof err) != 0;
+    *mode = (enum mode)m;
+    if (o->help) {
         if (rank == 0)
-            ct_report_error("%s", err);
-        return -1;
+            usage();
+        return 1;
     }
-    return 0;
+    if (*round_robin && !o->max_size_given)
+        o->max_size = RR_DEFAULT_MAX;
+    bad = bad || ct_sweep_validate(o, MAX_MESSAGE, ct_basename(argv[0]), err, sizeof err) != 0;
+    if (bad && rank == 0)
+        ct_report_error("%s", err);
+    return bad ? -1 : 0;
+}
+
+struct run {
+    enum mode mode;
+    int round_robin, rounds;
+    const char *hosts;
+    double wall;
+};
+
+static void result_detail(ct_json *j, const void *arg)
+{
+    const struct run *r = arg;
+    ct_json_string(j, "mode", r->round_robin ? "pairs-round-robin" : mode_names[r->mode]);
+    if (r->round_robin)
+        ct_json_integer(j, "rounds", r->rounds);
+    else {
+        ct_json_string(j, "host_a", r->hosts);
+        ct_json_string(j, "host_b", r->hosts + HOST_LEN);
+    }
+    ct_json_number(j, "sweep_wall_s", r->wall);
 }
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    ct_mpi_init(&argc, &argv);
     int rank, n;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
     enum mode mode;
-    int round_robin, inject_fault;
+    int round_robin;
     ct_sweep_opts o;
-    int rc = parse_args(argc, argv, rank, &mode, &round_robin, &inject_fault, &o);
+    int rc = parse_args(argc, argv, rank, &mode, &round_robin, &o);
     if (rc == 0 && n < 2) {
         if (rank == 0)
-            ct_report_error("ct-mpi-pingpong needs at least 2 ranks, got %d", n);
+            ct_report_error("%s: needs at least 2 ranks, got %d", ct_basename(argv[0]), n);
         rc = -1;
     }
     if (rc != 0) {
-        MPI_Finalize();
-        return rc < 0 ? 2 : 0;
+        CT_MPI_CHECK(MPI_Finalize());
+        return rc < 0 ? CT_EXIT_USAGE : 0;
     }
 
-    char *hosts = calloc((size_t)n, HOST_LEN), host[HOST_LEN] = "";
+    char *hosts = ct_mpi_alloc((size_t)n * HOST_LEN, "the table of host names");
+    char host[HOST_LEN] = "";
     gethostname(host, HOST_LEN - 1);
-    MPI_Allgather(host, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, MPI_COMM_WORLD);
+    CT_MPI_CHECK(
+        MPI_Allgather(host, HOST_LEN, MPI_CHAR, hosts, HOST_LEN, MPI_CHAR, MPI_COMM_WORLD));
     struct pair p = {.mode = round_robin ? MODE_BLOCKING : mode,
-                     .inject_fault = inject_fault && rank == 1};
-    p.sendbuf = malloc(o.max_size);
-    p.recvbuf = malloc(o.max_size);
-    int have = p.sendbuf && p.recvbuf, all_have = 0;
-    MPI_Allreduce(&have, &all_have, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_have) {
-        if (rank == 0)
-            ct_report_error("a rank cannot allocate 2 x %llu bytes",
-                            (unsigned long long)o.max_size);
-        MPI_Finalize();
-        return 1;
-    }
+                     .inject_fault = o.inject_fault && rank == 1};
+    ct_alloc_failure f = {0};
+    p.sendbuf = ct_mpi_try_alloc(&f, o.max_size, "the send buffer");
+    p.recvbuf = ct_mpi_try_alloc(&f, o.max_size, "the receive buffer");
+    ct_mpi_agree(MPI_COMM_WORLD, &f);
 
-    MPI_Barrier(MPI_COMM_WORLD);
+    CT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     double start = ct_now();
-    int rounds = 0;
+    struct run run = {.mode = mode, .round_robin = round_robin, .hosts = hosts};
     if (round_robin) {
-        rounds = run_round_robin(&p, &o, rank, n, hosts);
+        run.rounds = run_round_robin(&p, &o, rank, n, hosts);
     } else if (rank == 0) {
         p.peer = 1;
         ct_sweep_transport t = {driver_trial, &p, mode == MODE_BIDIR ? 1 : 2};
@@ -347,35 +350,15 @@ int main(int argc, char **argv)
         p.peer = 0;
         follow(&p);
     }
-    double wall = ct_now() - start;
+    run.wall = ct_now() - start;
 
     int failed = 0;
-    MPI_Reduce(&p.verify_failed, &failed, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        char library[MPI_MAX_LIBRARY_VERSION_STRING];
-        int len;
-        MPI_Get_library_version(library, &len);
-        library[strcspn(library, "\r\n")] = '\0';
-        ct_json j;
-        ct_json_start(&j, stdout, "result");
-        ct_json_string(&j, "verification", failed ? "failed" : "passed");
-        ct_json_open_object(&j, "detail");
-        ct_json_string(&j, "mode", round_robin ? "pairs-round-robin" : mode_names[mode]);
-        ct_json_integer(&j, "ranks", n);
-        if (round_robin)
-            ct_json_integer(&j, "rounds", rounds);
-        else {
-            ct_json_string(&j, "host_a", hosts);
-            ct_json_string(&j, "host_b", hosts + HOST_LEN);
-        }
-        ct_json_string(&j, "mpi_library", library);
-        ct_json_number(&j, "sweep_wall_s", wall);
-        ct_json_close_object(&j);
-        ct_json_end(&j);
-    }
+    CT_MPI_CHECK(
+        MPI_Reduce(&p.verify_failed, &failed, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD));
+    ct_mpi_result(failed ? "failed" : "passed", NULL, result_detail, &run);
     free(hosts);
     free(p.sendbuf);
     free(p.recvbuf);
-    MPI_Finalize();
+    CT_MPI_CHECK(MPI_Finalize());
     return failed ? 1 : 0;
 }

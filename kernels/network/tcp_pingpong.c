@@ -59,9 +59,9 @@
 #define BIDIR_SEED_XOR 0x9e3779b9u /* the server's payload differs from the client's */
 
 enum mode { MODE_PINGPONG, MODE_STREAM, MODE_BIDIR };
-static const char *const mode_names[] = {"pingpong", "stream", "bidir"};
+static const char *const mode_names[] = {"pingpong", "stream", "bidir", NULL};
 enum wait { WAIT_BLOCK, WAIT_POLL };
-static const char *const wait_names[] = {"block", "poll"};
+static const char *const wait_names[] = {"block", "poll", NULL};
 #define HELLO_BYTES 40
 
 struct options {
@@ -71,7 +71,6 @@ struct options {
     enum mode mode;
     enum wait wait;
     int nodelay;
-    int inject_fault;
     uint64_t sockbuf; /* 0 = system default */
     double connect_timeout, accept_timeout, io_timeout;
     ct_sweep_opts sweep;
@@ -577,7 +576,8 @@ static int run_server(const struct options *o)
     if (fd < 0)
         return 1;
     struct conn c = {
-        .fd = fd, .peer = peer, .io_timeout = o->io_timeout, .inject_fault = o->inject_fault};
+        .fd = fd, .peer = peer, .io_timeout = o->io_timeout,
+        .inject_fault = o->sweep.inject_fault};
     set_timeouts(fd, o->io_timeout);
     unsigned char hello[HELLO_BYTES], reply[24] = {0};
     if (recv_all(&c, hello, sizeof hello) != 0)
@@ -651,108 +651,54 @@ static void usage(FILE *f)
             "  --sockbuf BYTES         SO_SNDBUF/SO_RCVBUF on both ends (default: system)\n"
             "  --connect-timeout S     give up connecting after S seconds (default 10)\n"
             "  --io-timeout S          give up when the peer is silent S seconds (default 60)\n"
-            "  --inject-fault          server, tests only: corrupt one bit of the first trial\n"
             "%s",
             ct_sweep_usage);
 }
 
-static int parse_seconds(const char *text, double *out)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || *end != '\0' || !(v > 0) || v > 86400)
-        return -1;
-    *out = v;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, struct options *o)
 {
+    const char *prog = ct_basename(argv[0]);
     memset(o, 0, sizeof *o);
-    o->mode = MODE_PINGPONG;
-    o->wait = WAIT_BLOCK;
-    o->nodelay = 1;
     o->connect_timeout = 10;
     o->accept_timeout = 60;
     o->io_timeout = 60;
     ct_sweep_defaults(&o->sweep);
-    char err[256];
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r = ct_sweep_parse_option(&o->sweep, argc, argv, &i, err, sizeof err);
-        if (r < 0) {
-            ct_report_error("%s", err);
-            return -1;
-        }
-        if (r > 0)
-            continue;
-        if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        } else if (strcmp(a, "--server") == 0) {
-            o->server = 1;
-            continue;
-        } else if (strcmp(a, "--nagle") == 0) {
-            o->nodelay = 0;
-            continue;
-        } else if (strcmp(a, "--inject-fault") == 0) {
-            o->inject_fault = 1;
-            continue;
-        }
-        if (!v) {
-            ct_report_error("%s needs a value (or is unknown; see --help)", a);
-            return -1;
-        }
-        i++;
-        int bad = 0;
-        if (strcmp(a, "--connect") == 0)
-            o->connect = v;
-        else if (strcmp(a, "--port") == 0)
-            bad = ct_parse_long(v, &o->port) != 0 || o->port > 65535;
-        else if (strcmp(a, "--sockbuf") == 0)
-            bad = ct_parse_bytes(v, &o->sockbuf) != 0 || o->sockbuf > INT32_MAX;
-        else if (strcmp(a, "--connect-timeout") == 0)
-            bad = parse_seconds(v, &o->connect_timeout);
-        else if (strcmp(a, "--accept-timeout") == 0)
-            bad = parse_seconds(v, &o->accept_timeout);
-        else if (strcmp(a, "--io-timeout") == 0)
-            bad = parse_seconds(v, &o->io_timeout);
-        else if (strcmp(a, "--wait") == 0) {
-            bad = 1;
-            for (int w = 0; w < 2; w++)
-                if (strcmp(v, wait_names[w]) == 0) {
-                    o->wait = (enum wait)w;
-                    bad = 0;
-                }
-        } else if (strcmp(a, "--mode") == 0) {
-            bad = 1;
-            for (int m = 0; m < 3; m++)
-                if (strcmp(v, mode_names[m]) == 0) {
-                    o->mode = (enum mode)m;
-                    bad = 0;
-                }
-        } else {
-            ct_report_error("unknown option %s (see --help)", a);
-            return -1;
-        }
-        if (bad) {
-            ct_report_error("bad value for %s: '%s'", a, v);
-            return -1;
-        }
+    int mode = MODE_PINGPONG, wait = WAIT_BLOCK, nagle = 0;
+    ct_opt sweep[CT_SWEEP_NOPTS];
+    ct_sweep_options(&o->sweep, sweep);
+    const ct_opt table[] = {
+        {"--server", CT_OPT_FLAG, .dest = &o->server},
+        {"--connect", CT_OPT_STRING, .dest = &o->connect},
+        {"--port", CT_OPT_LONG, .dest = &o->port, .min = 0, .max = 65535},
+        {"--mode", CT_OPT_CHOICE, .dest = &mode, .choices = mode_names},
+        {"--wait", CT_OPT_CHOICE, .dest = &wait, .choices = wait_names},
+        {"--nagle", CT_OPT_FLAG, .dest = &nagle},
+        {"--sockbuf", CT_OPT_BYTES, .dest = &o->sockbuf, .max = INT32_MAX},
+        {"--connect-timeout", CT_OPT_SECONDS, .dest = &o->connect_timeout, .max = 86400},
+        {"--accept-timeout", CT_OPT_SECONDS, .dest = &o->accept_timeout, .max = 86400},
+        {"--io-timeout", CT_OPT_SECONDS, .dest = &o->io_timeout, .max = 86400},
+        {NULL, CT_OPT_TABLE, .table = sweep},
+        {.type = CT_OPT_END},
+    };
+    char err[512];
+    int bad = ct_opt_parse(table, argc, argv, err, sizeof err) != 0;
+    if (o->sweep.help) {
+        usage(stdout);
+        exit(0);
     }
-    if (o->server == (o->connect != NULL)) {
-        ct_report_error("give exactly one of --server and --connect HOST:PORT");
-        return -1;
-    }
-    if (ct_sweep_validate(&o->sweep, MAX_MESSAGE, err, sizeof err) != 0) {
+    o->mode = (enum mode)mode;
+    o->wait = (enum wait)wait;
+    o->nodelay = !nagle;
+    if (bad || ct_sweep_validate(&o->sweep, MAX_MESSAGE, prog, err, sizeof err))
         ct_report_error("%s", err);
-        return -1;
-    }
-    if (o->sweep.min_size < 1) {
-        ct_report_error("--min-size must be >= 1 for TCP (a 0-byte send carries nothing)");
-        return -1;
-    }
-    return 0;
+    else if (o->server == (o->connect != NULL))
+        ct_report_error("%s: give exactly one of --server and --connect HOST:PORT", prog);
+    else if (o->sweep.min_size < 1)
+        ct_report_error("%s: --min-size: must be >= 1 for TCP (a 0-byte send carries nothing)",
+                        prog);
+    else
+        return 0;
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -760,6 +706,6 @@ int main(int argc, char **argv)
     struct options o;
     signal(SIGPIPE, SIG_IGN); /* a dead peer shows up as EPIPE, reported as an error line */
     if (parse_args(argc, argv, &o) != 0)
-        return 2;
+        return CT_EXIT_USAGE;
     return o.server ? run_server(&o) : run_client(&o);
 }

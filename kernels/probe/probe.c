@@ -2,11 +2,13 @@
  *
  * Verification: the gathered ranks must be 0..size-1 exactly once and an allreduce of
  * the ranks must equal size*(size-1)/2; anything else means the job is not one
- * MPI_COMM_WORLD and is reported as failed. */
+ * MPI_COMM_WORLD and is reported as failed. --hang (tests) keeps rank 0 waiting forever
+ * after the collectives, for the launchers' timeout handling. */
 #define _POSIX_C_SOURCE 200809L
 #include "ct.h"
+#include "ct_mpi.h"
+#include "ct_opt.h"
 
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,46 +22,72 @@ struct rank_info {
     char library[FIELD];   /* first line of MPI_Get_library_version() */
 };
 
-static void first_line(char *text)
+struct summary {
+    int size, version, subversion;
+    long long rank_sum;
+};
+
+static void figures(ct_json *j, const void *arg)
 {
-    text[strcspn(text, "\r\n")] = '\0';
+    ct_json_integer(j, "ranks", ((const struct summary *)arg)->size);
+}
+
+static void detail(ct_json *j, const void *arg)
+{
+    const struct summary *s = arg;
+    ct_json_integer(j, "mpi_version", s->version);
+    ct_json_integer(j, "mpi_subversion", s->subversion);
+    ct_json_integer(j, "rank_sum", s->rank_sum);
 }
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int hang = argc > 1 && strcmp(argv[1], "--hang") == 0;
+    ct_mpi_init(&argc, &argv);
+    int hang = 0, help = 0;
+    const ct_opt table[] = {
+        {"--hang", CT_OPT_FLAG, .dest = &hang},
+        {"--help", CT_OPT_FLAG, .dest = &help},
+        {.type = CT_OPT_END},
+    };
+    char err[512];
+    int bad = ct_opt_parse(table, argc, argv, err, sizeof err) != 0;
     int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    if (help || bad) {
+        if (rank == 0 && help)
+            printf("usage: mpirun -np N ct-probe [--hang]\n");
+        else if (rank == 0)
+            ct_report_error("%s", err);
+        CT_MPI_CHECK(MPI_Finalize());
+        return help ? 0 : CT_EXIT_USAGE;
+    }
 
     struct rank_info mine;
     memset(&mine, 0, sizeof mine);
     mine.rank = rank;
     gethostname(mine.host, FIELD - 1);
     int len = 0;
-    MPI_Get_processor_name(mine.processor, &len);
-    char library[MPI_MAX_LIBRARY_VERSION_STRING];
-    MPI_Get_library_version(library, &len);
-    first_line(library);
-    memcpy(mine.library, library, strnlen(library, FIELD - 1)); /* mine is zeroed */
+    CT_MPI_CHECK(MPI_Get_processor_name(mine.processor, &len));
+    ct_mpi_library(mine.library, FIELD);
 
     struct rank_info *all = NULL;
     if (rank == 0)
-        all = calloc((size_t)size, sizeof *all);
-    MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0,
-               MPI_COMM_WORLD);
-    long long rank_sum = 0, my_rank = rank;
-    MPI_Allreduce(&my_rank, &rank_sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+        all = ct_mpi_alloc((size_t)size * sizeof *all, "the table of ranks");
+    CT_MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                            0, MPI_COMM_WORLD));
+    long long my_rank = rank;
+    struct summary s = {.size = size};
+    CT_MPI_CHECK(
+        MPI_Allreduce(&my_rank, &s.rank_sum, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD));
 
     if (hang && rank == 0)
         for (;;)
             pause();
 
+    int ok = s.rank_sum == (long long)size * (size - 1) / 2;
     if (rank == 0) {
-        int version, subversion;
-        MPI_Get_version(&version, &subversion);
-        int ok = rank_sum == (long long)size * (size - 1) / 2;
+        CT_MPI_CHECK(MPI_Get_version(&s.version, &s.subversion));
         for (int r = 0; r < size; r++) {
             ok = ok && all[r].rank == r;
             ct_json j;
@@ -70,20 +98,9 @@ int main(int argc, char **argv)
             ct_json_string(&j, "library", all[r].library);
             ct_json_end(&j);
         }
-        ct_json j;
-        ct_json_start(&j, stdout, "result");
-        ct_json_string(&j, "verification", ok ? "passed" : "failed");
-        ct_json_open_object(&j, "figures");
-        ct_json_integer(&j, "ranks", size);
-        ct_json_close_object(&j);
-        ct_json_open_object(&j, "detail");
-        ct_json_integer(&j, "mpi_version", version);
-        ct_json_integer(&j, "mpi_subversion", subversion);
-        ct_json_integer(&j, "rank_sum", rank_sum);
-        ct_json_close_object(&j);
-        ct_json_end(&j);
         free(all);
     }
-    MPI_Finalize();
+    ct_mpi_result(ok ? "passed" : "failed", figures, detail, &s);
+    CT_MPI_CHECK(MPI_Finalize());
     return 0;
 }

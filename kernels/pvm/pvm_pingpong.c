@@ -142,38 +142,32 @@ int main(int argc, char **argv)
 {
     ct_sweep_opts o;
     ct_sweep_defaults(&o);
+    static const char *const routes[] = {"direct", "daemon", NULL};
     const char *host = NULL;
-    int direct = 1, partner = 0, inject_fault = 0;
-    char err[256] = "";
-    for (int i = 1; i < argc && !err[0]; i++) {
-        if (ct_sweep_parse_option(&o, argc, argv, &i, err, sizeof err) != 0)
-            continue;
-        if (strcmp(argv[i], PARTNER_FLAG) == 0 && i + 1 < argc) {
-            partner = 1;
-            ct_parse_bytes(argv[++i], &o.max_size);
-        } else if (strcmp(argv[i], "--inject-fault") == 0) {
-            inject_fault = 1;
-        } else if (strcmp(argv[i], "--host") == 0 && i + 1 < argc) {
-            host = argv[++i];
-        } else if (strcmp(argv[i], "--route") == 0 && i + 1 < argc) {
-            i++;
-            direct = strcmp(argv[i], "direct") == 0;
-            if (!direct && strcmp(argv[i], "daemon") != 0)
-                snprintf(err, sizeof err, "bad value for --route: '%s'", argv[i]);
-        } else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: ct-pvm-pingpong [--host HOST] [--route direct|daemon] [options]\n"
-                   "  --inject-fault          tests only: corrupt one bit of the first trial\n%s",
-                   ct_sweep_usage);
-            return 0;
-        } else {
-            snprintf(err, sizeof err, "unknown option %s (see --help)", argv[i]);
-        }
+    int route = 0;
+    uint64_t partner_size = 0; /* the driver's --max-size, given to the partner it spawns */
+    ct_opt sweep[CT_SWEEP_NOPTS];
+    ct_sweep_options(&o, sweep);
+    const ct_opt table[] = {
+        {"--host", CT_OPT_STRING, .dest = &host},
+        {"--route", CT_OPT_CHOICE, .dest = &route, .choices = routes},
+        {PARTNER_FLAG, CT_OPT_BYTES, .dest = &partner_size},
+        {NULL, CT_OPT_TABLE, .table = sweep},
+        {.type = CT_OPT_END},
+    };
+    char err[512];
+    int bad = ct_opt_parse(table, argc, argv, err, sizeof err) != 0;
+    if (o.help) {
+        printf("usage: ct-pvm-pingpong [--host HOST] [--route direct|daemon] [options]\n%s",
+               ct_sweep_usage);
+        return 0;
     }
-    if (!err[0])
-        ct_sweep_validate(&o, MAX_MESSAGE, err, sizeof err);
-    if (err[0]) {
+    int partner = partner_size > 0, direct = route == 0;
+    if (partner)
+        o.max_size = partner_size;
+    if (bad || ct_sweep_validate(&o, MAX_MESSAGE, ct_basename(argv[0]), err, sizeof err)) {
         ct_report_error("%s", err);
-        return 2;
+        return CT_EXIT_USAGE;
     }
 
     pvm_setopt(PvmAutoErr, 0); /* errors are reported here, as JSON */
@@ -184,7 +178,7 @@ int main(int argc, char **argv)
     }
     if (direct)
         pvm_setopt(PvmRoute, PvmRouteDirect);
-    struct pair p = {.inject_fault = inject_fault};
+    struct pair p = {.inject_fault = o.inject_fault};
     if (alloc_pair(&p, o.max_size) != 0) {
         ct_report_error("cannot allocate 2 x %llu bytes", (unsigned long long)o.max_size);
         pvm_exit();

@@ -9,6 +9,7 @@
  * usage: ct-nfq-delay QUEUE DELAY_US */
 #define _GNU_SOURCE
 #include "ct.h"
+#include "ct_opt.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -122,10 +123,20 @@ static void hold_packet(const struct nlmsghdr *nh, uint64_t release_ns)
 
 int main(int argc, char **argv)
 {
-    long qnum, delay_us;
-    if (argc != 3 || ct_parse_long(argv[1], &qnum) || qnum > 65535 || ct_parse_long(argv[2], &delay_us)) {
-        fprintf(stderr, "usage: %s QUEUE DELAY_US\n", argv[0]);
-        return 2;
+    int qnum, help = 0;
+    long delay_us;
+    const ct_opt table[] = {
+        {"QUEUE", CT_OPT_INT, .dest = &qnum, .min = 0, .max = 65535},
+        {"DELAY_US", CT_OPT_LONG, .dest = &delay_us, .min = 0, .max = 3600e6},
+        {"--help", CT_OPT_FLAG, .dest = &help},
+        {.type = CT_OPT_END},
+    };
+    char err[512];
+    int bad = ct_opt_parse(table, argc, argv, err, sizeof err) != 0;
+    if (help || bad) {
+        fprintf(help ? stdout : stderr, "%s%susage: %s QUEUE DELAY_US\n", help ? "" : err,
+                help ? "" : "\n", ct_basename(argv[0]));
+        return help ? 0 : CT_EXIT_USAGE;
     }
     queue_num = (uint16_t)qnum;
     const uint64_t delay_ns = (uint64_t)delay_us * 1000ull;

@@ -1,0 +1,165 @@
+/* ct_mpi.c - the MPI half of the kernel harness (see ct_mpi.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "ct_mpi.h"
+
+#include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *program = "ct-kernel"; /* until ct_mpi_init */
+#define ABORT_WAIT_MS 500
+
+/* Aborts every rank, wait_ms after the error line went out: launchers forward output
+ * asynchronously and drop what they have not forwarded once a rank aborts. */
+static _Noreturn void abort_job(long wait_ms)
+{
+    fflush(NULL);
+    nanosleep(&(struct timespec){wait_ms / 1000, wait_ms % 1000 * 1000000L}, NULL);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _Exit(1); /* MPI_Abort does not return; this keeps the promise if it did */
+}
+
+static int world_rank(void)
+{
+    int rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank); /* unchecked: used while reporting a failure */
+    return rank;
+}
+
+void ct_mpi_init(int *argc, char ***argv)
+{
+    program = ct_basename((*argv)[0]);
+    int rc = MPI_Init(argc, argv);
+    if (rc != MPI_SUCCESS) { /* nothing of MPI can be trusted: no error string, no abort */
+        ct_report_error("%s: MPI_Init failed (error code %d)", program, rc);
+        exit(1);
+    }
+    CT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+}
+
+void ct_mpi_check(int rc, const char *call, const char *file, int line)
+{
+    if (rc == MPI_SUCCESS)
+        return;
+    char why[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (MPI_Error_string(rc, why, &len) != MPI_SUCCESS)
+        snprintf(why, sizeof why, "error code %d", rc);
+    ct_mpi_fail("%s failed at %s:%d: %s", call, ct_basename(file), line, why);
+}
+
+void ct_mpi_fail(const char *fmt, ...)
+{
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "%s: rank %d: ", program, world_rank());
+    va_list ap;
+    va_start(ap, fmt);
+    ct_report_errorv(prefix, fmt, ap);
+    va_end(ap);
+    abort_job(ABORT_WAIT_MS);
+}
+
+void *ct_mpi_alloc(size_t bytes, const char *what)
+{
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p)
+        ct_mpi_fail("cannot allocate %s (%zu bytes)", what, bytes);
+    return p;
+}
+
+void *ct_mpi_try_alloc(ct_alloc_failure *f, size_t bytes, const char *what)
+{
+    /* aligned_alloc wants a multiple of the alignment */
+    size_t size = bytes ? (bytes + 63) / 64 * 64 : 64;
+    void *p = bytes <= SIZE_MAX - 64 ? aligned_alloc(64, size) : NULL;
+    if (!p && !f->what)
+        *f = (ct_alloc_failure){what, (double)bytes};
+    return p;
+}
+
+void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f)
+{
+    int me;
+    CT_MPI_CHECK(MPI_Comm_rank(comm, &me));
+    /* MAXLOC: any failure wins, and among failures the lowest rank */
+    struct {
+        int failed, rank;
+    } mine = {f->what != NULL, me}, first;
+    MPI_Request rq;
+    CT_MPI_CHECK(MPI_Iallreduce(&mine, &first, 1, MPI_2INT, MPI_MAXLOC, comm, &rq));
+    ct_mpi_waitall(1, &rq, NULL);
+    if (!first.failed)
+        return;
+    char what[256] = "";
+    if (me == first.rank)
+        snprintf(what, sizeof what, "rank %d: cannot allocate %s (%.0f bytes)", world_rank(),
+                 f->what, f->bytes);
+    CT_MPI_CHECK(MPI_Ibcast(what, (int)sizeof what, MPI_CHAR, first.rank, comm, &rq));
+    ct_mpi_waitall(1, &rq, NULL);
+    if (me == first.rank)
+        ct_report_error("%s: %s", program, what);
+    else
+        fprintf(stderr, "%s: rank %d: stopping, %s\n", program, world_rank(), what);
+    /* every rank has said why before the abort can kill it */
+    CT_MPI_CHECK(MPI_Ibarrier(comm, &rq));
+    ct_mpi_waitall(1, &rq, NULL);
+    /* the failing rank aborts the job; the others give it time to, and abort themselves
+     * only if still alive (OpenMPI garbles its messages when several ranks abort) */
+    abort_job(me == first.rank ? ABORT_WAIT_MS : 4 * ABORT_WAIT_MS);
+}
+
+void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void))
+{
+    for (;;) {
+        int done = 1;
+        for (int i = 0; i < n; i++) {
+            if (reqs[i] == MPI_REQUEST_NULL)
+                continue;
+            int flag;
+            CT_MPI_CHECK(MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE));
+            done &= flag;
+        }
+        if (done)
+            return;
+        if (progress)
+            progress();
+        sched_yield();
+    }
+}
+
+void ct_mpi_library(char *buf, size_t len)
+{
+    char text[MPI_MAX_LIBRARY_VERSION_STRING];
+    int n = 0;
+    CT_MPI_CHECK(MPI_Get_library_version(text, &n));
+    text[strcspn(text, "\r\n")] = '\0';
+    snprintf(buf, len, "%s", text);
+}
+
+void ct_mpi_result(const char *verification, ct_json_fields figures, ct_json_fields detail,
+                   const void *arg)
+{
+    if (world_rank() != 0)
+        return;
+    int size;
+    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+    char library[MPI_MAX_LIBRARY_VERSION_STRING];
+    ct_mpi_library(library, sizeof library);
+    ct_json j;
+    ct_json_start(&j, stdout, "result");
+    ct_json_string(&j, "verification", verification);
+    if (figures) {
+        ct_json_open_object(&j, "figures");
+        figures(&j, arg);
+        ct_json_close_object(&j);
+    }
+    ct_json_open_object(&j, "detail");
+    ct_json_integer(&j, "ranks", size);
+    ct_json_string(&j, "mpi_library", library);
+    if (detail)
+        detail(&j, arg);
+    ct_json_end(&j);
+}

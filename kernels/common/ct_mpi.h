@@ -1,0 +1,89 @@
+/* ct_mpi.h - what every MPI kernel shares: start-up, checked MPI calls, checked
+ * allocation, a waiting loop that yields the core, the result line, and the tag ranges.
+ *
+ * Failures are never silent: MPI_COMM_WORLD (and every communicator derived from it)
+ * returns errors instead of aborting inside the library, CT_MPI_CHECK turns a failed
+ * call into a message naming the call, file:line, rank and MPI's error string, plus a
+ * JSON error line (ct.h), and then aborts every rank, so no result line can follow.
+ * Built into the ct_mpi library (ct_mpi.cmake), only where MPI is available.
+ */
+#ifndef CT_MPI_H
+#define CT_MPI_H
+
+#include "ct.h"
+
+#include <mpi.h>
+#include <stddef.h>
+
+/* Tags, one range per kernel and purpose, so that messages of different purposes can
+ * never match each other's receives. Every range ends below 32767, the smallest
+ * MPI_TAG_UB the standard allows. */
+enum ct_mpi_tag {
+    /* ct-mpi-pingpong: the driver's command, the payload, the partner's status */
+    CT_TAG_PINGPONG_CMD = 1,
+    CT_TAG_PINGPONG_DATA = 2,
+    CT_TAG_PINGPONG_STATUS = 3,
+    /* ct-linpack row swaps (lp_update.c): displaced rows, binary exchange (fold-in,
+     * exchange, fold-out), long (gather of U, spread-roll broadcast of U) */
+    CT_TAG_LP_SWAP_DISPLACED = 100,
+    CT_TAG_LP_SWAP_FOLD_IN = 101,
+    CT_TAG_LP_SWAP_EXCHANGE = 102,
+    CT_TAG_LP_SWAP_FOLD_OUT = 103,
+    CT_TAG_LP_SWAP_GATHER = 104,
+    CT_TAG_LP_SWAP_BCAST = 105,
+    /* ct-linpack panel broadcasts: panel k uses CT_TAG_LP_PANEL + k % CT_TAG_LP_PANELS
+     * (at most depth + 2 panels are in flight, so tags never repeat among them) */
+    CT_TAG_LP_PANEL = 1000,
+    CT_TAG_LP_PANELS = 20000,
+    CT_TAG_END = CT_TAG_LP_PANEL + CT_TAG_LP_PANELS /* first tag not in use */
+};
+_Static_assert(CT_TAG_END <= 32767, "tags must stay below the smallest MPI_TAG_UB");
+
+/* MPI_Init, and MPI_ERRORS_RETURN on MPI_COMM_WORLD; remembers the kernel's name for
+ * messages. */
+void ct_mpi_init(int *argc, char ***argv);
+
+/* Wraps every MPI call that returns an error code. */
+#define CT_MPI_CHECK(call) ct_mpi_check((call), #call, __FILE__, __LINE__)
+void ct_mpi_check(int rc, const char *call, const char *file, int line);
+
+/* "<kernel>: rank R: <message>" on stderr and as a JSON error line, then MPI_Abort of
+ * every rank. For faults only this rank sees. */
+_Noreturn void ct_mpi_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* malloc that does not return on failure: ct_mpi_fail names what and how many bytes. */
+void *ct_mpi_alloc(size_t bytes, const char *what);
+
+/* Buffers allocated at a point every rank of a communicator reaches are checked together:
+ * ct_mpi_try_alloc notes this rank's first failure instead of stopping, ct_mpi_agree then
+ * stops every rank if any failed. */
+typedef struct {
+    const char *what; /* NULL: no allocation failed */
+    double bytes;
+} ct_alloc_failure;
+
+/* 64-byte aligned (BLAS likes it), not zeroed; NULL after noting the failure in f. */
+void *ct_mpi_try_alloc(ct_alloc_failure *f, size_t bytes, const char *what);
+
+/* Collective over comm. If any rank noted a failure, every rank of comm reports it on
+ * stderr (the first failing rank with what and how many bytes, also as the JSON error
+ * line; the others naming that rank) and the job aborts. */
+void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f);
+
+/* Waits for n requests (any may be MPI_REQUEST_NULL), polling and yielding the core
+ * between polls: MPICH's blocking waits spin, which starves the ranks still working when
+ * ranks outnumber the cores. progress (may be NULL) runs between polls. */
+void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void));
+
+/* First line of MPI_Get_library_version(). */
+void ct_mpi_library(char *buf, size_t len);
+
+/* Rank 0's result line, the same shape for every MPI kernel:
+ *   {"type":"result","verification":V,"figures":{<figures>},
+ *    "detail":{"ranks":<size of MPI_COMM_WORLD>,"mpi_library":"...",<detail>}}
+ * figures may be NULL (then no figures object). Does nothing on other ranks. */
+typedef void (*ct_json_fields)(ct_json *j, const void *arg);
+void ct_mpi_result(const char *verification, ct_json_fields figures, ct_json_fields detail,
+                   const void *arg);
+
+#endif

@@ -36,9 +36,11 @@ $(STAMP)/venv: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	@mkdir -p $(STAMP) && touch $@
 
-kernels:
+# What each tree builds comes from the levels' descriptors (python -m clustertune.build).
+kernels: venv
 	@for f in $(FLAVOURS); do \
 		mpi=$$f; [ $$f = serial ] && mpi=none; \
+		$(VENV)/bin/python -m clustertune.build $$f build/$$f/kernels.cmake || exit 1; \
 		test -f build/$$f/CMakeCache.txt || cmake -S kernels -B build/$$f -DCT_MPI=$$mpi >/dev/null || exit 1; \
 		cmake --build build/$$f -j 2 -- --no-print-directory | grep -v '^\[' ; test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done

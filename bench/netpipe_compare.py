@@ -54,6 +54,7 @@ from pathlib import Path
 from clustertune import kernels, vcluster
 from clustertune.hostinfo import load_average
 from clustertune.launch import Job, launcher_for, process
+from clustertune.levels.network import pingpong  # declares the ping-pong kernels
 from clustertune.units import parse_rate, parse_size
 
 BANDWIDTH_FROM = 2 * 1024 * 1024
@@ -116,19 +117,16 @@ def pinned(argv: list[str], cpu: str | None) -> list[str]:
 def netpipe_tcp(launcher, workdir: Path, max_size: int, pin: Pin = None) -> Curve:
     out = workdir / "nptcp.out"
     cpu0, cpu1 = pin or (None, None)
-    receiver = launcher.spawn_on_host(
-        "host1", pinned(["NPtcp", "-o", str(workdir / "nptcp.rx")], cpu1)
-    )
-    try:
-        # NPtcp's transmitter does not retry a refused connect: wait for the receiver
+    receiver = pinned(["NPtcp", "-o", str(workdir / "nptcp.rx")], cpu1)
+    # NPtcp's receiver says nothing when ready and its transmitter does not retry a
+    # refused connect: the loop below waits for it; it is killed when the block ends
+    with launcher.service("host1", receiver, ready=lambda: True, stop_grace=0.0):
         for _ in range(40):
             argv = ["NPtcp", "-h", "host1", "-u", str(max_size), "-o", str(out)]
             run = launcher.run_on_host("host0", pinned(argv, cpu0), timeout=600)
             if run.returncode == 0 or run.elapsed_s > 2:
                 break
             time.sleep(0.25)
-    finally:
-        process.kill_job(receiver, receiver.job_id)
     if run.returncode != 0:
         raise RuntimeError(f"NPtcp failed: {run.stderr[-500:]}")
     return read_netpipe(out, "NPtcp", run.elapsed_s, run.stderr)
@@ -139,12 +137,10 @@ def clustertune_tcp(
 ) -> Curve:
     binary = str(kernels.kernel_path("ct-tcp-pingpong", "serial"))
     cpu0, cpu1 = pin or (None, None)
-    server = launcher.spawn_on_host("host1", pinned([binary, "--server", "--port", TCP_PORT], cpu1))
-    try:
+    server = pinned([binary, "--server", "--port", TCP_PORT], cpu1)
+    with launcher.service("host1", server, ready=pingpong.READY_PORT):
         argv = [binary, "--connect", f"host1:{TCP_PORT}", "--max-size", str(max_size), *extra]
         client = launcher.run_on_host("host0", pinned(argv, cpu0), timeout=600)
-    finally:
-        process.kill_job(server, server.job_id)  # it has exited already unless the run failed
     return read_clustertune(client, "ct-tcp-pingpong")
 
 

@@ -4,10 +4,9 @@ import os
 import time
 
 import pytest
-from conftest import needs_root
 
 from clustertune import kernels, runner
-from clustertune.cluster import Cluster, Host, local_cluster
+from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.launch import Job, launcher_for
 from clustertune.launch.process import job_pids
 
@@ -28,7 +27,7 @@ def test_probe_on_localhost(store, mpi):
     assert store.get(record["id"])["samples"] == record["samples"]
 
 
-@needs_root
+@pytest.mark.root
 @pytest.mark.parametrize("mpi", MPIS)
 def test_probe_across_namespaces(make_vcluster, store, mpi):
     cluster = make_vcluster(hosts=3, link_bps=10**9)
@@ -41,7 +40,7 @@ def test_probe_across_namespaces(make_vcluster, store, mpi):
     assert all(expected in s["library"] for s in record["samples"])
 
 
-@needs_root
+@pytest.mark.root
 def test_probe_on_chosen_hosts(make_vcluster, store):
     cluster = make_vcluster(hosts=4)
     record = probe(cluster, store, "openmpi", 2, hosts=["host3", "host1"])
@@ -51,7 +50,7 @@ def test_probe_on_chosen_hosts(make_vcluster, store):
     ]
 
 
-@needs_root
+@pytest.mark.root
 @pytest.mark.parametrize("mpi", MPIS)
 def test_hung_job_is_killed_at_timeout_and_recorded_failed(make_vcluster, store, mpi):
     cluster = make_vcluster(hosts=2)
@@ -64,13 +63,15 @@ def test_hung_job_is_killed_at_timeout_and_recorded_failed(make_vcluster, store,
     assert "timed out" in record["error"]
     assert store.get(record["id"])["status"] == "failed"
     time.sleep(0.5)
-    assert job_pids(record["meta"]["job_id"]) == [], "processes of the killed job still run"
+    assert [p for j in record["meta"]["job_ids"] for p in job_pids(j)] == [], (
+        "processes of the killed job still run"
+    )
 
 
 def test_missing_mpi_is_a_clear_error(store):
     from clustertune.errors import UserError
 
-    cluster = Cluster("solo", "local", (Host("me"),), mpi=("openmpi",))
+    cluster = Cluster("solo", (Host("me"),), (Site("site0", "local"),), mpi=("openmpi",))
     with pytest.raises(UserError, match="does not offer MPI 'mpich'"):
         probe(cluster, store, "mpich", 1)
 
@@ -80,18 +81,18 @@ def test_command_lines_per_launcher(tmp_path):
     kernel = kernels.kernel_path("ct-probe", "mpich")
     job = Job(kernel, [], 4, "mpich", env={"OPENBLAS_NUM_THREADS": "1"})
     hosts = (Host("n1", "192.0.2.1"), Host("n2", "192.0.2.2"))
-    real = Cluster("lab", "hostfile", hosts)
+    real = Cluster("lab", hosts, (Site("site0", "hostfile"),))
     argv = launcher_for(real).mpi_argv(job, tmp_path)
     assert argv[:3] == ["mpiexec.mpich", "-n", "4"]
     assert (tmp_path / "hostfile.mpich").read_text() == "192.0.2.1:1\n192.0.2.2:1\n"
     assert "LD_PRELOAD" not in argv  # the finalize shim is for UCX over pinned TCP only
 
-    slurm = Cluster("lab", "slurm", hosts, extra={"slurm": {"partition": "debug"}})
+    slurm = Cluster("lab", hosts, (Site("site0", "slurm", settings={"partition": "debug"}),))
     argv = launcher_for(slurm).mpi_argv(Job(kernel, ["-x"], 4, "openmpi"), tmp_path)
     assert argv[:4] == ["srun", "--kill-on-bad-exit=1", "--partition", "debug"]
     assert "--mpi=pmix" in argv and argv[-2:] == [str(kernel), "-x"]
 
-    vc = Cluster("v", "vcluster", hosts, extra={"agent": "/run/agent"})
+    vc = Cluster("v", hosts, (Site("site0", "vcluster"),), extra={"agent": "/run/agent"})
     argv = launcher_for(vc).mpi_argv(job, tmp_path)
     assert argv[:2] == ["/run/agent", "n1"]  # started on the first host, through the agent
     inner = argv[2]

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import needs_root
 
 from clustertune import kernels, report
 from clustertune.cluster import local_cluster
@@ -99,7 +98,7 @@ def test_reduced_copy_changes_only_n(tmp_path) -> None:
     assert new[5].split()[:2] == [str(REDUCED_N), "Ns"]
 
 
-@needs_root
+@pytest.mark.root
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_seed_hpl_dat_on_8_ranks_of_4_hosts(make_vcluster, tmp_path, mpi: str) -> None:
     """Both seeds' HPL.dat files (seeds/000 figs 11-12, seeds/001 figs 9-10), as printed
@@ -145,7 +144,11 @@ def gemm_record(np: int, library: str, core: str, rates: list[tuple[str, str, fl
     return record
 
 
-def test_percent_of_peak_uses_the_dgemm_of_the_same_blas_and_np() -> None:
+def grid_sample(p: int, q: int, gflops: float) -> dict:
+    return {**sample("WR11C2R4", gflops, True, [0.1, 0.1]), "p": p, "q": q}
+
+
+def test_percent_of_peak_uses_the_dgemm_of_the_same_blas_on_the_grid_ranks() -> None:
     ob, ref = "/o/libblas.so.3", "/r/libblas.so.3"
     peaks = section.dgemm_peaks([
         gemm_record(2, ob, "Haswell", [("d", "local", 40.0), ("d", "local", 50.0),
@@ -155,12 +158,18 @@ def test_percent_of_peak_uses_the_dgemm_of_the_same_blas_and_np() -> None:
         gemm_record(2, ref, "", [("d", "local", 5.0)]),
     ])  # fmt: skip
     # best verified local DGEMM; single precision and SUMMA rates are not the peak
-    assert section.percent_of_peak(lu_record("c", 2, ob, "Haswell", 45.0), 45.0, peaks) == 90.0
-    assert section.percent_of_peak(lu_record("c", 4, ob, "Haswell", 30.0), 30.0, peaks) == 50.0
-    assert section.percent_of_peak(lu_record("c", 2, ref, "", 4.0), 4.0, peaks) == 80.0
+    lu = lu_record("c", 2, ob, "Haswell", 45.0)
+    assert section.percent_of_peak(lu, grid_sample(1, 2, 45.0), peaks) == 90.0
+    assert section.percent_of_peak(lu, grid_sample(2, 2, 30.0), peaks) == 50.0
+    ref_lu = lu_record("c", 2, ref, "", 4.0)
+    assert section.percent_of_peak(ref_lu, grid_sample(2, 1, 4.0), peaks) == 80.0
+    # 4 ranks launched, a 1x2 grid computing: the peak of 2 ranks, not of the 4 launched
+    wide = lu_record("c", 4, ob, "Haswell", 45.0)
+    assert section.percent_of_peak(wide, grid_sample(1, 2, 45.0), peaks) == 90.0
     # another rank count, cluster or core: no peak measured, no percentage
-    assert section.percent_of_peak(lu_record("c", 6, ob, "Haswell", 1.0), 1.0, peaks) is None
-    assert section.percent_of_peak(lu_record("d", 2, ob, "Haswell", 1.0), 1.0, peaks) is None
+    assert section.percent_of_peak(lu, grid_sample(2, 3, 1.0), peaks) is None
+    other = lu_record("d", 2, ob, "Haswell", 1.0)
+    assert section.percent_of_peak(other, grid_sample(1, 2, 1.0), peaks) is None
 
 
 def test_installed_blas_found_by_directory(tmp_path) -> None:
@@ -245,14 +254,14 @@ def test_blas_missing_a_symbol_is_recorded_failed(tmp_path, store) -> None:
     assert "FAILED" in blas.text([row])
 
 
-@needs_root
+@pytest.mark.root
 def test_demo_step_on_the_4_host_cluster(make_vcluster, store) -> None:
-    from clustertune.levels import linpack as level
+    from clustertune.levels import linpack, probe
 
-    assert level.ORDER > 10  # after the probe in the demo
+    assert linpack.LEVEL.order > probe.LEVEL.order  # after the probe in the demo
     cluster = make_vcluster(hosts=4)
     started = time.monotonic()
-    records = level.demo(cluster, store)
+    records = linpack.LEVEL.demo(cluster, store)
     assert time.monotonic() - started < 60
     assert [r["kernel"] for r in records] == ["ct-linpack", "ct-gemm", "ct-gemm"]
     assert all(r["status"] == "ok" and r["verification"] == "passed" for r in records)
@@ -261,6 +270,32 @@ def test_demo_step_on_the_4_host_cluster(make_vcluster, store) -> None:
     assert "Gflops vs np" in html
     peaks = section.dgemm_peaks(records)
     lu_rate, dgemm = records[0]["samples"][0]["gflops"], records[2]["figures"]["best_dgemm_gflops"]
-    pct = section.percent_of_peak(records[0], lu_rate, peaks)
+    pct = section.percent_of_peak(records[0], records[0]["samples"][0], peaks)
     assert pct == pytest.approx(100 * lu_rate / dgemm)
     assert f"<td>{pct:.1f}</td>" in html  # the LU row carries its % of DGEMM
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["-N", "-5"], "-N"),
+        (["--np", "3", "-P", "2", "-Q", "2"], "2 x 2"),
+        (["--dat", "BAD_DAT"], "HPL.dat:8"),
+        (["--nb", "x"], "--nb"),
+    ],
+)
+def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -> None:
+    """Checked by the kernel itself, without MPI: exit 2, one line naming the flag or the
+    HPL.dat line, no page of HPL text or mpirun noise, nothing stored."""
+    bad = tmp_path / "HPL.dat"  # the seed's file with its NBs line (line 8) unreadable
+    text = (DATA / "seed000_fig11.dat").read_text().splitlines()
+    bad.write_text("\n".join([*text[:7], "xx           NBs", *text[8:]]) + "\n")
+    args = [str(bad) if a == "BAD_DAT" else a for a in args]
+    db = tmp_path / "r.db"
+    out = cli("linpack", *args, "--db", str(db), timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("clustertune: error: "), out.stderr
+    assert named in lines[0], lines[0]
+    assert out.stdout == "" and "mpirun" not in out.stderr
+    assert not db.exists() or Store(db).list() == []

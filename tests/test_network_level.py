@@ -14,13 +14,14 @@ from itertools import combinations
 from pathlib import Path
 
 import pytest
-from conftest import needs_root
 
-from clustertune import kernels, netns
-from clustertune.cluster import Cluster, Host, local_cluster
+from clustertune import kernels, netns, runner
+from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.errors import UserError
-from clustertune.launch import Job, launcher_for
+from clustertune.launch import Job
+from clustertune.levels import network
 from clustertune.levels.network import analysis, matrix, pingpong, section
+from clustertune.runner import Run
 
 MBIT = 10**6
 CONTRACT = ("latency_us", "bandwidth_mbps", "saturation_point_bytes", "n_half_bytes", "dips")
@@ -36,7 +37,7 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
 def fake_vcluster(rate_bps: int | None, hosts: int = 2) -> Cluster:
     """A cluster description only (nothing built): enough for the choices made up front."""
     return Cluster(
-        name="fake", launcher="vcluster",
+        name="fake", sites=(Site("site0", "vcluster"),),
         hosts=tuple(Host(f"host{i}", f"10.0.0.{i}", link_bps=rate_bps) for i in range(hosts)),
     )  # fmt: skip
 
@@ -124,7 +125,7 @@ def test_cli_pingpong_json_contract_on_this_host(tmp_path):
     html_out = tmp_path / "r.html"
     assert cli("report", "--out", str(html_out), "--db", db).returncode == 0
     html = html_out.read_text()
-    assert section.TITLE in html and "Saturation graph" in html
+    assert network.LEVEL.title in html and "Saturation graph" in html
 
 
 def _record(run_id: int, layer: str, latency_s: float, wait=None, mpi=None) -> dict:
@@ -189,7 +190,7 @@ def sweep(cluster, store, layer: str, max_size: int, **kw) -> dict:
     return record["figures"]
 
 
-@needs_root
+@pytest.mark.root
 @pytest.mark.parametrize("rate, max_size", [(100 * MBIT, 1 << 20), (10**9, 4 << 20)])
 def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, rate, max_size):
     """Issue 3's done-when: bandwidth within 10 % of nominal, and MPI latency >= TCP latency
@@ -207,9 +208,10 @@ def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, 
         assert figures["bandwidth_mbps"] == pytest.approx(rate / MBIT, rel=0.10), figures
     best_poll = poll["latency_us"]
     for _ in range(2):  # two more short runs: two spinning ends can share a core by chance
-        again = pingpong.run_tcp_pair(
-            launcher_for(cluster), "host0", "host1", ["--max-size", "64", "--wait", "poll"], 60
-        )
+        with Run(cluster, store, level="network", kernel=pingpong.TCP_KERNEL) as run:
+            again = pingpong.tcp_pair(
+                run, "host0", "host1", ["--max-size", "64", "--wait", "poll"], 60
+            )
         assert again.output.result["detail"]["wait"] == "poll"
         samples = analysis.curve_from_points(again.output.samples)
         best_poll = min(best_poll, analysis.latency_us(samples))
@@ -217,7 +219,7 @@ def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, 
         assert figures["latency_us"] >= best_poll, (name, figures["latency_us"], best_poll)
 
 
-@needs_root
+@pytest.mark.root
 def test_matrix_flags_the_slow_host_and_no_other(make_vcluster, store):
     cluster = make_vcluster(hosts=4, link_bps=10**9, host_links={"host2": 10**7})
     record = matrix.run_matrix(cluster, store, layer="tcp")
@@ -234,7 +236,7 @@ def test_matrix_flags_the_slow_host_and_no_other(make_vcluster, store):
     assert len(pairs) == 6  # every pair measured once in the rounds
 
 
-@needs_root
+@pytest.mark.root
 def test_unreachable_host_is_a_user_error_in_bounded_time(make_vcluster, tmp_path):
     cluster = make_vcluster(hosts=2, link_bps=10**9)
     netns.run("ip", "-n", cluster.host("host1").namespace, "link", "set", "eth0", "down")
@@ -247,7 +249,7 @@ def test_unreachable_host_is_a_user_error_in_bounded_time(make_vcluster, tmp_pat
     assert len(lines) == 1 and "host1 is unreachable from host0" in lines[0], out.stderr
 
 
-@needs_root
+@pytest.mark.root
 @pytest.mark.skipif(
     not (kernels.build_dir() / "serial" / "bin" / pingpong.PVM_KERNEL).is_file(),
     reason="ct-pvm-pingpong not built (needs pvm-dev)",
@@ -283,7 +285,7 @@ def _pids_in_netns(namespace: str, needle: str) -> list[int]:
     return pids
 
 
-@needs_root
+@pytest.mark.root
 def test_peer_killed_mid_sweep_keeps_the_points(make_vcluster, store):
     cluster = make_vcluster(hosts=2, link_bps=100 * MBIT)
     namespace = cluster.host("host1").namespace
@@ -308,7 +310,7 @@ def test_peer_killed_mid_sweep_keeps_the_points(make_vcluster, store):
     assert "closed by peer" in stored["error"] or "reset" in stored["error"]
 
 
-@needs_root
+@pytest.mark.root
 def test_corrupted_payload_is_stored_failed_by_pingpong_and_matrix(
     make_vcluster, store, monkeypatch
 ):
@@ -324,7 +326,7 @@ def test_corrupted_payload_is_stored_failed_by_pingpong_and_matrix(
     def faulty_job(**kw):  # the matrix's all-pairs job, with rank 1 corrupting its data
         return Job(**{**kw, "args": [*kw["args"], "--inject-fault"]})
 
-    monkeypatch.setattr(matrix, "Job", faulty_job)
+    monkeypatch.setattr(runner, "Job", faulty_job)
     record = store.get(matrix.run_matrix(cluster, store, layer="mpi", size=64 << 10)["id"])
     assert (record["status"], record["verification"]) == ("failed", "failed")
     assert record["error"].startswith("verification failed")

@@ -4,6 +4,7 @@ plain program on one node, and serves the CLI."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,10 +12,11 @@ from pathlib import Path
 
 import pytest
 import slurm_loopback
+from test_interrupt import assert_stopped_and_stored, start_hung_probe, wait_for_nothing_left
 
 from clustertune import runner
-from clustertune.cluster import load_cluster_file
 from clustertune.launch import launcher_for
+from clustertune.sources import resolve_cluster
 
 pytestmark = pytest.mark.skipif(
     slurm_loopback.unavailable() is not None, reason=str(slurm_loopback.unavailable())
@@ -70,14 +72,14 @@ def command(pid: int) -> str:
 
 @pytest.mark.parametrize("mpi", ("openmpi", "mpich"))
 def test_probe_through_srun(slurm, cluster_file, store, mpi):
-    cluster = load_cluster_file(cluster_file)
+    cluster = resolve_cluster(str(cluster_file))
     record = runner.run_kernel(
         cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi, env=MPI_ENV[mpi],
         timeout=30,
     )  # fmt: skip
     assert (record["status"], record["verification"]) == ("ok", "passed"), record["error"]
     assert record["figures"]["ranks"] == 4
-    assert record["meta"]["command"][0] == "srun"
+    assert record["meta"]["commands"][0][0] == "srun"
     # each slurmd has its node's UTS name: cyclic distribution puts rank r on n(r % 2 + 1)
     placement = {s["rank"]: s["host"] for s in record["samples"]}
     assert placement == {r: f"n{r % 2 + 1}" for r in range(4)}
@@ -86,7 +88,7 @@ def test_probe_through_srun(slurm, cluster_file, store, mpi):
 
 @pytest.mark.parametrize("mpi", ("openmpi", "mpich"))
 def test_hung_job_is_killed_and_leaves_nothing(slurm, cluster_file, store, mpi):
-    cluster = load_cluster_file(cluster_file)
+    cluster = resolve_cluster(str(cluster_file))
     begin = time.monotonic()
     record = runner.run_kernel(
         cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi, args=["--hang"],
@@ -109,13 +111,13 @@ def test_hung_job_is_killed_and_leaves_nothing(slurm, cluster_file, store, mpi):
 
 
 def test_run_on_host_through_srun(slurm, cluster_file):
-    launcher = launcher_for(load_cluster_file(cluster_file))
+    launcher = launcher_for(resolve_cluster(str(cluster_file)))
     done = launcher.run_on_host("n2", ["hostname"], timeout=20)
     assert (done.returncode, done.stdout.strip()) == (0, "n2"), done.stderr
 
 
 def test_cli_probe_on_slurm_cluster(slurm, cluster_file):
-    argv = [sys.executable, "-m", "clustertune.cli", "run", "probe", "--cluster",
+    argv = [sys.executable, "-m", "clustertune.cli", "probe", "--cluster",
             str(cluster_file), "--np", "2", "--mpi", "mpich", "--json"]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
@@ -123,3 +125,19 @@ def test_cli_probe_on_slurm_cluster(slurm, cluster_file):
     assert (record["status"], record["verification"]) == ("ok", "passed")
     assert record["meta"]["cluster"]["launcher"] == "slurm"
     assert sorted((s["rank"], s["host"]) for s in record["samples"]) == [(0, "n1"), (1, "n2")]
+
+
+def test_stopped_cli_stops_its_slurm_job(slurm, cluster_file, tmp_path):
+    """SIGTERM to clustertune (what a supervisor sends): srun's step is cancelled, the run
+    stored as interrupted; SIGKILL: the watchdog kills srun, and Slurm the step."""
+    cli, tag = start_hung_probe(tmp_path, str(cluster_file), np=2)
+    cli.send_signal(signal.SIGTERM)
+    assert_stopped_and_stored(cli, tag, tmp_path, signal.SIGTERM)
+    cli, tag = start_hung_probe(tmp_path, str(cluster_file), np=2)
+    cli.kill()
+    cli.communicate(timeout=30)
+    assert wait_for_nothing_left(tag, 20) == [], "the job outlived a SIGKILLed clustertune"
+    deadline = time.monotonic() + 15
+    while slurm.client("squeue", "-h").stdout.strip() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not slurm.client("squeue", "-h").stdout.strip(), "the Slurm job is still queued"

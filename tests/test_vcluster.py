@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import needs_root, unique_name
+from conftest import unique_name
 
 from clustertune import netns, vcluster
 from clustertune.cluster import Site
@@ -25,19 +25,13 @@ def root_links() -> list[str]:
 def measure_rate(cluster, sender: str, receiver: str, nbytes: int) -> float:
     """Bulk TCP transfer between two virtual hosts; the receiver's rate in bit/s."""
     launcher = launcher_for(cluster)
-    server = launcher.spawn_on_host(
-        receiver, [sys.executable, TRANSFER, "serve", "5999", str(nbytes)]
-    )
-    try:
-        assert server.stdout.readline().strip() == "listening"
+    serve = [sys.executable, TRANSFER, "serve", "5999", str(nbytes)]
+    with launcher.service(receiver, serve, ready=re.compile(rb"listening\n")) as server:
         done = launcher.run_on_host(
             sender, [sys.executable, TRANSFER, "send", receiver, "5999", str(nbytes)], timeout=60
         )
         assert done.returncode == 0, done.stderr
-        result = json.loads(server.stdout.readline())
-    finally:
-        server.kill()
-        server.wait()
+    result = json.loads(server.completed.stdout)
     assert result["bytes"] == nbytes
     return result["rate_bps"]
 
@@ -77,7 +71,7 @@ def test_state_becomes_a_cluster_with_one_vcluster_site_per_block():
     assert one.wan_bps is None
 
 
-@needs_root
+@pytest.mark.root
 def test_up_down_leaves_nothing_behind(make_vcluster):
     before = root_links()
     cluster = make_vcluster(hosts=3, link_bps=10**9)
@@ -94,7 +88,7 @@ def test_up_down_leaves_nothing_behind(make_vcluster):
     assert vcluster.down(cluster.name) is False  # idempotent
 
 
-@needs_root
+@pytest.mark.root
 def test_up_twice_is_a_clash_and_stale_pieces_are_replaced(make_vcluster):
     cluster = make_vcluster(hosts=2)
     with pytest.raises(UserError, match="already up"):
@@ -106,7 +100,7 @@ def test_up_twice_is_a_clash_and_stale_pieces_are_replaced(make_vcluster):
     assert all(netns.exists(h["namespace"]) for h in state["hosts"])
 
 
-@needs_root
+@pytest.mark.root
 def test_down_after_crash_without_state_removes_stray_namespaces():
     name = unique_name("s")
     stray = f"{vcluster.prefix(name)}host0"
@@ -118,14 +112,14 @@ def test_down_after_crash_without_state_removes_stray_namespaces():
         netns.delete(stray)
 
 
-@needs_root
+@pytest.mark.root
 def test_link_shaped_to_100mbit_measures_within_10_percent(make_vcluster):
     cluster = make_vcluster(hosts=2, link_bps=100 * 10**6)
     rate = measure_rate(cluster, "host0", "host1", 8 * 10**6)
     assert 90e6 <= rate <= 110e6, f"{rate / 1e6:.1f} Mbit/s on a 100 Mbit link"
 
 
-@needs_root
+@pytest.mark.root
 def test_one_host_link_and_wan_link_are_shaped(make_vcluster):
     cluster = make_vcluster(
         hosts=3, link_bps=10**9, host_links={"host2": 20 * 10**6}, sites=2, wan_bps=50 * 10**6
@@ -139,7 +133,7 @@ def test_one_host_link_and_wan_link_are_shaped(make_vcluster):
     assert fast > 500e6, f"{fast / 1e6:.1f} Mbit/s inside a 1 Gbit site"
 
 
-@needs_root
+@pytest.mark.root
 def test_delay_adds_to_round_trip(make_vcluster):
     base = ping_rtt_ms(make_vcluster(hosts=2), "host0", "host1")
     delayed_cluster = make_vcluster(hosts=2, delay_us=2000)

@@ -14,7 +14,7 @@ CHUNK = 1 << 16
 
 def serve(port: int, total: int) -> None:
     with socket.create_server(("0.0.0.0", port)) as listener:
-        print("listening", flush=True)
+        print("listening", file=sys.stderr, flush=True)  # the ready line of a service
         conn, _ = listener.accept()
         with conn:
             received = len(conn.recv(CHUNK))

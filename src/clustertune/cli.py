@@ -1,7 +1,11 @@
 """Command line: argument handling only; the work is done by the modules it calls.
 
 Every command accepts --json and then prints exactly one JSON document on stdout;
-progress and errors go to stderr. A user error exits 2 with one line, no traceback.
+progress and errors go to stderr. A user error exits 2 with one line, no traceback; a run
+that is not ok exits 1; SIGINT, SIGTERM or SIGHUP stop the job (launch/process.py), store
+the run as interrupted and exit 128 + the signal's number. The commands themselves come
+from the levels' descriptors (clustertune.levels) and the shared options from
+clustertune.commands.
 """
 
 from __future__ import annotations
@@ -10,61 +14,16 @@ import argparse
 import csv
 import io
 import json
+import signal
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__, levels, vcluster
+from .commands import Output, common_parser, open_store
 from .errors import UserError
-from .results import Store, compare, flatten_for_csv
+from .launch.process import Interrupted, stop_on_signals
+from .results import compare, flatten_for_csv
 from .units import parse_rate
-
-
-@dataclass
-class Output:
-    """What a command produced: a JSON document, its human form, and the exit status."""
-
-    payload: object
-    text: str
-    status: int = 0
-
-
-def common_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--cluster", help="cluster file (TOML) or virtual cluster name; default: this host"
-    )
-    common.add_argument(
-        "--db",
-        help="results database (default $CLUSTERTUNE_DB or ~/.local/share/clustertune/results.db)",
-    )
-    common.add_argument("--json", action="store_true", help="print one JSON document on stdout")
-    return common  # fmt: skip
-
-
-def open_store(args: argparse.Namespace) -> Store:
-    return Store(args.db)
-
-
-def record_summary(record: dict) -> str:
-    line = (
-        f"run {record['id']}: {record['level']}/{record['kernel']} on {record['meta']['cluster']['name']}"
-        f" -> {record['status']}, verification {record['verification']}"
-    )
-    if record["figures"]:
-        figures = ", ".join(
-            f"{k}={v}" for k, v in record["figures"].items() if not isinstance(v, dict | list)
-        )
-        line += f"\n  {figures}"
-    if record["error"]:
-        line += f"\n  error: {record['error']}"
-    return line
-
-
-def record_output(record: dict) -> Output:
-    """The usual ending of a measuring command: the stored record, non-zero if not ok."""
-    return Output(record, record_summary(record), 0 if record["status"] == "ok" else 1)
-
 
 # --- vcluster ---------------------------------------------------------------------------
 
@@ -222,16 +181,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="clustertune-report.html")
     p.set_defaults(func=cmd_report)
 
-    run = sub.add_parser("run", help="run one kernel")
-    run_sub = run.add_subparsers(dest="kernel", required=True)
-    for module in levels.load_all():
-        if hasattr(module, "add_commands"):
-            module.add_commands(sub, run_sub, common)
+    for level in levels.all_levels():
+        if level.add_commands is not None:
+            level.add_commands(sub, common)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    stop_on_signals()
     try:
         out = args.func(args)
     except UserError as exc:
@@ -239,9 +197,14 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"error": str(exc)}))
         print(f"clustertune: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("clustertune: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # the job is stopped; the run, if any, stored
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        message = (f"interrupted ({signal.Signals(signum).name}); the job was stopped and "
+                   "what it measured stored as interrupted")  # fmt: skip
+        if getattr(args, "json", False):
+            print(json.dumps({"error": message}))
+        print(f"clustertune: {message}", file=sys.stderr)
+        return 128 + signum
     print(json.dumps(out.payload) if args.json else out.text)
     return out.status
 

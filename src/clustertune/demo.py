@@ -1,13 +1,15 @@
 """``make demo``: from nothing to a report on a 4-host 1 Gbit virtual cluster.
 
-Each level that defines ``demo(cluster, store) -> list[record]`` adds itself here; this
-module only builds the cluster, calls them in level order, writes the report and always
-tears the cluster down. Without root it says so and runs on localhost ranks instead.
+Each level whose descriptor has a demo step (clustertune.levels) adds itself here; this
+module only builds the cluster, calls the steps in level order, writes the report and
+always tears the cluster down, also when stopped by a signal. Without root it says so
+and runs on localhost ranks instead.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 from . import levels, report, vcluster
 from .cluster import Cluster, local_cluster
 from .errors import UserError
-from .levels import hosts
+from .launch.process import Interrupted, stop_on_signals
 from .results import Store
 
 DEMO_NAME = "demo"
@@ -29,21 +31,19 @@ def log(message: str) -> None:
 
 
 def run_levels(cluster: Cluster, store: Store) -> list[int]:
-    facts = hosts.collect_and_store(cluster, store)
-    log(f"info: {len(facts['hosts'])} host(s) described")
-    run_ids = [store.list(level=hosts.LEVEL, limit=1)[0]["id"]]
-    for module in levels.load_all():
-        step = getattr(module, "demo", None)
-        if step is None:
+    run_ids = []
+    for level in levels.all_levels():
+        if level.demo is None:
             continue
-        log(f"level {module.__name__.rsplit('.', 1)[-1]}")
-        for record in step(cluster, store):
+        log(f"level {level.name}")
+        for record in level.demo(cluster, store):
             log(f"  run {record['id']}: {record['level']}/{record['kernel']} -> {record['status']}")
             run_ids.append(record["id"])
     return run_ids
 
 
 def main() -> int:
+    stop_on_signals()
     store = Store()
     if os.geteuid() != 0:
         log("not root: no virtual cluster possible; running on localhost ranks instead")
@@ -59,6 +59,10 @@ def main() -> int:
     except UserError as exc:
         log(f"error: {exc}")
         return 2
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        log(f"interrupted ({signal.Signals(signum).name}): the run in progress is stored")
+        return 128 + signum
     finally:
         if built:
             vcluster.down(DEMO_NAME)

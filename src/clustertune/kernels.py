@@ -1,20 +1,72 @@
-"""Finding kernel binaries and reading what they print.
+"""Kernel binaries: which exist (declared by the levels), where they are built, what they print.
 
-Kernels are built by CMake into ``build/<flavour>/bin`` (flavours: openmpi, mpich, and
-serial for tools without MPI). ``CLUSTERTUNE_BUILD_DIR`` points elsewhere if needed.
-The output contract is in kernels/common/ct.h: JSON Lines with a "type" field.
+Kernels are built by CMake into ``build/<flavour>/bin`` (libraries into ``lib``), one tree
+per build flavour: each MPI (OpenMPI, MPICH) and ``serial`` for programs without MPI.
+A kernel is declared once, by its level's descriptor (clustertune.levels) or below for
+the tools of the virtual cluster and the launchers; the build reads the same
+declarations (clustertune.build), so a kernel built for one MPI only (the PnetCDF one:
+Debian's libpnetcdf links OpenMPI) is asked for under the other with a clear error.
+``CLUSTERTUNE_BUILD_DIR`` points elsewhere if needed. The output contract is in
+kernels/common/ct.h: JSON Lines with a "type" field.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cluster import MPI_FLAVOURS
 from .errors import UserError
 
-FLAVOURS = ("openmpi", "mpich", "serial")
+SERIAL = "serial"
+FLAVOURS = (*MPI_FLAVOURS, SERIAL)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str  # the built file's name, e.g. ct-linpack or libct_finalize_shim.so
+    directory: str  # its source directory under kernels/
+    flavours: tuple[str, ...] = MPI_FLAVOURS  # the build trees it is built in
+
+    @property
+    def is_library(self) -> bool:
+        return self.name.endswith(".so")
+
+
+# Not measurements: the virtual cluster's delay daemon and the launchers' MPICH shim.
+TOOLS = (
+    Kernel("ct-nfq-delay", "vcluster", (SERIAL,)),
+    Kernel("libct_finalize_shim.so", "shims", ("mpich",)),
+)
+_DECLARED: dict[str, Kernel] = {}
+
+
+def declare(kernels: Iterable[Kernel]) -> None:
+    for kernel in kernels:
+        if kernel.name in _DECLARED and _DECLARED[kernel.name] != kernel:
+            raise ValueError(f"kernel {kernel.name} declared twice, differently")
+        unknown = set(kernel.flavours) - set(FLAVOURS)
+        if unknown:
+            raise ValueError(f"kernel {kernel.name}: unknown build flavour(s) {sorted(unknown)}")
+        _DECLARED[kernel.name] = kernel
+
+
+declare(TOOLS)
+
+
+def declared() -> list[Kernel]:
+    return list(_DECLARED.values())
+
+
+def _discovered(name: str) -> Kernel | None:
+    """A kernel whose level has not been imported yet (a script calling the runner
+    directly): discover the levels, which declare their kernels, and look again."""
+    importlib.import_module("clustertune.levels").all_levels()
+    return _DECLARED.get(name)
 
 
 def build_dir() -> Path:
@@ -25,16 +77,15 @@ def build_dir() -> Path:
 
 
 def kernel_path(name: str, flavour: str) -> Path:
+    """The built file of a declared kernel in one flavour's tree."""
     if flavour not in FLAVOURS:
         raise UserError(f"unknown MPI flavour {flavour!r} (known: {', '.join(FLAVOURS)})")
-    path = build_dir() / flavour / "bin" / name
-    if not path.is_file():
-        raise UserError(f"kernel {name} for {flavour} not built ({path} missing): run 'make setup'")
-    return path
-
-
-def library_path(name: str, flavour: str) -> Path:
-    path = build_dir() / flavour / "lib" / name
+    kernel = _DECLARED.get(name) or _discovered(name)
+    if kernel is None:
+        raise ValueError(f"kernel {name} is not declared by any level")  # a bug, not user input
+    if flavour not in kernel.flavours:
+        raise UserError(f"{name} is built for {', '.join(kernel.flavours)} only, not {flavour}")
+    path = build_dir() / flavour / ("lib" if kernel.is_library else "bin") / name
     if not path.is_file():
         raise UserError(f"{name} for {flavour} not built ({path} missing): run 'make setup'")
     return path

@@ -2,8 +2,8 @@
 
 A record::
 
-    {"schema": "clustertune.record/1", "id": 12, "level": "network", "kernel": "ct-probe",
-     "status": "ok|failed|incomplete", "verification": "passed|failed|not-verified",
+    {"schema": "clustertune.record/2", "id": 12, "level": "network", "kernel": "ct-probe",
+     "status": "ok|failed|incomplete|interrupted", "verification": "passed|failed|not-verified",
      "started": "2026-11-22T02:22:11Z", "elapsed_s": 1.3,
      "meta": {tool version and commit, cluster, hosts, np, mpi, blas, env knobs, command},
      "params": {...}, "samples": [...], "figures": {...}, "detail": {...}, "error": null}
@@ -21,8 +21,10 @@ from pathlib import Path
 
 from .errors import UserError
 
-SCHEMA = "clustertune.record/1"
-STATUSES = ("ok", "failed", "incomplete")
+# /2: meta.commands (every launch) and meta.job_ids replace /1's meta.command and
+# meta.job_id; status "interrupted". Stored /1 records are read as they are.
+SCHEMA = "clustertune.record/2"
+STATUSES = ("ok", "failed", "incomplete", "interrupted")
 VERIFICATIONS = ("passed", "failed", "not-verified")
 
 

@@ -1,25 +1,47 @@
-"""spec -> launch -> kernel JSON -> record -> store: the one path every measurement takes."""
+"""spec -> launch -> kernel JSON -> record -> store: the one path every measurement takes.
+
+A measurement is a :class:`Run`: a context that owns one record and stores it when the
+block ends, whatever happened. Inside it a level launches what the measurement needs:
+an MPI job (:meth:`Run.mpi`), a plain program on one host (:meth:`Run.program`), a
+service beside them (:meth:`Run.service`: a TCP server, a PVM daemon), as many as it
+needs, from several threads if they run at once. Every launch becomes a *step*, in the
+order the launches began; the record's samples are the steps' samples, its result the
+last result line of a job or program (never a service's) or, for a ``composite`` run,
+only what the level sets in ``run.result``; its verification is failed if any step's was,
+and its error names every step's problem. Stopped by the user, the run is stored as
+``interrupted`` with what it had measured (``failed`` if a check already failed); an
+exception after something ran stores it as failed. The record is saved with the stop
+signals blocked, so a second Ctrl-C cannot lose it. ``run_kernel`` is the common case:
+one MPI job, one record.
+"""
 
 from __future__ import annotations
 
 import datetime
 import os
 import subprocess
+import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 from . import __version__, kernels
 from .cluster import Cluster
+from .errors import UserError
 from .kernels import KernelOutput
-from .launch import Completed, Job, launcher_for
+from .launch import Completed, Job, launcher_for, process
+from .launch.process import Interrupted
+from .launch.service import Ready, Service
 from .results import SCHEMA, Store
 
-# Environment knobs that change what a kernel measures; recorded with every run.
+# Environment knobs that change what a kernel measures; every one set is recorded.
 ENV_KNOBS = (
-    "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "UCX_TLS",
-    "UCX_NET_DEVICES", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
+    "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES",
 )  # fmt: skip
+ENV_KNOB_PREFIXES = ("CT_", "OMPI_MCA_", "PMIX_MCA_", "UCX_", "MPIR_CVAR_", "HYDRA_", "FI_")
 STDERR_TAIL = 2000
 
 Derive = Callable[[list[dict], dict | None], dict]
@@ -42,6 +64,16 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def env_knobs(job_env: dict[str, str] | None = None) -> dict[str, str]:
+    """Every variable of this environment that tunes a kernel, a BLAS or an MPI library,
+    and every variable the level set for the job (LD_LIBRARY_PATH picking a BLAS, ...)."""
+    knobs = {
+        k: v for k, v in os.environ.items()
+        if k in ENV_KNOBS or k.startswith(ENV_KNOB_PREFIXES)
+    }  # fmt: skip
+    return dict(sorted({**knobs, **(job_env or {})}.items()))
+
+
 def new_record(
     level: str,
     kernel: str,
@@ -54,8 +86,6 @@ def new_record(
 ) -> dict:
     from .hostinfo import blas_info, mpi_versions  # local: hostinfo is heavier to import
 
-    env = {k: os.environ[k] for k in ENV_KNOBS if k in os.environ}
-    env.update(extra_env or {})
     return {
         "schema": SCHEMA,
         "id": None,
@@ -70,7 +100,7 @@ def new_record(
             "commit": tool_commit(),
             "cluster": {
                 "name": cluster.name,
-                "launcher": cluster.launcher,
+                "launcher": ", ".join(sorted({s.launcher for s in cluster.sites})),
                 "source": cluster.source,
                 "hosts": [h.name for h in cluster.hosts],
                 "link_bps": {h.name: h.link_bps for h in cluster.hosts},
@@ -79,8 +109,8 @@ def new_record(
             "np": np,
             "mpi": {"flavour": mpi, "version": mpi_versions().get(mpi)} if mpi else None,
             "blas": blas_info(),
-            "env": env,
-            "command": None,
+            "env": env_knobs(extra_env),
+            "commands": [],
         },
         "params": params,
         "samples": [],
@@ -90,50 +120,243 @@ def new_record(
     }
 
 
-def complete_record(
-    record: dict, completed: Completed, output: KernelOutput, derive: Derive | None = None
-) -> dict:
-    """Fill a record from a finished (or killed) kernel. Verification decides the status:
-    a run that failed verification is failed, whatever numbers it printed."""
-    record["meta"]["command"] = completed.argv
-    record["elapsed_s"] = round(completed.elapsed_s, 3)
-    record["samples"] = output.samples
-    problems = list(output.errors)
-    if output.result is not None:
-        record["verification"] = output.result.get("verification", "not-verified")
-        record["figures"] = dict(output.result.get("figures", {}))
-        record["detail"] = dict(output.result.get("detail", {}))
-        ran = record["detail"].get("blas")
-        if isinstance(ran, dict):  # the library the kernel loaded beats the system default
-            record["meta"]["blas"] = {
-                "library": ran.get("library"),
-                "openblas_core": ran.get("core"),
-                "openblas_config": ran.get("config"),
-            }
-    if completed.timed_out:
-        problems.append(f"timed out after {completed.elapsed_s:.0f} s; the job was killed")
-    elif completed.returncode != 0:
-        problems.append(f"exit status {completed.returncode}")
-    if output.result is None and not problems:
-        problems.append("the kernel wrote no result line")
-    if derive is not None and output.samples:
+@dataclass
+class Step:
+    """One launch of a run and what it wrote."""
+
+    what: str
+    completed: Completed
+    output: KernelOutput
+    is_service: bool = False  # stopped by the run: its exit status is not judged
+    order: int = 0  # when its launch began, among the run's launches
+
+    @property
+    def failed(self) -> bool:
+        """Its kernel reported a failed verification."""
+        return (self.output.result or {}).get("verification") == "failed"
+
+    @property
+    def problems(self) -> list[str]:
+        found = list(self.output.errors)
+        c = self.completed
+        if c.interrupted:
+            found.append(f"interrupted after {c.elapsed_s:.0f} s; the job was killed")
+        elif c.timed_out:
+            found.append(f"timed out after {c.elapsed_s:.0f} s; the job was killed")
+        elif c.returncode != 0 and not self.is_service:
+            found.append(f"exit status {c.returncode}")
+        return found
+
+
+class Run:
+    """One measurement and its record (see the module docstring)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        store: Store,
+        *,
+        level: str,
+        kernel: str,
+        params: dict | None = None,
+        hosts: list[str] | None = None,
+        np: int | None = None,
+        mpi: str | None = None,
+        env: dict[str, str] | None = None,
+        derive: Derive | None = None,
+        composite: bool = False,
+    ):
+        """``composite``: the level combines the steps itself and sets ``run.result``
+        (None: the run has no result); otherwise the last job's result line is the run's."""
+        self.cluster = cluster
+        self.composite = composite
+        self.store = store
+        self.launcher = launcher_for(cluster)
+        self.env = dict(env or {})
+        self.derive = derive
+        self.record = new_record(
+            level, kernel, cluster, params or {}, hosts or [h.name for h in cluster.hosts],
+            np, mpi, self.env,
+        )  # fmt: skip
+        self.steps: list[Step] = []
+        self.result: dict | None = None  # set by a composite run; else the last result line
+        self.figures: dict = {}  # figures the level adds whatever the status
+        self.problems: list[str] = []  # what the level found wrong beyond the steps' own
+        self._lock = threading.Lock()
+        self._launches = 0
+        self._begin = 0.0
+
+    # ----------------------------------------------------------------- launching
+
+    def mpi(
+        self,
+        kernel: str,
+        *,
+        np: int,
+        mpi: str,
+        args: list[str],
+        hosts: list[str] | None = None,
+        timeout: float,
+        what: str | None = None,
+        tag: dict | None = None,
+    ) -> Step:
+        """An MPI job of ``np`` ranks of ``kernel`` built for ``mpi``."""
+        job = Job(
+            kernel=kernels.kernel_path(kernel, mpi), args=list(args), np=np, mpi=mpi,
+            hosts=hosts, env=self.env, timeout=timeout,
+        )  # fmt: skip
+        self.record["meta"].setdefault("job_ids", []).append(job.job_id)
+        return self._step(what or kernel, lambda: self.launcher.run_mpi(job), tag)
+
+    def program(
+        self,
+        host: str,
+        argv: list[str],
+        *,
+        timeout: float,
+        env: dict[str, str] | None = None,
+        what: str | None = None,
+        tag: dict | None = None,
+    ) -> Step:
+        """A plain program (no MPI) on one host."""
+        env = {**self.env, **(env or {})}
+        return self._step(
+            what or f"{Path(argv[0]).name} on {host}",
+            lambda: self.launcher.run_on_host(host, argv, timeout, env),
+            tag,
+        )
+
+    def service(self, host: str, argv: list[str], *, ready: Ready, **options) -> _RunService:
+        """A program beside the run's jobs (options: see launch.service.Service), with the
+        run's environment; when its block ends its output joins the run as a step."""
+        options["env"] = {**self.env, **(options.get("env") or {})}
+        return _RunService(self, self.launcher.service(host, argv, ready=ready, **options))
+
+    def next_launch(self) -> int:
+        with self._lock:
+            self._launches += 1
+            return self._launches
+
+    def _step(self, what: str, launch: Callable[[], Completed], tag: dict | None) -> Step:
+        order = self.next_launch()
         try:
-            record["figures"].update(derive(output.samples, output.result))
-        except ValueError as exc:
-            problems.append(f"analysis: {exc}")
-    if output.result is not None and not problems:
-        record["status"] = "failed" if record["verification"] == "failed" else "ok"
-    elif output.result is None and output.samples and not completed.timed_out:
-        record["status"] = "incomplete"
-    else:
-        record["status"] = "failed"
-    if record["verification"] == "failed":
-        problems.insert(0, "verification failed")
-        record["status"] = "failed"
-    if problems:
-        stderr_tail = completed.stderr.strip()[-STDERR_TAIL:]
-        record["error"] = "; ".join(problems) + (f"\n{stderr_tail}" if stderr_tail else "")
-    return record
+            completed = launch()
+        except Interrupted as exc:
+            if exc.completed is not None:
+                self.add(what, exc.completed, tag=tag, order=order)
+            raise
+        return self.add(what, completed, tag=tag, order=order)
+
+    def add(
+        self, what: str, completed: Completed, *, tag: dict | None = None,
+        is_service: bool = False, order: int | None = None,
+    ) -> Step:  # fmt: skip
+        order = self.next_launch() if order is None else order
+        step = Step(what, completed, kernels.parse_output(completed.stdout), is_service, order)
+        if tag:
+            step.output.samples = [{**s, **tag} for s in step.output.samples]
+        with self._lock:
+            self.steps.append(step)
+        return step
+
+    # ----------------------------------------------------------------- the record
+
+    def __enter__(self) -> Run:
+        self._begin = time.monotonic()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.finish()
+        elif issubclass(exc_type, KeyboardInterrupt):
+            process.kill_owned()  # launches other threads made after the signal, if any
+            self.finish(interrupted=True)
+        elif self.steps and issubclass(exc_type, Exception):  # measured something: keep it
+            self.finish(failure=str(exc) if issubclass(exc_type, UserError) else repr(exc))
+
+    def finish(self, *, interrupted: bool = False, failure: str | None = None) -> dict:
+        """Complete the record from the steps and store it. Verification decides the
+        status: a run that failed verification is failed, whatever numbers it printed."""
+        with process.signals_held():
+            return self._finish(interrupted, failure)
+
+    def _finish(self, interrupted: bool, failure: str | None) -> dict:
+        record = self.record
+        steps = sorted(self.steps, key=lambda s: s.order)
+        record["meta"]["commands"] = [s.completed.argv for s in steps]
+        record["elapsed_s"] = round(time.monotonic() - self._begin, 3)
+        record["samples"] = [sample for s in steps for sample in s.output.samples]
+        several = len(steps) > 1
+        problems = [f"{s.what}: {p}" if several else p for s in steps for p in s.problems]
+        problems += self.problems
+        if failure:
+            problems.append(failure)
+        result = self.result
+        if result is None and not self.composite:
+            result = next(
+                (s.output.result for s in reversed(steps) if s.output.result and not s.is_service),
+                None,
+            )
+        if result is not None:
+            record["verification"] = result.get("verification", "not-verified")
+            record["figures"] = dict(result.get("figures", {}))
+            record["detail"] = dict(result.get("detail", {}))
+            ran = record["detail"].get("blas")
+            if isinstance(ran, dict):  # the library the kernel loaded beats the system default
+                record["meta"]["blas"] = {
+                    "library": ran.get("library"),
+                    "openblas_core": ran.get("core"),
+                    "openblas_config": ran.get("config"),
+                }
+        if any(s.failed for s in steps):
+            record["verification"] = "failed"  # e.g. a server that saw corrupt data
+        if result is None and not problems:
+            problems.append("the kernel wrote no result line")
+        if self.derive is not None and record["samples"]:
+            try:
+                record["figures"].update(self.derive(record["samples"], result))
+            except ValueError as exc:
+                problems.append(f"analysis: {exc}")
+        record["figures"] = self.figures | record["figures"]
+        timed_out = any(s.completed.timed_out for s in steps)
+        if interrupted:
+            record["status"] = "interrupted"
+            problems.insert(0, "interrupted by the user")
+        elif result is not None and not problems:
+            record["status"] = "ok"
+        elif result is None and record["samples"] and not timed_out and not failure:
+            record["status"] = "incomplete"
+        else:
+            record["status"] = "failed"
+        if record["verification"] == "failed":
+            problems.insert(0, "verification failed")
+            record["status"] = "failed"
+        if problems:
+            tails = [s.completed.stderr.strip() for s in steps if s.problems or s.failed]
+            tail = "\n".join(t for t in tails if t)[-STDERR_TAIL:]
+            record["error"] = "; ".join(dict.fromkeys(problems)) + (f"\n{tail}" if tail else "")
+        self.store.save(record)
+        return record
+
+
+class _RunService:
+    """A service whose output joins its run as a step when its block ends."""
+
+    def __init__(self, run: Run, service: Service):
+        self.run, self.service = run, service
+
+    def __enter__(self) -> Service:
+        self.order = self.run.next_launch()
+        return self.service.__enter__()
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.service.__exit__(*exc)
+        finally:
+            if self.service.completed is not None:
+                self.run.add(
+                    self.service.what, self.service.completed, is_service=True, order=self.order
+                )
 
 
 def run_kernel(
@@ -152,21 +375,10 @@ def run_kernel(
     derive: Derive | None = None,
 ) -> dict:
     """Run an MPI kernel on ``cluster`` and store its record, whatever the outcome."""
-    launcher = launcher_for(cluster)
-    job = Job(
-        kernel=kernels.kernel_path(kernel, mpi),
-        args=list(args or []),
-        np=np,
-        mpi=mpi,
-        hosts=hosts,
-        env=dict(env or {}),
-        timeout=timeout,
-    )
-    record = new_record(
-        level, kernel, cluster, params or {}, job.hosts_used(cluster), np, mpi, job.env
-    )
-    record["meta"]["job_id"] = job.job_id
-    completed = launcher.run_mpi(job)
-    complete_record(record, completed, kernels.parse_output(completed.stdout), derive)
-    store.save(record)
-    return record
+    job_hosts = Job(kernel=Path(kernel), args=[], np=np, mpi=mpi, hosts=hosts).hosts_used(cluster)
+    with Run(
+        cluster, store, level=level, kernel=kernel, params=params, hosts=job_hosts, np=np,
+        mpi=mpi, env=env, derive=derive,
+    ) as run:  # fmt: skip
+        run.mpi(kernel, np=np, mpi=mpi, args=list(args or []), hosts=hosts, timeout=timeout)
+    return run.record

@@ -86,7 +86,7 @@ class ClusterFile:
     def resolve(self, spec: str) -> Cluster:
         # The launcher registry is the one list of launcher names. A file cannot use the
         # virtual cluster's launcher: it needs the agent that only `vcluster up` writes.
-        launchers = sorted(n for n in launch_base._REGISTRY if n != VClusterLauncher.name)
+        launchers = [n for n in launch_base.names() if n != VClusterLauncher.name]
         return load_cluster_file(Path(spec), launchers)
 
     def not_found(self) -> str:

@@ -10,18 +10,18 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import subprocess
 import tempfile
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..cluster import Cluster
+from ..cluster import MPI_FLAVOURS, Cluster
 from ..errors import UserError
 from . import process
 from .process import Completed
+from .service import Service
 
-MPI_LAUNCHERS = {"openmpi": "mpirun.openmpi", "mpich": "mpiexec.mpich"}
+MPI_LAUNCHERS = dict(zip(MPI_FLAVOURS, ("mpirun.openmpi", "mpiexec.mpich"), strict=True))
 
 
 @dataclass
@@ -92,15 +92,17 @@ class Launcher(ABC):
         self.cluster.host(host)
         return process.run(self.host_argv(host, argv), timeout, env)
 
-    def spawn_on_host(
-        self, host: str, argv: list[str], env: dict[str, str] | None = None
-    ) -> subprocess.Popen:
-        """Start a helper (e.g. a TCP server) on ``host``; stop it with ``process.kill_job(p, p.job_id)``."""
-        self.cluster.host(host)
-        return process.start(self.host_argv(host, argv), env)
+    def service(self, host: str, argv: list[str], **options) -> Service:
+        """A program beside a job on ``host`` (a server, a daemon); see launch.service."""
+        return Service(self, host, argv, **options)
 
 
 _REGISTRY: dict[str, type[Launcher]] = {}
+
+
+def names() -> list[str]:
+    """Every launcher there is: the one list of launcher names."""
+    return sorted(_REGISTRY)
 
 
 def register(cls: type[Launcher]) -> type[Launcher]:

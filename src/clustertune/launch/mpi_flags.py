@@ -11,6 +11,7 @@ Traps measured on these machines (../shared/research/virtual-cluster.md):
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .. import kernels
@@ -58,9 +59,10 @@ def mpich(
         argv += ["-launcher", "rsh", "-launcher-exec", agent]
     genv = dict(env)
     if interface:  # pinned to one NIC means TCP: keep UCX off shared memory, avoid the hang
-        genv.setdefault("UCX_TLS", "tcp,self")
-        genv.setdefault("UCX_NET_DEVICES", interface)
-        genv["LD_PRELOAD"] = str(kernels.library_path(FINALIZE_SHIM, "mpich"))
+        # a value the user exported wins (and is what the record's env knobs show)
+        genv.setdefault("UCX_TLS", os.environ.get("UCX_TLS", "tcp,self"))
+        genv.setdefault("UCX_NET_DEVICES", os.environ.get("UCX_NET_DEVICES", interface))
+        genv["LD_PRELOAD"] = str(kernels.kernel_path(FINALIZE_SHIM, "mpich"))
     for name in sorted(genv):
         argv += ["-genv", name, genv[name]]
     return argv

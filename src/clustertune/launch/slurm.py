@@ -14,9 +14,10 @@ PMI_PLUGIN = {"openmpi": "pmix", "mpich": "pmi2"}
 class SlurmLauncher(Launcher):
     name = "slurm"
 
-    def srun(self) -> list[str]:
+    def srun(self, host: str) -> list[str]:
+        """srun with the settings (partition) of ``host``'s site."""
         argv = ["srun", "--kill-on-bad-exit=1"]
-        settings = self.cluster.extra.get("slurm", {})
+        settings = self.cluster.site(self.cluster.host(host).site).settings
         if "partition" in settings:
             argv += ["--partition", str(settings["partition"])]
         return argv
@@ -27,7 +28,7 @@ class SlurmLauncher(Launcher):
 
     def mpi_argv(self, job: Job, workdir: Path) -> list[str]:
         hosts = job.hosts_used(self.cluster)
-        return self.srun() + [
+        return self.srun(hosts[0]) + [
             f"--mpi={PMI_PLUGIN[job.mpi]}",
             "--ntasks", str(job.np),
             "--nodelist", ",".join(hosts),
@@ -37,4 +38,4 @@ class SlurmLauncher(Launcher):
         ]  # fmt: skip
 
     def host_argv(self, host: str, argv: list[str]) -> list[str]:
-        return self.srun() + ["--nodes", "1", "--ntasks", "1", "--nodelist", host, *argv]
+        return self.srun(host) + ["--nodes", "1", "--ntasks", "1", "--nodelist", host, *argv]

@@ -5,39 +5,43 @@ report shows what each run ran on."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
-from .. import report, runner
-from ..cli import Output, open_store
-from ..cluster import Cluster, resolve_cluster
-from ..kernels import KernelOutput
-from ..launch import Completed, launcher_for
+from .. import render as html
+from ..cluster import Cluster
+from ..commands import Output, cluster_of, open_store
 from ..results import Store
+from ..runner import Run
 from ..units import format_rate
+from . import Level, register
 
-ORDER = 0
-LEVEL = "hosts"
+LEVEL = register(Level("hosts", "Hosts", order=0))
 INFO_TIMEOUT_S = 60.0
 
 
-def collect_cluster(cluster: Cluster) -> dict:
-    """Facts of every host; an unreachable host gets an ``error`` entry instead."""
-    launcher = launcher_for(cluster)
-    hosts = []
-    for host in cluster.hosts:
-        done = launcher.run_on_host(
-            host.name, [sys.executable, "-m", "clustertune.hostinfo"], INFO_TIMEOUT_S
-        )
-        entry: dict = {"name": host.name, "site": host.site, "nominal_link_bps": host.link_bps}
-        try:
-            entry.update(json.loads(done.stdout))
-        except json.JSONDecodeError:
-            entry["error"] = (done.stderr.strip() or f"exit status {done.returncode}")[-500:]
-        hosts.append(entry)
+def collect_and_store(cluster: Cluster, store: Store) -> dict:
+    """The facts of every host, gathered on the host itself and stored as one record of
+    level ``hosts`` (its samples; an unreachable host is a failed step of that run); the
+    ``clustertune info`` document: per host its facts, or why it could not be read."""
+    with Run(cluster, store, level=LEVEL.name, kernel="hostinfo", composite=True) as run:
+        hosts = []
+        for host in cluster.hosts:
+            where = {"name": host.name, "site": host.site, "nominal_link_bps": host.link_bps}
+            step = run.program(
+                host.name, [sys.executable, "-m", "clustertune.hostinfo"],
+                timeout=INFO_TIMEOUT_S, what=host.name, tag=where,
+            )  # fmt: skip
+            if step.output.samples:
+                hosts.append(step.output.samples[0])
+            else:
+                said = step.completed.stderr.strip()[-500:]
+                hosts.append(where | {"error": said or "; ".join(step.problems) or "no answer"})
+        if all("error" not in h for h in hosts):
+            run.result = {"verification": "not-verified"}
     return {
+        "run_id": run.record["id"],
         "cluster": cluster.name,
-        "launcher": cluster.launcher,
+        "launcher": run.record["meta"]["cluster"]["launcher"],
         "source": cluster.source,
         "wan_bps": cluster.wan_bps,
         "delay_us": cluster.delay_us,
@@ -69,32 +73,24 @@ def describe(facts: dict) -> str:
     return "\n".join(lines)
 
 
-def collect_and_store(cluster: Cluster, store: Store) -> dict:
-    """Collect the facts and store them as a record of level ``hosts``."""
-    facts = collect_cluster(cluster)
-    record = runner.new_record(LEVEL, "hostinfo", cluster, {}, [h.name for h in cluster.hosts])
-    unreachable = [h["name"] for h in facts["hosts"] if "error" in h]
-    completed = Completed(["clustertune", "info"], 1 if unreachable else 0, "", "", 0.0)
-    output = KernelOutput(samples=facts["hosts"], result=None if unreachable else {"figures": {}})
-    runner.complete_record(record, completed, output)
-    if unreachable:
-        record["error"] = f"unreachable: {', '.join(unreachable)}"
-    store.save(record)
-    return facts
-
-
 def cmd_info(args: argparse.Namespace) -> Output:
-    facts = collect_and_store(resolve_cluster(args.cluster), open_store(args))
+    facts = collect_and_store(cluster_of(args), open_store(args))
     ok = all("error" not in h for h in facts["hosts"])
     return Output(facts, describe(facts), 0 if ok else 1)
 
 
-def add_commands(sub, run_sub, common) -> None:
+@LEVEL.commands
+def add_commands(sub, common) -> None:
     p = sub.add_parser("info", parents=[common], help="facts about every host of a cluster")
     p.set_defaults(func=cmd_info)
 
 
-@report.section(LEVEL, "Hosts", order=5)
+@LEVEL.demo_step
+def demo(cluster: Cluster, store: Store) -> list[dict]:
+    return [store.get(collect_and_store(cluster, store)["run_id"])]
+
+
+@LEVEL.section
 def render(records: list[dict]) -> str:
     latest = records[-1]
     rows = [
@@ -104,8 +100,8 @@ def render(records: list[dict]) -> str:
         for h in latest["samples"] if "error" not in h
     ]  # fmt: skip
     return (
-        f"<p>Cluster {report.esc(latest['meta']['cluster']['name'])}, run {latest['id']}.</p>"
-        + report.table(
+        f"<p>Cluster {html.esc(latest['meta']['cluster']['name'])}, run {latest['id']}.</p>"
+        + html.table(
             [
                 "host",
                 "site",

@@ -9,40 +9,38 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from .. import report, runner
-from ..cli import Output, open_store, record_output
-from ..cluster import resolve_cluster
+from .. import render as html
+from .. import runner
+from ..commands import Output, add_job_options, cluster_of, open_store, record_output
+from . import Kernel, Level, register
 
-ORDER = 10
-LEVEL = "probe"
 KERNEL = "ct-probe"
 TIMEOUT_S = 120.0
+LEVEL = register(
+    Level("probe", "Launch chain (probe)", order=10, kernels=(Kernel(KERNEL, "probe"),))
+)
 
 
 def run_probe(args: argparse.Namespace) -> Output:
-    cluster = resolve_cluster(args.cluster)
-    hosts = args.hosts.split(",") if args.hosts else None
     record = runner.run_kernel(
-        cluster, open_store(args), level=LEVEL, kernel=KERNEL, np=args.np, mpi=args.mpi,
-        hosts=hosts, params={"np": args.np, "hosts": hosts}, timeout=args.timeout,
+        cluster_of(args), open_store(args), level=LEVEL.name, kernel=KERNEL, np=args.np,
+        mpi=args.mpi, hosts=args.hosts, params={"np": args.np, "hosts": args.hosts},
+        timeout=args.timeout, args=["--hang"] if args.hang else [],
     )  # fmt: skip
     return record_output(record)
 
 
-def add_commands(sub, run_sub, common) -> None:
-    p = run_sub.add_parser("probe", parents=[common], help="every rank reports rank, host, MPI")
-    p.add_argument("--np", type=int, default=2)
-    p.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi")
-    p.add_argument("--hosts", help="comma-separated hosts to place ranks on (round-robin)")
-    p.add_argument(
-        "--timeout", type=float, default=TIMEOUT_S, help="seconds before the job is killed"
-    )
+@LEVEL.commands
+def add_commands(sub, common) -> None:
+    p = sub.add_parser("probe", parents=[common], help="every rank reports rank, host, MPI")
+    add_job_options(p, timeout=TIMEOUT_S)
+    p.add_argument("--hang", action="store_true", help="tests: rank 0 waits until killed")
     p.set_defaults(func=run_probe)
 
 
-@report.section(LEVEL, "Launch chain (probe)", order=10)
+@LEVEL.section
 def render(records: list[dict]) -> str:
-    plt = report.pyplot()
+    plt = html.pyplot()
     rows, placements = [], []
     for r in records:
         per_host = Counter(s["host"] for s in r["samples"])
@@ -56,7 +54,7 @@ def render(records: list[dict]) -> str:
              "; ".join(libraries), r["status"], r["verification"]]
         )  # fmt: skip
     parts = [
-        report.table(
+        html.table(
             [
                 "run",
                 "cluster",
@@ -81,10 +79,11 @@ def render(records: list[dict]) -> str:
         ax.set_xlabel("ranks")
         ax.set_title("Rank placement per host")
         ax.legend(loc="center left", bbox_to_anchor=(1, 0.5), fontsize="small")
-        parts.append(report.svg(fig))
+        parts.append(html.svg(fig))
     return "\n".join(parts)
 
 
+@LEVEL.demo_step
 def demo(cluster, store) -> list[dict]:
     """Both MPIs across every host of the demo cluster."""
     np = len(cluster.hosts)
@@ -92,7 +91,7 @@ def demo(cluster, store) -> list[dict]:
         runner.run_kernel(
             cluster,
             store,
-            level=LEVEL,
+            level=LEVEL.name,
             kernel=KERNEL,
             np=np,
             mpi=mpi,

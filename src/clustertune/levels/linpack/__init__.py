@@ -1,5 +1,7 @@
 """Application level I: the HPL-equivalent LU (ct-linpack), the GEMM in four types (ct-gemm)
-and the choice of BLAS (docs/linpack.md).
+and the choice of BLAS (docs/linpack.md). Both kernels' records carry this level (the
+kernel field tells them apart), so the report can set an LU rate against the DGEMM rate of
+the same BLAS.
 
 run.py       running the kernels: `clustertune linpack`, `clustertune gemm`, derived figures
 blas.py      `clustertune blas compare`: DGEMM and the LU with every installed BLAS
@@ -8,11 +10,17 @@ demo.py      the step in `make demo`
 cli.py       the commands' arguments
 """
 
-from . import section  # noqa: F401  (registers the report section)
-from .cli import add_commands
-from .demo import demo
+from .. import Kernel, Level, register
 
-# demo order: after the probe (10), in the slot of its report section (40)
-ORDER = 40
+LINPACK_KERNEL = "ct-linpack"
+GEMM_KERNEL = "ct-gemm"
 
-__all__ = ["ORDER", "add_commands", "demo"]
+# in the demo and the report: after the probe and the network
+LEVEL = register(
+    Level(
+        "linpack", "Application level: Linpack, GEMM, BLAS", order=40,
+        kernels=(Kernel(LINPACK_KERNEL, "linpack"), Kernel(GEMM_KERNEL, "linpack")),
+    )
+)  # fmt: skip
+
+from . import cli, demo, section  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -20,8 +20,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...cli import Output, open_store
-from ...cluster import Cluster, resolve_cluster
+from ...cluster import Cluster
+from ...commands import Output, add_job_options, cluster_of, open_store
 from ...errors import UserError
 from ...results import Store
 from ...runner import Derive
@@ -123,7 +123,7 @@ def failure(record: dict) -> str:
 
 def compare(
     cluster: Cluster, store: Store, blases: list[Blas], *, np: int, mpi: str, n: int, nb: int,
-    gemm_n: int, timeout: float = run.TIMEOUT_S,
+    gemm_n: int, timeout: float = run.TIMEOUT_S, hosts: list[str] | None = None,
 ) -> list[dict]:  # fmt: skip
     """DGEMM (every rank its own product: the aggregate rate, the LU's peak) and the LU
     with each BLAS; one stored record per BLAS x kernel, returned in that order."""
@@ -136,12 +136,12 @@ def compare(
         kargs = run.gemm_args(str(gemm_n), nb, "d", 1, True, 1, np)
         records.append(
             run.run_gemm(cluster, store, np, mpi, kargs, timeout=timeout, env=env, params=params,
-                         derive=library_check(blas))
+                         derive=library_check(blas), hosts=hosts)
         )  # fmt: skip
         kargs = ["-N", str(n), "--nb", str(nb), "-P", str(p), "-Q", str(q), "--hpl-out", "-"]
         records.append(
             run.run_linpack(cluster, store, np, mpi, kargs, timeout=timeout, env=env,
-                            params=params, derive=library_check(blas, run.derive))
+                            params=params, derive=library_check(blas, run.derive), hosts=hosts)
         )  # fmt: skip
     return records
 
@@ -198,13 +198,13 @@ def text(table: list[dict]) -> str:
 
 
 def cmd_compare(args: argparse.Namespace) -> Output:
-    cluster = resolve_cluster(args.cluster)
+    cluster = cluster_of(args)
     blases = select(args.blas, installed())
     if not blases:
         raise UserError(f"no libblas.so.3 found under {LIBDIR} (install libopenblas0, ...)")
     records = compare(
         cluster, open_store(args), blases, np=args.np, mpi=args.mpi, n=args.n, nb=args.nb,
-        gemm_n=args.gemm_n, timeout=args.timeout,
+        gemm_n=args.gemm_n, timeout=args.timeout, hosts=args.hosts,
     )  # fmt: skip
     table = rows(records)
     failed = any(row["failed"] for row in table)
@@ -216,11 +216,9 @@ def add_commands(sub, common) -> None:
     b = sub.add_parser("blas", help="BLAS libraries: compare")
     bsub = b.add_subparsers(dest="blas_command", required=True)
     c = bsub.add_parser("compare", parents=[common], help="DGEMM and LU with every installed BLAS")
-    c.add_argument("--np", type=int, default=2)
-    c.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi")
+    add_job_options(c, timeout=run.TIMEOUT_S)
     c.add_argument("-N", dest="n", type=int, default=4000, help="LU order")
     c.add_argument("--nb", type=int, default=192)
     c.add_argument("--gemm-n", type=int, default=2000, help="order of each rank's DGEMM")
     c.add_argument("--blas", help="only these (names or directories, comma-separated)")
-    c.add_argument("--timeout", type=float, default=run.TIMEOUT_S)
     c.set_defaults(func=cmd_compare)

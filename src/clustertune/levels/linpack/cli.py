@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from . import blas, run
+from ...commands import add_job_options
+from . import LEVEL, blas, run
 
 
-def add_commands(sub, run_sub, common) -> None:
+@LEVEL.commands
+def add_commands(sub, common) -> None:
     p = sub.add_parser("linpack", parents=[common], help="HPL-equivalent distributed LU")
-    p.add_argument("--np", type=int, default=2)
-    p.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi")
+    add_job_options(p, timeout=run.TIMEOUT_S)
     p.add_argument("--dat", help="HPL.dat to run (flags below override its lists)")
     p.add_argument("-N", dest="n", help="problem sizes, comma-separated")
     p.add_argument("--nb", help="block sizes")
@@ -27,12 +28,10 @@ def add_commands(sub, run_sub, common) -> None:
     p.add_argument("--mem-fraction", type=float, help="N: largest fitting this memory share")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--inject-fault", action="store_true", help="tests: the check must FAIL")
-    p.add_argument("--timeout", type=float, default=run.TIMEOUT_S)
     p.set_defaults(func=run.cmd_linpack)
 
     g = sub.add_parser("gemm", parents=[common], help="distributed SUMMA GEMM, 4 data types")
-    g.add_argument("--np", type=int, default=2)
-    g.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi")
+    add_job_options(g, timeout=run.TIMEOUT_S)
     g.add_argument("-N", dest="n", default="1000", help="sizes, comma-separated")
     g.add_argument("--nb", type=int, default=192)
     g.add_argument("-P", dest="p", type=int)
@@ -40,7 +39,6 @@ def add_commands(sub, run_sub, common) -> None:
     g.add_argument("--type", default="sdcz", help="any of s, d, c, z")
     g.add_argument("--repeat", type=int, default=1)
     g.add_argument("--local", action="store_true", help="each rank alone: the xGEMM rate")
-    g.add_argument("--timeout", type=float, default=run.TIMEOUT_S)
     g.set_defaults(func=run.cmd_gemm)
 
     blas.add_commands(sub, common)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...cluster import Cluster
 from ...results import Store
-from . import run
+from . import LEVEL, run
 
 DEMO_NP = 4
 DEMO_N = 2016  # 21 blocks of 96
@@ -14,6 +14,7 @@ DEMO_GEMM_N = 1000
 DEMO_TIMEOUT_S = 120.0
 
 
+@LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     mpi = "openmpi" if "openmpi" in cluster.mpi else cluster.mpi[0]
     lu = ["-N", str(DEMO_N), "--nb", str(DEMO_NB), "-P", "2", "-Q", "2", "--depth", "1",

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import argparse
 import math
+import subprocess
 from functools import partial
 from pathlib import Path
 
-from ... import runner
-from ...cli import Output, open_store
-from ...cluster import Cluster, resolve_cluster
+from ... import kernels, runner
+from ...cluster import Cluster
+from ...commands import Output, cluster_of, open_store, record_output
 from ...errors import UserError
 from ...hostinfo import memory_bytes
 from ...results import Store
 from ...runner import Derive
+from . import GEMM_KERNEL, LEVEL, LINPACK_KERNEL
 
-# Both kernels' records carry this level (the kernel field tells them apart), so the
-# report section can set an LU rate against the DGEMM rate of the same BLAS.
-LEVEL = "linpack"
 TIMEOUT_S = 3600.0
 # what every result line carries (the issue's JSON contract)
 RESULT_KEYS = ("variant", "n", "nb", "p", "q", "time_s", "gflops", "residual", "passed")
@@ -130,22 +129,36 @@ def text(record: dict) -> str:
     return "\n".join(lines)
 
 
+def check_args(kernel: str, np: int, mpi: str, kargs: list[str]) -> None:
+    """The kernel's own checks of its flags and HPL.dat, run without MPI before anything
+    is launched: a bad input is one line and exit 2, not a page of MPI noise."""
+    argv = [str(kernels.kernel_path(kernel, mpi)), "--check-only", "--np", str(np), *kargs]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"{kernel}: cannot check the arguments: {exc}") from None
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()
+        raise UserError(said[-1] if said else f"{kernel} --check-only: exit {done.returncode}")
+
+
 def run_blas_kernel(
     kernel: str, cluster: Cluster, store: Store, np: int, mpi: str, kargs: list[str], *,
     timeout: float = TIMEOUT_S, env: dict[str, str] | None = None, params: dict | None = None,
-    derive: Derive | None = None,
+    derive: Derive | None = None, hosts: list[str] | None = None,
 ) -> dict:  # fmt: skip
     """``kernel`` (ct-linpack or ct-gemm) with ``kargs`` on ``np`` ranks, one BLAS thread
-    per rank; the stored record."""
+    per rank, after the kernel's own argument check; the stored record."""
+    check_args(kernel, np, mpi, kargs)
     return runner.run_kernel(
-        cluster, store, level=LEVEL, kernel=kernel, np=np, mpi=mpi, args=kargs,
-        params={"np": np, "args": kargs, **(params or {})}, timeout=timeout,
+        cluster, store, level=LEVEL.name, kernel=kernel, np=np, mpi=mpi, args=kargs,
+        params={"np": np, "args": kargs, **(params or {})}, timeout=timeout, hosts=hosts,
         env={**BLAS_THREADS, **(env or {})}, derive=derive,
     )  # fmt: skip
 
 
-run_linpack = partial(run_blas_kernel, "ct-linpack", derive=derive)
-run_gemm = partial(run_blas_kernel, "ct-gemm")
+run_linpack = partial(run_blas_kernel, LINPACK_KERNEL, derive=derive)
+run_gemm = partial(run_blas_kernel, GEMM_KERNEL)
 
 
 def gemm_args(n: str, nb: int, dtypes: str, repeat: int, local: bool, p: int, q: int) -> list[str]:
@@ -166,18 +179,21 @@ def gemm_text(record: dict) -> str:
 
 
 def cmd_linpack(args: argparse.Namespace) -> Output:
-    cluster = resolve_cluster(args.cluster)
+    cluster = cluster_of(args)
     kargs = kernel_args(args, cluster)
-    record = run_linpack(cluster, open_store(args), args.np, args.mpi, kargs, timeout=args.timeout)
-    payload = dict(record, results=results(record))
-    return Output(payload, text(record), 0 if record["status"] == "ok" else 1)
+    record = run_linpack(
+        cluster, open_store(args), args.np, args.mpi, kargs, timeout=args.timeout, hosts=args.hosts
+    )
+    return record_output(record, text(record), dict(record, results=results(record)))
 
 
 def cmd_gemm(args: argparse.Namespace) -> Output:
-    cluster = resolve_cluster(args.cluster)
     p = args.p or 1
     kargs = gemm_args(
-        args.n, args.nb, args.type, args.repeat, args.local, p, args.q or args.np // p
+        args.n, args.nb, args.type, args.repeat, args.local, p, args.q or max(1, args.np // p)
     )
-    record = run_gemm(cluster, open_store(args), args.np, args.mpi, kargs, timeout=args.timeout)
-    return Output(record, gemm_text(record), 0 if record["status"] == "ok" else 1)
+    record = run_gemm(
+        cluster_of(args), open_store(args), args.np, args.mpi, kargs, timeout=args.timeout,
+        hosts=args.hosts,
+    )  # fmt: skip
+    return record_output(record, gemm_text(record))

@@ -3,17 +3,15 @@ per-phase bars, the GEMM rates per type, and the BLAS comparison (seeds/002 fig.
 
 from __future__ import annotations
 
-from ... import report
-from . import blas, run
-
-TITLE = "Application level: Linpack, GEMM, BLAS"
+from ... import render as html
+from . import LEVEL, blas, run
 
 
-def blas_key(record: dict) -> tuple:
-    """What makes two runs' DGEMM peaks comparable: cluster, ranks, BLAS library and kernel."""
+def blas_key(record: dict, ranks: int) -> tuple:
+    """What makes a DGEMM peak comparable with an LU: cluster, ranks computing, BLAS
+    library and kernel."""
     lib = record["detail"].get("blas", {})
-    return (record["meta"]["cluster"]["name"], record["meta"]["np"], lib.get("library"),
-            lib.get("core"))  # fmt: skip
+    return (record["meta"]["cluster"]["name"], ranks, lib.get("library"), lib.get("core"))
 
 
 def dgemm_peaks(records: list[dict]) -> dict[tuple, float]:
@@ -25,15 +23,16 @@ def dgemm_peaks(records: list[dict]) -> dict[tuple, float]:
         rates = [s["gflops"] for s in r["samples"]
                  if s.get("dtype") == "d" and s.get("mode") == "local" and s.get("passed")]  # fmt: skip
         if rates:
-            key = blas_key(r)
+            key = blas_key(r, r["meta"]["np"])
             peaks[key] = max(peaks.get(key, 0.0), *rates)
     return peaks
 
 
-def percent_of_peak(record: dict, gflops: float, peaks: dict[tuple, float]) -> float | None:
-    """An LU rate as a percentage of the measured DGEMM rate of the same BLAS and np."""
-    peak = peaks.get(blas_key(record))
-    return 100.0 * gflops / peak if peak else None
+def percent_of_peak(record: dict, sample: dict, peaks: dict[tuple, float]) -> float | None:
+    """An LU rate as a percentage of the measured aggregate DGEMM rate of the same BLAS on
+    as many ranks as the LU's P x Q grid (ranks launched beyond the grid do not compute)."""
+    peak = peaks.get(blas_key(record, sample["p"] * sample["q"]))
+    return 100.0 * sample["gflops"] / peak if peak else None
 
 
 def lu_points(records: list[dict]) -> list[tuple[dict, dict]]:
@@ -44,7 +43,7 @@ def lu_points(records: list[dict]) -> list[tuple[dict, dict]]:
 def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
     rows = []
     for r, s in lu_points(records):
-        pct = percent_of_peak(r, s["gflops"], peaks) if s["passed"] is True else None
+        pct = percent_of_peak(r, s, peaks) if s["passed"] is True else None
         rows.append(
             [r["id"], s["variant"], s["n"], s["nb"], f"{s['p']}x{s['q']}", f"{s['time_s']:.2f}",
              f"{s['gflops']:.3f}", f"{pct:.1f}" if pct is not None else "-",
@@ -62,14 +61,14 @@ def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
         "residual",
         "check",
     ]
-    return report.table(headers, rows)
+    return html.table(headers, rows)
 
 
 def lu_figure(records: list[dict]) -> str:
     good = [(r, s) for r, s in lu_points(records) if s["passed"] is True]
     if not good:
         return ""
-    plt = report.pyplot()
+    plt = html.pyplot()
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 3.6))
     for np_ in sorted({s["p"] * s["q"] for _, s in good}):
         pts = sorted((s["n"], s["gflops"]) for _, s in good if s["p"] * s["q"] == np_)
@@ -95,7 +94,7 @@ def lu_figure(records: list[dict]) -> str:
     ax3.set(xlabel="seconds (max over ranks)", title="Per-phase breakdown")
     ax3.legend(fontsize="small", loc="lower right")
     fig.tight_layout()
-    return report.svg(fig)
+    return html.svg(fig)
 
 
 def gemm_table(records: list[dict]) -> str:
@@ -108,7 +107,7 @@ def gemm_table(records: list[dict]) -> str:
     if not rows:
         return ""
     headers = ["run", "type", "mode", "N", "PxQ", "np", "Gflops", "check"]
-    return "<h3>GEMM</h3>" + report.table(headers, rows)
+    return "<h3>GEMM</h3>" + html.table(headers, rows)
 
 
 def latest_comparison(records: list[dict]) -> list[dict]:
@@ -137,10 +136,10 @@ def blas_section(records: list[dict]) -> str:
     sizes = sorted({s["n"] for _, s in lu_points(batch)})
     parts = [
         f"<h3>BLAS libraries (np={batch[0]['meta']['np']}, LU N={sizes or '-'})</h3>",
-        report.table(["BLAS", "library", "kernel", "DGEMM Gflops", "LU Gflops", "% of DGEMM",
+        html.table(["BLAS", "library", "kernel", "DGEMM Gflops", "LU Gflops", "% of DGEMM",
                       "residual", "failed"], table_rows),
     ]  # fmt: skip
-    plt = report.pyplot()
+    plt = html.pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.4))
     xs = range(len(rows))
     width = 0.38
@@ -154,11 +153,11 @@ def blas_section(records: list[dict]) -> str:
     ax.set(ylabel="Gflops", title="DGEMM and LU per BLAS")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    parts.append(report.svg(fig))
+    parts.append(html.svg(fig))
     return "\n".join(parts)
 
 
-@report.section(run.LEVEL, TITLE, order=40)
+@LEVEL.section
 def render(records: list[dict]) -> str:
     peaks = dgemm_peaks(records)
     lu = [r for r in records if r["kernel"] == "ct-linpack" and not r["params"].get("compare")]

@@ -1,17 +1,35 @@
 """Network and message-passing levels: ping-pong over TCP, MPI and PVM, and all-pairs diagnosis.
 
+One level in the store (``network``): the message-passing figures are read against raw
+TCP on the same pair, so both live in one section (``params.layer`` tells them apart).
+
 analysis.py   derived figures (pure functions; docs/figures.md)
 plots.py      the graphs as SVG
 pingpong.py   net pingpong: one pair, one layer, one record per run
 matrix.py     net matrix: all pairs in rounds, diagnosis with re-test
+pvm.py        the PVM virtual machine a PVM run needs
 cli.py        the two commands' arguments
 section.py    the report section
+demo.py       the step in make demo
 """
 
-from . import section  # noqa: F401  (registers the report section)
-from .cli import add_commands
-from .demo import demo
+from ...kernels import SERIAL
+from .. import Kernel, Level, register
 
-ORDER = 20  # in the demo: after the probe, before the application levels
+TCP_KERNEL = "ct-tcp-pingpong"
+MPI_KERNEL = "ct-mpi-pingpong"
+PVM_KERNEL = "ct-pvm-pingpong"
 
-__all__ = ["ORDER", "add_commands", "demo"]
+# in the demo and the report: after the probe, before the application levels
+LEVEL = register(
+    Level(
+        "network", "Network and message passing (TCP, MPI, PVM)", order=20,
+        kernels=(
+            Kernel(TCP_KERNEL, "network", (SERIAL,)),
+            Kernel(PVM_KERNEL, "pvm", (SERIAL,)),
+            Kernel(MPI_KERNEL, "mpi"),
+        ),
+    )
+)  # fmt: skip
+
+from . import cli, demo, section  # noqa: E402, F401  (they hang their parts on LEVEL)

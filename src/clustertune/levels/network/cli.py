@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from ...cli import Output, open_store
-from ...cluster import resolve_cluster
+from ...commands import Output, add_hosts, add_mpi, add_timeout, cluster_of, open_store
 from ...units import parse_size, parse_size_list
-from . import matrix, pingpong
+from . import LEVEL, matrix, pingpong
 
 
 def cmd_pingpong(args: argparse.Namespace) -> Output:
-    cluster = resolve_cluster(args.cluster)
+    cluster = cluster_of(args)
     a, b = pingpong.parse_between(cluster, args.between)
     spec = pingpong.PingpongSpec(
         layer=args.layer, a=a, b=b, mode=args.mode, mpi=args.mpi,
@@ -27,11 +26,9 @@ def cmd_pingpong(args: argparse.Namespace) -> Output:
 
 
 def cmd_matrix(args: argparse.Namespace) -> Output:
-    cluster = resolve_cluster(args.cluster)
-    hosts = [h.strip() for h in args.hosts.split(",")] if args.hosts else None
     record = matrix.run_matrix(
-        cluster, open_store(args), layer=args.layer, mpi=args.mpi,
-        size=parse_size(args.size), hosts=hosts,
+        cluster_of(args), open_store(args), layer=args.layer, mpi=args.mpi,
+        size=parse_size(args.size), hosts=args.hosts, timeout=args.timeout,
     )  # fmt: skip
     return Output(
         matrix.matrix_json(record),
@@ -40,7 +37,8 @@ def cmd_matrix(args: argparse.Namespace) -> Output:
     )
 
 
-def add_commands(sub, run_sub, common) -> None:
+@LEVEL.commands
+def add_commands(sub, common) -> None:
     net = sub.add_parser("net", help="network and message-passing levels: ping-pong, all pairs")
     net_sub = net.add_subparsers(dest="action", required=True, metavar="ACTION")
 
@@ -52,21 +50,22 @@ def add_commands(sub, run_sub, common) -> None:
                    help="tcp: pingpong, stream, bidir; mpi: pingpong (blocking), nonblocking, bidir")  # fmt: skip
     p.add_argument("--between", metavar="HOST,HOST",
                    help="client/rank-0 host, then server/rank-1 host (default: the first two)")  # fmt: skip
-    p.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi")
+    add_mpi(p)
     p.add_argument("--sockbuf", metavar="SIZES",
                    help="TCP socket buffer size(s), e.g. 64K or 4K,8K,...,256K (one run each)")  # fmt: skip
     p.add_argument("--max-size", default="8M", help="largest message (default 8M)")
     p.add_argument("--nagle", action="store_true", help="leave Nagle's algorithm on (TCP)")
     p.add_argument("--wait", choices=pingpong.WAITS, default="block",
                    help="tcp: block in recv (default, as NetPIPE) or busy-poll (as MPI libraries)")  # fmt: skip
-    p.add_argument("--timeout", type=float, help="seconds before a run is killed (default: from the link rate)")  # fmt: skip
+    add_timeout(p, None)
     p.set_defaults(func=cmd_pingpong)
 
     p = net_sub.add_parser(
         "matrix", parents=[common], help="every host pair: latency and bandwidth, diagnosis"
     )
     p.add_argument("--layer", choices=("tcp", "mpi"), default="tcp")
-    p.add_argument("--mpi", choices=("openmpi", "mpich"), default="openmpi")
+    add_mpi(p)
     p.add_argument("--size", default="1M", help="bandwidth message size (default 1M)")
-    p.add_argument("--hosts", help="comma-separated hosts (default: all)")
+    add_hosts(p, "hosts to pair")
+    add_timeout(p, None)
     p.set_defaults(func=cmd_matrix)

@@ -9,19 +9,15 @@ kernel's round-robin mode with one rank per host, and re-tests a pair with two r
 
 from __future__ import annotations
 
-import shlex
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from ... import kernels, runner
 from ...cluster import Cluster
 from ...errors import UserError
-from ...kernels import KernelOutput
-from ...launch import Completed, Job, launcher_for
 from ...results import Store
-from . import analysis
-from .pingpong import LEVEL, MPI_KERNEL, TCP_KERNEL, check_size, pair_rate_bps, run_tcp_pair
+from ...runner import Run
+from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis
+from .pingpong import check_size, pair_rate_bps, tcp_pair
 
 DEFAULT_SIZE = 1 << 20  # the MPI kernel's round-robin default
 LATENCY_SIZE = 1
@@ -65,60 +61,30 @@ def measurement(a: str, b: str, samples: Sequence[dict]) -> dict:
     }
 
 
-class _Collector:
-    """Samples, launches and failures of a whole matrix: one record at the end."""
-
-    def __init__(self) -> None:
-        self.samples: list[dict] = []
-        self.commands: list[list[str]] = []
-        self.problems: list[str] = []
-        self.verification_failed = False
-        self.timed_out = False
-        self.stderr: list[str] = []
-
-    def add(self, completed: Completed, output: KernelOutput, what: str) -> None:
-        self.commands.append(completed.argv)
-        self.problems += [f"{what}: {e}" for e in output.errors]
-        if completed.timed_out:
-            self.timed_out = True
-            self.problems.append(f"{what}: timed out after {completed.elapsed_s:.0f} s")
-        elif completed.returncode != 0 and not output.errors:
-            self.problems.append(f"{what}: exit status {completed.returncode}")
-        if output.result and output.result.get("verification") == "failed":
-            self.verification_failed = True
-        if completed.returncode != 0 and completed.stderr.strip():
-            self.stderr.append(f"{what}: {completed.stderr.strip()[-300:]}")
-
-
 # --------------------------------------------------------------------------- TCP
 
 
-def _tcp_pair(
-    cluster: Cluster, a: str, b: str, size: int, timeout: float, tag: dict, col: _Collector
-) -> list[dict]:
-    launcher = launcher_for(cluster)
+def _tcp_pair(run: Run, a: str, b: str, size: int, timeout: float, tag: dict) -> list[dict]:
     found = []
     for s in (LATENCY_SIZE, size):
         args = ["--min-size", str(s), "--max-size", str(s), "--perturbation", "0", "--trials", "3"]
         try:
-            run = run_tcp_pair(launcher, a, b, args, timeout)
+            step = tcp_pair(run, a, b, args, timeout, tag={"host_a": a, "host_b": b, **tag},
+                            what=f"{a}-{b} {s} B")  # fmt: skip
         except UserError as exc:  # the server could not start: this pair stays unmeasured
-            col.problems.append(f"{a}-{b}: {exc}")
+            run.problems.append(f"{a}-{b}: {exc}")
             return found
-        col.add(run.completed, run.output, f"{a}-{b} {s} B")
-        found += [{**sample, "host_a": a, "host_b": b, **tag} for sample in run.output.samples]
+        found += step.output.samples
     return found
 
 
 def tcp_round(
-    cluster: Cluster, pairs: Sequence[Pair], size: int, tag: dict, col: _Collector
+    run: Run, pairs: Sequence[Pair], size: int, timeout: float | None, tag: dict
 ) -> dict[Pair, list[dict]]:
     """One round: every pair at the same time, each in its own thread."""
-    timeout = max(_pair_timeout_s(cluster, a, b, size) for a, b in pairs)
+    timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, size) for a, b in pairs)
     with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
-        futures = {
-            pair: pool.submit(_tcp_pair, cluster, *pair, size, timeout, tag, col) for pair in pairs
-        }
+        futures = {pair: pool.submit(_tcp_pair, run, *pair, size, timeout, tag) for pair in pairs}
         return {pair: f.result() for pair, f in futures.items()}
 
 
@@ -126,24 +92,21 @@ def tcp_round(
 
 
 def mpi_round_robin(
-    cluster: Cluster, hosts: list[str], mpi: str, size: int, tag: dict, col: _Collector
+    run: Run, hosts: list[str], mpi: str, size: int, timeout: float | None, tag: dict
 ) -> dict[Pair, list[dict]]:
     """The kernel's all-pairs mode over ``hosts``, one rank each (rank r on hosts[r])."""
-    timeout = 60.0 + (len(hosts) - 1) * max(
-        _pair_timeout_s(cluster, a, b, size) for r in rounds(hosts) for a, b in r
+    timeout = timeout or 60.0 + (len(hosts) - 1) * max(
+        _pair_timeout_s(run.cluster, a, b, size) for r in rounds(hosts) for a, b in r
     )
-    job = Job(
-        kernel=kernels.kernel_path(MPI_KERNEL, mpi),
+    step = run.mpi(
+        MPI_KERNEL, np=len(hosts), mpi=mpi, hosts=hosts, timeout=timeout, tag=tag,
         args=["--pairs-round-robin", "--max-size", str(size), "--trials", "3"],
-        np=len(hosts), mpi=mpi, hosts=hosts, timeout=timeout,
+        what=f"{mpi} all pairs of {','.join(hosts)}",
     )  # fmt: skip
-    completed = launcher_for(cluster).run_mpi(job)
-    output = kernels.parse_output(completed.stdout)
-    col.add(completed, output, f"{mpi} all pairs of {','.join(hosts)}")
     found: dict[Pair, list[dict]] = {}
-    for sample in output.samples:
-        a, b = hosts[sample["a"]], hosts[sample["b"]]
-        found.setdefault((a, b), []).append({**sample, "host_a": a, "host_b": b, **tag})
+    for sample in step.output.samples:  # ranks to host names, in the stored samples too
+        sample.update(host_a=hosts[sample["a"]], host_b=hosts[sample["b"]])
+        found.setdefault((sample["host_a"], sample["host_b"]), []).append(sample)
     return found
 
 
@@ -162,8 +125,10 @@ def run_matrix(
     mpi: str = "openmpi",
     size: int = DEFAULT_SIZE,
     hosts: list[str] | None = None,
+    timeout: float | None = None,
 ) -> dict:
-    """Measure every pair, diagnose with re-test, store one record and return it."""
+    """Measure every pair, diagnose with re-test, store one record and return it.
+    ``timeout`` bounds each launch (default: from the link rates)."""
     if layer not in ("tcp", "mpi"):
         raise UserError(f"--layer {layer!r}: net matrix runs over tcp or mpi")
     check_size(size)
@@ -172,66 +137,49 @@ def run_matrix(
         cluster.host(name)
     if len(names) < 2 or len(set(names)) != len(names):
         raise UserError(f"net matrix needs at least two distinct hosts, got {names}")
-    kernel = TCP_KERNEL if layer == "tcp" else MPI_KERNEL
     params = {"command": "matrix", "layer": layer, "mpi": mpi if layer == "mpi" else None,
               "size": size, "hosts": names}  # fmt: skip
-    record = runner.new_record(
-        LEVEL, kernel, cluster, params, names,
-        np=len(names) if layer == "mpi" else None, mpi=mpi if layer == "mpi" else None,
-    )  # fmt: skip
-    col = _Collector()
-    start = time.monotonic()
+    with Run(
+        cluster, store, level=LEVEL.name, kernel=TCP_KERNEL if layer == "tcp" else MPI_KERNEL,
+        params=params, hosts=names, np=len(names) if layer == "mpi" else None,
+        mpi=mpi if layer == "mpi" else None, composite=True,
+    ) as run:  # fmt: skip
 
-    def measure(pairs: Sequence[Pair], retest: bool) -> list[dict]:
-        found: dict[Pair, list[dict]] = {}
-        if layer == "mpi" and not retest:
-            found = mpi_round_robin(cluster, names, mpi, size, {"retest": False}, col)
-        elif layer == "mpi":
-            for a, b in pairs:
-                found |= mpi_round_robin(cluster, [a, b], mpi, size, {"retest": True}, col)
-        else:
-            groups = rounds(names) if not retest else disjoint_rounds(pairs)
-            for r, group in enumerate(groups):
-                found |= tcp_round(cluster, group, size, {"round": r, "retest": retest}, col)
-        result = []
-        for (a, b), samples in found.items():
-            col.samples += samples
-            try:
-                result.append(measurement(a, b, samples))
-            except ValueError as exc:
-                col.problems.append(f"{a}-{b}: {exc}")
-        return result
+        def measure(pairs: Sequence[Pair], retest: bool) -> list[dict]:
+            found: dict[Pair, list[dict]] = {}
+            if layer == "mpi" and not retest:
+                found = mpi_round_robin(run, names, mpi, size, timeout, {"retest": False})
+            elif layer == "mpi":
+                for a, b in pairs:
+                    found |= mpi_round_robin(run, [a, b], mpi, size, timeout, {"retest": True})
+            else:
+                groups = rounds(names) if not retest else disjoint_rounds(pairs)
+                for r, group in enumerate(groups):
+                    found |= tcp_round(run, group, size, timeout, {"round": r, "retest": retest})
+            result = []
+            for (a, b), samples in found.items():
+                try:
+                    result.append(measurement(a, b, samples))
+                except ValueError as exc:
+                    run.problems.append(f"{a}-{b}: {exc}")
+            return result
 
-    first = measure([], retest=False)
-    diagnosis = None
-    try:
-        matrix = analysis.link_matrix(names, first)
-        diagnosis = analysis.diagnose_with_retest(matrix, lambda s: measure(s, retest=True))
-    except ValueError as exc:
-        col.problems.append(f"analysis: {exc}")
-    complete = not col.problems and not col.timed_out
-    figures = {"size_bytes": size}
-    if diagnosis is not None:
-        figures |= diagnosis.to_json() | {"suspects": [list(p) for p in diagnosis.suspects]}
-    # a pair that failed verification fails the matrix, however far it got
-    output = KernelOutput(
-        samples=col.samples,
-        result={"verification": "failed" if col.verification_failed else "passed",
-                "figures": figures} if complete or col.verification_failed else None,
-        errors=col.problems,
-    )  # fmt: skip
-    completed = Completed(
-        argv=[shlex.join(c) for c in col.commands],  # every launch, in order
-        returncode=0 if complete else 1,
-        stdout="",
-        stderr="\n".join(col.stderr),
-        elapsed_s=time.monotonic() - start,
-        timed_out=col.timed_out,
-    )
-    runner.complete_record(record, completed, output)
-    record["figures"] = figures | record["figures"]  # kept also when incomplete
-    store.save(record)
-    return record
+        first = measure([], retest=False)
+        diagnosis = None
+        try:
+            matrix = analysis.link_matrix(names, first)
+            diagnosis = analysis.diagnose_with_retest(matrix, lambda s: measure(s, retest=True))
+        except ValueError as exc:
+            run.problems.append(f"analysis: {exc}")
+        run.figures = {"size_bytes": size}  # kept also when incomplete
+        if diagnosis is not None:
+            run.figures |= diagnosis.to_json() | {"suspects": [list(p) for p in diagnosis.suspects]}
+        complete = not run.problems and not any(s.problems for s in run.steps)
+        # a pair that failed verification fails the matrix, however far it got
+        failed = any(s.failed for s in run.steps)
+        if complete or failed:
+            run.result = {"verification": "failed" if failed else "passed", "figures": run.figures}
+    return run.record
 
 
 # --------------------------------------------------------------------------- output

@@ -1,37 +1,30 @@
-"""``net pingpong``: one host pair, one layer (TCP, MPI), one stored record per run.
+"""``net pingpong``: one host pair, one layer (TCP, MPI, PVM), one stored record per run.
 
-TCP: the server (``ct-tcp-pingpong --server``) is spawned on the second host and the
-client, which drives the sweep and writes the samples, runs on the first; both are
-stopped whatever happens. MPI: ``ct-mpi-pingpong`` with two ranks, one per host, through
-the runner. Figures come from :func:`analysis.summarize` (definitions: docs/figures.md).
+TCP: the server (``ct-tcp-pingpong --server``) is a service of the run on the second
+host and the client, which drives the sweep and writes the samples, runs on the first;
+both are stopped whatever happens. MPI: ``ct-mpi-pingpong`` with two ranks, one per
+host. PVM: the PVM kernel on the first host inside a PVM virtual machine (pvm.py).
+Every run goes through the runner. Figures come from :func:`analysis.summarize`
+(definitions: docs/figures.md).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import os
 import re
-import select
-import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ... import kernels, runner
+from ... import kernels
 from ...cluster import Cluster
 from ...errors import UserError
-from ...kernels import KernelOutput
-from ...launch import Completed, Launcher, launcher_for
-from ...launch.process import kill_job
+from ...kernels import SERIAL, KernelOutput
+from ...launch import Launcher, launcher_for
 from ...netns import tbf_burst_bytes
 from ...results import Store
-from . import analysis
+from ...runner import Run, Step
+from . import LEVEL, MPI_KERNEL, PVM_KERNEL, TCP_KERNEL, analysis
 from .pvm import PvmMachine
 
-LEVEL = "network"
-TCP_KERNEL = "ct-tcp-pingpong"
-MPI_KERNEL = "ct-mpi-pingpong"
-PVM_KERNEL = "ct-pvm-pingpong"
 LAYERS = ("tcp", "mpi", "pvm")
 MODES = ("pingpong", "stream", "bidir", "nonblocking")
 # How the TCP kernel waits for data: "block" sleeps in recv (NetPIPE's way, the default),
@@ -90,7 +83,7 @@ def bandwidth_min_size(cluster: Cluster, a: str, b: str) -> int:
     quote bandwidth from every size, as NetPIPE does.
     """
     rate = pair_rate_bps(cluster, a, b)
-    if cluster.launcher != "vcluster" or rate is None:
+    if cluster.launcher_of(a) != "vcluster" or rate is None:
         return 0
     return max(analysis.TBF_BANDWIDTH_MIN_SIZE_BYTES, TBF_BUCKETS * tbf_burst_bytes(rate))
 
@@ -152,110 +145,70 @@ def derive_for(min_size: int):
 
 # --------------------------------------------------------------------------- TCP pair
 
+READY_PORT = re.compile(rb"listening on port (\d+)\n")  # the TCP server's first line
 
-@dataclass
-class TcpRun:
-    """A finished client/server pair: what the runner needs to complete a record."""
 
-    completed: Completed  # the client's; its stderr ends with the server's
-    output: KernelOutput
+def tcp_server_argv(sockbuf: int | None = None) -> list[str]:
+    argv = [str(kernels.kernel_path(TCP_KERNEL, SERIAL)), "--server", "--port", "0",
+            "--accept-timeout", str(CONNECT_TIMEOUT_S + 20)]  # fmt: skip
+    return argv + (["--sockbuf", str(sockbuf)] if sockbuf else [])
 
-    @property
-    def unreachable(self) -> str | None:
-        """The client's reason when it never reached the server (nothing measured)."""
-        if self.output.samples:
-            return None
-        for err in self.output.errors:
-            if err.startswith(("cannot connect", "cannot resolve")):
-                return err
+
+def tcp_client_argv(
+    cluster: Cluster, b: str, port: int, args: list[str], sockbuf: int | None = None
+) -> list[str]:
+    address = cluster.host(b).address or b
+    peer = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+    argv = [str(kernels.kernel_path(TCP_KERNEL, SERIAL)), "--connect", peer,
+            "--connect-timeout", str(CONNECT_TIMEOUT_S), *args]  # fmt: skip
+    return argv + (["--sockbuf", str(sockbuf)] if sockbuf else [])
+
+
+def unreachable(output: KernelOutput) -> str | None:
+    """The client's reason when it never reached the server (nothing measured)."""
+    if output.samples:
         return None
+    for err in output.errors:
+        if err.startswith(("cannot connect", "cannot resolve")):
+            return err
+    return None
 
 
-def _await_port(server, host: str) -> int:
-    """The port the TCP server listens on, from its first stderr lines.
-
-    Reads the raw pipe (no text buffering, so select() sees every byte) and gives up
-    after SERVER_START_S or when the server, or the agent reaching its host, exits.
-    """
-    deadline = time.monotonic() + SERVER_START_S
-    fd, text = server.stderr.fileno(), b""
-    while (left := deadline - time.monotonic()) > 0:
-        if not select.select([fd], [], [], left)[0]:
-            break
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        text += chunk
-        match = re.search(rb"listening on port (\d+)\n", text)
-        if match:
-            return int(match.group(1))
-    detail = text.decode(errors="replace").strip() or f"no answer within {SERVER_START_S:.0f} s"
-    raise UserError(f"cannot start the TCP server on {host}: {detail[-300:]}")
-
-
-def _stop(server, grace: float) -> tuple[str, str]:
-    """Let the server finish (it exits after its client's goodbye), else kill its job."""
-    try:
-        out, err = server.communicate(timeout=grace)
-    except subprocess.TimeoutExpired:  # still running: the client died or never came
-        kill_job(server, server.job_id)
-        out, err = server.communicate()
-    return out or "", err or ""
-
-
-def run_tcp_pair(
-    launcher: Launcher,
+def tcp_pair(
+    run: Run,
     a: str,
     b: str,
     client_args: list[str],
     timeout: float,
     sockbuf: int | None = None,
-) -> TcpRun:
-    """Server on ``b``, client on ``a`` (connecting to b's address); always cleaned up."""
-    kernel = str(kernels.kernel_path(TCP_KERNEL, "serial"))
-    address = launcher.cluster.host(b).address or b
-    server_argv = [
-        kernel,
-        "--server",
-        "--port",
-        "0",
-        "--accept-timeout",
-        str(CONNECT_TIMEOUT_S + 20),
-    ]
-    if sockbuf:
-        server_argv += ["--sockbuf", str(sockbuf)]
-    server = launcher.spawn_on_host(b, server_argv)
-    grace = 0.0  # kill at once unless a client ran
-    try:
-        port = _await_port(server, b)
-        peer = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
-        argv = [
-            kernel,
-            "--connect",
-            peer,
-            "--connect-timeout",
-            str(CONNECT_TIMEOUT_S),
-            *client_args,
-        ]
-        if sockbuf:
-            argv += ["--sockbuf", str(sockbuf)]
-        completed = launcher.run_on_host(a, argv, timeout)
-        grace = SERVER_EXIT_S
-    finally:
-        server_out, server_err = _stop(server, grace)
-    output = kernels.parse_output(completed.stdout)
-    served = kernels.parse_output(server_out)
-    output.errors += [f"server on {b}: {e}" for e in served.errors]
-    if served.result and served.result.get("verification") == "failed" and output.result:
-        output.result["verification"] = "failed"  # the server saw corrupt data
-    if output.result is not None:
-        output.result.setdefault("detail", {})["server"] = served.result and served.result.get(
-            "detail"
-        )
-    if server_err.strip():  # e.g. the server's own verification message: keep it with the run
-        joined = f"{completed.stderr.rstrip()}\n[server on {b}] {server_err.strip()}".lstrip()
-        completed = dataclasses.replace(completed, stderr=joined)
-    return TcpRun(completed, output)
+    tag: dict | None = None,
+    what: str | None = None,
+) -> Step:
+    """Server on ``b`` beside the client on ``a`` (connecting to b's address), both steps
+    of ``run``; the client's step, whose samples are the measurement."""
+    with run.service(
+        b, tcp_server_argv(sockbuf), ready=READY_PORT, what=f"server on {b}",
+        start_timeout=SERVER_START_S, stop_grace=SERVER_EXIT_S,
+    ) as server:  # fmt: skip
+        port = int(server.ready_match.group(1))
+        argv = tcp_client_argv(run.cluster, b, port, client_args, sockbuf)
+        return run.program(a, argv, timeout=timeout, what=what or f"client on {a}", tag=tag)
+
+
+def reachable(launcher: Launcher, a: str, b: str) -> None:
+    """A one-byte TCP exchange from a to b, so an unreachable host is a quick user error
+    rather than an MPI job waiting for its timeout. A check, not a measurement: nothing
+    is stored."""
+    if a == b:
+        return
+    with launcher.service(b, tcp_server_argv(), ready=READY_PORT, start_timeout=SERVER_START_S,
+                          what=f"TCP server on {b}") as server:  # fmt: skip
+        port = int(server.ready_match.group(1))
+        args = ["--max-size", "1", "--perturbation", "0", "--trials", "3"]
+        done = launcher.run_on_host(a, tcp_client_argv(launcher.cluster, b, port, args), 60.0)
+    reason = unreachable(kernels.parse_output(done.stdout))
+    if reason:
+        raise UserError(f"{b} is unreachable from {a}: {reason}")
 
 
 # --------------------------------------------------------------------------- runs
@@ -346,57 +299,31 @@ def _sweep_args(spec: PingpongSpec) -> list[str]:
     return args + list(spec.extra_args)
 
 
-def reachable(cluster: Cluster, a: str, b: str) -> None:
-    """A one-byte TCP exchange from a to b, so an unreachable host is a quick user error
-    rather than an MPI job waiting for its timeout."""
-    if a == b:
-        return
-    run = run_tcp_pair(
-        launcher_for(cluster),
-        a,
-        b,
-        ["--max-size", "1", "--perturbation", "0", "--trials", "3"],
-        60.0,
-    )
-    if run.unreachable:
-        raise UserError(f"{b} is unreachable from {a}: {run.unreachable}")
-
-
 def run_pingpong(cluster: Cluster, store: Store, spec: PingpongSpec) -> dict:
     """One sweep on one pair; the record is stored whatever the outcome."""
     min_size = validate(cluster, spec)
     timeout = spec.timeout or sweep_timeout_s(cluster, spec.a, spec.b, spec.max_size)
-    derive = derive_for(min_size)
-    if spec.layer == "mpi":
-        reachable(cluster, spec.a, spec.b)
-        hosts = [spec.a] if spec.a == spec.b else [spec.a, spec.b]
-        return runner.run_kernel(
-            cluster, store, level=LEVEL, kernel=MPI_KERNEL, np=2, mpi=spec.mpi,
-            args=_sweep_args(spec), params=spec.params(min_size), hosts=hosts,
-            timeout=timeout, derive=derive,
-        )  # fmt: skip
-    kernel = TCP_KERNEL if spec.layer == "tcp" else PVM_KERNEL
     hosts = list(dict.fromkeys([spec.a, spec.b]))
-    record = runner.new_record(LEVEL, kernel, cluster, spec.params(min_size), hosts)
-    if spec.layer == "tcp":
-        run = run_tcp_pair(
-            launcher_for(cluster), spec.a, spec.b, _sweep_args(spec), timeout, spec.sockbuf
-        )
-        if run.unreachable:
-            raise UserError(f"{spec.b} is unreachable from {spec.a}: {run.unreachable}")
-        completed, output = run.completed, run.output
-    else:
-        reachable(cluster, spec.a, spec.b)
-        path = kernels.kernel_path(PVM_KERNEL, "serial")
-        with PvmMachine(cluster, hosts, path.parent) as machine:
-            completed = launcher_for(cluster).run_on_host(
-                spec.a, [str(path), "--host", spec.b, *_sweep_args(spec)], timeout,
-                machine.env(spec.a),
-            )  # fmt: skip
-        output = kernels.parse_output(completed.stdout)
-    runner.complete_record(record, completed, output, derive)
-    store.save(record)
-    return record
+    kernel = {"tcp": TCP_KERNEL, "mpi": MPI_KERNEL, "pvm": PVM_KERNEL}[spec.layer]
+    reachable(launcher_for(cluster), spec.a, spec.b)  # before the run: nothing stored
+    with Run(
+        cluster, store, level=LEVEL.name, kernel=kernel, params=spec.params(min_size),
+        hosts=hosts, np=2 if spec.layer == "mpi" else None,
+        mpi=spec.mpi if spec.layer == "mpi" else None, derive=derive_for(min_size),
+    ) as run:  # fmt: skip
+        if spec.layer == "mpi":
+            run.mpi(MPI_KERNEL, np=2, mpi=spec.mpi, args=_sweep_args(spec), hosts=hosts,
+                    timeout=timeout)  # fmt: skip
+        elif spec.layer == "tcp":
+            client = tcp_pair(run, spec.a, spec.b, _sweep_args(spec), timeout, spec.sockbuf)
+            if reason := unreachable(client.output):
+                raise UserError(f"{spec.b} is unreachable from {spec.a}: {reason}")
+        else:
+            path = kernels.kernel_path(PVM_KERNEL, SERIAL)
+            with PvmMachine(run, hosts, path.parent) as machine:
+                run.program(spec.a, [str(path), "--host", spec.b, *_sweep_args(spec)],
+                            timeout=timeout, env=machine.env(spec.a))  # fmt: skip
+    return run.record
 
 
 def run_pingpongs(

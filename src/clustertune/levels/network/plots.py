@@ -3,7 +3,7 @@
 Each function takes one or more labelled curves, so overlays (TCP vs MPI vs PVM,
 100 Mbit vs 1 Gbit) are the same call with more entries. Figures are built with
 ``matplotlib.figure.Figure`` (no pyplot state) and rendered by the report's
-:func:`clustertune.report.svg`, which keeps text as text so reports can be searched and
+:func:`clustertune.render.svg`, which keeps text as text so reports can be searched and
 tests can look for labels.
 """
 
@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ... import report
+from ... import render as html
 from .analysis import Curve, dips, saturation_point_bytes
 
 _SIZE = (6.4, 4.2)
@@ -52,7 +52,7 @@ def throughput_svg(curves: Mapping[str, Curve], title: str = "Throughput graph")
             )
     ax.set_xscale("log")
     ax.legend()
-    return report.svg(fig)
+    return html.svg(fig)
 
 
 def signature_svg(curves: Mapping[str, Curve], title: str = "Signature graph") -> str:
@@ -66,7 +66,7 @@ def signature_svg(curves: Mapping[str, Curve], title: str = "Signature graph") -
         ax.plot(c.time_s, c.throughput_mbps, marker=".", markersize=3, label=label)
     ax.set_xscale("log")
     ax.legend()
-    return report.svg(fig)
+    return html.svg(fig)
 
 
 def saturation_svg(curves: Mapping[str, Curve], title: str = "Saturation graph") -> str:
@@ -95,7 +95,7 @@ def saturation_svg(curves: Mapping[str, Curve], title: str = "Saturation graph")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.legend()
-    return report.svg(fig)
+    return html.svg(fig)
 
 
 def heatmap_svg(
@@ -134,4 +134,4 @@ def heatmap_svg(
                     fontsize=8,
                     color="black" if v > middle else "white",
                 )
-    return report.svg(fig)
+    return html.svg(fig)

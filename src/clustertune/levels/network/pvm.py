@@ -1,6 +1,6 @@
 """A PVM virtual machine over some hosts of a cluster, for ``net pingpong --layer pvm``.
 
-The master pvmd is started on the first host through the cluster's launcher; it adds the
+The master pvmd is a service of the run on the first host; it adds the
 other hosts itself through ``PVM_RSH``, which on a virtual cluster is the cluster's agent
 (the ssh stand-in MPI uses). Virtual hosts share one /tmp, where every pvmd keeps its
 socket and address files (``pvmd.<uid>``), so each host gets its own ``PVM_TMP``,
@@ -12,18 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import shlex
 import shutil
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
-from ...cluster import Cluster
 from ...errors import UserError
-from ...launch import launcher_for
-from ...launch.process import kill_job
+from ...launch.service import Service
+from ...runner import Run
 
 PVM_ROOT = "/usr/lib/pvm3"
 PVMD = f"{PVM_ROOT}/lib/pvmd"
@@ -32,7 +28,8 @@ HALT_S = 10.0
 
 
 class PvmMachine:
-    def __init__(self, cluster: Cluster, hosts: list[str], bin_dir: Path):
+    def __init__(self, run: Run, hosts: list[str], bin_dir: Path):
+        cluster = run.cluster
         if cluster.launcher not in ("vcluster", "local"):
             raise UserError(
                 f"--layer pvm runs on virtual clusters and on this host; cluster "
@@ -40,12 +37,12 @@ class PvmMachine:
             )
         if not Path(PVMD).exists():
             raise UserError(f"{PVMD} missing: PVM is not installed (make setup)")
+        self.run = run
         self.cluster = cluster
         self.hosts = list(dict.fromkeys(hosts))
         self.bin_dir = bin_dir
-        self.launcher = launcher_for(cluster)
         self.workdir: Path | None = None
-        self.master: subprocess.Popen | None = None
+        self.master = None  # the run's service block of the master pvmd, once started
 
     def env(self, host: str) -> dict[str, str]:
         """What a PVM task on ``host`` needs to find its pvmd."""
@@ -80,20 +77,17 @@ class PvmMachine:
         hostfile.write_text(f"* dx={wrapper} ep={self.bin_dir}\n" + "\n".join(self.hosts) + "\n")
         for host in self.hosts:
             self._tmp(host).mkdir(exist_ok=True)
-        self.master = self.launcher.spawn_on_host(self.hosts[0], [str(wrapper), str(hostfile)])
-        deadline = time.monotonic() + START_S
         uid = os.geteuid()
-        while time.monotonic() < deadline:
-            if self.master.poll() is not None:
-                break
-            if all((self._tmp(h) / f"pvmd.{uid}").exists() for h in self.hosts):
-                return
-            select.select([], [], [], 0.1)
-        missing = [h for h in self.hosts if not (self._tmp(h) / f"pvmd.{uid}").exists()]
-        err = ""
-        if self.master.poll() is not None:
-            err = ": " + (self.master.stderr.read() or self.master.stdout.read()).strip()[-300:]
-        raise UserError(f"cannot start PVM on {', '.join(missing) or 'the master'}{err}")
+        self.master = self.run.service(
+            self.hosts[0], [str(wrapper), str(hostfile)], what=f"pvmd on {self.hosts[0]}",
+            ready=lambda: all((self._tmp(h) / f"pvmd.{uid}").exists() for h in self.hosts),
+            start_timeout=START_S, stop_grace=HALT_S,
+        )  # fmt: skip
+        try:
+            self.master.__enter__()
+        except UserError as exc:
+            missing = [h for h in self.hosts if not (self._tmp(h) / f"pvmd.{uid}").exists()]
+            raise UserError(f"cannot start PVM on {', '.join(missing)}: {exc}") from None
 
     def _tmp(self, host: str) -> Path:
         """The host's PVM_TMP: named as the wrapper's $(hostname) will name it (a virtual
@@ -102,16 +96,13 @@ class PvmMachine:
         return self.workdir / (os.uname().nodename if self.cluster.launcher == "local" else host)
 
     def __exit__(self, *exc) -> None:
+        master: Service | None = self.master and self.master.service
+        if master is not None and master.running:  # halted politely; killed after HALT_S
+            self.run.launcher.run_on_host(
+                self.hosts[0], ["sh", "-c", "echo halt | pvm"], HALT_S, self.env(self.hosts[0])
+            )
         if self.master is not None:
-            if self.master.poll() is None:
-                self.launcher.run_on_host(
-                    self.hosts[0], ["sh", "-c", "echo halt | pvm"], HALT_S, self.env(self.hosts[0])
-                )
-            try:
-                self.master.communicate(timeout=HALT_S)
-            except subprocess.TimeoutExpired:  # halt failed: kill every pvmd of this job
-                kill_job(self.master, self.master.job_id)
-                self.master.communicate()
+            self.master.__exit__(None, None, None)
         if self.workdir is not None:
             with contextlib.suppress(OSError):
                 shutil.rmtree(self.workdir)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ... import report
+from ... import render as html
 from ...units import format_rate
-from . import analysis
+from . import LEVEL, analysis
 
-TITLE = "Network and message passing (TCP, MPI, PVM)"
 MAX_CURVES = 8  # per graph; the newest runs win
 
 
@@ -83,7 +82,7 @@ def _pingpong_table(records: list[dict]) -> str:
              f"{low:.0f} .. {high:.0f}" if low is not None else "",
              len(f.get("dips") or []), r["status"]]
         )  # fmt: skip
-    return report.table(
+    return html.table(
         ["run", "cluster", "link", "layer", "mode", "pair", "sockbuf (B)", "latency (µs)",
          "bandwidth (Mbit/s)", "saturation point (B)", "n½ (B)", "preferred blocks (B)",
          "dips", "status"],
@@ -179,7 +178,7 @@ def _overhead(records: list[dict]) -> str:
         "against the blocking one MPI saves the wake-up of every message and can come out "
         "below 1×. Each baseline is the pair's lowest-latency TCP run of its kind; the "
         "upper layer's run is the newest.</p>"
-        + report.table(
+        + html.table(
             [
                 "cluster",
                 "link",
@@ -204,7 +203,7 @@ def _sockbuf(records: list[dict]) -> str:
     ]  # fmt: skip
     if not rows:
         return ""
-    return "<h3>Socket buffer size</h3>" + report.table(
+    return "<h3>Socket buffer size</h3>" + html.table(
         ["run", "cluster", "link", "pair", "requested (B)", "effective SO_SNDBUF (B)",
          "bandwidth (Mbit/s)", "latency (µs)"],
         rows,
@@ -221,12 +220,12 @@ def _matrices(records: list[dict]) -> list[str]:
     for (cluster, layer), r in sorted(newest.items()):
         f = r["figures"]
         parts.append(
-            f"<h3>All pairs: {report.esc(layer)} on {report.esc(cluster)} (run {r['id']}, "
-            f"{f.get('size_bytes')} B messages, {report.esc(r['status'])})</h3>"
+            f"<h3>All pairs: {html.esc(layer)} on {html.esc(cluster)} (run {r['id']}, "
+            f"{f.get('size_bytes')} B messages, {html.esc(r['status'])})</h3>"
         )
         hosts = f.get("hosts")
         if not hosts or f.get("bandwidth_mbps") is None:
-            parts.append(f"<p>No matrix: {report.esc(r['error'])}</p>")
+            parts.append(f"<p>No matrix: {html.esc(r['error'])}</p>")
             continue
         for key, title, unit in (
             ("bandwidth_mbps", "Bandwidth per pair", "Mbit/s"),
@@ -235,17 +234,17 @@ def _matrices(records: list[dict]) -> list[str]:
             m = [[float("nan") if v is None else v for v in row] for row in f[key]]
             parts.append(plots.heatmap_svg(m, hosts, f"{title} ({layer}, {cluster})", unit))
         flagged = f.get("flagged") or []
-        items = [f"<li><b>{report.esc(x['reason'])}</b></li>" for x in flagged] or [
+        items = [f"<li><b>{html.esc(x['reason'])}</b></li>" for x in flagged] or [
             "<li>Every link is in line with the others: nothing to blame.</li>"
         ]
-        items += [f"<li>{report.esc(n)}</li>" for n in f.get("notes") or []]
+        items += [f"<li>{html.esc(n)}</li>" for n in f.get("notes") or []]
         parts.append(
             f"<p>Diagnosis (suspects re-tested before blaming):</p><ul>{''.join(items)}</ul>"
         )
     return parts
 
 
-@report.section("network", TITLE, order=20)
+@LEVEL.section
 def render(records: list[dict]) -> str:
     sweeps = [r for r in records if r["params"].get("command") == "pingpong"]
     matrices = [r for r in records if r["params"].get("command") == "matrix"]

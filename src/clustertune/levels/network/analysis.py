@@ -6,11 +6,13 @@ keep the two in step.
 
 Input, as the ping-pong kernels emit it, one dict per message size::
 
-    {"size": bytes, "repeats": R, "t_min_s": .., "t_med_s": .., "t_max_s": ..}
+    {"size": bytes, "repeats": R, "trials": n, "t_min_s": .., "t_med_s": .., "t_max_s": ..}
 
 where t is the one-way time (half the round trip). Every figure uses ``t_min_s``: the
-fastest of the repeats is what the machine can do, slower ones add scheduling noise
-(NetPIPE keeps the minimum for the same reason).
+fastest of the trials is what the machine can do, slower ones add scheduling noise
+(NetPIPE keeps the minimum for the same reason). No figure rests on one size: a size whose
+fastest trial was lucky (or unlucky) is one value among those the figure is read from,
+and each headline figure carries the spread of those values (:class:`Reading`).
 
 Units: sizes in bytes, times in seconds inside, throughput in bit/s inside;
 what is reported is µs, Mbit/s (1e6 bit/s) and bytes.
@@ -35,8 +37,9 @@ TBF_BANDWIDTH_MIN_SIZE_BYTES = 256 * 1024
 # 0.2 reproduces the saturation points of seeds/002 (figs. 5-7: 139-280 B, i.e. 0.15-0.25
 # of latency x bandwidth for TCP, MPI and PVM).
 SATURATION_EXCESS = 0.2
-# Upper end of the preferred block range: this fraction of the bandwidth.
-PREFERRED_FRACTION = 0.9
+# The bandwidth region (seeds/002 §4) starts where the throughput first reaches this
+# fraction of the bandwidth; the preferred block range ends there.
+BANDWIDTH_REGION_FRACTION = 0.9
 # Dip: throughput below this fraction of its envelope ...
 DIP_MAX_RATIO = 0.5
 # ... where the envelope is at least this fraction of the curve's peak (below it the time
@@ -106,46 +109,135 @@ def curve_from_points(points: Sequence[Mapping[str, object]]) -> Curve:
 # --------------------------------------------------------------------------- figures
 
 
-def latency_s(curve: Curve, max_size: int = LATENCY_MAX_SIZE_BYTES) -> float:
-    """Latency: the smallest one-way time among messages of at most ``max_size`` bytes.
+@dataclass(frozen=True)
+class Reading:
+    """A headline figure and the values it is read from (in the figure's unit inside)."""
 
-    With a 0-byte point that is the 0-byte half round trip of seeds/002; otherwise the
-    smallest sizes stand in for it (1 B costs 8 bit / bandwidth more, negligible).
+    value: float
+    values: np.ndarray
+
+    def spread(self, scale: float = 1.0) -> dict[str, float]:
+        """min, median and max of the values it is read from, times ``scale``."""
+        v = self.values * scale
+        return {"min": float(v.min()), "median": float(np.median(v)), "max": float(v.max())}
+
+
+def latency(curve: Curve, max_size: int = LATENCY_MAX_SIZE_BYTES) -> Reading:
+    """Latency: the 0-byte time of the small-message plateau, read robustly (seconds).
+
+    Over the sizes s <= ``max_size``: a Theil-Sen line t = L + k s, k the median of the
+    slopes between every two of those sizes, kept between 0 and t / s of the largest size
+    measured (for t = L + k s that ratio is L / s + k >= k: a slope above it is scheduling
+    noise, a run of slow sizes in the plateau). L is the median over those sizes of
+    t(s) - k s, each size's own estimate of the 0-byte time: one size much faster or slower
+    than the others moves it by one rank, not to its own value. The values read from are
+    those per-size estimates.
     """
     small = curve.size <= max_size
     if not small.any():
         raise ValueError(
             f"no message of at most {max_size} B (smallest is {int(curve.size[0])} B): "
-            "latency is undefined; start the sweep at 0 or 1 byte"
+            "latency is undefined, start the sweep at 0 or 1 byte"
         )
-    return float(curve.time_s[small].min())
+    s, t = curve.size[small].astype(float), curve.time_s[small]
+    slope = 0.0
+    if s.size > 1:
+        i, j = np.triu_indices(s.size, 1)
+        slope = float(np.median((t[j] - t[i]) / (s[j] - s[i])))
+        slope = min(max(slope, 0.0), float(curve.time_s[-1] / curve.size[-1]))
+    at_zero = t - slope * s
+    return Reading(float(np.median(at_zero)), at_zero)
+
+
+def latency_s(curve: Curve, max_size: int = LATENCY_MAX_SIZE_BYTES) -> float:
+    """:func:`latency`'s value, s."""
+    return latency(curve, max_size).value
 
 
 def latency_us(curve: Curve, max_size: int = LATENCY_MAX_SIZE_BYTES) -> float:
-    """:func:`latency_s` in µs."""
+    """:func:`latency`'s value, µs."""
     return latency_s(curve, max_size) / US
 
 
-def bandwidth_bps(curve: Curve, min_size: int = 0) -> float:
+def bandwidth(curve: Curve, min_size: int = 0) -> Reading:
     """Bandwidth (saturation throughput): the highest throughput held by two adjacent sizes.
 
-    Over the sizes >= ``min_size``: max over neighbours i, i+1 of min(T_i, T_i+1). A single
-    too-fast point (a timer glitch) therefore cannot set the bandwidth. Pass
-    ``min_size=TBF_BANDWIDTH_MIN_SIZE_BYTES`` on a tbf-shaped virtual cluster.
+    Over the sizes >= ``min_size``: max over neighbours i, i+1 of min(T_i, T_i+1), bit/s. A
+    single too-fast point (a timer glitch) therefore cannot set the bandwidth. Pass
+    ``min_size=TBF_BANDWIDTH_MIN_SIZE_BYTES`` on a tbf-shaped virtual cluster. Read from
+    the bandwidth region: the throughputs of those sizes from the first one reaching
+    ``BANDWIDTH_REGION_FRACTION`` of the bandwidth on.
     """
     keep = curve.size >= min_size
     if keep.sum() < 2:
         raise ValueError(
             f"fewer than two sizes >= {min_size} B (largest is {int(curve.size[-1])} B): "
-            "bandwidth is undefined; extend the sweep or lower min_size"
+            "bandwidth is undefined, extend the sweep or lower min_size"
         )
     thr = curve.throughput_bps[keep]
-    return float(np.minimum(thr[:-1], thr[1:]).max())
+    best = float(np.minimum(thr[:-1], thr[1:]).max())
+    region = thr[int(np.argmax(thr >= BANDWIDTH_REGION_FRACTION * best)) :]
+    return Reading(best, region)
+
+
+def bandwidth_bps(curve: Curve, min_size: int = 0) -> float:
+    """:func:`bandwidth`'s value, bit/s."""
+    return bandwidth(curve, min_size).value
 
 
 def bandwidth_mbps(curve: Curve, min_size: int = 0) -> float:
-    """:func:`bandwidth_bps` in Mbit/s."""
+    """:func:`bandwidth`'s value, Mbit/s."""
     return bandwidth_bps(curve, min_size) / MBIT
+
+
+def _crossings(curve: Curve, side: np.ndarray, a: float, b: float) -> np.ndarray:
+    """Sizes where ``side`` (one bool per point) flips between neighbours, each where the
+    time, straight between the two points, meets the line t = a + b s. Exact for a curve
+    made of straight time segments, hence for t = L + 8 s / B."""
+    gap = curve.time_s - (a + b * curve.size)
+    i = np.flatnonzero(side[1:] != side[:-1])
+    s1, s2 = curve.size[i].astype(float), curve.size[i + 1].astype(float)
+    return s1 + gap[i] * (s2 - s1) / (gap[i] - gap[i + 1])
+
+
+def saturation_point(
+    curve: Curve,
+    excess: float = SATURATION_EXCESS,
+    latency_max_size: int = LATENCY_MAX_SIZE_BYTES,
+) -> Reading:
+    """Saturation point (seeds/002): the size from which the time stays >= (1 + excess) * L.
+
+    Below it the time sits on the latency floor, where it hardly depends on the size and
+    varies most; from it on the time grows with the size. For t = L + 8 s / B it is
+    excess * L * B / 8 exactly. The crossing is interpolated linearly in time between the
+    last point under the threshold and the next one. Read from every size above the
+    latency's sizes at which the time crosses the threshold (a curve that rises, falls
+    back and rises again crosses it more than once).
+
+    Not determined (ValueError) when the time is still under the threshold at the largest
+    size, or when it stays above it from within the sizes the latency is read from: that
+    curve has no flat small-message floor to tell a saturation point from (a slow link, or
+    a latency that does not describe the small messages).
+    """
+    if excess <= 0:
+        raise ValueError(f"excess must be > 0, got {excess}")
+    threshold = (1.0 + excess) * latency_s(curve, latency_max_size)
+    above = curve.time_s >= threshold
+    if not above[-1]:
+        raise ValueError(
+            f"the time is not {100 * excess:.0f} % above the latency at the largest size "
+            f"({int(curve.size[-1])} B), extend the sweep"
+        )
+    crossings = _crossings(curve, above, threshold, 0.0)
+    point = float(crossings[-1]) if crossings.size else float(curve.size[0])
+    floor_top = int(curve.size[curve.size <= latency_max_size][-1])
+    if point <= floor_top:
+        raise ValueError(
+            f"the time stays {100 * excess:.0f} % above the latency from {point:.3g} B on, "
+            f"within the sizes the latency is read from (<= {floor_top} B): no flat floor"
+        )
+    # Crossings on the floor itself are its noise, which the latency's spread shows.
+    return Reading(point, crossings[crossings > floor_top])
 
 
 def saturation_point_bytes(
@@ -153,91 +245,113 @@ def saturation_point_bytes(
     excess: float = SATURATION_EXCESS,
     latency_max_size: int = LATENCY_MAX_SIZE_BYTES,
 ) -> float:
-    """Saturation point (seeds/002): the size from which the time stays >= (1 + excess) * latency.
-
-    Below it the time sits on the latency floor, where it hardly depends on the size and
-    varies most; from it on the time grows with the size. For t = L + s/B it is
-    excess * L * B exactly. The crossing is interpolated linearly in time between the last
-    point under the threshold and the next one.
-    """
-    if excess <= 0:
-        raise ValueError(f"excess must be > 0, got {excess}")
-    threshold = (1.0 + excess) * latency_s(curve, latency_max_size)
-    below = np.flatnonzero(curve.time_s < threshold)
-    i = int(below[-1])  # the latency point itself is below, so this exists
-    if i == len(curve.size) - 1:
-        raise ValueError(
-            f"the time never rises {excess:.0%} above the latency up to "
-            f"{int(curve.size[-1])} B: no saturation point; extend the sweep"
-        )
-    s1, s2 = curve.size[i], curve.size[i + 1]
-    t1, t2 = curve.time_s[i], curve.time_s[i + 1]
-    return float(s1 + (threshold - t1) * (s2 - s1) / (t2 - t1))
+    """:func:`saturation_point`'s value, bytes."""
+    return saturation_point(curve, excess, latency_max_size).value
 
 
-def size_reaching_bytes(curve: Curve, throughput_bps: float) -> float:
-    """The smallest size at which the throughput first reaches ``throughput_bps``.
+def size_reaching(curve: Curve, throughput_bps: float) -> Reading:
+    """The smallest size at which the throughput first reaches ``throughput_bps`` (bytes).
 
     Interpolated between the last point under the target and the first at or above it,
-    with the time linear in size in between (exact for t = L + s/B):
-    s = tau * (t1 - k * s1) / (1 - tau * k), tau the target in B/s, k = (t2 - t1) / (s2 - s1).
+    with the time linear in size in between (exact for t = L + 8 s / B). Read from every
+    size at which the throughput crosses the target. Not determined (ValueError) when the
+    throughput never reaches it, or reaches it at the smallest size already (below the
+    sweep's resolution).
     """
     thr = curve.throughput_bps
-    reached = np.flatnonzero(thr >= throughput_bps)
-    if reached.size == 0:
+    reached = thr >= throughput_bps
+    if not reached.any():
         raise ValueError(
             f"throughput never reaches {throughput_bps / MBIT:.4g} Mbit/s "
             f"(peak {thr.max() / MBIT:.4g} Mbit/s)"
         )
-    j = int(reached[0])
-    if j == 0:
-        return float(curve.size[0])
-    s1, s2 = float(curve.size[j - 1]), float(curve.size[j])
-    t1, t2 = curve.time_s[j - 1], curve.time_s[j]
-    tau = throughput_bps / 8.0
-    k = (t2 - t1) / (s2 - s1)
-    return float(tau * (t1 - k * s1) / (1.0 - tau * k))
+    if reached[0]:
+        raise ValueError(
+            f"throughput is at {throughput_bps / MBIT:.4g} Mbit/s already at the smallest "
+            f"size ({int(curve.size[0])} B)"
+        )
+    crossings = _crossings(curve, reached, 0.0, 8.0 / throughput_bps)
+    return Reading(float(crossings[0]), crossings)
+
+
+def size_reaching_bytes(curve: Curve, throughput_bps: float) -> float:
+    """:func:`size_reaching`'s value, bytes."""
+    return size_reaching(curve, throughput_bps).value
+
+
+def _bandwidth_landmark_bps(curve: Curve, bandwidth_min_size: int) -> float:
+    """The bandwidth, when the curve's smaller messages never held more than it.
+
+    Where they did (a tbf bucket passes messages below ``bandwidth_min_size`` unshaped, at
+    up to twice the line rate), a fraction of the bandwidth marks no point of this curve's
+    rise, so the figures read at one (n½, the end of the preferred block range) are not
+    determined (ValueError). Without a ``bandwidth_min_size`` that never happens.
+    """
+    full = bandwidth_bps(curve, bandwidth_min_size)
+    faster = bandwidth_bps(curve)
+    if faster > full:
+        raise ValueError(
+            f"smaller messages ran faster ({faster / MBIT:.4g} Mbit/s) than the bandwidth "
+            f"read from >= {bandwidth_min_size} B ({full / MBIT:.4g} Mbit/s)"
+        )
+    return full
+
+
+def n_half(curve: Curve, bandwidth_min_size: int = 0) -> Reading:
+    """n½: the size at which the throughput first reaches half the bandwidth (L * B / 8 for
+    t = L + 8 s / B); not determined where smaller messages beat the bandwidth."""
+    return size_reaching(curve, 0.5 * _bandwidth_landmark_bps(curve, bandwidth_min_size))
 
 
 def n_half_bytes(curve: Curve, bandwidth_min_size: int = 0) -> float:
-    """n½: the size at which the throughput first reaches half the bandwidth (L * B for L + s/B)."""
-    return size_reaching_bytes(curve, 0.5 * bandwidth_bps(curve, bandwidth_min_size))
+    """:func:`n_half`'s value, bytes."""
+    return n_half(curve, bandwidth_min_size).value
 
 
 def preferred_block_range(
     curve: Curve,
     bandwidth_min_size: int = 0,
-    fraction: float = PREFERRED_FRACTION,
+    fraction: float = BANDWIDTH_REGION_FRACTION,
     excess: float = SATURATION_EXCESS,
 ) -> tuple[float, float]:
     """Preferred block range (seeds/002 §4): saturation point .. size reaching 90 % of bandwidth.
 
-    For t = L + s/B: (excess * L * B, fraction / (1 - fraction) * L * B) = (0.2, 9) * L * B.
+    For t = L + 8 s / B: (excess, fraction / (1 - fraction)) * L * B / 8 = (0.2, 9) * L * B / 8.
     The upper end is never below the lower one.
     """
     low = saturation_point_bytes(curve, excess)
-    high = size_reaching_bytes(curve, fraction * bandwidth_bps(curve, bandwidth_min_size))
-    return low, max(low, high)
+    reach = fraction * _bandwidth_landmark_bps(curve, bandwidth_min_size)
+    return low, max(low, size_reaching_bytes(curve, reach))
 
 
 def overhead(
-    upper: Curve,
-    lower: Curve,
+    uppers: Sequence[Curve],
+    lowers: Sequence[Curve],
     bandwidth_min_size: int = 0,
     latency_max_size: int = LATENCY_MAX_SIZE_BYTES,
-) -> dict[str, float]:
+) -> dict[str, object]:
     """Cost of a layer (MPI, PVM) over the one below it (TCP) on the same host pair.
 
-    bandwidth_loss_pct = 100 * (1 - B_upper / B_lower); latency_ratio = L_upper / L_lower.
-    seeds/002 measured 8 % / 1.8x for MPI and 16 % / 2.0x for PVM over TCP. ``lower``
-    should wait for data the way ``upper`` does: the MPI libraries busy-poll, so their
-    baseline is ct-tcp-pingpong --wait poll (a blocking recv adds a wake-up per message).
+    Each side is one or more runs, and each side is read at its best run, figure by figure
+    (lowest latency, highest bandwidth): the same statistic on both sides, and a run that
+    the scheduler slowed does not decide. bandwidth_loss_pct = 100 * (1 - B_upper / B_lower);
+    latency_ratio = L_upper / L_lower; ``latency_runs`` and ``bandwidth_runs`` are the
+    indices (upper, lower) of the runs read. seeds/002 measured 8 % / 1.8x for MPI and
+    16 % / 2.0x for PVM over TCP. ``lowers`` should wait for data the way ``uppers`` do:
+    the MPI libraries busy-poll, so their baseline is ct-tcp-pingpong --wait poll (a
+    blocking recv adds a wake-up per message).
     """
-    b_up, b_low = bandwidth_bps(upper, bandwidth_min_size), bandwidth_bps(lower, bandwidth_min_size)
-    l_up, l_low = latency_s(upper, latency_max_size), latency_s(lower, latency_max_size)
+    lat_up, lat_low = ([latency_s(c, latency_max_size) for c in side] for side in (uppers, lowers))
+    bw_up, bw_low = (
+        [bandwidth_bps(c, bandwidth_min_size) for c in side] for side in (uppers, lowers)
+    )
+    lat = (int(np.argmin(lat_up)), int(np.argmin(lat_low)))
+    bw = (int(np.argmax(bw_up)), int(np.argmax(bw_low)))
     return {
-        "bandwidth_loss_pct": 100.0 * (1.0 - b_up / b_low),
-        "latency_ratio": l_up / l_low,
+        "bandwidth_loss_pct": 100.0 * (1.0 - bw_up[bw[0]] / bw_low[bw[1]]),
+        "latency_ratio": lat_up[lat[0]] / lat_low[lat[1]],
+        "latency_runs": lat,
+        "bandwidth_runs": bw,
     }
 
 
@@ -255,16 +369,26 @@ def dips(
     the curve's peak, and at least ``min_points`` adjacent sizes in a row are so (one slow
     size alone is timing noise, as one fast size is for the bandwidth). A rising or
     flattening curve never dips (its envelope is at most its own value), and neither does a
-    collapse that never recovers.
+    collapse that never recovers. Only sizes from the saturation point on can dip (every
+    size when it is not determined): below it the time sits on the latency floor, where it
+    varies most (seeds/002), and a run of slow sizes there is scheduling noise.
     """
     thr = curve.throughput_bps
     if len(thr) < 3:
         return []
+    try:
+        floor_end = saturation_point_bytes(curve)
+    except ValueError:
+        floor_end = 0.0
     left = np.maximum.accumulate(thr)[:-2]  # best over sizes < i, for i = 1 .. n-2
     right = np.maximum.accumulate(thr[::-1])[::-1][2:]  # best over sizes > i
     envelope = np.minimum(left, right)
     inner = thr[1:-1]
-    hit = (inner < max_ratio * envelope) & (envelope >= min_level * thr.max())
+    hit = (
+        (inner < max_ratio * envelope)
+        & (envelope >= min_level * thr.max())
+        & (curve.size[1:-1] >= floor_end)
+    )
     keep = np.zeros_like(hit)
     start = None
     for i, h in enumerate([*hit, False]):  # mark runs of at least min_points hits
@@ -285,19 +409,52 @@ def dips(
 
 
 def summarize(
-    points: Sequence[Mapping[str, object]], bandwidth_min_size: int = 0
+    points: Sequence[Mapping[str, object]], bandwidth_min_size: int = 0, latency_floor: bool = True
 ) -> dict[str, object]:
-    """All figures of one sweep, as the ``net pingpong`` JSON carries them."""
+    """All figures of one sweep, as the record and the ``net pingpong`` JSON carry them.
+
+    Each headline figure comes with ``<figure>_spread``: min, median and max of the values
+    it is read from, in its unit. A figure the curve does not support is None (its spread
+    too) and ``unavailable`` names it with the reason; the preferred block range is None
+    without a saturation point or a bandwidth. ``latency_floor=False`` is for a time with
+    no latency in it (a one-way stream): latency, saturation point and preferred block
+    range are then not produced. Raises ValueError only when the points make no curve.
+    """
     curve = curve_from_points(points)
-    low, high = preferred_block_range(curve, bandwidth_min_size)
-    return {
-        "latency_us": latency_us(curve),
-        "bandwidth_mbps": bandwidth_mbps(curve, bandwidth_min_size),
-        "saturation_point_bytes": low,
-        "n_half_bytes": n_half_bytes(curve, bandwidth_min_size),
-        "preferred_block_range_bytes": [low, high],
-        "dips": dips(curve),
+    readings: dict[str, tuple[Callable[[], Reading], float]] = {
+        "bandwidth_mbps": (lambda: bandwidth(curve, bandwidth_min_size), 1 / MBIT),
+        "n_half_bytes": (lambda: n_half(curve, bandwidth_min_size), 1.0),
     }
+    if latency_floor:
+        readings = {
+            "latency_us": (lambda: latency(curve), 1 / US),
+            **readings,
+            "saturation_point_bytes": (lambda: saturation_point(curve), 1.0),
+        }
+    figures: dict[str, object] = {}
+    missing = []
+    for name, (read, scale) in readings.items():
+        try:
+            reading = read()
+        except ValueError as exc:
+            figures[name] = figures[f"{name}_spread"] = None
+            missing.append(f"{name} not determined: {exc}")
+        else:
+            figures[name] = reading.value * scale
+            figures[f"{name}_spread"] = reading.spread(scale)
+    if latency_floor:
+        figures["preferred_block_range_bytes"] = None
+        if figures["saturation_point_bytes"] is not None and figures["bandwidth_mbps"] is not None:
+            try:
+                figures["preferred_block_range_bytes"] = list(
+                    preferred_block_range(curve, bandwidth_min_size)
+                )
+            except ValueError as exc:
+                missing.append(f"preferred_block_range_bytes not determined: {exc}")
+    figures["dips"] = dips(curve)
+    if missing:
+        figures["unavailable"] = "; ".join(missing)
+    return figures
 
 
 # --------------------------------------------------------------------------- all pairs

@@ -111,33 +111,24 @@ def points(samples: Sequence[Mapping]) -> list[dict]:
     ]
 
 
-def derive_for(min_size: int):
-    """The runner's ``derive``: every figure of the sweep. A finished sweep must give all
-    of them (otherwise ValueError: the run is failed); a cut-off one gives what its
-    points allow and says what is missing."""
+def derive_for(min_size: int, mode: str = "pingpong"):
+    """The runner's ``derive``: every figure the sweep's curve supports
+    (:func:`analysis.summarize`); the others are null and ``unavailable`` says why. A
+    finished sweep without a latency or a bandwidth was set up wrong (ValueError: the run
+    is failed); a cut-off one keeps what its points allow."""
+    latency_floor = mode != "stream"  # a stream's t amortises one ack over R messages
 
     def derive(samples: list[dict], result: dict | None) -> dict:
         figures: dict = {"bandwidth_min_size_bytes": min_size}
-        if result is not None:
-            return figures | analysis.summarize(samples, min_size)
         try:
-            curve = analysis.curve_from_points(samples)
-        except ValueError as exc:
+            figures |= analysis.summarize(samples, min_size, latency_floor)
+        except ValueError as exc:  # no curve at all
+            if result is not None:
+                raise
             return figures | {"unavailable": str(exc)}
-        missing = []
-        for name, compute in (
-            ("latency_us", lambda: analysis.latency_us(curve)),
-            ("bandwidth_mbps", lambda: analysis.bandwidth_mbps(curve, min_size)),
-            ("saturation_point_bytes", lambda: analysis.saturation_point_bytes(curve)),
-            ("n_half_bytes", lambda: analysis.n_half_bytes(curve, min_size)),
-            ("dips", lambda: analysis.dips(curve)),
-        ):
-            try:
-                figures[name] = compute()
-            except ValueError as exc:
-                missing.append(f"{name}: {exc}")
-        if missing:
-            figures["unavailable"] = "; ".join(missing)
+        needed = ("latency_us", "bandwidth_mbps") if latency_floor else ("bandwidth_mbps",)
+        if result is not None and any(figures[name] is None for name in needed):
+            raise ValueError(figures["unavailable"])
         return figures
 
     return derive
@@ -309,7 +300,7 @@ def run_pingpong(cluster: Cluster, store: Store, spec: PingpongSpec) -> dict:
     with Run(
         cluster, store, level=LEVEL.name, kernel=kernel, params=spec.params(min_size),
         hosts=hosts, np=2 if spec.layer == "mpi" else None,
-        mpi=spec.mpi if spec.layer == "mpi" else None, derive=derive_for(min_size),
+        mpi=spec.mpi if spec.layer == "mpi" else None, derive=derive_for(min_size, spec.mode),
     ) as run:  # fmt: skip
         if spec.layer == "mpi":
             run.mpi(MPI_KERNEL, np=2, mpi=spec.mpi, args=_sweep_args(spec), hosts=hosts,
@@ -345,8 +336,10 @@ def run_pingpongs(
 
 
 FIGURE_KEYS = (
-    "latency_us", "bandwidth_mbps", "saturation_point_bytes", "n_half_bytes",
-    "preferred_block_range_bytes", "dips", "bandwidth_min_size_bytes",
+    "latency_us", "latency_us_spread", "bandwidth_mbps", "bandwidth_mbps_spread",
+    "saturation_point_bytes", "saturation_point_bytes_spread", "n_half_bytes",
+    "n_half_bytes_spread", "preferred_block_range_bytes", "dips", "bandwidth_min_size_bytes",
+    "unavailable",
 )  # fmt: skip
 
 
@@ -378,26 +371,36 @@ def run_text(record: dict) -> str:
     j = run_json(record)
     layer = j["layer"] + (f" ({j['mpi']})" if j["mpi"] else "")
     low_high = j["preferred_block_range_bytes"] or [None, None]
+
+    def figure(key: str, spec: str, unit: str) -> str:
+        spread = j[f"{key}_spread"]
+        return _fmt(j[key], spec, unit) + (
+            f"  ({spread['min']:{spec}} .. {spread['max']:{spec}}, median "
+            f"{spread['median']:{spec}})" if spread else ""
+        )  # fmt: skip
+
     lines = [
         f"run {j['run_id']}: {layer} {j['mode']} {'-'.join(j['between'])} on {j['cluster']}"
         + (f", wait {j['wait']}" if j["wait"] and j["wait"] != "block" else "")
         + (f", sockbuf {j['sockbuf']} B" if j["sockbuf"] else "")
         + f" -> {j['status']}",
-        f"  latency          {_fmt(j['latency_us'], '.1f', 'µs')}",
-        f"  bandwidth        {_fmt(j['bandwidth_mbps'], '.1f', 'Mbit/s')}"
+        f"  latency          {figure('latency_us', '.1f', 'µs')}",
+        f"  bandwidth        {figure('bandwidth_mbps', '.1f', 'Mbit/s')}"
         + (
             f" (messages >= {j['bandwidth_min_size_bytes']} B)"
             if j["bandwidth_min_size_bytes"]
             else ""
         ),
-        f"  saturation point {_fmt(j['saturation_point_bytes'], '.0f', 'B')}",
-        f"  n½               {_fmt(j['n_half_bytes'], '.0f', 'B')}",
+        f"  saturation point {figure('saturation_point_bytes', '.0f', 'B')}",
+        f"  n½               {figure('n_half_bytes', '.0f', 'B')}",
         f"  preferred blocks {_fmt(low_high[0], '.0f', 'B')} .. {_fmt(low_high[1], '.0f', 'B')}",
         f"  dips             {len(j['dips'] or [])}"
         + "".join(f"\n    at {d['size']} B: {d['throughput_mbps']:.1f} Mbit/s, "
                   f"{100 * d['depth_ratio']:.0f} % of the envelope" for d in j["dips"] or []),
         f"  points           {len(j['points'])}",
     ]  # fmt: skip
+    if j["unavailable"]:
+        lines.append(f"  not determined: {j['unavailable']}")
     if record["error"]:
         lines.append(f"  error: {record['error']}")
     return "\n".join(lines)

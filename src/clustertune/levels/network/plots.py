@@ -34,10 +34,17 @@ def _check(curves: Mapping[str, Curve]) -> None:
         raise ValueError("nothing to plot: no curves given")
 
 
+def _legend(ax: Axes) -> None:
+    """The legend beside the axes, never over the curves, however many runs are drawn
+    (the SVG grows to hold it)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize="small")
+
+
 def throughput_svg(curves: Mapping[str, Curve], title: str = "Throughput graph") -> str:
     """Throughput (Mbit/s) vs message size (bytes, log x); dips marked with red crosses."""
     _check(curves)
     fig, ax = _new(title, "message size (bytes)", "throughput (Mbit/s)")
+    dip_label = "throughput dips"  # one legend entry for the crosses of every curve
     for label, c in curves.items():
         pos = c.size > 0  # a 0-byte point has no place on a log axis
         ax.plot(c.size[pos], c.throughput_mbps[pos], marker=".", markersize=3, label=label)
@@ -48,10 +55,11 @@ def throughput_svg(curves: Mapping[str, Curve], title: str = "Throughput graph")
                 [d["throughput_mbps"] for d in found],
                 "x",
                 color="red",
-                label=f"{label}: dips",
+                label=dip_label,
             )
+            dip_label = "_nolegend_"
     ax.set_xscale("log")
-    ax.legend()
+    _legend(ax)
     return html.svg(fig)
 
 
@@ -65,36 +73,34 @@ def signature_svg(curves: Mapping[str, Curve], title: str = "Signature graph") -
     for label, c in curves.items():
         ax.plot(c.time_s, c.throughput_mbps, marker=".", markersize=3, label=label)
     ax.set_xscale("log")
-    ax.legend()
+    _legend(ax)
     return html.svg(fig)
 
 
 def saturation_svg(curves: Mapping[str, Curve], title: str = "Saturation graph") -> str:
     """Saturation graph as in NetPIPE and seeds/002: size (bytes) vs one-way time (s), log-log.
 
-    The saturation point of each curve is marked (as seeds/002's arrows) and named in the legend.
+    The saturation point of each curve is marked (as seeds/002's arrows) in the curve's
+    colour and given in its legend entry, or "not determined" where its curve does not
+    support one.
     """
     _check(curves)
     fig, ax = _new(title, "one-way time (s)", "message size (bytes)")
     for label, c in curves.items():
         pos = c.size > 0
-        (line,) = ax.plot(c.time_s[pos], c.size[pos], marker=".", markersize=3, label=label)
         try:
             sat = saturation_point_bytes(c)
         except ValueError:
-            continue  # sweep too short for a saturation point: plot the curve alone
-        t_sat = float(np.interp(sat, c.size, c.time_s))
-        ax.plot(
-            [t_sat],
-            [sat],
-            "v",
-            color=line.get_color(),
-            markersize=9,
-            label=f"{label}: saturation point {sat:.0f} B",
-        )
+            sat = None
+        note = "not determined" if sat is None else f"{sat:.0f} B"
+        (line,) = ax.plot(c.time_s[pos], c.size[pos], marker=".", markersize=3,
+                          label=f"{label}: saturation point {note}")  # fmt: skip
+        if sat is not None:
+            t_sat = float(np.interp(sat, c.size, c.time_s))
+            ax.plot([t_sat], [sat], "v", color=line.get_color(), markersize=9)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.legend()
+    _legend(ax)
     return html.svg(fig)
 
 

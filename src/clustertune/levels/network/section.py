@@ -69,6 +69,19 @@ def _num(value, spec: str) -> str:
     return "" if value is None else f"{value:{spec}}"
 
 
+def _figure(figures: dict, key: str, spec: str) -> str:
+    """A headline figure and the range of the values it is read from; "not determined"
+    where the curve did not support it (null), blank where the run has no such figure."""
+    if key not in figures:
+        return ""
+    value, spread = figures[key], figures.get(f"{key}_spread")
+    if value is None:
+        return "not determined"
+    if not spread:  # stored before figures carried their spread
+        return f"{value:{spec}}"
+    return f"{value:{spec}} ({spread['min']:{spec}}–{spread['max']:{spec}})"
+
+
 def _pingpong_table(records: list[dict]) -> str:
     rows = []
     for r in records:
@@ -76,18 +89,33 @@ def _pingpong_table(records: list[dict]) -> str:
         low, high = f.get("preferred_block_range_bytes") or (None, None)
         rows.append(
             [r["id"], r["meta"]["cluster"]["name"], _rate(r), _layer(r), r["params"]["mode"],
-             _pair(r), r["params"].get("sockbuf") or "", _num(f.get("latency_us"), ".1f"),
-             _num(f.get("bandwidth_mbps"), ".1f"), _num(f.get("saturation_point_bytes"), ".0f"),
-             _num(f.get("n_half_bytes"), ".0f"),
+             _pair(r), r["params"].get("sockbuf") or "", _figure(f, "latency_us", ".1f"),
+             _figure(f, "bandwidth_mbps", ".1f"), _figure(f, "saturation_point_bytes", ".0f"),
+             _figure(f, "n_half_bytes", ".0f"),
              f"{low:.0f} .. {high:.0f}" if low is not None else "",
              len(f.get("dips") or []), r["status"]]
         )  # fmt: skip
-    return html.table(
+    notes = [
+        f"<li>run {r['id']}: {html.esc(r['figures']['unavailable'])}</li>"
+        for r in records
+        if r["figures"].get("unavailable")
+    ]
+    table = html.table(
         ["run", "cluster", "link", "layer", "mode", "pair", "sockbuf (B)", "latency (µs)",
          "bandwidth (Mbit/s)", "saturation point (B)", "n½ (B)", "preferred blocks (B)",
          "dips", "status"],
         rows,
     )  # fmt: skip
+    return (
+        "<p>Each figure is followed by the range (min–max) of the values it is read from: "
+        "the per-size latencies of the messages ≤ 64 B, the throughputs of the bandwidth "
+        "region, the sizes at which the curve crosses the saturation threshold or half the "
+        "bandwidth (docs/figures.md; the record also holds their median). "
+        "<i>not determined</i>: the run's curve does not support the figure (why: below the "
+        "table).</p>"
+        + table
+        + (f"<p>Not determined:</p><ul>{''.join(notes)}</ul>" if notes else "")
+    )
 
 
 def _graphs(records: list[dict]) -> list[str]:
@@ -97,11 +125,13 @@ def _graphs(records: list[dict]) -> list[str]:
     if not latest:
         return ["<p>No run has enough points to draw.</p>"]
     curves = {_label(r): _curve(r) for r in latest}
+    # Only runs whose time has a latency floor (not a stream's) have a saturation point.
+    floored = {_label(r): curves[_label(r)] for r in latest if "latency_us" in r["figures"]}
     parts = [
         "<h3>Throughput, signature and saturation graphs</h3>",
         plots.throughput_svg(curves),
         plots.signature_svg(curves),
-        plots.saturation_svg(curves),
+        plots.saturation_svg(floored) if floored else "",
     ]
     plain = [r for r in latest if not r["params"].get("sockbuf") and not r["params"].get("nagle")]
     by_pair = defaultdict(list)  # same pair, same network: the layers side by side
@@ -124,48 +154,41 @@ def _graphs(records: list[dict]) -> list[str]:
 
 def _overhead(records: list[dict]) -> str:
     """MPI (and PVM) over TCP on the same pair and network: seeds/002's table."""
-    base = defaultdict(dict)
-    for r in _latest(records):
+    runs = defaultdict(lambda: defaultdict(list))  # (cluster, pair, rate) -> layer -> runs
+    for r in records:
         p = r["params"]
         complete = r["status"] == "ok"  # a cut-off sweep has no trustworthy bandwidth
         if complete and p["mode"] == "pingpong" and not p.get("sockbuf") and not p.get("nagle"):
-            base[(r["meta"]["cluster"]["name"], _pair(r), _rate(r))][_layer(r)] = r
-    # A TCP baseline is the best the TCP layer did on the pair (lowest latency of the ok
-    # runs of its kind), not the newest: two busy-polling ends that the scheduler put on
-    # one core pay a tick per message, and one such run must not make MPI look free.
-    for r in records:
-        p, f = r["params"], r["figures"]
-        key = (r["meta"]["cluster"]["name"], _pair(r), _rate(r))
-        if (
-            _layer(r) in TCP_BASELINES and r["status"] == "ok" and p["mode"] == "pingpong"
-            and not p.get("sockbuf") and not p.get("nagle") and f.get("latency_us")
-        ):  # fmt: skip
-            best = base[key].get(_layer(r))
-            if best is None or f["latency_us"] < (best["figures"].get("latency_us") or 1e300):
-                base[key][_layer(r)] = r
+            runs[(r["meta"]["cluster"]["name"], _pair(r), _rate(r))][_layer(r)].append(r)
     rows = []
-    for (cluster, pair, rate), layers in sorted(base.items()):
-        for name, upper in sorted(layers.items()):
+    for (cluster, pair, rate), layers in sorted(runs.items()):
+        for name, uppers in sorted(layers.items()):
             if name in TCP_BASELINES:
                 continue
-            like = LIKE_FOR_LIKE.get(upper["params"]["layer"])
+            like = LIKE_FOR_LIKE.get(uppers[0]["params"]["layer"])
             for tcp_name, tcp_label in TCP_BASELINES.items():
-                tcp = layers.get(tcp_name)
-                if tcp is None:
+                tcps = layers.get(tcp_name)
+                if not tcps:
                     continue
                 label = tcp_label + (" (like for like)" if tcp_name == like else "")
                 min_size = max(
-                    tcp["figures"].get("bandwidth_min_size_bytes", 0),
-                    upper["figures"].get("bandwidth_min_size_bytes", 0),
+                    r["figures"].get("bandwidth_min_size_bytes", 0) for r in (*uppers, *tcps)
                 )
                 try:
-                    o = analysis.overhead(_curve(upper), _curve(tcp), min_size)
+                    o = analysis.overhead(
+                        [_curve(r) for r in uppers], [_curve(r) for r in tcps], min_size
+                    )
                 except ValueError as exc:
                     rows.append([cluster, rate, pair, name, label, "", "", str(exc)])
                     continue
+                (lu, ll), (bu, bl) = o["latency_runs"], o["bandwidth_runs"]
+                used = f"runs {uppers[lu]['id']} / {tcps[ll]['id']}"
+                if (lu, ll) != (bu, bl):
+                    bandwidth_runs = f"runs {uppers[bu]['id']} / {tcps[bl]['id']}"
+                    used = f"latency: {used}; bandwidth: {bandwidth_runs}"
                 rows.append(
                     [cluster, rate, pair, name, label, f"{o['bandwidth_loss_pct']:.1f}",
-                     f"{o['latency_ratio']:.2f}", f"runs {upper['id']} / {tcp['id']}"]
+                     f"{o['latency_ratio']:.2f}", f"{used} (of {len(uppers)} / {len(tcps)})"]
                 )  # fmt: skip
     if not rows:
         return ""
@@ -176,8 +199,11 @@ def _overhead(records: list[dict]) -> str:
         "<code>--wait block</code>) and busy-polling (<code>--wait poll</code>). The MPI "
         "libraries busy-poll, so their like-for-like baseline is the busy-polling one; "
         "against the blocking one MPI saves the wake-up of every message and can come out "
-        "below 1×. Each baseline is the pair's lowest-latency TCP run of its kind; the "
-        "upper layer's run is the newest.</p>"
+        "below 1×. <b>Both sides are their best run</b> on the pair, figure by figure: the "
+        "lowest latency and the highest bandwidth among the complete runs of that layer "
+        "(a run whose ends the scheduler put on one core pays a tick per message, and the "
+        "same statistic on both sides keeps the ratio fair). <i>from</i> names the runs "
+        "read, upper / TCP, out of how many.</p>"
         + html.table(
             [
                 "cluster",

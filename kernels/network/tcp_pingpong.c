@@ -11,8 +11,10 @@
  * What t (the per-message time of a sample) means in each mode:
  *   pingpong  client sends SIZE, server echoes it back; t = round trip / 2.
  *   stream    client sends R messages back to back, the server answers the last one with
- *             a 1-byte ack; t = (time to the ack) / R, i.e. the per-message cost of a
- *             saturated one-way stream with one ack round trip amortised over R.
+ *             a 1-byte ack as soon as it has arrived; t = (time to the ack) / R, i.e. the
+ *             per-message cost of a saturated one-way stream with one ack round trip
+ *             amortised over R. The server checks the payload after the ack, not before,
+ *             so the check (a pass over SIZE bytes) is not timed.
  *   bidir     both ends send SIZE at the same moment and each waits for the other's; t =
  *             time of one such exchange, so SIZE/t is the throughput of EACH direction
  *             while the other is loaded too (aggregate = 2*SIZE/t).
@@ -29,7 +31,8 @@
  * Verification: the payload is a seeded pattern that changes at every point. After each
  * trial the client compares the last echo (pingpong) or the server's pattern (bidir) and
  * the server checks the last message it received and reports the result in its
- * end-of-trial byte. Any mismatch makes the run "failed". The server's --inject-fault
+ * end-of-trial status byte, which the client reads after stopping the clock in every
+ * mode. Any mismatch makes the run "failed". The server's --inject-fault
  * (for tests) flips one bit of the last message of its first trial before checking it,
  * as a faulty NIC would: the run must then come out failed.
  */
@@ -53,7 +56,7 @@
 
 #define MAX_MESSAGE (1ull << 30) /* 1 GiB: two buffers of this size on each end */
 #define MAGIC 0x43545450u        /* "CTTP" */
-#define PROTOCOL 2 /* 2: the hello carries the wait method */
+#define PROTOCOL 3 /* 2: the hello carries the wait method; 3: stream acks, then checks */
 #define CMD_TRIAL 1u
 #define CMD_BYE 2u
 #define BIDIR_SEED_XOR 0x9e3779b9u /* the server's payload differs from the client's */
@@ -410,7 +413,7 @@ static int client_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
         if (recv_all(c, &status, 1) != 0) /* the server's ack ends the timed interval */
             return -1;
         t1 = ct_now();
-        break;
+        break; /* the status of the server's check follows the ack, as in the other modes */
     default: /* MODE_BIDIR */
         for (long r = 0; r < repeats; r++)
             if (exchange(c, c->sendbuf, c->recvbuf, size) != 0)
@@ -418,7 +421,7 @@ static int client_trial(void *ctx, uint64_t size, long repeats, uint32_t seed, d
         t1 = ct_now();
         break;
     }
-    if (c->mode != MODE_STREAM && recv_all(c, &status, 1) != 0)
+    if (recv_all(c, &status, 1) != 0)
         return -1;
     *elapsed = t1 - t0;
 
@@ -563,6 +566,9 @@ static int serve_trial(struct conn *c, uint64_t size, long repeats, uint32_t see
         if (rc != 0)
             return -1;
     }
+    unsigned char ack = 1; /* stream: stops the client's clock, so it precedes the check */
+    if (c->mode == MODE_STREAM && send_control(c, &ack, 1) != 0)
+        return -1;
     ct_pattern_corrupt_once(c->recvbuf, size, &c->inject_fault);
     unsigned char status = (unsigned char)ct_pattern_check(c->recvbuf, size, seed);
     c->verify_failed |= !status;

@@ -330,3 +330,66 @@ def test_corrupted_payload_is_stored_failed_by_pingpong_and_matrix(
     record = store.get(matrix.run_matrix(cluster, store, layer="mpi", size=64 << 10)["id"])
     assert (record["status"], record["verification"]) == ("failed", "failed")
     assert record["error"].startswith("verification failed")
+
+
+@pytest.mark.parametrize(
+    "broken, left_out, wording",
+    [
+        ({"h2"}, ["h2"], "no TCP connection with h0, h1, h3, left out of the MPI matrix"),
+        ({"h0"}, ["h0"], "suspect h0's NIC or cable, or h0 is down"),  # the first host too
+        ({"h1", "h3"}, ["h3", "h1"], "no TCP connection with h0, h2, h3, left out of the MPI "
+                                     "matrix — suspect h1's NIC or cable, or h1 is down"),
+        ({("h1", "h3")}, ["h3"], "no TCP connection with h1, left out of the MPI matrix — "
+                                 "suspect the route between them (h3 reaches the other hosts)"),
+    ],
+)  # fmt: skip
+def test_reachability_leaves_out_what_cannot_be_reached(monkeypatch, broken, left_out, wording):
+    """A dead host fails its check with every other host and is left out, named; of a pair
+    that fails while both reach the others (a cable), the later host is left out.
+    ``wording`` is looked for in the last flag."""
+    checked = []
+
+    def check(launcher, a, b):
+        checked.append({a, b})
+        if {a, b} & broken or (a, b) in broken or (b, a) in broken:
+            raise UserError(f"{b} is unreachable from {a}: no route")
+
+    monkeypatch.setattr(matrix, "reachable", check)
+    hosts = ["h0", "h1", "h2", "h3"]
+    live, flags = matrix.reachability(None, hosts)
+    assert sorted(map(sorted, checked)) == sorted(map(sorted, combinations(hosts, 2)))
+    assert live == [h for h in hosts if h not in left_out]
+    assert [f["host"] for f in flags] == left_out and wording in flags[-1]["reason"]
+    assert all("no route" in f["reason"] for f in flags)
+
+
+def test_reachability_of_two_hosts_that_cannot_talk_is_a_user_error(monkeypatch):
+    def check(launcher, a, b):
+        raise UserError(f"{b} is unreachable from {a}: no route")
+
+    monkeypatch.setattr(matrix, "reachable", check)
+    with pytest.raises(UserError, match="no two of h0, h1 reach each other over TCP: h1 is"):
+        matrix.reachability(None, ["h0", "h1"])
+
+
+@pytest.mark.root
+def test_mpi_matrix_leaves_an_unreachable_host_out_in_bounded_time(make_vcluster, tmp_path):
+    """One host's link down: the MPI matrix checks every pair over TCP first (a failed check
+    takes ~15 s), measures the other hosts and names the dead one, in under 60 s on both
+    MPIs. Without the check MPICH's job waited for its whole timeout (181 s) and OpenMPI's
+    failed at once, naming no host."""
+    cluster = make_vcluster(hosts=3, link_bps=10**9)
+    netns.run("ip", "-n", cluster.host("host2").namespace, "link", "set", "eth0", "down")
+    for mpi in ("openmpi", "mpich"):
+        start = time.monotonic()
+        out = cli("net", "matrix", "--cluster", cluster.name, "--layer", "mpi", "--mpi", mpi,
+                  "--json", "--db", str(tmp_path / "r.db"), timeout=180)  # fmt: skip
+        assert time.monotonic() - start < 60, mpi
+        assert out.returncode == 1, out.stderr
+        doc = json.loads(out.stdout)
+        assert doc["status"] == "incomplete" and doc["error"].startswith("host2: "), doc
+        assert [f["host"] for f in doc["flagged"]] == ["host2"], doc["flagged"]
+        assert "left out of the MPI matrix" in doc["flagged"][0]["reason"]
+        bw = doc["bandwidth_mbps"]
+        assert bw[0][1] > 0 and bw[0][2] is None and bw[1][2] is None, bw
+        assert "not measured: host0-host2, host1-host2" in doc["notes"]

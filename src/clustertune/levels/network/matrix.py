@@ -5,22 +5,30 @@ byte (latency) and ``size`` bytes (bandwidth: the throughput of that size). Susp
 are measured again before anyone is blamed (:func:`analysis.diagnose_with_retest`).
 TCP pairs of a round run at the same time (a server and a client each); MPI runs the
 kernel's round-robin mode with one rank per host, and re-tests a pair with two ranks.
+Before an MPI matrix every pair is checked for TCP reachability, and hosts that cannot be
+reached are left out of it, named in a flag (:func:`reachability`).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from ...cluster import Cluster
 from ...errors import UserError
+from ...launch import Launcher, launcher_for
 from ...results import Store
 from ...runner import Run
 from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis
-from .pingpong import check_size, pair_rate_bps, tcp_pair
+from .pingpong import check_size, pair_rate_bps, reachable, tcp_pair
 
 DEFAULT_SIZE = 1 << 20  # the MPI kernel's round-robin default
 LATENCY_SIZE = 1
+# Reachability checks at once. A check that fails lasts ~15 s (the client's 10 s connect
+# timeout, then the server's 5 s stop grace); one dead host among n fails n-1 checks,
+# which take ceil((n-1) / REACH_WORKERS) such waves. A check that passes takes < 1 s.
+REACH_WORKERS = 8
 Pair = tuple[str, str]
 
 
@@ -110,6 +118,50 @@ def mpi_round_robin(
     return found
 
 
+def reachability(launcher: Launcher, hosts: Sequence[str]) -> tuple[list[str], list[dict]]:
+    """The hosts an all-pairs MPI job can run on, and a flag for each host left out.
+
+    Why here and not in the kernel: an MPI job is all or nothing. With a host's link down
+    it does not even reach the kernel (OpenMPI's orted on that host cannot open its
+    out-of-band channel and the job fails with no host named; MPICH's hydra proxy cannot
+    call back to mpiexec and the job waits for its timeout, 181 s on 3 hosts), and an MPI
+    call blocked on a dead peer cannot portably be abandoned to go on with the other pairs.
+    So every pair gets the one-byte TCP check of ``net pingpong`` (:func:`reachable`)
+    first, then the host in most failed pairs is left out until every remaining pair
+    passed: a dead host fails with every other; of a pair that fails while both reach the
+    others (a cable), the later host goes. Fewer than two hosts left is a user error."""
+    pairs = [p for r in rounds(hosts) for p in r]
+
+    def check(pair: Pair) -> str | None:
+        try:
+            reachable(launcher, *pair)
+        except UserError as exc:  # no route, or the server could not start on the host
+            return str(exc)
+        return None
+
+    with ThreadPoolExecutor(max_workers=min(len(pairs), REACH_WORKERS)) as pool:
+        failed = {p: why for p, why in zip(pairs, pool.map(check, pairs), strict=True) if why}
+    flags = []
+    live = list(hosts)
+    while pending := [p for p in failed if not set(p) - set(live)]:
+        counts = Counter(h for p in pending for h in p)
+        host = max(reversed(live), key=lambda h: counts[h])
+        own = [p for p in failed if host in p]  # with hosts already left out too
+        peers = [h for h in hosts if h != host and any(h in p for p in own)]
+        live.remove(host)
+        suspect = (f"{host}'s NIC or cable, or {host} is down" if len(peers) == len(hosts) - 1
+                   else f"the route between them ({host} reaches the other hosts)")  # fmt: skip
+        flags.append({
+            "host": host, "figure": "reachable", "value": None, "median": None,
+            "reason": f"{host}: no TCP connection with {', '.join(peers)}, left out of the "
+            f"MPI matrix — suspect {suspect} ({failed[own[0]]})",
+        })  # fmt: skip
+    if len(live) < 2:
+        raise UserError(f"no two of {', '.join(hosts)} reach each other over TCP: "
+                        + "; ".join(failed.values()))  # fmt: skip
+    return live, flags
+
+
 def _pair_timeout_s(cluster: Cluster, a: str, b: str, size: int) -> float:
     rate = pair_rate_bps(cluster, a, b) or 10**8
     return 60.0 + 40.0 * size * 8 / rate  # 4 round trips of the large message, x5
@@ -139,16 +191,20 @@ def run_matrix(
         raise UserError(f"net matrix needs at least two distinct hosts, got {names}")
     params = {"command": "matrix", "layer": layer, "mpi": mpi if layer == "mpi" else None,
               "size": size, "hosts": names}  # fmt: skip
+    live, unreachable = names, []
+    if layer == "mpi":  # TCP pairs are bounded one by one already (the client's connect timeout)
+        live, unreachable = reachability(launcher_for(cluster), names)
     with Run(
         cluster, store, level=LEVEL.name, kernel=TCP_KERNEL if layer == "tcp" else MPI_KERNEL,
-        params=params, hosts=names, np=len(names) if layer == "mpi" else None,
+        params=params, hosts=live, np=len(live) if layer == "mpi" else None,
         mpi=mpi if layer == "mpi" else None, composite=True,
     ) as run:  # fmt: skip
+        run.problems += [f["reason"] for f in unreachable]
 
         def measure(pairs: Sequence[Pair], retest: bool) -> list[dict]:
             found: dict[Pair, list[dict]] = {}
             if layer == "mpi" and not retest:
-                found = mpi_round_robin(run, names, mpi, size, timeout, {"retest": False})
+                found = mpi_round_robin(run, live, mpi, size, timeout, {"retest": False})
             elif layer == "mpi":
                 for a, b in pairs:
                     found |= mpi_round_robin(run, [a, b], mpi, size, timeout, {"retest": True})
@@ -174,6 +230,7 @@ def run_matrix(
         run.figures = {"size_bytes": size}  # kept also when incomplete
         if diagnosis is not None:
             run.figures |= diagnosis.to_json() | {"suspects": [list(p) for p in diagnosis.suspects]}
+        run.figures["flagged"] = unreachable + run.figures.get("flagged", [])
         complete = not run.problems and not any(s.problems for s in run.steps)
         # a pair that failed verification fails the matrix, however far it got
         failed = any(s.failed for s in run.steps)

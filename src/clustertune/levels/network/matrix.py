@@ -5,7 +5,7 @@ byte (latency) and ``size`` bytes (bandwidth: the throughput of that size). Susp
 are measured again before anyone is blamed (:func:`analysis.diagnose_with_retest`).
 TCP pairs of a round run at the same time (a server and a client each); MPI runs the
 kernel's round-robin mode with one rank per host, and re-tests a pair with two ranks.
-Before an MPI matrix every pair is checked for TCP reachability, and hosts that cannot be
+Before the matrix every pair is checked for TCP reachability, and hosts that cannot be
 reached are left out of it, named in a flag (:func:`reachability`).
 """
 
@@ -191,9 +191,9 @@ def run_matrix(
         raise UserError(f"net matrix needs at least two distinct hosts, got {names}")
     params = {"command": "matrix", "layer": layer, "mpi": mpi if layer == "mpi" else None,
               "size": size, "hosts": names}  # fmt: skip
-    live, unreachable = names, []
-    if layer == "mpi":  # TCP pairs are bounded one by one already (the client's connect timeout)
-        live, unreachable = reachability(launcher_for(cluster), names)
+    # also before TCP: its pairs are bounded one by one, but a dead host would cost a
+    # connect timeout per pair and size and be named by no flag
+    live, unreachable = reachability(launcher_for(cluster), names)
     with Run(
         cluster, store, level=LEVEL.name, kernel=TCP_KERNEL if layer == "tcp" else MPI_KERNEL,
         params=params, hosts=live, np=len(live) if layer == "mpi" else None,
@@ -209,7 +209,7 @@ def run_matrix(
                 for a, b in pairs:
                     found |= mpi_round_robin(run, [a, b], mpi, size, timeout, {"retest": True})
             else:
-                groups = rounds(names) if not retest else disjoint_rounds(pairs)
+                groups = rounds(live) if not retest else disjoint_rounds(pairs)
                 for r, group in enumerate(groups):
                     found |= tcp_round(run, group, size, timeout, {"round": r, "retest": retest})
             result = []

@@ -234,6 +234,9 @@ def test_matrix_flags_the_slow_host_and_no_other(make_vcluster, store):
     assert store.get(record["id"])["figures"]["flagged"] == flagged
     pairs = {(s["host_a"], s["host_b"]) for s in record["samples"] if not s["retest"]}
     assert len(pairs) == 6  # every pair measured once in the rounds
+    # both ends' TCP counters, for every pair (a count, not necessarily 0 on a shaped link)
+    rtx = doc["retransmissions"]
+    assert all(isinstance(rtx[i][j], int) for i in range(4) for j in range(4) if i != j), rtx
 
 
 @pytest.mark.root
@@ -393,3 +396,14 @@ def test_mpi_matrix_leaves_an_unreachable_host_out_in_bounded_time(make_vcluster
         bw = doc["bandwidth_mbps"]
         assert bw[0][1] > 0 and bw[0][2] is None and bw[1][2] is None, bw
         assert "not measured: host0-host2, host1-host2" in doc["notes"]
+
+
+def test_retransmissions_count_both_ends_and_fill_a_symmetric_grid():
+    detail = {"tcp_info": {"total_retrans": 3}, "server_tcp_info": {"total_retrans": 4}}
+    assert pingpong.retransmissions(detail) == 7
+    assert pingpong.retransmissions({"server_tcp_info": None}) is None  # an old server
+    grid = matrix.retransmission_grid(
+        ["a", "b", "c"],
+        [{"pair": ["a", "c"], "retransmissions": 5}, {"pair": ["b", "a"], "retransmissions": 0}],
+    )
+    assert grid == [[None, 0, 5], [0, None, None], [5, None, None]]

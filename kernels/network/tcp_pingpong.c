@@ -35,6 +35,11 @@
  * mode. Any mismatch makes the run "failed". The server's --inject-fault
  * (for tests) flips one bit of the last message of its first trial before checking it,
  * as a faulty NIC would: the run must then come out failed.
+ *
+ * TCP's own view of the connection (TCP_INFO, read by each end before it closes) goes in
+ * its result's detail.tcp_info: retransmitted segments, segments the stack thinks lost,
+ * the smoothed RTT and its variance, reordering seen. A marginal cable shows there as
+ * retransmissions long before a throughput curve shows it as a dip.
  */
 #define _GNU_SOURCE
 #include "ct.h"
@@ -271,6 +276,24 @@ static void get_sockbuf(int fd, uint64_t *snd, uint64_t *rcv)
     *rcv = getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, &len) == 0 ? (uint64_t)v : 0;
 }
 
+/* detail.tcp_info of the result line; nothing when the kernel cannot say */
+static void emit_tcp_info(ct_json *j, int fd)
+{
+    struct tcp_info info;
+    socklen_t len = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0)
+        return;
+    ct_json_open_object(j, "tcp_info");
+    ct_json_integer(j, "total_retrans", info.tcpi_total_retrans);
+    ct_json_integer(j, "lost", info.tcpi_lost);
+    ct_json_integer(j, "rtt_us", info.tcpi_rtt);
+    ct_json_integer(j, "rttvar_us", info.tcpi_rttvar);
+    ct_json_integer(j, "reordering", info.tcpi_reordering);
+    ct_json_integer(j, "snd_mss", info.tcpi_snd_mss);
+    ct_json_close_object(j);
+}
+
 static void set_nodelay(int fd, int on)
 {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
@@ -482,7 +505,6 @@ static int run_client(const struct options *o)
     unsigned char bye[24] = {0};
     put32(bye, CMD_BYE);
     send_all(&c, bye, sizeof bye);
-    close(fd);
 
     ct_json j;
     ct_json_start(&j, stdout, "result");
@@ -499,8 +521,10 @@ static int run_client(const struct options *o)
     ct_json_string(&j, "peer", o->connect);
     ct_json_number(&j, "sweep_wall_s", sweep_wall);
     ct_json_number(&j, "total_wall_s", ct_now() - start);
+    emit_tcp_info(&j, fd);
     ct_json_close_object(&j);
     ct_json_end(&j);
+    close(fd);
     return c.verify_failed ? 1 : 0;
 }
 
@@ -626,7 +650,6 @@ static int run_server(const struct options *o)
             return 1;
         trials++;
     }
-    close(fd);
     ct_json j;
     ct_json_start(&j, stdout, "result");
     ct_json_string(&j, "verification", c.verify_failed ? "failed" : "passed");
@@ -638,8 +661,10 @@ static int run_server(const struct options *o)
     ct_json_integer(&j, "trials_served", trials);
     ct_json_integer(&j, "sockbuf_effective_snd", (long long)snd);
     ct_json_integer(&j, "sockbuf_effective_rcv", (long long)rcv);
+    emit_tcp_info(&j, fd);
     ct_json_close_object(&j);
     ct_json_end(&j);
+    close(fd);
     return c.verify_failed ? 1 : 0;
 }
 

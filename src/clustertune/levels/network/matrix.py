@@ -21,7 +21,7 @@ from ...launch import Launcher, launcher_for
 from ...results import Store
 from ...runner import Run
 from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis
-from .pingpong import check_size, pair_rate_bps, reachable, tcp_pair
+from .pingpong import check_size, pair_rate_bps, reachable, retransmissions, tcp_pair
 
 DEFAULT_SIZE = 1 << 20  # the MPI kernel's round-robin default
 LATENCY_SIZE = 1
@@ -60,12 +60,15 @@ def disjoint_rounds(pairs: Sequence[Pair]) -> list[list[Pair]]:
 
 
 def measurement(a: str, b: str, samples: Sequence[dict]) -> dict:
-    """Latency (smallest size) and bandwidth (throughput of the largest) of one pair."""
+    """Latency (smallest size) and bandwidth (throughput of the largest) of one pair, and
+    the TCP retransmissions of its runs when the samples carry them (TCP layer)."""
     curve = analysis.curve_from_points(samples)
+    counted = [s["retrans"] for s in samples if s.get("retrans") is not None]
     return {
         "pair": [a, b],
         "latency_us": analysis.latency_us(curve),
         "bandwidth_mbps": float(curve.throughput_mbps[-1]),
+        "retransmissions": sum(counted) if counted else None,
     }
 
 
@@ -82,6 +85,9 @@ def _tcp_pair(run: Run, a: str, b: str, size: int, timeout: float, tag: dict) ->
         except UserError as exc:  # the server could not start: this pair stays unmeasured
             run.problems.append(f"{a}-{b}: {exc}")
             return found
+        retrans = retransmissions((step.output.result or {}).get("detail") or {})
+        for sample in step.output.samples:  # in the stored samples too
+            sample["retrans"] = retrans
         found += step.output.samples
     return found
 
@@ -228,6 +234,8 @@ def run_matrix(
         except ValueError as exc:
             run.problems.append(f"analysis: {exc}")
         run.figures = {"size_bytes": size}  # kept also when incomplete
+        if layer == "tcp":
+            run.figures["retransmissions"] = retransmission_grid(names, first)
         if diagnosis is not None:
             run.figures |= diagnosis.to_json() | {"suspects": [list(p) for p in diagnosis.suspects]}
         run.figures["flagged"] = unreachable + run.figures.get("flagged", [])
@@ -237,6 +245,17 @@ def run_matrix(
         if complete or failed:
             run.result = {"verification": "failed" if failed else "passed", "figures": run.figures}
     return run.record
+
+
+def retransmission_grid(hosts: list[str], measured: list[dict]) -> list[list[int | None]]:
+    """n x n TCP retransmissions of each pair's runs (both ends, both sizes; symmetric,
+    None where unmeasured): a lossy link retransmits before its throughput shows it."""
+    index = {h: i for i, h in enumerate(hosts)}
+    grid: list[list[int | None]] = [[None] * len(hosts) for _ in hosts]
+    for m in measured:
+        i, j = (index[h] for h in m["pair"])
+        grid[i][j] = grid[j][i] = m.get("retransmissions")
+    return grid
 
 
 # --------------------------------------------------------------------------- output
@@ -255,6 +274,7 @@ def matrix_json(record: dict) -> dict:
         "hosts": f.get("hosts", record["params"]["hosts"]),
         "latency_us": f.get("latency_us"),
         "bandwidth_mbps": f.get("bandwidth_mbps"),
+        "retransmissions": f.get("retransmissions"),
         "flagged": f.get("flagged", []),
         "notes": f.get("notes", []),
     }
@@ -279,6 +299,8 @@ def matrix_text(record: dict) -> str:
     lines = [f"run {j['run_id']}: {layer} matrix on {j['cluster']} -> {j['status']}"]
     lines += ["  bandwidth (Mbit/s)", *_grid(j["hosts"], j["bandwidth_mbps"], lambda v: f"{v:.1f}")]
     lines += ["  latency (µs)", *_grid(j["hosts"], j["latency_us"], lambda v: f"{v:.1f}")]
+    if j["retransmissions"] is not None:
+        lines += ["  TCP retransmissions", *_grid(j["hosts"], j["retransmissions"], str)]
     if j["flagged"]:
         lines += ["  flagged:"] + [f"    {f['reason']}" for f in j["flagged"]]
     else:

@@ -256,7 +256,10 @@ def _matrices(records: list[dict]) -> list[str]:
         for key, title, unit in (
             ("bandwidth_mbps", "Bandwidth per pair", "Mbit/s"),
             ("latency_us", "Latency per pair", "µs"),
+            ("retransmissions", "TCP retransmissions per pair", "segments"),
         ):
+            if f.get(key) is None:  # MPI matrices and older runs have no retransmissions
+                continue
             m = [[float("nan") if v is None else v for v in row] for row in f[key]]
             parts.append(plots.heatmap_svg(m, hosts, f"{title} ({layer}, {cluster})", unit))
         flagged = f.get("flagged") or []

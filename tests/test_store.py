@@ -60,20 +60,23 @@ def test_schema_is_enforced(store):
     assert store.list() == []
 
 
-def test_compare_gives_ratios():
-    a, b = make_record(bandwidth_mbps=100.0, dips=[]), make_record(bandwidth_mbps=95.0, dips=[])
+def test_compare_gives_ratios_also_of_spreads():
+    a = make_record(bandwidth_mbps=100.0, dips=[], latency_us_spread={"min": 10.0, "max": 20.0})
+    b = make_record(bandwidth_mbps=95.0, dips=[], latency_us_spread={"min": 12.0, "max": 20.0})
     a["id"], b["id"] = 1, 2
     diff = compare(a, b)
     assert diff["figures"]["bandwidth_mbps"]["ratio"] == pytest.approx(0.95)
-    assert diff["figures"]["dips"]["ratio"] is None
+    assert diff["figures"]["latency_us_spread.min"]["ratio"] == pytest.approx(1.2)
+    assert "dips" not in diff["figures"]  # a list is not a figure to divide
 
 
-def test_csv_row_flattens_scalar_figures():
-    record = make_record(gflops=45.9, per_phase={"pfact": 1.0})
+def test_csv_row_flattens_scalar_figures_and_spreads():
+    record = make_record(gflops=45.9, per_phase={"pfact": 1.0}, curve=[1, 2])
     record["id"] = 3
     row = flatten_for_csv(record)
     assert row["fig.gflops"] == 45.9
-    assert "fig.per_phase" not in row
+    assert row["fig.per_phase.pfact"] == 1.0
+    assert "fig.curve" not in row
     assert row["mpi"] == "openmpi" and row["np"] == 2
 
 

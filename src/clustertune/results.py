@@ -113,11 +113,24 @@ class Store:
         ]
 
 
+def scalar_figures(figures: dict) -> dict:
+    """The figures that fit one column each: scalars as they are, a dict of scalars (a
+    spread {min, median, max}) as ``name.key``; lists (curves, matrices) left out."""
+    flat = {}
+    for name, value in figures.items():
+        if isinstance(value, dict):
+            flat |= {f"{name}.{k}": v for k, v in value.items() if not isinstance(v, dict | list)}
+        elif not isinstance(value, list):
+            flat[name] = value
+    return flat
+
+
 def compare(a: dict, b: dict) -> dict:
     """Figures of two runs side by side, with the ratio b/a where both are numbers."""
     rows = {}
-    for name in sorted(set(a.get("figures", {})) | set(b.get("figures", {}))):
-        va, vb = a["figures"].get(name), b["figures"].get(name)
+    fa, fb = scalar_figures(a.get("figures", {})), scalar_figures(b.get("figures", {}))
+    for name in sorted(set(fa) | set(fb)):
+        va, vb = fa.get(name), fb.get(name)
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (va, vb))
         rows[name] = {"a": va, "b": vb, "ratio": (vb / va if numeric and va else None)}
     return {"a": a["id"], "b": b["id"], "levels": [a["level"], b["level"]], "figures": rows}
@@ -132,7 +145,6 @@ def flatten_for_csv(record: dict) -> dict:
     row["cluster"] = record["meta"].get("cluster", {}).get("name")
     row["np"] = record["meta"].get("np")
     row["mpi"] = (record["meta"].get("mpi") or {}).get("flavour")
-    for name, value in record.get("figures", {}).items():
-        if not isinstance(value, dict | list):
-            row[f"fig.{name}"] = value
+    for name, value in scalar_figures(record.get("figures", {})).items():
+        row[f"fig.{name}"] = value
     return row

@@ -730,3 +730,54 @@ def test_heatmap_svg():
 def test_plots_need_a_curve():
     with pytest.raises(ValueError, match="no curves"):
         plots.throughput_svg({})
+
+
+NOMINAL = {"bandwidth_mbps": 940.0}  # matrix.nominal_reference of a uniform 1 Gbit cluster
+
+
+def test_a_fabric_slow_everywhere_is_one_finding_not_every_host():
+    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, 400.0, noise=0.02))
+    d = na.diagnose(m, reference=NOMINAL)
+    assert [f.get("fabric") for f in d.flagged] == [HOSTS], d.flagged
+    assert "whole fabric" in d.flagged[0]["reason"]
+    again = na.confirm(d, pair_measurements(HOSTS, 410.0))  # still slow on re-test
+    assert [f.get("fabric") for f in again.flagged] == [HOSTS]
+    healed = na.confirm(d, pair_measurements(HOSTS, 930.0))  # a passing load: not blamed
+    assert healed.flagged == [] and any("not confirmed" in n for n in healed.notes)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_healthy_cluster_against_its_nominal_rate_flags_nothing(seed):
+    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, 1060.0, noise=0.05, seed=seed))
+    assert na.diagnose(m, reference=NOMINAL).flagged == []
+
+
+def test_one_slow_host_against_the_nominal_rate_is_still_the_host():
+    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host))
+    d = na.diagnose(m, reference=NOMINAL)
+    assert [f.get("host") for f in d.flagged] == ["host2"]
+
+
+def test_nominal_reference_only_for_one_rate_on_one_site():
+    from clustertune.cluster import Cluster, Host, Site
+    from clustertune.levels.network import matrix
+
+    def cluster(*hosts):
+        sites = tuple(Site(s, "vcluster") for s in sorted({h.site for h in hosts}))
+        return Cluster("c", hosts, sites)
+
+    uniform = cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**9))
+    assert matrix.nominal_reference(uniform, ["a", "b"]) == {"bandwidth_mbps": 940.0}
+    mixed = cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**7))
+    assert matrix.nominal_reference(mixed, ["a", "b"]) is None
+    unknown = cluster(Host("a"), Host("b"))
+    assert matrix.nominal_reference(unknown, ["a", "b"]) is None
+    two_sites = cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**9, site="site1"))
+    assert matrix.nominal_reference(two_sites, ["a", "b"]) is None
+
+
+def test_two_hosts_against_the_nominal_rate_judge_the_bandwidth_and_say_what_is_not():
+    m = na.link_matrix(["a", "b"], pair_measurements(["a", "b"], 400.0))
+    d = na.diagnose(m, reference=NOMINAL)
+    assert [f.get("pair") for f in d.flagged] == [["a", "b"]]
+    assert "latency_us" in d.notes[0] and "bandwidth" not in d.notes[0]

@@ -656,10 +656,12 @@ def diagnose(
     if missing:
         notes.append(f"not measured: {', '.join(missing)}")
     reference = reference or {}
-    if n == 2 and not set(FIGURES) <= set(reference):
+    unjudged = [name for name in FIGURES if name not in reference]
+    if n == 2 and unjudged:
         notes.append(
-            "two hosts give one link and nothing to compare it with: pass the nominal "
-            "figures as reference, and add a third host to tell a bad host from a bad cable"
+            f"two hosts give one link and nothing to compare its {' and '.join(unjudged)} "
+            "with: pass the nominal figures as reference, and add a third host to tell a "
+            "bad host from a bad cable"
         )
     for name in FIGURES:
         words, unit = _WORDS[name]
@@ -672,6 +674,22 @@ def diagnose(
         else:
             ref, bad, against = *_reference_and_bad_links(name, m, rules), "median"
         culprits = _culprits(m, bad)
+        if name in reference and n >= 3 and len(culprits) == n:
+            # every host bad against the nominal figure: no host or cable stands out
+            v = float(np.nanmedian(m[iu]))
+            flagged_hosts.append(
+                {
+                    "fabric": list(hosts),
+                    "figure": name,
+                    "value": v,
+                    "median": ref,
+                    "reason": f"the whole fabric: {words} {v:.3g} {unit} on every link, "
+                    f"{_relative(name, v, ref, against)} — suspect the switch, the "
+                    "link settings (speed, duplex) or a load on every host",
+                }
+            )
+            suspects.update((hosts[i], hosts[j]) for i, j in zip(*iu, strict=True))
+            continue
         for i in sorted(culprits):
             host = hosts[i]
             measured = ~np.isnan(m[i])
@@ -717,6 +735,11 @@ def diagnose(
     )
 
 
+def _flag_key(flag: Mapping[str, object]) -> tuple:
+    """What a flag blames (a host, a pair or the fabric) and for which figure."""
+    return flag.get("host"), tuple(flag.get("pair", flag.get("fabric", ()))), flag["figure"]
+
+
 def confirm(first: Diagnosis, retest: Iterable[Mapping[str, object]]) -> Diagnosis:
     """Re-test before blaming: keep only the flags the re-measured suspects confirm.
 
@@ -740,6 +763,8 @@ def confirm(first: Diagnosis, retest: Iterable[Mapping[str, object]]) -> Diagnos
     second = diagnose(LinkMatrix(hosts, bw, lat), first.rules, first.reference)
 
     def tested(flag: Mapping[str, object]) -> bool:
+        if "fabric" in flag:
+            return len(suspect_keys) == len(hosts) * (len(hosts) - 1) // 2
         if "pair" in flag:
             a, b = flag["pair"]  # type: ignore[misc]
             return (a, b) in first.suspects
@@ -748,10 +773,10 @@ def confirm(first: Diagnosis, retest: Iterable[Mapping[str, object]]) -> Diagnos
         return all(tuple(sorted((i, j))) in suspect_keys for j in measured)
 
     kept = [f for f in second.flagged if tested(f)]
-    ident = [(f.get("host"), tuple(f.get("pair", ())), f["figure"]) for f in kept]
+    ident = [_flag_key(f) for f in kept]
     notes = list(second.notes)
     for f in first.flagged:
-        if (f.get("host"), tuple(f.get("pair", ())), f["figure"]) not in ident:
+        if _flag_key(f) not in ident:
             notes.append(f"not confirmed on re-test: {f['reason']}")
     return Diagnosis(
         matrix=second.matrix,

@@ -230,7 +230,10 @@ def run_matrix(
         diagnosis = None
         try:
             matrix = analysis.link_matrix(names, first)
-            diagnosis = analysis.diagnose_with_retest(matrix, lambda s: measure(s, retest=True))
+            diagnosis = analysis.diagnose_with_retest(
+                matrix, lambda s: measure(s, retest=True),
+                reference=nominal_reference(cluster, names),
+            )  # fmt: skip
         except ValueError as exc:
             run.problems.append(f"analysis: {exc}")
         run.figures = {"size_bytes": size}  # kept also when incomplete
@@ -245,6 +248,21 @@ def run_matrix(
         if complete or failed:
             run.result = {"verification": "failed" if failed else "passed", "figures": run.figures}
     return run.record
+
+
+# TCP payload over a healthy wire: ~94 % of the nominal rate (headers, inter-frame gaps)
+PAYLOAD_SHARE = 0.94
+
+
+def nominal_reference(cluster: Cluster, hosts: list[str]) -> dict[str, float] | None:
+    """The bandwidth every link should reach when the cluster's nominal rates say so:
+    one rate for all these hosts, on one site (a WAN between sites is another rate).
+    Then even two hosts can be judged, and a fabric slow everywhere is seen."""
+    rates = {cluster.host(h).link_bps for h in hosts}
+    sites = {cluster.host(h).site for h in hosts}
+    if len(rates) != 1 or None in rates or len(sites) != 1:
+        return None
+    return {"bandwidth_mbps": PAYLOAD_SHARE * rates.pop() / 1e6}
 
 
 def retransmission_grid(hosts: list[str], measured: list[dict]) -> list[list[int | None]]:

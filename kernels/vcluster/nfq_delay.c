@@ -1,12 +1,25 @@
-/* ct-nfq-delay - per-packet delay for a virtual-cluster host, in place of netem
- * (which these kernels lack). Run inside the host's namespace, behind
+/* ct-nfq-delay - per-packet faults for a virtual-cluster host, in place of netem
+ * (which these kernels lack): delay, jitter and loss. Run inside the host's namespace,
+ * behind
  *   iptables -t mangle -A POSTROUTING -o eth0 -j NFQUEUE --queue-num Q --queue-bypass
  * it receives each outgoing packet's id over nfnetlink (metadata only, no payload copy),
- * holds it for DELAY_US and then accepts it. Packets leave in arrival order, so a fixed
- * delay keeps the FIFO: one batch verdict releases every packet up to an id.
- * --queue-bypass lets traffic through undelayed if this daemon is not running.
+ * drops it with probability LOSS, or holds it for DELAY_US plus a uniform offset in
+ * [-JITTER_US, +JITTER_US] (at least 0) and then accepts it. Packets leave in the order of
+ * their release times: without jitter that is arrival order, with jitter it reorders.
+ * Every decision comes from one PRNG seeded with SEED, so the same packet sequence meets
+ * the same drops and offsets. --queue-bypass lets traffic through untouched if this
+ * daemon is not running.
  *
- * usage: ct-nfq-delay QUEUE DELAY_US */
+ * Without loss the kernel queues whole GSO packets (up to 64 KiB, cheap); with loss it
+ * hands over wire-sized segments, so LOSS is a fraction of the frames on the wire.
+ *
+ * --params FILE: SIGHUP re-reads the parameters from FILE, lines "delay_us=N",
+ * "jitter_us=N", "loss=P", "seed=N" (keys left out keep their value); the PRNG restarts
+ * from the seed. --stats FILE: the counters as one JSON object, rewritten at most once a
+ * second and at exit.
+ *
+ * usage: ct-nfq-delay QUEUE DELAY_US [--jitter-us J] [--loss P] [--seed S]
+ *                     [--params FILE] [--stats FILE] */
 #define _GNU_SOURCE
 #include "ct.h"
 #include "ct_opt.h"
@@ -27,22 +40,38 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RING 65536 /* power of two; more than the kernel queue holds by default */
+#define HELD_MAX 65536 /* more than the kernel queue holds (QUEUE_MAXLEN below) */
+#define MAX_DELAY_US 3600e6
+#define VERDICT_BYTES 32 /* one verdict message: header, nfgenmsg, verdict attribute */
 
-struct held { uint64_t release_ns; uint32_t id; };
+struct params { long delay_us, jitter_us; double loss; long seed; };
+struct held { uint64_t release_ns, arrival; uint32_t id; };
 
-static struct held ring[RING];
-static unsigned head, tail; /* ring[head..tail) are held, oldest first */
+static struct held heap[HELD_MAX]; /* min-heap on (release_ns, arrival) */
+static unsigned held;
 static int sock;
 static uint16_t queue_num;
 static uint32_t sequence;
-static volatile sig_atomic_t stopping;
+static uint64_t prng, loss_threshold;
+static int drop_all;
+static struct { unsigned long long packets, dropped, errors; } count;
+static volatile sig_atomic_t stopping, reload;
+static char verdicts[VERDICT_BYTES * 2048];
+static size_t verdict_len;
 
 static uint64_t now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t next_random(void) /* splitmix64 */
+{
+    uint64_t z = (prng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
 
 static char *add_attribute(char *at, uint16_t type, const void *data, uint16_t len)
@@ -54,10 +83,10 @@ static char *add_attribute(char *at, uint16_t type, const void *data, uint16_t l
     return at + NLA_ALIGN(a->nla_len);
 }
 
-static int send_queue_message(uint8_t type, uint16_t flags, const char *attrs, size_t len)
+/* Writes one queue message into out; returns its length. */
+static size_t queue_message(char *out, uint8_t type, uint16_t flags, const char *attrs, size_t len)
 {
-    char buf[512];
-    struct nlmsghdr *nh = (struct nlmsghdr *)buf;
+    struct nlmsghdr *nh = (struct nlmsghdr *)out;
     struct nfgenmsg *gen = NLMSG_DATA(nh);
     nh->nlmsg_len = (uint32_t)(NLMSG_LENGTH(sizeof *gen) + len);
     nh->nlmsg_type = (NFNL_SUBSYS_QUEUE << 8) | type;
@@ -67,21 +96,25 @@ static int send_queue_message(uint8_t type, uint16_t flags, const char *attrs, s
     gen->nfgen_family = AF_UNSPEC;
     gen->version = NFNETLINK_V0;
     gen->res_id = htons(queue_num);
-    memcpy(buf + NLMSG_LENGTH(sizeof *gen), attrs, len);
-    return (int)send(sock, buf, nh->nlmsg_len, 0);
+    memcpy(out + NLMSG_LENGTH(sizeof *gen), attrs, len);
+    return NLMSG_ALIGN(nh->nlmsg_len);
 }
 
-/* Send a configuration message and fail loudly if the kernel refuses it. */
-static void configure(const char *attrs, size_t len)
+/* Send a configuration message; at start (ack) fail loudly if the kernel refuses it,
+ * later the refusal arrives in the main loop and is counted as an error. */
+static void configure(const char *attrs, size_t len, int ack)
 {
-    char reply[1024];
-    if (send_queue_message(NFQNL_MSG_CONFIG, NLM_F_ACK, attrs, len) < 0) {
+    char msg[512], reply[1024];
+    size_t n = queue_message(msg, NFQNL_MSG_CONFIG, ack ? NLM_F_ACK : 0, attrs, len);
+    if (send(sock, msg, n, 0) < 0) {
         ct_report_error("nfq-delay: send config: %s", strerror(errno));
         exit(1);
     }
-    ssize_t n = recv(sock, reply, sizeof reply, 0);
+    if (!ack)
+        return;
+    ssize_t got = recv(sock, reply, sizeof reply, 0);
     struct nlmsghdr *nh = (struct nlmsghdr *)reply;
-    if (n > 0 && nh->nlmsg_type == NLMSG_ERROR) {
+    if (got > 0 && nh->nlmsg_type == NLMSG_ERROR) {
         int err = ((struct nlmsgerr *)NLMSG_DATA(nh))->error;
         if (err) {
             ct_report_error("nfq-delay: queue %u config refused: %s", queue_num, strerror(-err));
@@ -90,17 +123,143 @@ static void configure(const char *attrs, size_t len)
     }
 }
 
-static void accept_through(uint32_t id)
+/* Whole GSO packets without loss; wire-sized segments with it (see the top). */
+static void configure_gso(int whole, int ack)
 {
     char attrs[64];
-    struct nfqnl_msg_verdict_hdr verdict = { htonl(NF_ACCEPT), htonl(id) };
-    char *end = add_attribute(attrs, NFQA_VERDICT_HDR, &verdict, sizeof verdict);
-    send_queue_message(NFQNL_MSG_VERDICT_BATCH, 0, attrs, (size_t)(end - attrs));
+    uint32_t mask = htonl(NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN);
+    uint32_t flags = htonl(NFQA_CFG_F_FAIL_OPEN | (whole ? NFQA_CFG_F_GSO : 0));
+    char *end = add_attribute(attrs, NFQA_CFG_MASK, &mask, sizeof mask);
+    end = add_attribute(end, NFQA_CFG_FLAGS, &flags, sizeof flags);
+    configure(attrs, (size_t)(end - attrs), ack);
+}
+
+static void flush_verdicts(void)
+{
+    if (verdict_len && send(sock, verdicts, verdict_len, 0) < 0)
+        count.errors++;
+    verdict_len = 0;
+}
+
+static void verdict(uint32_t id, uint32_t what)
+{
+    char attrs[16];
+    struct nfqnl_msg_verdict_hdr v = { htonl(what), htonl(id) };
+    char *end = add_attribute(attrs, NFQA_VERDICT_HDR, &v, sizeof v);
+    if (verdict_len + VERDICT_BYTES > sizeof verdicts)
+        flush_verdicts();
+    verdict_len += queue_message(verdicts + verdict_len, NFQNL_MSG_VERDICT, 0, attrs, (size_t)(end - attrs));
+}
+
+static int earlier(const struct held *a, const struct held *b)
+{
+    return a->release_ns < b->release_ns || (a->release_ns == b->release_ns && a->arrival < b->arrival);
+}
+
+static void push(struct held h)
+{
+    unsigned i = held++;
+    while (i && earlier(&h, &heap[(i - 1) / 2])) {
+        heap[i] = heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    heap[i] = h;
+}
+
+static struct held pop(void)
+{
+    struct held top = heap[0], last = heap[--held];
+    unsigned i = 0;
+    for (;;) {
+        unsigned c = 2 * i + 1;
+        if (c >= held)
+            break;
+        if (c + 1 < held && earlier(&heap[c + 1], &heap[c]))
+            c++;
+        if (!earlier(&heap[c], &last))
+            break;
+        heap[i] = heap[c];
+        i = c;
+    }
+    heap[i] = last;
+    return top;
 }
 
 static void on_signal(int sig) { (void)sig; stopping = 1; }
+static void on_hangup(int sig) { (void)sig; reload = 1; }
 
-static void hold_packet(const struct nlmsghdr *nh, uint64_t release_ns)
+static const char *check_params(const struct params *p)
+{
+    if (p->delay_us < 0 || p->delay_us > MAX_DELAY_US)
+        return "delay_us: expected 0 to 3600000000";
+    if (p->jitter_us < 0 || p->jitter_us > MAX_DELAY_US)
+        return "jitter_us: expected 0 to 3600000000";
+    if (!(p->loss >= 0 && p->loss <= 1))
+        return "loss: expected a fraction from 0 to 1";
+    return NULL;
+}
+
+static void apply_params(const struct params *p, struct params *current, int ack)
+{
+    int gso_changed = (p->loss > 0) != (current->loss > 0);
+    *current = *p;
+    prng = (uint64_t)p->seed;
+    drop_all = p->loss >= 1;
+    loss_threshold = (uint64_t)(p->loss * 18446744073709551616.0); /* loss * 2^64 */
+    if (ack || gso_changed) /* at start, always */
+        configure_gso(p->loss == 0, ack);
+    fprintf(stderr, "ct-nfq-delay: queue %u, delay %ld us, jitter %ld us, loss %g, seed %ld\n",
+            queue_num, p->delay_us, p->jitter_us, p->loss, p->seed);
+}
+
+/* Reads "key=value" lines over *p; on a bad file leaves *p alone and says why. */
+static void read_params(const char *path, struct params *p)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "ct-nfq-delay: %s: %s (parameters unchanged)\n", path, strerror(errno));
+        return;
+    }
+    struct params next = *p;
+    char line[128], key[32];
+    double value;
+    int bad = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, " %31[a-z_] = %lf", key, &value) != 2)
+            bad = 1;
+        else if (!strcmp(key, "delay_us"))
+            next.delay_us = (long)value;
+        else if (!strcmp(key, "jitter_us"))
+            next.jitter_us = (long)value;
+        else if (!strcmp(key, "loss"))
+            next.loss = value;
+        else if (!strcmp(key, "seed"))
+            next.seed = (long)value;
+        else
+            bad = 1;
+    }
+    fclose(f);
+    const char *problem = bad ? "expected lines key=number" : check_params(&next);
+    if (problem)
+        fprintf(stderr, "ct-nfq-delay: %s: %s (parameters unchanged)\n", path, problem);
+    else
+        *p = next;
+}
+
+static void write_stats(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return;
+    fprintf(f, "{\"packets\": %llu, \"dropped\": %llu, \"errors\": %llu}\n", count.packets,
+            count.dropped, count.errors);
+    if (fclose(f) == 0)
+        rename(tmp, path);
+}
+
+static void take_packet(const struct nlmsghdr *nh, uint64_t now, const struct params *p)
 {
     int left = (int)(nh->nlmsg_len - NLMSG_LENGTH(sizeof(struct nfgenmsg)));
     const struct nlattr *a =
@@ -109,14 +268,21 @@ static void hold_packet(const struct nlmsghdr *nh, uint64_t release_ns)
          left -= NLA_ALIGN(a->nla_len), a = (const struct nlattr *)((const char *)a + NLA_ALIGN(a->nla_len))) {
         if ((a->nla_type & NLA_TYPE_MASK) != NFQA_PACKET_HDR)
             continue;
-        const struct nfqnl_msg_packet_hdr *ph = (const void *)((const char *)a + NLA_HDRLEN);
-        if (((tail + 1) & (RING - 1)) == head) { /* ring full: release everything held */
-            accept_through(ring[(tail - 1) & (RING - 1)].id);
-            head = tail;
+        uint32_t id = ntohl(((const struct nfqnl_msg_packet_hdr *)((const char *)a + NLA_HDRLEN))->packet_id);
+        count.packets++;
+        if (p->loss > 0 && (drop_all || next_random() < loss_threshold)) {
+            count.dropped++;
+            verdict(id, NF_DROP);
+            return;
         }
-        ring[tail].release_ns = release_ns;
-        ring[tail].id = ntohl(ph->packet_id);
-        tail = (tail + 1) & (RING - 1);
+        int64_t hold = p->delay_us * 1000ll;
+        if (p->jitter_us > 0) {
+            double u = (double)(next_random() >> 11) * 0x1.0p-53; /* [0, 1) */
+            hold += (int64_t)((2 * u - 1) * (double)p->jitter_us * 1000.0);
+        }
+        if (held == HELD_MAX) /* full: release the earliest now */
+            verdict(pop().id, NF_ACCEPT);
+        push((struct held){ now + (uint64_t)(hold > 0 ? hold : 0), count.packets, id });
         return;
     }
 }
@@ -124,25 +290,40 @@ static void hold_packet(const struct nlmsghdr *nh, uint64_t release_ns)
 int main(int argc, char **argv)
 {
     int qnum, help = 0;
-    long delay_us;
+    struct params want = { 0, 0, 0.0, 1 }, now_params = { 0, 0, 0.0, 0 };
+    const char *params_path = NULL, *stats_path = NULL;
     const ct_opt table[] = {
         {"QUEUE", CT_OPT_INT, .dest = &qnum, .min = 0, .max = 65535},
-        {"DELAY_US", CT_OPT_LONG, .dest = &delay_us, .min = 0, .max = 3600e6},
+        {"DELAY_US", CT_OPT_LONG, .dest = &want.delay_us, .min = 0, .max = MAX_DELAY_US},
+        {"--jitter-us", CT_OPT_LONG, .dest = &want.jitter_us, .min = 0, .max = MAX_DELAY_US},
+        {"--loss", CT_OPT_NUMBER, .dest = &want.loss},
+        {"--seed", CT_OPT_LONG, .dest = &want.seed, .min = 0, .max = 2147483647},
+        {"--params", CT_OPT_STRING, .dest = &params_path},
+        {"--stats", CT_OPT_STRING, .dest = &stats_path},
         {"--help", CT_OPT_FLAG, .dest = &help},
         {.type = CT_OPT_END},
     };
     char err[512];
     int bad = ct_opt_parse(table, argc, argv, err, sizeof err) != 0;
+    if (!bad && !(want.loss >= 0 && want.loss <= 1)) {
+        snprintf(err, sizeof err, "%s: --loss: expected a fraction from 0 to 1, got '%g'",
+                 ct_basename(argv[0]), want.loss);
+        bad = 1;
+    }
     if (help || bad) {
-        fprintf(help ? stdout : stderr, "%s%susage: %s QUEUE DELAY_US\n", help ? "" : err,
-                help ? "" : "\n", ct_basename(argv[0]));
+        fprintf(help ? stdout : stderr,
+                "%s%susage: %s QUEUE DELAY_US [--jitter-us J] [--loss P] [--seed S] "
+                "[--params FILE] [--stats FILE]\n",
+                help ? "" : err, help ? "" : "\n", ct_basename(argv[0]));
         return help ? 0 : CT_EXIT_USAGE;
     }
     queue_num = (uint16_t)qnum;
-    const uint64_t delay_ns = (uint64_t)delay_us * 1000ull;
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* the default 50 us timer slack would add to D */
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
+    struct sigaction sa = { .sa_handler = on_signal };
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_hangup;
+    sigaction(SIGHUP, &sa, NULL);
 
     sock = socket(AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER);
     struct sockaddr_nl self = { .nl_family = AF_NETLINK };
@@ -158,23 +339,27 @@ int main(int argc, char **argv)
     char attrs[128], *end;
     struct nfqnl_msg_config_cmd bind_cmd = { NFQNL_CFG_CMD_BIND, 0, htons(AF_INET) };
     end = add_attribute(attrs, NFQA_CFG_CMD, &bind_cmd, sizeof bind_cmd);
-    configure(attrs, (size_t)(end - attrs));
-    struct nfqnl_msg_config_params params = { htonl(0), NFQNL_COPY_META };
-    uint32_t max_len = htonl(RING / 2);
-    uint32_t flags = htonl(NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN);
-    end = add_attribute(attrs, NFQA_CFG_PARAMS, &params, sizeof params);
+    configure(attrs, (size_t)(end - attrs), 1);
+    struct nfqnl_msg_config_params copy = { htonl(0), NFQNL_COPY_META };
+    uint32_t max_len = htonl(HELD_MAX / 2);
+    end = add_attribute(attrs, NFQA_CFG_PARAMS, &copy, sizeof copy);
     end = add_attribute(end, NFQA_CFG_QUEUE_MAXLEN, &max_len, sizeof max_len);
-    end = add_attribute(end, NFQA_CFG_MASK, &flags, sizeof flags);
-    end = add_attribute(end, NFQA_CFG_FLAGS, &flags, sizeof flags);
-    configure(attrs, (size_t)(end - attrs));
-    fprintf(stderr, "ct-nfq-delay: queue %u, %ld us\n", queue_num, delay_us);
+    configure(attrs, (size_t)(end - attrs), 1);
+    apply_params(&want, &now_params, 1);
 
     static char buf[1 << 16];
+    uint64_t stats_due = 0;
+    unsigned long long stats_seen = ~0ull;
     while (!stopping) {
+        if (reload && params_path) {
+            reload = 0;
+            read_params(params_path, &want);
+            apply_params(&want, &now_params, 0);
+        }
         uint64_t now = now_ns();
-        struct timespec wait = { 0, 200000000 }; /* idle: wake up now and then to see signals */
-        if (head != tail) {
-            uint64_t d = ring[head].release_ns > now ? ring[head].release_ns - now : 0;
+        struct timespec wait = { 0, 200000000 }; /* idle: wake up now and then for the stats */
+        if (held) {
+            uint64_t d = heap[0].release_ns > now ? heap[0].release_ns - now : 0;
             wait.tv_sec = (time_t)(d / 1000000000ull);
             wait.tv_nsec = (long)(d % 1000000000ull);
         }
@@ -186,22 +371,27 @@ int main(int argc, char **argv)
             if (n <= 0)
                 break;
             int len = (int)n;
-            for (struct nlmsghdr *nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, len); nh = NLMSG_NEXT(nh, len))
+            for (struct nlmsghdr *nh = (struct nlmsghdr *)buf; NLMSG_OK(nh, len); nh = NLMSG_NEXT(nh, len)) {
                 if (nh->nlmsg_type == ((NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET))
-                    hold_packet(nh, now + delay_ns);
+                    take_packet(nh, now, &now_params);
+                else if (nh->nlmsg_type == NLMSG_ERROR && ((struct nlmsgerr *)NLMSG_DATA(nh))->error)
+                    count.errors++;
+            }
         }
-        /* release every packet due within 2 us: one batch verdict instead of many */
-        int due = 0;
-        uint32_t last = 0;
-        while (head != tail && ring[head].release_ns <= now + 2000) {
-            last = ring[head].id;
-            due = 1;
-            head = (head + 1) & (RING - 1);
+        /* release every packet due within 2 us, all verdicts in one send */
+        while (held && heap[0].release_ns <= now + 2000)
+            verdict(pop().id, NF_ACCEPT);
+        flush_verdicts();
+        if (stats_path && now >= stats_due && count.packets != stats_seen) {
+            write_stats(stats_path);
+            stats_seen = count.packets;
+            stats_due = now + 1000000000ull;
         }
-        if (due)
-            accept_through(last);
     }
-    if (head != tail)
-        accept_through(ring[(tail - 1) & (RING - 1)].id);
+    while (held)
+        verdict(pop().id, NF_ACCEPT);
+    flush_verdicts();
+    if (stats_path)
+        write_stats(stats_path);
     return 0;
 }

@@ -28,14 +28,16 @@ from .units import parse_rate
 # --- vcluster ---------------------------------------------------------------------------
 
 
-def _host_links(items: list[str]) -> dict[str, int | None]:
-    links = {}
+def _host_links(items: list[str]) -> tuple[dict[str, int | None], dict[str, dict]]:
+    """--host-link items: nominal rates and faults per host (repeats of a host merge)."""
+    links: dict[str, int | None] = {}
+    faults: dict[str, dict] = {}
     for item in items:
-        host, sep, rate = item.partition("=")
-        if not sep or not host:
-            raise UserError(f"--host-link {item!r}: expected HOST=RATE, e.g. host2=10mbit")
-        links[host] = parse_rate(rate)
-    return links
+        host, changes = vcluster.parse_host_link(item)
+        if "link_bps" in changes:
+            links[host] = changes["link_bps"]
+        faults.setdefault(host, {}).update(changes["faults"])
+    return links, faults
 
 
 def cmd_vcluster_up(args: argparse.Namespace) -> Output:
@@ -43,10 +45,10 @@ def cmd_vcluster_up(args: argparse.Namespace) -> Output:
     wan = parse_rate(args.wan_link) if args.wan_link else None
     if args.sites > 1 and args.wan_link is None:
         raise UserError("--sites needs --wan-link RATE (the link between sites)")
+    links, faults = _host_links(args.host_link)
     state = vcluster.plan(
-        args.name, args.hosts, link, _host_links(args.host_link), args.sites, wan,
-        args.delay_us, args.cores,
-    )  # fmt: skip
+        args.name, args.hosts, link, links, args.sites, wan, args.delay_us, args.cores, faults
+    )
     vcluster.require_root()
     state = vcluster.up(state)
     return Output(state, vcluster.describe(state))
@@ -56,6 +58,13 @@ def cmd_vcluster_down(args: argparse.Namespace) -> Output:
     removed = vcluster.down(args.name)
     text = f"{args.name}: removed" if removed else f"{args.name}: nothing to remove"
     return Output({"name": args.name, "removed": removed}, text)
+
+
+def cmd_vcluster_set(args: argparse.Namespace) -> Output:
+    state = vcluster.set_faults(args.name, args.host, args.change)
+    host = vcluster.cluster_from_state(state).extra["faults"].get(args.host, {})
+    text = f"{args.name} {args.host}: faults {vcluster.format_faults(host) or 'none'}"
+    return Output({"name": args.name, "host": args.host, "faults": host}, text)
 
 
 def cmd_vcluster_status(args: argparse.Namespace) -> Output:
@@ -145,8 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--host-link",
         action="append",
         default=[],
-        metavar="HOST=RATE",
-        help="a different rate for one host's link (repeatable)",
+        metavar="HOST=SPEC",
+        help="one host's link: a nominal rate and/or faults, e.g. "
+        "host2=1gbit,loss=0.1%%,delay=200us,jitter=50us,rate=100mbit,flap=300ms/5s "
+        "(repeatable; docs/faults.md)",
     )
     p.add_argument("--sites", type=int, default=1, help="split the hosts into S sites")
     p.add_argument("--wan-link", help="rate of the link between sites")
@@ -156,6 +167,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = vc_sub.add_parser("down", parents=[common], help="remove a virtual cluster")
     p.add_argument("--name", required=True)
     p.set_defaults(func=cmd_vcluster_down)
+    p = vc_sub.add_parser(
+        "set", parents=[common], help="change one host's faults on a running cluster"
+    )
+    p.add_argument("--name", required=True)
+    p.add_argument("--host", required=True)
+    p.add_argument(
+        "change",
+        nargs="+",
+        metavar="FIELD=VALUE|clear",
+        help=f"fields {', '.join(vcluster.FAULT_FIELDS)}; FIELD=off removes one, clear all",
+    )
+    p.set_defaults(func=cmd_vcluster_set)
     p = vc_sub.add_parser("status", parents=[common], help="list virtual clusters")
     p.set_defaults(func=cmd_vcluster_status)
 

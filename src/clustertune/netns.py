@@ -4,15 +4,23 @@ and its stderr becomes part of the error, so a failed step says which one it was
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
+import socket
+import struct
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 from .errors import UserError
 
 NETNS_DIR = Path("/run/netns")
 NETNS_ETC = Path("/etc/netns")
+NFQUEUE_RULE = ("POSTROUTING", "-o", "eth0", "-j", "NFQUEUE", "--queue-num", "0", "--queue-bypass")
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
+_IFREQ = struct.Struct("16sH22x")  # struct ifreq with ifr_flags
 
 
 def run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -101,3 +109,39 @@ def shape(ns: str, dev: str, bits_per_second: int | None) -> None:
     burst = tbf_burst_bytes(bits_per_second)
     run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf",
         "rate", f"{bits_per_second}bit", "burst", str(burst), "latency", "20ms")  # fmt: skip
+
+
+def nfqueue(ns: str, on: bool) -> None:
+    """Send (or stop sending) every IPv4 packet leaving the namespace's eth0 to NFQUEUE 0;
+    ``--queue-bypass`` lets packets through untouched while no daemon listens."""
+    run("ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-A" if on else "-D", *NFQUEUE_RULE)
+
+
+def set_link_up(sock: socket.socket, dev: str, up: bool) -> None:
+    """ip link set DEV up/down in the caller's namespace, by ioctl (no process per flip)."""
+    name = dev.encode()
+    flags = _IFREQ.unpack(fcntl.ioctl(sock, _SIOCGIFFLAGS, _IFREQ.pack(name, 0)))[1]
+    flags = flags | _IFF_UP if up else flags & ~_IFF_UP
+    fcntl.ioctl(sock, _SIOCSIFFLAGS, _IFREQ.pack(name, flags))
+
+
+def flap(dev: str, down_s: float, period_s: float) -> None:
+    """Take DEV down for down_s at the start of every period_s (on a fixed schedule, so
+    the period does not drift) until SIGTERM, which leaves it up. Run inside the
+    namespace: ``ip netns exec NS python -m clustertune.netns flap DEV DOWN_S PERIOD_S``."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    start = time.monotonic()
+    try:
+        for k in range(sys.maxsize):
+            for at, up in ((start + k * period_s, False), (start + k * period_s + down_s, True)):
+                time.sleep(max(0.0, at - time.monotonic()))
+                set_link_up(sock, dev, up)
+    finally:
+        set_link_up(sock, dev, True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5 or sys.argv[1] != "flap":
+        sys.exit("usage: python -m clustertune.netns flap DEV DOWN_S PERIOD_S")
+    flap(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))

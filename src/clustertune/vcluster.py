@@ -10,6 +10,10 @@ Every link is shaped with tbf on *both* veth ends (egress shaping limits one dir
 only). Per-packet delay (netem does not exist on these kernels) comes from one
 ct-nfq-delay daemon per host behind an iptables NFQUEUE rule.
 
+Faults (docs/faults.md) are per host: loss, delay and jitter through that host's daemon
+(parameters changed on SIGHUP), a rate below nominal through tbf, and a flapping link
+through a small process that takes the host's switch port down and up.
+
 State lives in /run/clustertune/vcluster/<name>/state.json, written *before* anything is
 created, so ``down`` can remove every piece after a crash, and ``up`` removes stale
 pieces of the same name before it builds.
@@ -25,18 +29,20 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from . import kernels, netns
 from .cluster import Cluster, Host, Site
 from .errors import UserError
-from .units import format_rate
+from .units import format_rate, parse_rate
 
 RUN_DIR = Path(os.environ.get("CLUSTERTUNE_RUN_DIR", "/run/clustertune")) / "vcluster"
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 SUBNET_PREFIX = 16
 NFQUEUE_NUM = "0"
+MAX_DELAY_US = 1_000_000
 
 
 def prefix(name: str) -> str:
@@ -93,16 +99,20 @@ def plan(
     wan_bps: int | None = None,
     delay_us: int = 0,
     cores: int = 1,
+    host_faults: dict[str, dict] | None = None,
 ) -> dict:
-    """The state of a cluster about to be built: pure, so it can be checked without root."""
+    """The state of a cluster about to be built: pure, so it can be checked without root.
+
+    ``host_faults`` maps host names to faults as :func:`parse_faults` returns them."""
     validate_name(name)
     if not 1 <= hosts <= 200:
         raise UserError(f"--hosts {hosts}: must be between 1 and 200")
     if not 1 <= sites <= min(hosts, 50):
         raise UserError(f"--sites {sites}: must be between 1 and the number of hosts ({hosts})")
-    if delay_us < 0 or delay_us > 1_000_000:
-        raise UserError(f"--delay-us {delay_us}: must be between 0 and 1000000")
+    if delay_us < 0 or delay_us > MAX_DELAY_US:
+        raise UserError(f"--delay-us {delay_us}: must be between 0 and {MAX_DELAY_US}")
     host_links = dict(host_links or {})
+    host_faults = dict(host_faults or {})
     pre = prefix(name)
     host_list = []
     for i in range(hosts):
@@ -117,11 +127,14 @@ def plan(
                 "site_index": site,
                 "link_bps": host_links.pop(host_name, link_bps),
                 "cores": cores,
+                "faults": {},
             }
         )
-    if host_links:
+        merge_faults(host_list[-1], host_faults.pop(host_name, {}))
+    unknown = sorted(set(host_links) | set(host_faults))
+    if unknown:
         raise UserError(
-            f"--host-link names unknown host(s) {', '.join(sorted(host_links))} "
+            f"--host-link names unknown host(s) {', '.join(unknown)} "
             f"(hosts are host0..host{hosts - 1})"
         )
     return {
@@ -134,8 +147,185 @@ def plan(
         "wan_bps": wan_bps if sites > 1 else None,
         "delay_us": delay_us,
         "delay_pids": {},
+        "flap_pids": {},
         "created": time.time(),
     }
+
+
+# --- faults (docs/faults.md) ------------------------------------------------------------
+
+FAULT_FIELDS = ("rate", "loss", "delay", "jitter", "flap", "seed")
+_FAULT_KEYS = {"rate": "rate_bps", "loss": "loss", "delay": "delay_us", "jitter": "jitter_us",
+               "flap": "flap", "seed": "seed"}  # fmt: skip
+_DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(us|ms|s)$")
+_DURATION_US = {"us": 1, "ms": 1000, "s": 1_000_000}
+OFF = "off"
+
+
+def _number(text: str, kind=float):
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"expected {'an integer' if kind is int else 'a number'}") from None
+
+
+def _duration_us(text: str) -> float:
+    match = _DURATION_RE.match(text.strip().lower())
+    if not match:
+        raise ValueError("expected a duration with a unit (us, ms, s), e.g. 200us, 1.5ms")
+    return float(match.group(1)) * _DURATION_US[match.group(2)]
+
+
+def _parse_field(field: str, text: str):
+    """One fault field's value; ValueError says what was expected."""
+    if field == "rate":
+        rate = parse_rate(text)  # UserError on a bad rate
+        if rate is None:
+            raise ValueError("a fault rate is a number (to remove it: rate=off)")
+        return rate
+    if field == "loss":
+        text = text.strip()
+        percent = text.endswith("%")
+        loss = _number(text[:-1]) / 100 if percent else _number(text)
+        if not 0 <= loss <= 1:
+            raise ValueError("expected a fraction from 0 to 1 or a percentage, e.g. 0.001 or 0.1%")
+        return loss
+    if field in ("delay", "jitter"):
+        micros = _duration_us(text)
+        if micros > MAX_DELAY_US or micros != int(micros):
+            raise ValueError("expected whole microseconds, at most 1s")
+        return int(micros)
+    if field == "flap":
+        down, sep, period = text.partition("/")
+        if not sep:
+            raise ValueError("expected DOWN/PERIOD, e.g. 300ms/5s")
+        down_ms, period_ms = _duration_us(down) / 1000, _duration_us(period) / 1000
+        if not 1 <= down_ms < period_ms <= 3_600_000:
+            raise ValueError("DOWN must be at least 1ms and shorter than PERIOD (at most 1h)")
+        return {"down_ms": down_ms, "period_ms": period_ms}
+    seed = _number(text, int)
+    if not 0 <= seed < 2**31:
+        raise ValueError("expected an integer from 0 to 2147483647")
+    return seed
+
+
+def parse_faults(items: list[str], where: str) -> dict:
+    """FIELD=VALUE items into faults (state keys); ``FIELD=off`` maps to None (remove).
+
+    A bad item raises a one-line UserError naming ``where`` and the field."""
+    faults: dict = {}
+    for item in items:
+        field, sep, text = item.partition("=")
+        field = field.strip().lower()
+        if field not in FAULT_FIELDS or not sep:
+            raise UserError(
+                f"{where}: {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(FAULT_FIELDS)}"
+            )
+        if text.strip().lower() == OFF:
+            faults[_FAULT_KEYS[field]] = None
+            continue
+        try:
+            faults[_FAULT_KEYS[field]] = _parse_field(field, text)
+        except (ValueError, UserError) as exc:
+            raise UserError(f"{where}: {field}: {exc}, got {text!r}") from None
+    return faults
+
+
+def parse_host_link(text: str) -> tuple[str, dict]:
+    """``HOST=RATE[,FIELD=VALUE...]`` or ``HOST=FIELD=VALUE[,...]`` -> (host, changes), the
+    changes holding ``link_bps`` when a nominal rate is given and the faults under "faults"."""
+    where = f"--host-link {text!r}"
+    host, sep, spec = text.partition("=")
+    if not sep or not host or not spec:
+        raise UserError(f"{where}: expected HOST=RATE[,FIELD=VALUE...], e.g. host2=1gbit,loss=0.1%")
+    items = [item for item in spec.split(",") if item.strip()]
+    changes: dict = {}
+    if items and "=" not in items[0]:
+        try:
+            changes["link_bps"] = parse_rate(items.pop(0))
+        except UserError as exc:
+            raise UserError(f"{where}: link: {exc}") from None
+    changes["faults"] = parse_faults(items, where)
+    return host.strip(), changes
+
+
+def merge_faults(host: dict, faults: dict, where: str = "--host-link") -> None:
+    """Apply parsed faults to a host of the state (None removes a field) and check them."""
+    for key, value in faults.items():
+        if value is None or (key in ("loss", "jitter_us") and value == 0):  # 0: no such fault
+            host["faults"].pop(key, None)
+        else:
+            host["faults"][key] = value
+    rate, nominal = host["faults"].get("rate_bps"), host["link_bps"]
+    if rate is not None and nominal is not None and rate > nominal:
+        raise UserError(
+            f"{where}: rate: {format_rate(rate)} on {host['name']} is above its nominal link "
+            f"{format_rate(nominal)} (a fault rate is below nominal)"
+        )
+
+
+def format_faults(faults: dict) -> str:
+    """The faults in the syntax they are given in (``rate=...,loss=...``); "" for none."""
+
+    def duration(micros: float) -> str:
+        for unit in ("s", "ms"):
+            if micros >= _DURATION_US[unit] and micros % (_DURATION_US[unit] // 10) == 0:
+                return f"{micros / _DURATION_US[unit]:g}{unit}"
+        return f"{micros:g}us"
+
+    parts = []
+    for field in FAULT_FIELDS:
+        value = faults.get(_FAULT_KEYS[field])
+        if value is None:
+            continue
+        if field == "rate":
+            value = format_rate(value)
+        elif field == "loss":
+            value = f"{value * 100:g}%"
+        elif field in ("delay", "jitter"):
+            value = duration(value)
+        elif field == "flap":
+            value = f"{duration(value['down_ms'] * 1000)}/{duration(value['period_ms'] * 1000)}"
+        parts.append(f"{field}={value}")
+    return ",".join(parts)
+
+
+def set_faults(name: str, host_name: str, items: list[str]) -> dict:
+    """``vcluster set``: change one host's faults on a running cluster. ``clear`` (first)
+    removes them all; FIELD=VALUE items then set fields and FIELD=off removes one."""
+    require_root()
+    validate_name(name)
+    state = load_state(name)
+    if state is None or not _is_healthy(state):
+        raise UserError(f"no running virtual cluster {name!r} (see 'clustertune vcluster status')")
+    index = next((i for i, h in enumerate(state["hosts"]) if h["name"] == host_name), None)
+    if index is None:
+        raise UserError(
+            f"vcluster set: --host {host_name!r} is not a host of {name} "
+            f"(hosts are host0..host{len(state['hosts']) - 1})"
+        )
+    clear = [item for item in items if item.strip().lower() == "clear"]
+    if not items:
+        raise UserError("vcluster set: nothing to change: give FIELD=VALUE items or clear")
+    host = state["hosts"][index]
+    before = dict(host["faults"])
+    faults = parse_faults([i for i in items if i not in clear], "vcluster set")
+    if clear:
+        host["faults"] = {}
+    merge_faults(host, faults, "vcluster set")
+    _save_state(state)
+    changed = {
+        k for k in set(before) | set(host["faults"]) if before.get(k) != host["faults"].get(k)
+    }
+    started: dict[str, int] = {}
+    if "rate_bps" in changed:
+        _shape(state, index)
+    if changed & {"delay_us", "jitter_us", "loss", "seed"}:
+        started |= _apply_packet_faults(state, index)
+    if "flap" in changed:
+        started |= _apply_flap(state, index)
+    _check_started(started)
+    return state
 
 
 def _all_namespaces(state: dict) -> list[str]:
@@ -196,12 +386,13 @@ def _build(state: dict) -> None:
             "ip", "-n", ns, "addr", "add", f"{host['address']}/{SUBNET_PREFIX}", "dev", "eth0"
         )
         netns.run("ip", "-n", ns, "link", "set", "eth0", "up")
-        netns.shape(ns, "eth0", host["link_bps"])
-        netns.shape(sw, port, host["link_bps"])
+        _shape(state, i)
         netns.write_hosts_file(ns, entries)
     _write_agent(state)
-    if state["delay_us"]:
-        _start_delay(state)
+    started: dict[str, int] = {}
+    for i in range(len(state["hosts"])):
+        started |= _apply_packet_faults(state, i) | _apply_flap(state, i)
+    _check_started(started)
 
 
 def _write_agent(state: dict) -> None:
@@ -231,27 +422,115 @@ exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' 
     state["agent"] = str(path)
 
 
-def _start_delay(state: dict) -> None:
-    if shutil.which("iptables") is None:
-        raise UserError("--delay-us needs iptables (NFQUEUE): install it with 'make setup'")
-    daemon = kernels.kernel_path("ct-nfq-delay", "serial")
-    for host in state["hosts"]:
-        ns = host["namespace"]
-        netns.run("ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-A", "POSTROUTING",
-                  "-o", "eth0", "-j", "NFQUEUE", "--queue-num", NFQUEUE_NUM, "--queue-bypass")  # fmt: skip
-        proc = subprocess.Popen(
-            ["ip", "netns", "exec", ns, str(daemon), NFQUEUE_NUM, str(state["delay_us"])],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # outlives this command; down() kills it
-        )
-        state["delay_pids"][host["name"]] = proc.pid
+def _shape(state: dict, index: int) -> None:
+    """tbf on both ends of a host's link: its fault rate, else its nominal rate."""
+    host = state["hosts"][index]
+    rate = host["faults"].get("rate_bps", host["link_bps"])
+    netns.shape(host["namespace"], "eth0", rate)
+    netns.shape(state["switch_ns"], f"vh{index}", rate)
+
+
+def _daemon_params(state: dict, index: int) -> dict:
+    """What a host's ct-nfq-delay applies: its faults over the cluster-wide delay."""
+    faults = state["hosts"][index]["faults"]
+    return {
+        "delay_us": faults.get("delay_us", state["delay_us"]),
+        "jitter_us": faults.get("jitter_us", 0),
+        "loss": faults.get("loss", 0.0),
+        "seed": faults.get("seed", index + 1),
+    }
+
+
+def _daemon_files(state: dict, host_name: str) -> tuple[Path, Path]:
+    directory = state_dir(state["name"])
+    return directory / f"{host_name}.nfq", directory / f"{host_name}.nfq.json"
+
+
+def _apply_packet_faults(state: dict, index: int) -> dict[str, int]:
+    """Start, retune (SIGHUP) or stop the host's daemon so it applies _daemon_params;
+    returns what it started, for :func:`_check_started`."""
+    host = state["hosts"][index]
+    params = _daemon_params(state, index)
+    needed = bool(params["delay_us"] or params["jitter_us"] or params["loss"])
+    pid = state["delay_pids"].get(host["name"])
+    params_file, stats_file = _daemon_files(state, host["name"])
+    if pid is not None and needed:
+        params_file.write_text("".join(f"{k}={v}\n" for k, v in params.items()))
+        os.kill(pid, signal.SIGHUP)
+        return {}
+    if pid is not None:
+        netns.nfqueue(host["namespace"], False)
+        _stop(pid)
+        del state["delay_pids"][host["name"]]
         _save_state(state)
+        return {}
+    if not needed:
+        return {}
+    if shutil.which("iptables") is None:
+        raise UserError(
+            "delay, jitter and loss need iptables (NFQUEUE): install it with 'make setup'"
+        )
+    netns.nfqueue(host["namespace"], True)
+    daemon = kernels.kernel_path("ct-nfq-delay", "serial")
+    argv = [str(daemon), NFQUEUE_NUM, str(params["delay_us"]), "--jitter-us",
+            str(params["jitter_us"]), "--loss", repr(params["loss"]), "--seed",
+            str(params["seed"]), "--params", str(params_file), "--stats", str(stats_file)]  # fmt: skip
+    state["delay_pids"][host["name"]] = _start_beside(host["namespace"], argv)
+    _save_state(state)
+    return {f"fault daemon on {host['name']}": state["delay_pids"][host["name"]]}
+
+
+def _apply_flap(state: dict, index: int) -> dict[str, int]:
+    """Stop the host's flapping process if any, and start one if its faults say so;
+    returns what it started, for :func:`_check_started`."""
+    host = state["hosts"][index]
+    pid = state["flap_pids"].pop(host["name"], None)
+    if pid is not None:
+        _stop(pid)  # it leaves the port up
+    flap = host["faults"].get("flap")
+    if flap is not None:
+        argv = [sys.executable, "-m", "clustertune.netns", "flap", f"vh{index}",
+                str(flap["down_ms"] / 1000), str(flap["period_ms"] / 1000)]  # fmt: skip
+        state["flap_pids"][host["name"]] = _start_beside(state["switch_ns"], argv)
+    _save_state(state)
+    return (
+        {}
+        if flap is None
+        else {f"link flapping of {host['name']}": state["flap_pids"][host["name"]]}
+    )
+
+
+def _start_beside(ns: str, argv: list[str]) -> int:
+    """A process in namespace ns that outlives this command; down() kills it."""
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", ns, *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    return proc.pid
+
+
+def _check_started(started: dict[str, int]) -> None:
+    """Give processes just started 0.2 s (once, for all), then fail naming one that died."""
+    if not started:
+        return
     time.sleep(0.2)
-    for host_name, pid in state["delay_pids"].items():
+    for what, pid in started.items():
         if not _alive(pid):
-            raise UserError(f"delay daemon on {host_name} exited at start (NFQUEUE unavailable?)")
+            raise UserError(f"{what} exited at start (NFQUEUE unavailable?)")
+
+
+def _stop(pid: int) -> None:
+    """SIGTERM and wait (up to 2 s, then SIGKILL): the process undoes its effect first."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 2
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _alive(pid: int) -> bool:
@@ -268,7 +547,8 @@ def _remove(name: str, state: dict | None) -> None:
     pre = prefix(name)
     spaces = set(_all_namespaces(state)) if state else set()
     spaces.update(ns for ns in netns.listed() if ns.startswith(pre))
-    for pid in (state or {}).get("delay_pids", {}).values():
+    state = state or {}
+    for pid in [*state.get("delay_pids", {}).values(), *state.get("flap_pids", {}).values()]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     for ns in sorted(spaces):
@@ -298,6 +578,10 @@ def status() -> list[dict]:
         if state is None:
             continue
         state["healthy"] = _is_healthy(state)
+        for host in state["hosts"]:
+            stats = _daemon_files(state, host["name"])[1]
+            if host["name"] in state.get("delay_pids", {}) and stats.is_file():
+                host["daemon"] = json.loads(stats.read_text())
         result.append(state)
     return result
 
@@ -322,7 +606,12 @@ def cluster_from_state(state: dict) -> Cluster:
         sites=tuple(Site(name, "vcluster", state["wan_bps"]) for name in site_names),
         source=f"vcluster:{state['name']}",
         delay_us=state["delay_us"],
-        extra={"agent": state["agent"], "state_dir": str(state_dir(state["name"]))},
+        extra={
+            "agent": state["agent"],
+            "state_dir": str(state_dir(state["name"])),
+            # per host, as `vcluster set` last left them (docs/faults.md)
+            "faults": {h["name"]: h["faults"] for h in state["hosts"] if h.get("faults")},
+        },
     )
 
 
@@ -354,9 +643,17 @@ def describe(state: dict) -> str:
         + ("" if state.get("healthy", True) else "  [BROKEN: run vcluster down]")
     ]
     for h in state["hosts"]:
+        faults = format_faults(h.get("faults", {}))
+        daemon = h.get("daemon")
         lines.append(
             f"  {h['name']:8} {h['address']:15} {h['site']:6} {format_rate(h['link_bps']):>10}"
             f"  netns {h['namespace']}"
+            + (f"  faults {faults}" if faults else "")
+            + (
+                f" (daemon: {daemon['packets']} packets, {daemon['dropped']} dropped)"
+                if daemon
+                else ""
+            )
         )
     return "\n".join(lines)
 

@@ -1,0 +1,253 @@
+"""Faults on a virtual host's link: spelling, state, and what each one does to traffic."""
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_vcluster import measure_rate
+
+from clustertune import cli, netns, vcluster
+from clustertune.errors import UserError
+from clustertune.launch import launcher_for
+
+# UDP: the receiver prints the order in which numbered datagrams arrived
+RECEIVE = """
+import json, socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 5998)); s.settimeout(2)
+print("listening", file=sys.stderr, flush=True)
+order = []
+try:
+    while len(order) < int(sys.argv[1]):
+        order.append(int(s.recv(64)))
+except TimeoutError:
+    pass
+print(json.dumps(order))
+"""
+SEND = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(int(sys.argv[2])):
+    s.sendto(str(i).encode(), (sys.argv[1], 5998))
+"""
+
+
+def ping_replies(cluster, src: str, dst: str, count: int, interval: float) -> list[tuple]:
+    """(arrival time in s, sequence number, round-trip time in ms) of every reply."""
+    argv = ["ping", "-n", "-D", "-c", str(count), "-i", str(interval), "-W", "1", dst]
+    done = launcher_for(cluster).run_on_host(src, argv, 60)
+    replies = re.findall(r"\[([\d.]+)\].*icmp_seq=(\d+) ttl=\d+ time=([\d.]+)", done.stdout)
+    return [(float(at), int(seq), float(rtt)) for at, seq, rtt in replies]
+
+
+def ping(cluster, src: str, dst: str, count: int, interval: float) -> tuple[set[int], list[float]]:
+    """The sequence numbers answered and their round-trip times (ms)."""
+    replies = ping_replies(cluster, src, dst, count, interval)
+    return {seq for _, seq, _ in replies}, [rtt for _, _, rtt in replies]
+
+
+def arrival_order(cluster, sender: str, receiver: str, count: int) -> list[int]:
+    launcher = launcher_for(cluster)
+    serve = [sys.executable, "-c", RECEIVE, str(count)]
+    with launcher.service(receiver, serve, ready=re.compile(rb"listening\n")) as server:
+        sent = launcher.run_on_host(sender, [sys.executable, "-c", SEND, receiver, str(count)], 30)
+        assert sent.returncode == 0, sent.stderr
+    return json.loads(server.completed.stdout)
+
+
+def daemon_counts(cluster, host: str, packets: int) -> dict:
+    """The host daemon's counters once they cover ``packets`` (written once a second)."""
+    path = Path(cluster.extra["state_dir"]) / f"{host}.nfq.json"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if path.is_file() and (counts := json.loads(path.read_text()))["packets"] >= packets:
+            return counts
+        time.sleep(0.2)
+    raise AssertionError(f"{path}: fewer than {packets} packets counted")
+
+
+def set_faults(cluster, host: str, *items: str):
+    return vcluster.cluster_from_state(vcluster.set_faults(cluster.name, host, list(items)))
+
+
+# --- spelling (no root) ---------------------------------------------------------------
+
+
+def test_host_link_spec_parses_rate_and_every_fault():
+    host, changes = vcluster.parse_host_link(
+        "host2=1gbit,loss=0.1%,delay=200us,jitter=50us,flap=300ms/5s,rate=100mbit,seed=7"
+    )
+    assert host == "host2"
+    assert changes == {
+        "link_bps": 10**9,
+        "faults": {
+            "loss": 0.001, "delay_us": 200, "jitter_us": 50, "rate_bps": 10**8, "seed": 7,
+            "flap": {"down_ms": 300, "period_ms": 5000},
+        },
+    }  # fmt: skip
+    assert vcluster.parse_host_link("host1=10mbit") == ("host1", {"link_bps": 10**7, "faults": {}})
+    assert vcluster.parse_host_link("host1=loss=0.02")[1] == {"faults": {"loss": 0.02}}
+    text = "rate=100mbit,loss=0.1%,delay=1.5ms,jitter=50us,flap=300ms/5s,seed=7"
+    faults = vcluster.parse_host_link(f"host0={text}")[1]["faults"]
+    assert vcluster.format_faults(faults) == text  # status shows what was typed
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("host2", "expected HOST=RATE[,FIELD=VALUE...]"),
+        ("host2=fast", "link: bad link rate 'fast'"),
+        ("host2=1gbit,loss=12", "loss: expected a fraction from 0 to 1 or a percentage"),
+        ("host2=1gbit,loss=x%", "loss: expected a number, got 'x%'"),
+        ("host2=1gbit,delay=200", "delay: expected a duration with a unit"),
+        ("host2=1gbit,jitter=2s", "jitter: expected whole microseconds, at most 1s"),
+        ("host2=1gbit,flap=300ms", "flap: expected DOWN/PERIOD"),
+        ("host2=1gbit,flap=5s/1s", "flap: DOWN must be at least 1ms and shorter than PERIOD"),
+        ("host2=1gbit,rate=unlimited", "rate: a fault rate is a number"),
+        ("host2=1gbit,seed=-1", "seed: expected an integer from 0"),
+        ("host2=1gbit,dup=1%", "'dup=1%': expected FIELD=VALUE with FIELD one of rate, loss"),
+    ],
+)
+def test_bad_spec_is_one_line_naming_the_field(spec, message, capsys):
+    assert cli.main(["vcluster", "up", "--name", "x", "--hosts", "3", "--host-link", spec]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--host-link {spec!r}: {message}" in err
+
+
+def test_plan_records_faults_and_the_cluster_exposes_them():
+    with pytest.raises(UserError, match="rate: 2gbit on host1 is above its nominal link 1gbit"):
+        vcluster.plan("ok", 2, 10**9, host_faults={"host1": {"rate_bps": 2 * 10**9}})
+    with pytest.raises(UserError, match="unknown host.*host5"):
+        vcluster.plan("ok", 2, None, host_faults={"host5": {"loss": 0.1}})
+    state = vcluster.plan("ok", 2, 10**9, host_faults={"host1": {"loss": 0.01, "delay_us": 5}})
+    assert [h["faults"] for h in state["hosts"]] == [{}, {"loss": 0.01, "delay_us": 5}]
+    cluster = vcluster.cluster_from_state({**state, "agent": "/run/agent"})
+    assert cluster.extra["faults"] == {"host1": {"loss": 0.01, "delay_us": 5}}
+    assert "faults loss=1%,delay=5us" in vcluster.describe(state)
+
+
+# --- on a cluster (root) --------------------------------------------------------------
+
+
+@pytest.mark.root
+def test_loss_drops_that_fraction_reproducibly(make_vcluster):
+    # both hosts drop 20% of their replies with the same seed: the same replies go missing
+    faults = {"loss": 0.2, "seed": 5}
+    cluster = make_vcluster(hosts=3, host_faults={"host1": faults, "host2": faults})
+    got1, _ = ping(cluster, "host0", "host1", 300, 0.005)
+    got2, _ = ping(cluster, "host0", "host2", 300, 0.005)
+    assert 0.12 <= 1 - len(got1) / 300 <= 0.28, f"{300 - len(got1)} of 300 replies lost"
+    assert got1 == got2, "the same seed and packets must give the same drops"
+    counts = daemon_counts(cluster, "host1", 300)
+    assert counts["dropped"] == 300 - len(got1) and counts["errors"] == 0
+
+
+@pytest.mark.root
+def test_delay_and_jitter_spread_rtt_and_jitter_reorders(make_vcluster):
+    cluster = make_vcluster(
+        hosts=3,
+        host_faults={"host1": {"delay_us": 2000, "jitter_us": 1000}, "host2": {"delay_us": 2000}},
+    )
+    _, rtts = ping(cluster, "host0", "host1", 100, 0.005)
+    assert len(rtts) == 100
+    # one egress (host1's reply) holds 2 ms +- 1 ms, uniformly (the box adds spikes on top)
+    rtts.sort()
+    assert 0.9 <= rtts[0] <= 1.6 and 1.6 <= rtts[50] <= 2.8 and rtts[95] >= 2.6, rtts
+    jittered = arrival_order(cluster, "host1", "host0", 300)
+    steady = arrival_order(cluster, "host2", "host0", 300)
+
+    def inversions(order: list[int]) -> int:
+        return sum(1 for a, b in zip(order, order[1:], strict=False) if b < a)
+
+    # (a datagram may be lost to the receiver's socket buffer, never to the fault)
+    assert len(jittered) >= 290 and inversions(jittered) > 0
+    assert len(steady) >= 290 and inversions(steady) == 0, "a fixed delay keeps packets in order"
+
+
+@pytest.mark.root
+def test_rate_fault_and_set_changes_it_mid_run(make_vcluster):
+    cluster = make_vcluster(
+        hosts=2, link_bps=10**9, host_faults={"host1": {"rate_bps": 20 * 10**6}}
+    )
+    slow = measure_rate(cluster, "host0", "host1", 2 * 10**6)
+    assert 16e6 <= slow <= 22e6, f"{slow / 1e6:.1f} Mbit/s into a 20 Mbit fault rate"
+    cluster = set_faults(cluster, "host1", "rate=off")
+    assert cluster.host("host1").link_bps == 10**9 and cluster.extra["faults"] == {}
+    fast = measure_rate(cluster, "host0", "host1", 20 * 10**6)
+    assert fast > 300e6, f"{fast / 1e6:.1f} Mbit/s after the rate fault was removed"
+
+
+@pytest.mark.root
+def test_flap_takes_the_link_down_in_periods(make_vcluster):
+    cluster = make_vcluster(
+        hosts=2, host_faults={"host1": {"flap": {"down_ms": 200, "period_ms": 1000}}}
+    )
+    arrivals = [at for at, _, _ in ping_replies(cluster, "host0", "host1", 300, 0.01)]
+    # silences between replies: the down periods, ~200 ms (+ one ping interval) every 1 s
+    gaps = [(a, b - a) for a, b in zip(arrivals, arrivals[1:], strict=False) if b - a > 0.1]
+    assert len(gaps) >= 3, gaps
+    assert all(0.15 <= length <= 0.3 for _, length in gaps), gaps
+    periods = [b - a for (a, _), (b, _) in zip(gaps, gaps[1:], strict=False)]
+    assert all(0.95 <= period <= 1.05 for period in periods), periods
+    set_faults(cluster, "host1", "clear")
+    switch = f"{vcluster.prefix(cluster.name)}sw"
+    assert "state UP" in netns.run("ip", "-n", switch, "link", "show", "vh1").stdout
+    got, _ = ping(cluster, "host0", "host1", 50, 0.01)
+    assert len(got) == 50, "the link stays up once the flapping is cleared"
+
+
+@pytest.mark.root
+def test_set_adds_loss_mid_run_and_clear_removes_daemon_and_rule(make_vcluster):
+    cluster = make_vcluster(hosts=2)
+    got, _ = ping(cluster, "host0", "host1", 100, 0.005)
+    assert len(got) == 100
+    cluster = set_faults(cluster, "host1", "loss=50%", "delay=1ms")
+    assert cluster.extra["faults"] == {"host1": {"loss": 0.5, "delay_us": 1000}}
+    got, rtts = ping(cluster, "host0", "host1", 200, 0.005)
+    assert 60 <= len(got) <= 140 and min(rtts) >= 0.9
+    pid = vcluster.load_state(cluster.name)["delay_pids"]["host1"]
+    set_faults(cluster, "host1", "clear")
+    assert not Path(f"/proc/{pid}").exists() and not vcluster.load_state(cluster.name)["delay_pids"]
+    rules = netns.run("ip", "netns", "exec", cluster.hosts[1].namespace, "iptables", "-t", "mangle",
+                      "-S").stdout  # fmt: skip
+    assert "NFQUEUE" not in rules
+    got, rtts = ping(cluster, "host0", "host1", 100, 0.005)
+    assert len(got) == 100 and max(rtts) < 1
+
+
+@pytest.mark.root
+def test_set_errors_are_one_line(make_vcluster, capsys):
+    cluster = make_vcluster(hosts=2, link_bps=10**8)
+    for items, message in [
+        (["loss=2"], "vcluster set: loss: expected a fraction"),
+        (["rate=1gbit"], "vcluster set: rate: 1gbit on host1 is above its nominal link 100mbit"),
+    ]:
+        argv = ["vcluster", "set", "--name", cluster.name, "--host", "host1", *items]
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+    assert vcluster.load_state(cluster.name)["hosts"][1]["faults"] == {}
+    assert cli.main(["vcluster", "set", "--name", cluster.name, "--host", "host7", "clear"]) == 2
+    assert "'host7' is not a host of" in capsys.readouterr().err
+
+
+@pytest.mark.root
+def test_down_with_every_fault_is_fast_and_leaves_nothing(make_vcluster):
+    faults = {"loss": 0.01, "delay_us": 100, "jitter_us": 50, "rate_bps": 10**8,
+              "flap": {"down_ms": 100, "period_ms": 500}}  # fmt: skip
+    cluster = make_vcluster(hosts=3, link_bps=10**9, host_faults={"host1": faults, "host2": faults})
+    state = vcluster.load_state(cluster.name)
+    pids = [*state["delay_pids"].values(), *state["flap_pids"].values()]
+    assert len(pids) == 4
+    start = time.monotonic()
+    assert vcluster.down(cluster.name) is True
+    assert time.monotonic() - start < 2
+    time.sleep(0.1)
+    ps = subprocess.run(["ps", "-o", "stat=", "-p", ",".join(map(str, pids))],
+                        capture_output=True, text=True).stdout.split()  # fmt: skip
+    assert not [stat for stat in ps if not stat.startswith("Z")], "fault processes left running"
+    assert not [ns for ns in netns.listed() if ns.startswith(vcluster.prefix(cluster.name))]
+    assert not vcluster.state_dir(cluster.name).exists()

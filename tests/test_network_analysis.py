@@ -781,3 +781,63 @@ def test_two_hosts_against_the_nominal_rate_judge_the_bandwidth_and_say_what_is_
     d = na.diagnose(m, reference=NOMINAL)
     assert [f.get("pair") for f in d.flagged] == [["a", "b"]]
     assert "latency_us" in d.notes[0] and "bandwidth" not in d.notes[0]
+
+
+def lossy_measurements(hosts, counts):
+    """All pairs with ``counts(a, b)`` retransmissions (and healthy other figures)."""
+    return [m | {"retransmissions": counts(*m["pair"])} for m in pair_measurements(hosts, 940.0)]
+
+
+def test_a_host_that_retransmits_on_every_link_twice_is_the_loss_culprit():
+    def host2(a, b):
+        return 6 if "host2" in (a, b) else 0
+
+    retested = []
+
+    def remeasure(pairs):
+        retested.extend(pairs)
+        return [{"pair": list(p), "retransmissions": 4} for p in pairs]
+
+    flags = na.diagnose_loss(HOSTS, lossy_measurements(HOSTS, host2), remeasure)
+    assert [f.get("host") for f in flags] == ["host2"]
+    assert "packet loss" in flags[0]["reason"] and "6+4" in flags[0]["reason"]
+    assert sorted(retested) == sorted(tuple(p) for p in (
+        ("host0", "host2"), ("host1", "host2"), ("host2", "host3")))  # fmt: skip
+
+
+def test_retransmissions_that_do_not_come_back_on_retest_are_no_fault():
+    def burst(a, b):
+        return 3 if (a, b) == ("host0", "host1") else 0
+
+    flags = na.diagnose_loss(
+        HOSTS, lossy_measurements(HOSTS, burst),
+        lambda pairs: [{"pair": list(p), "retransmissions": 0} for p in pairs],
+    )  # fmt: skip
+    assert flags == []
+
+
+def test_one_lossy_cable_is_the_pair_and_a_clean_cluster_is_not_retested():
+    def cable(a, b):
+        return 5 if {a, b} == {"host1", "host3"} else 0
+
+    flags = na.diagnose_loss(
+        HOSTS, lossy_measurements(HOSTS, cable),
+        lambda pairs: [{"pair": list(p), "retransmissions": 5} for p in pairs],
+    )  # fmt: skip
+    assert [f.get("pair") for f in flags] == [["host1", "host3"]]
+
+    def no_retest(pairs):
+        raise AssertionError("a clean cluster needs no re-test")
+
+    assert na.diagnose_loss(HOSTS, lossy_measurements(HOSTS, lambda a, b: 0), no_retest) == []
+
+
+def test_flags_on_a_lossy_host_are_its_symptoms():
+    loss = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
+    other = [
+        {"pair": ["host1", "host2"], "figure": "latency_us", "reason": "slow pair"},
+        {"host": "host0", "figure": "bandwidth_mbps", "reason": "host0 slow"},
+    ]
+    kept, notes = na.explained_by_loss(other, loss)
+    assert [f["reason"] for f in kept] == ["host0 slow"]
+    assert notes == ["explained by the packet loss at host2: slow pair"]

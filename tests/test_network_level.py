@@ -407,3 +407,29 @@ def test_retransmissions_count_both_ends_and_fill_a_symmetric_grid():
         [{"pair": ["a", "c"], "retransmissions": 5}, {"pair": ["b", "a"], "retransmissions": 0}],
     )
     assert grid == [[None, 0, 5], [0, None, None], [5, None, None]]
+
+
+FAULTS = {  # one fault kind on host2 of four 1 Gbit hosts, and what must name it
+    "loss 0.1%": ({"loss": 0.001}, "retransmissions"),
+    "rate 100 Mbit": ({"rate_bps": 10**8}, "bandwidth_mbps"),
+    "delay 500 µs": ({"delay_us": 500}, "latency_us"),
+}
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("kind", FAULTS)
+def test_matrix_names_the_faulty_host_and_no_other(make_vcluster, store, kind):
+    faults, figure = FAULTS[kind]
+    cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": faults})
+    doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    flagged = [(f.get("host"), f.get("pair"), f["figure"]) for f in doc["flagged"]]
+    assert flagged == [("host2", None, figure)], doc["flagged"]
+
+
+@pytest.mark.root
+def test_a_healthy_cluster_comes_out_clean_run_after_run(make_vcluster, store):
+    for link in (10**9, 10**8):
+        cluster = make_vcluster(hosts=4, link_bps=link)
+        for _ in range(5):
+            doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+            assert doc["status"] == "ok" and doc["flagged"] == [], doc["flagged"]

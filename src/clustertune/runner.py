@@ -104,6 +104,7 @@ def new_record(
                 "source": cluster.source,
                 "hosts": [h.name for h in cluster.hosts],
                 "link_bps": {h.name: h.link_bps for h in cluster.hosts},
+                "faults": cluster.extra.get("faults") or {},  # injected, at the run's start
             },
             "hosts": hosts,
             "np": np,

@@ -799,3 +799,80 @@ def diagnose_with_retest(
     if not first.suspects:
         return first
     return confirm(first, remeasure(first.suspects))
+
+
+# --------------------------------------------------------------------------- packet loss
+
+LOSSY_MIN_RETRANS = 2  # per pair and round: a healthy link (tbf-shaped or real) shows 0
+
+
+def _lossy(measured: Iterable[Mapping[str, object]]) -> dict[Pair, int]:
+    """Pairs whose runs retransmitted at least LOSSY_MIN_RETRANS segments."""
+    return {
+        tuple(m["pair"]): int(m["retransmissions"])  # type: ignore[misc,arg-type]
+        for m in measured
+        if isinstance(m.get("retransmissions"), int) and m["retransmissions"] >= LOSSY_MIN_RETRANS  # type: ignore[operator]
+    }
+
+
+def diagnose_loss(
+    hosts: Sequence[str],
+    measured: Iterable[Mapping[str, object]],
+    remeasure: Callable[[list[Pair]], Iterable[Mapping[str, object]]],
+) -> list[dict[str, object]]:
+    """Packet loss from TCP's own retransmission counters, which a marginal cable raises
+    long before the throughput of a few sizes shows it. A pair that retransmitted is
+    measured again and must retransmit again to count (a lone burst is not a fault); a
+    host with at least two measured links, all lossy, is the culprit, else the pair is.
+    """
+    measured = list(measured)
+    first = _lossy(measured)
+    if not first:
+        return []
+    again = {tuple(sorted(p)): n for p, n in _lossy(remeasure(sorted(first))).items()}
+    lossy = {p: (n, again[tuple(sorted(p))]) for p, n in first.items() if tuple(sorted(p)) in again}
+    links: dict[str, list[Pair]] = {h: [] for h in hosts}
+    for m in measured:
+        a, b = m["pair"]  # type: ignore[misc]
+        links[a].append((a, b))
+        links[b].append((a, b))
+    flags: list[dict[str, object]] = []
+    blamed = set()
+    for host in hosts:
+        mine = links[host]
+        if len(mine) >= 2 and all(p in lossy for p in mine):
+            blamed.add(host)
+            counts = ", ".join(f"{'-'.join(p)} {n}+{r}" for p, (n, r) in lossy.items() if p in mine)
+            flags.append(
+                {
+                    "host": host, "figure": "retransmissions", "value": None, "median": 0,
+                    "reason": f"{host}: TCP retransmissions on all {len(mine)} of its links, "
+                    f"twice ({counts}) — packet loss: suspect {host}'s NIC or cable",
+                }
+            )  # fmt: skip
+    for (a, b), (n, r) in lossy.items():
+        if a not in blamed and b not in blamed:
+            flags.append(
+                {
+                    "pair": [a, b], "figure": "retransmissions", "value": n + r, "median": 0,
+                    "reason": f"{a}-{b}: {n} then {r} TCP retransmissions — packet loss: "
+                    "suspect the cable or switch ports between them",
+                }
+            )  # fmt: skip
+    return flags
+
+
+def explained_by_loss(flagged: list[dict], loss: list[dict]) -> tuple[list[dict], list[str]]:
+    """Flags of other figures that touch a host blamed for loss are its symptoms, not
+    faults of their own: kept out of the flags, said in a note."""
+    lossy_hosts = {f["host"] for f in loss if "host" in f}
+    kept, notes = [], []
+    for f in flagged:
+        touched = {f.get("host"), *f.get("pair", ())} & lossy_hosts
+        if touched:
+            notes.append(
+                f"explained by the packet loss at {', '.join(sorted(touched))}: {f['reason']}"
+            )
+        else:
+            kept.append(f)
+    return kept, notes

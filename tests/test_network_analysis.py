@@ -832,12 +832,22 @@ def test_one_lossy_cable_is_the_pair_and_a_clean_cluster_is_not_retested():
     assert na.diagnose_loss(HOSTS, lossy_measurements(HOSTS, lambda a, b: 0), no_retest) == []
 
 
-def test_flags_on_a_lossy_host_are_its_symptoms():
+def test_latency_flags_on_a_lossy_host_are_its_symptoms():
     loss = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
     other = [
         {"pair": ["host1", "host2"], "figure": "latency_us", "reason": "slow pair"},
         {"host": "host0", "figure": "bandwidth_mbps", "reason": "host0 slow"},
     ]
-    kept, notes = na.explained_by_loss(other, loss)
-    assert [f["reason"] for f in kept] == ["host0 slow"]
+    flags, notes = na.with_loss(other, loss)
+    assert [f["reason"] for f in flags] == ["host2: loss", "host0 slow"]
     assert notes == ["explained by the packet loss at host2: slow pair"]
+
+
+def test_retransmissions_of_a_slow_link_are_its_symptom_not_loss():
+    """A link shaped slower than the rest drops at its queue: the bandwidth is the fault."""
+    loss = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
+    slow = [{"host": "host2", "figure": "bandwidth_mbps", "reason": "host2 at 10 Mbit/s"}]
+    flags, notes = na.with_loss(slow, loss)
+    assert flags == slow and notes == ["goes with the low bandwidth there: host2: loss"]
+    one_pair = [{"pair": ["host0", "host2"], "figure": "retransmissions", "reason": "pair loss"}]
+    assert na.with_loss(slow, one_pair)[0] == slow

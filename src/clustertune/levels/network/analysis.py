@@ -862,17 +862,34 @@ def diagnose_loss(
     return flags
 
 
-def explained_by_loss(flagged: list[dict], loss: list[dict]) -> tuple[list[dict], list[str]]:
-    """Flags of other figures that touch a host blamed for loss are its symptoms, not
-    faults of their own: kept out of the flags, said in a note."""
-    lossy_hosts = {f["host"] for f in loss if "host" in f}
-    kept, notes = [], []
+def _blamed(flag: Mapping[str, object]) -> set[str]:
+    return {str(flag["host"])} if "host" in flag else set(flag.get("pair", ()))  # type: ignore[arg-type]
+
+
+def with_loss(flagged: list[dict], loss: list[dict]) -> tuple[list[dict], list[str]]:
+    """The other figures' flags and the loss flags as one verdict, and notes.
+
+    A link slower than the others drops at its queue, so retransmissions touching a host
+    or pair already blamed for its bandwidth are its symptom (a note), not a second fault
+    (on such a host not every link need retransmit twice: a pair verdict is its symptom too).
+    Latency flags touching a host blamed for loss are the loss's symptom (a note) too:
+    a retransmission costs a timeout."""
+    slow = set().union(*(_blamed(f) for f in flagged if f["figure"] == "bandwidth_mbps"))
+    notes = []
+    kept_loss = []
+    for f in loss:
+        if _blamed(f) & slow:
+            notes.append(f"goes with the low bandwidth there: {f['reason']}")
+        else:
+            kept_loss.append(f)
+    lossy_hosts = {f["host"] for f in kept_loss if "host" in f}
+    kept = []
     for f in flagged:
-        touched = {f.get("host"), *f.get("pair", ())} & lossy_hosts
-        if touched:
+        touched = _blamed(f) & lossy_hosts
+        if touched and f["figure"] == "latency_us":
             notes.append(
                 f"explained by the packet loss at {', '.join(sorted(touched))}: {f['reason']}"
             )
         else:
             kept.append(f)
-    return kept, notes
+    return kept_loss + kept, notes

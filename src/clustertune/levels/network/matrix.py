@@ -243,8 +243,7 @@ def run_matrix(
             run.figures |= diagnosis.to_json() | {"suspects": [list(p) for p in diagnosis.suspects]}
         if layer == "tcp" and diagnosis is not None:
             loss = analysis.diagnose_loss(names, first, lambda s: measure(s, retest=True))
-            kept, notes = analysis.explained_by_loss(run.figures["flagged"], loss)
-            run.figures["flagged"] = loss + kept
+            run.figures["flagged"], notes = analysis.with_loss(run.figures["flagged"], loss)
             run.figures["notes"] = run.figures.get("notes", []) + notes
         run.figures["flagged"] = unreachable + run.figures.get("flagged", [])
         complete = not run.problems and not any(s.problems for s in run.steps)

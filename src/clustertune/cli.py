@@ -21,7 +21,7 @@ from pathlib import Path
 from . import __version__, levels, vcluster
 from .commands import Output, common_parser, open_store
 from .errors import UserError
-from .launch.process import Interrupted, stop_on_signals
+from .launch.process import signal_of, stop_on_signals
 from .results import compare, flatten_for_csv
 from .units import parse_rate
 
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"clustertune: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:  # the job is stopped; the run, if any, stored
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        signum = signal_of(exc)
         message = (f"interrupted ({signal.Signals(signum).name}); the job was stopped and "
                    "what it measured stored as interrupted")  # fmt: skip
         if getattr(args, "json", False):

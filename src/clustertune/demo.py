@@ -17,7 +17,7 @@ from pathlib import Path
 from . import levels, report, vcluster
 from .cluster import Cluster, local_cluster
 from .errors import UserError
-from .launch.process import Interrupted, stop_on_signals
+from .launch.process import signal_of, stop_on_signals
 from .results import Store
 
 DEMO_NAME = "demo"
@@ -60,7 +60,7 @@ def main() -> int:
         log(f"error: {exc}")
         return 2
     except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        signum = signal_of(exc)
         log(f"interrupted ({signal.Signals(signum).name}): the run in progress is stored")
         return 128 + signum
     finally:

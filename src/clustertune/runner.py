@@ -345,6 +345,7 @@ class _RunService:
 
     def __init__(self, run: Run, service: Service):
         self.run, self.service = run, service
+        self.step: Step | None = None  # once the block has ended
 
     def __enter__(self) -> Service:
         self.order = self.run.next_launch()
@@ -355,7 +356,7 @@ class _RunService:
             self.service.__exit__(*exc)
         finally:
             if self.service.completed is not None:
-                self.run.add(
+                self.step = self.run.add(
                     self.service.what, self.service.completed, is_service=True, order=self.order
                 )
 

@@ -52,6 +52,11 @@ class Interrupted(KeyboardInterrupt):
         self.completed = completed
 
 
+def signal_of(exc: KeyboardInterrupt) -> int:
+    """The stop signal behind an interruption (a plain KeyboardInterrupt is SIGINT)."""
+    return exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+
+
 def new_job_id() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -234,7 +239,7 @@ def run(
         completed = Completed(
             argv, proc.returncode, stdout, stderr, time.monotonic() - begin, interrupted=True
         )
-        raise Interrupted(getattr(exc, "signum", signal.SIGINT), completed) from None
+        raise Interrupted(signal_of(exc), completed) from None
     return Completed(
         argv=argv,
         returncode=proc.returncode if not timed_out else -signal.SIGKILL,

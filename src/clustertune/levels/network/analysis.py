@@ -807,9 +807,9 @@ LOSSY_MIN_RETRANS = 2  # per pair and round: a healthy link (tbf-shaped or real)
 
 
 def _lossy(measured: Iterable[Mapping[str, object]]) -> dict[Pair, int]:
-    """Pairs whose runs retransmitted at least LOSSY_MIN_RETRANS segments."""
+    """Pairs (in sorted order) whose runs retransmitted at least LOSSY_MIN_RETRANS segments."""
     return {
-        tuple(m["pair"]): int(m["retransmissions"])  # type: ignore[misc,arg-type]
+        tuple(sorted(m["pair"])): int(m["retransmissions"])  # type: ignore[misc,arg-type]
         for m in measured
         if isinstance(m.get("retransmissions"), int) and m["retransmissions"] >= LOSSY_MIN_RETRANS  # type: ignore[operator]
     }
@@ -829,11 +829,11 @@ def diagnose_loss(
     first = _lossy(measured)
     if not first:
         return []
-    again = {tuple(sorted(p)): n for p, n in _lossy(remeasure(sorted(first))).items()}
-    lossy = {p: (n, again[tuple(sorted(p))]) for p, n in first.items() if tuple(sorted(p)) in again}
+    again = _lossy(remeasure(sorted(first)))
+    lossy = {p: (n, again[p]) for p, n in first.items() if p in again}
     links: dict[str, list[Pair]] = {h: [] for h in hosts}
     for m in measured:
-        a, b = m["pair"]  # type: ignore[misc]
+        a, b = sorted(m["pair"])  # type: ignore[arg-type]
         links[a].append((a, b))
         links[b].append((a, b))
     flags: list[dict[str, object]] = []

@@ -125,7 +125,7 @@ def mpi_round_robin(
 
 
 def reachability(launcher: Launcher, hosts: Sequence[str]) -> tuple[list[str], list[dict]]:
-    """The hosts an all-pairs MPI job can run on, and a flag for each host left out.
+    """The hosts the matrix (MPI or TCP) can run on, and a flag for each host left out.
 
     Why here and not in the kernel: an MPI job is all or nothing. With a host's link down
     it does not even reach the kernel (OpenMPI's orted on that host cannot open its

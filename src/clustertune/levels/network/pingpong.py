@@ -178,14 +178,15 @@ def tcp_pair(
     """Server on ``b`` beside the client on ``a`` (connecting to b's address), both steps
     of ``run``; the client's step, whose samples are the measurement and whose result's
     detail gains the server's TCP counters (``server_tcp_info``) beside its own."""
-    with run.service(
+    service = run.service(
         b, tcp_server_argv(sockbuf), ready=READY_PORT, what=f"server on {b}",
         start_timeout=SERVER_START_S, stop_grace=SERVER_EXIT_S,
-    ) as server:  # fmt: skip
+    )  # fmt: skip
+    with service as server:
         port = int(server.ready_match.group(1))
         argv = tcp_client_argv(run.cluster, b, port, client_args, sockbuf)
         client = run.program(a, argv, timeout=timeout, what=what or f"client on {a}", tag=tag)
-    served = kernels.parse_output(server.completed.stdout).result if server.completed else None
+    served = service.step.output.result if service.step else None
     if client.output.result is not None and served is not None:
         detail = client.output.result.setdefault("detail", {})
         detail["server_tcp_info"] = (served.get("detail") or {}).get("tcp_info")

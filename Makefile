@@ -6,11 +6,12 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := .stamps
 
-# Debian packages the project needs (system MPI, BLAS, PnetCDF, namespaces, reference tools).
+# Debian packages the project needs (system MPI, BLAS, PnetCDF, TLS, namespaces, reference
+# tools; gfortran builds the official NPB and MILC peers for the bench scripts).
 APT_PACKAGES := build-essential cmake pkg-config python3 python3-venv \
 	openmpi-bin libopenmpi-dev mpich libmpich-dev \
 	libopenblas-dev liblapacke-dev libblis-dev libatlas-base-dev libblas3 \
-	libpnetcdf-dev pnetcdf-bin netcdf-bin hwloc \
+	libpnetcdf-dev pnetcdf-bin netcdf-bin hwloc libssl-dev openssl gfortran \
 	iproute2 iptables util-linux hostname iputils-ping procps \
 	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev slurm-wlm munge
 

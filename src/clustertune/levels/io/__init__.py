@@ -1,0 +1,24 @@
+"""Parallel I/O level (seeds/004): netCDF collective vs independent read and write of 3-D
+int arrays through PnetCDF, beside raw MPI-IO of the same bytes (docs/io.md).
+
+netcdf.py    `clustertune io netcdf`: runs ct-io-netcdf, checks every file it wrote
+             (ncvalidator, ncdump -h, a netCDF4 read-back), the `results` list
+validate.py  the file checks
+section.py   the report section (time vs size, read/write, collective/independent, np)
+demo.py      the step in `make demo`
+cli.py       the commands' arguments
+"""
+
+from .. import Kernel, Level, register
+
+NETCDF_KERNEL = "ct-io-netcdf"
+
+# Debian's PnetCDF is built for OpenMPI only (../shared/research/parallel-io.md)
+LEVEL = register(
+    Level(
+        "io", "Parallel I/O: netCDF collective and independent, local and remote", order=60,
+        kernels=(Kernel(NETCDF_KERNEL, "io", ("openmpi",)),),
+    )
+)  # fmt: skip
+
+from . import cli, demo, section  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -1,0 +1,213 @@
+"""``clustertune io netcdf``: the seeds/004 measurement on a cluster, and its `results`.
+
+One run of ct-io-netcdf (every size, op, mode and variant asked for) is one record. The
+kernel verifies what it reads; this module then checks every netCDF file the kernel kept
+(validate.py) inside the same run, so a file that ncvalidator, ncdump or netCDF4 rejects
+fails the record, and removes the files afterwards unless asked to keep them.
+
+The MPI-IO driver is chosen, never left to chance: OpenMPI's default OMPIO was measured
+3-10x slower than ROMIO on small files here (../shared/research/parallel-io.md), so the
+level pins ROMIO (``OMPI_MCA_io=romio321``) unless ``--driver ompio``; the kernel reports
+the driver it ran with (detail.mpiio_driver) and the record keeps the variable.
+Definitions of every figure: docs/io.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+from pathlib import Path
+
+from ... import kernels
+from ...cluster import Cluster
+from ...commands import Output, cluster_of, open_store
+from ...errors import UserError
+from ...launch import Job
+from ...results import Store
+from ...runner import Run
+from . import LEVEL, NETCDF_KERNEL, validate
+
+SIZES = (16, 64, 100, 128, 256)
+MAX_SIZE = 2048  # the kernel's limit
+MODES = ("collective", "independent", "both")
+OPS = ("write", "read")
+FORMATS = ("cdf1", "cdf2", "cdf5")
+DRIVERS = {"romio": "romio321", "ompio": "ompio"}  # --driver -> OMPI_MCA_io
+REPS = 20
+TIMEOUT_S = 1800.0
+CHECK_TIMEOUT_S = 120.0
+# the `results` fields of the issue's JSON contract, then ours
+RESULT_KEYS = ("size", "op", "mode", "np", "remote", "open_to_close_s_min", "io_only_s_min",
+               "mbps", "valid")  # fmt: skip
+
+
+def parse_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or not all(1 <= s <= MAX_SIZE for s in sizes):
+        raise UserError(f"--sizes {text!r}: expected sizes N (1..{MAX_SIZE}) separated by commas")
+    return sizes
+
+
+def parse_ops(text: str) -> list[str]:
+    ops = [o.strip() for o in text.split(",")]
+    if not ops or any(o not in OPS for o in ops):
+        raise UserError(f"--ops {text!r}: expected write, read or write,read")
+    return [o for o in OPS if o in ops]
+
+
+def kernel_args(
+    sizes: list[int], mode: str, ops: list[str], fmt: str, reps: int, directory: str,
+    raw: bool, inject_fault: bool = False,
+) -> list[str]:  # fmt: skip
+    args = ["--dir", directory, "--sizes", ",".join(map(str, sizes)), "--mode", mode,
+            "--ops", ",".join(ops), "--format", fmt, "--reps", str(reps), "--keep"]  # fmt: skip
+    return args + ["--raw"] * raw + ["--inject-fault"] * inject_fault
+
+
+def driver_env(mpi: str, driver: str) -> dict[str, str]:
+    """The MPI-IO driver pinned for the job (MPICH has ROMIO only)."""
+    return {"OMPI_MCA_io": DRIVERS[driver]} if mpi == "openmpi" else {}
+
+
+def derive(samples: list[dict], result: dict | None) -> dict:
+    """Per size: netCDF collective write time over raw MPI-IO + swap of the same bytes
+    (open-to-close minimums; the bench criterion is <= 1.2 from 8 MB)."""
+    best = {(s["variant"], s["size"]): s["open_to_close_s"]["min"] for s in samples
+            if s.get("op") == "write" and s.get("mode") == "collective"}  # fmt: skip
+    ratios = {str(size): t / best[("rawswap", size)] for (variant, size), t in best.items()
+              if variant == "netcdf" and best.get(("rawswap", size))}  # fmt: skip
+    return {"write_over_rawswap": ratios} if ratios else {}
+
+
+def check_files(run: Run, host: str, samples: list[dict]) -> dict[str, dict]:
+    """ncvalidator and ncdump -h on ``host``, a netCDF4 read-back here when visible; every
+    failure becomes a problem of the run. Returns each file's verdicts."""
+    verdicts: dict[str, dict] = {}
+    for s in samples:
+        path = s.get("file")
+        if not path or path in verdicts:
+            continue
+        n = s["size"]
+        v = run.program(host, ["ncvalidator", "-q", path], timeout=CHECK_TIMEOUT_S)
+        dump = run.program(host, ["ncdump", "-h", path], timeout=CHECK_TIMEOUT_S)
+        header = dump.completed.returncode == 0 and validate.header_ok(dump.completed.stdout, n)
+        if dump.completed.returncode == 0 and not header:
+            run.problems.append(f"{path}: ncdump -h does not show int data(z, y, x) of {n}^3")
+        back = validate.readback(Path(path), n) if Path(path).is_file() else "not visible here"
+        if back and back != "not visible here":
+            run.problems.append(f"{path}: netCDF4 read-back: {back}")
+        verdicts[path] = {
+            "ncvalidator": v.completed.returncode == 0,
+            "ncdump": header,
+            "netcdf4": None if back == "not visible here" else back is None,
+        }
+    return verdicts
+
+
+def measure(
+    cluster: Cluster, store: Store, *, np: int, mpi: str, sizes: list[int], mode: str,
+    ops: list[str], fmt: str, reps: int, raw: bool = True, driver: str = "romio",
+    hosts: list[str] | None = None, timeout: float = TIMEOUT_S, directory: str | None = None,
+    keep_files: bool = False, inject_fault: bool = False,
+) -> dict:  # fmt: skip
+    """One stored record: ct-io-netcdf on ``np`` ranks, then the checks of its files."""
+    job_hosts = Job(kernel=Path(), args=[], np=np, mpi=mpi, hosts=hosts).hosts_used(cluster)
+    made = directory is None
+    workdir = tempfile.mkdtemp(prefix="clustertune-io-", dir="/tmp") if made else directory
+    Path(workdir).chmod(0o755)
+    params = {"sizes": sizes, "mode": mode, "ops": ops, "format": fmt, "reps": reps,
+              "raw": raw, "driver": driver, "remote": None, "dir": workdir}  # fmt: skip
+    try:
+        with Run(cluster, store, level=LEVEL.name, kernel=NETCDF_KERNEL, params=params,
+                 hosts=job_hosts, np=np, mpi=mpi, env=driver_env(mpi, driver),
+                 derive=derive) as run:  # fmt: skip
+            step = run.mpi(
+                NETCDF_KERNEL, np=np, mpi=mpi, hosts=hosts, timeout=timeout,
+                args=kernel_args(sizes, mode, ops, fmt, reps, workdir, raw, inject_fault),
+            )  # fmt: skip
+            run.figures["files"] = check_files(run, job_hosts[0], step.output.samples)
+    finally:
+        if not keep_files:
+            if made:
+                shutil.rmtree(workdir, ignore_errors=True)
+            else:
+                for f in Path(workdir).glob("ct_io_*"):
+                    f.unlink(missing_ok=True)
+    return run.record
+
+
+def results(record: dict) -> list[dict]:
+    """The record's `results` list (issue contract): one entry per sample."""
+    files = record["figures"].get("files", {})
+    remote = record["params"].get("remote")
+    out = []
+    for s in record["samples"]:
+        if "open_to_close_s" not in s:
+            continue
+        checks = files.get(s.get("file"), {})
+        valid = bool(s.get("verified")) and all(v is not False for v in checks.values())
+        out.append({
+            "size": s["size"], "op": s["op"], "mode": s["mode"], "np": s["np"],
+            "remote": remote, "open_to_close_s_min": s["open_to_close_s"]["min"],
+            "io_only_s_min": s["io_only_s"]["min"], "mbps": s["mbps"], "valid": valid,
+            "variant": s["variant"], "format": s["format"], "bytes": s["bytes"],
+            "reps": s["reps"], "open_to_close_s_median": s["open_to_close_s"]["median"],
+            "io_only_s_median": s["io_only_s"]["median"], "mbps_io": s["mbps_io"],
+        })  # fmt: skip
+    return out
+
+
+def text(record: dict) -> str:
+    rows = results(record)
+    detail = record["detail"]
+    where = record["params"].get("remote") or "local"
+    lines = [
+        f"run {record['id']}: io/{record['kernel']} on {record['meta']['cluster']['name']} "
+        f"({where}), np={record['meta']['np']}, MPI-IO driver "
+        f"{detail.get('mpiio_driver', '?')} -> {record['status']}, "
+        f"verification {record['verification']}",
+        f"{'N':>5} {'MiB':>7} {'op':<5} {'mode':<11} {'variant':<8} {'open-close ms':>13} "
+        f"{'median':>8} {'I/O ms':>8} {'median':>8} {'MB/s':>8}  valid",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['size']:>5} {r['bytes'] / 2**20:>7.2f} {r['op']:<5} {r['mode']:<11} "
+            f"{r['variant']:<8} {1e3 * r['open_to_close_s_min']:>13.3f} "
+            f"{1e3 * r['open_to_close_s_median']:>8.3f} {1e3 * r['io_only_s_min']:>8.3f} "
+            f"{1e3 * r['io_only_s_median']:>8.3f} {r['mbps']:>8.1f}  {'yes' if r['valid'] else 'NO'}"
+        )
+    ratios = record["figures"].get("write_over_rawswap") or {}
+    if ratios:
+        lines.append("netCDF collective write / raw MPI-IO + swap: "
+                     + ", ".join(f"N={k}: {v:.2f}" for k, v in ratios.items()))  # fmt: skip
+    if record["error"]:
+        lines.append(f"error: {record['error']}")
+    return "\n".join(lines)
+
+
+def cmd_netcdf(args: argparse.Namespace) -> Output:
+    sizes = parse_sizes(args.sizes)
+    ops = parse_ops(args.ops)
+    if args.reps < 1:
+        raise UserError(f"--reps {args.reps}: must be at least 1")
+    if args.np < 1:
+        raise UserError(f"--np {args.np}: must be at least 1")
+    if args.dir is not None and not Path(args.dir).is_dir():
+        raise UserError(f"--dir {args.dir}: not a directory")
+    kernels.kernel_path(NETCDF_KERNEL, args.mpi)  # built for this MPI? (PnetCDF: OpenMPI only)
+    cluster = cluster_of(args)
+    record = measure(
+        cluster, open_store(args), np=args.np, mpi=args.mpi, sizes=sizes, mode=args.mode,
+        ops=ops, fmt=args.format, reps=args.reps, raw=not args.no_raw, driver=args.driver,
+        hosts=args.hosts, timeout=args.timeout, directory=args.dir, keep_files=args.keep_files,
+        inject_fault=args.inject_fault,
+    )  # fmt: skip
+    payload = {"run": record["id"], "status": record["status"],
+               "verification": record["verification"],
+               "mpiio_driver": record["detail"].get("mpiio_driver"),
+               "results": results(record), "error": record["error"]}  # fmt: skip
+    return Output(payload, text(record), 0 if record["status"] == "ok" else 1)

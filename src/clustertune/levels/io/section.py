@@ -1,0 +1,76 @@
+"""The I/O level's report section, after seeds/004 figures 3 and 4: open-to-close time
+against the array size, write and read, collective and independent, one line per process
+count, local beside remote; then raw MPI-IO of the same bytes, and the table of minimums."""
+
+from __future__ import annotations
+
+from ... import render as html
+from . import LEVEL, netcdf
+
+LINESTYLE = {"collective": "-", "independent": "--"}
+
+
+def points(records: list[dict]) -> list[tuple[dict, dict]]:
+    """(record, result) of every valid measurement of the level's kernels."""
+    return [(r, x) for r in records if r["level"] == LEVEL.name
+            for x in netcdf.results(r) if x["valid"]]  # fmt: skip
+
+
+def where(result: dict) -> str:
+    return f"remote {result['remote']}" if result["remote"] else "local"
+
+
+def figure(pts: list[tuple[dict, dict]]) -> str:
+    plt = html.pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
+    for ax, op in zip(axes, netcdf.OPS, strict=True):
+        lines: dict[tuple, dict[int, float]] = {}
+        for _, x in pts:
+            if x["op"] != op:
+                continue
+            key = (x["variant"], where(x), x["mode"], x["np"])
+            best = lines.setdefault(key, {})
+            best[x["size"]] = min(best.get(x["size"], float("inf")), x["open_to_close_s_min"])
+        for (variant, place, mode, np_), best in sorted(lines.items()):
+            if variant == "raw":
+                continue  # rawswap is the comparison that holds the format's byte order
+            sizes = sorted(best)
+            label = f"{variant} {place} {mode} np={np_}"
+            ax.plot(sizes, [1e3 * best[s] for s in sizes], LINESTYLE[mode], marker="o",
+                    label=label, alpha=0.6 if variant == "rawswap" else 1.0)  # fmt: skip
+        ax.set(xscale="log", yscale="log", xlabel="N (array N^3 ints)",
+               ylabel="open-to-close ms (min)", title=f"{op}")  # fmt: skip
+        ax.legend(fontsize="x-small")
+    fig.tight_layout()
+    return html.svg(fig)
+
+
+def table(pts: list[tuple[dict, dict]]) -> str:
+    rows = [
+        [r["id"], r["meta"]["cluster"]["name"], where(x), r["detail"].get("mpiio_driver", "-"),
+         x["np"], x["size"], f"{x['bytes'] / 2**20:.2f}", x["op"], x["mode"], x["variant"],
+         x["format"], f"{1e3 * x['open_to_close_s_min']:.3f}",
+         f"{1e3 * x['open_to_close_s_median']:.3f}", f"{1e3 * x['io_only_s_min']:.3f}",
+         f"{x['mbps']:.1f}"]
+        for r, x in pts
+    ]  # fmt: skip
+    headers = ["run", "cluster", "where", "MPI-IO", "np", "N", "MiB", "op", "mode", "variant",
+               "format", "open-close ms", "median", "I/O ms", "MB/s"]  # fmt: skip
+    return html.table(headers, rows)
+
+
+@LEVEL.section
+def render(records: list[dict]) -> str:
+    mine = [r for r in records if r["level"] == LEVEL.name]
+    if not mine:
+        return ""
+    pts = points(mine)
+    failed = [r for r in mine if r["status"] != "ok"]
+    parts = []
+    if pts:
+        parts += [figure(pts), table(pts)]
+    if failed:
+        parts.append("<p>Failed or incomplete runs: " + ", ".join(
+            f"{r['id']} ({html.esc((r['error'] or r['status']).splitlines()[0])})" for r in failed
+        ) + "</p>")  # fmt: skip
+    return "\n".join(parts)

@@ -1,0 +1,91 @@
+/* npb.h - what the NPB kernels (ct-npb-ep, ct-npb-lu, ct-npb-bt) share: the class
+ * option, the --check-only line, communication accounting, NPB's relative-error checks
+ * and the one result line of the contract in docs/npb.md.
+ *
+ * The benchmarks follow the NAS Parallel Benchmarks 3.4 specification (NAS technical
+ * reports RNR-94-007, NAS-95-020, NAS-02-007): same problems, same verification values,
+ * same operation counts; the code is our own.
+ */
+#ifndef NPB_H
+#define NPB_H
+
+#include "ct_mpi.h"
+#include "ct_opt.h"
+
+#define NPB_TOLERANCE 1e-8 /* NPB's relative tolerance of every checked value */
+#define NPB_MAX_CHECKS 32
+
+/* The classes the kernels accept, in the order of CT_OPT_CHOICE indices. */
+extern const char *const npb_classes[];  /* "S", "W", "A", "B", "C", NULL */
+enum { NPB_S, NPB_W, NPB_A, NPB_B, NPB_C, NPB_NCLASSES };
+
+/* Tags of the NPB kernels (below ct_mpi.h's CT_TAG_END range is not needed: each kernel
+ * runs alone in its job, but the names keep the phases apart). */
+enum npb_tag {
+    NPB_TAG_LU_SOUTH = 1, /* LU pipelined sweeps: a plane's edge to the next rank */
+    NPB_TAG_LU_EAST,
+    NPB_TAG_LU_NORTH,
+    NPB_TAG_LU_WEST,
+    NPB_TAG_LU_HALO, /* LU halo exchange of the right-hand side (base; + direction) */
+    NPB_TAG_BT = 100 /* BT's own range starts here */
+};
+
+/* The "--check-only" answer: problem is NULL when np is allowed; otherwise writes
+ * "<prog>: --np N: <BENCH>.<class> runs on <list> ranks<why>" into line. allowed(np, cls)
+ * says whether a count runs; the list shows the allowed counts up to max_list. */
+const char *npb_check_np(char *line, size_t len, const char *prog, const char *bench, int cls,
+                         int np, int (*allowed)(int np, int cls), int max_list, const char *why);
+
+/* Communication accounting of one rank: time inside MPI calls of the timed section,
+ * messages sent and their payload bytes. */
+typedef struct {
+    double comm_s, since;
+    double messages, bytes;
+} npb_comm;
+
+static inline void npb_comm_start(npb_comm *c) { c->since = MPI_Wtime(); }
+static inline void npb_comm_stop(npb_comm *c) { c->comm_s += MPI_Wtime() - c->since; }
+static inline void npb_comm_sent(npb_comm *c, double bytes)
+{
+    c->messages += 1.0;
+    c->bytes += bytes;
+}
+
+/* One compared value. exact: a count (rel_error is still |v - ref| / |ref|, but the
+ * check wants 0). */
+typedef struct {
+    const char *name;
+    double value, reference;
+    int exact;
+} npb_check;
+
+/* What a kernel hands to npb_report (every rank; only rank 0's checks matter). */
+typedef struct {
+    const char *benchmark; /* "EP", "LU", "BT" */
+    int cls;               /* NPB_S .. */
+    long long size[3]; /* EP: [numbers]; LU, BT: [nx, ny, nz] */
+    int nsize;
+    int iterations;
+    double time_s;     /* this rank's timed section */
+    double mops_total; /* filled by npb_report from ops / max time when ops > 0 */
+    double ops;        /* NPB's nominal operation count of the run */
+    const char *op_type;
+    npb_check checks[NPB_MAX_CHECKS];
+    int nchecks;
+    int dt_ok; /* LU/BT: dt equals the class's dt (else unverified, class 'U' in NPB) */
+    npb_comm comm;
+    double per_iteration; /* iterations the message counts are divided by (EP: 1) */
+    ct_json_fields extra; /* more figures (may be NULL), called with extra_arg */
+    const void *extra_arg;
+    ct_json_fields detail;
+    const void *detail_arg;
+} npb_result;
+
+void npb_add_check(npb_result *r, const char *name, double value, double reference, int exact);
+
+/* Collective over MPI_COMM_WORLD: the max time, every rank's computation and
+ * communication times, the messages summed over ranks; rank 0 writes the result line.
+ * Returns 1 when verified (on every rank). */
+int npb_report(npb_result *r);
+
+#endif

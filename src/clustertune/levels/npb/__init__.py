@@ -1,0 +1,27 @@
+"""Application level II: the NAS Parallel Benchmarks EP, LU and BT (NPB 3.4), our own C11 +
+MPI kernels verified against NPB's reference values, with NPB's Mop/s formulas, the
+per-rank computation/communication split and the messages per iteration (docs/npb.md).
+seeds/003 places a cluster among supercomputers with these three benchmarks.
+
+run.py       the process-count rules, running a kernel, NPB's familiar text from the record
+section.py   the report section (Mop/s per process vs np, comp/comm split, seeds/003 machines)
+paper.py     seeds/003's machines and findings (data file paper003.json)
+demo.py      the step in `make demo`
+cli.py       `clustertune npb ep|lu|bt`
+"""
+
+from .. import Kernel, Level, register
+
+KERNELS = {"ep": "ct-npb-ep", "lu": "ct-npb-lu", "bt": "ct-npb-bt"}
+# the benchmarks whose kernels this version builds (kernels/npb/<bench>/)
+AVAILABLE = ("ep",)
+
+# in the demo and the report: after Linpack
+LEVEL = register(
+    Level(
+        "npb", "Application level: NAS Parallel Benchmarks (EP, LU, BT)", order=50,
+        kernels=tuple(Kernel(KERNELS[b], f"npb/{b}") for b in AVAILABLE),
+    )
+)  # fmt: skip
+
+from . import cli, demo, section  # noqa: E402, F401  (they hang their parts on LEVEL)

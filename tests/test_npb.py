@@ -1,0 +1,154 @@
+"""The NPB level (EP, LU): kernels verified against NPB's reference values on 1, 2 and 4
+ranks with both MPIs, the injected fault stored as failed, bad class or count refused
+before launch, NPB's text from the record, the report section and the demo step."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from clustertune import report
+from clustertune.cluster import local_cluster
+from clustertune.errors import UserError
+from clustertune.levels import npb
+from clustertune.levels.npb import paper, section
+from clustertune.levels.npb import run as npbrun
+from clustertune.results import Store
+
+MPIS = ("openmpi", "mpich")
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "clustertune.cli", *args],
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def synthetic(verified: bool, **figures) -> dict:
+    f = {
+        "benchmark": "LU", "class": "A", "np": 4, "name": "LU.A.4", "size": [64, 64, 64],
+        "iterations": 250, "time_s": 10.0, "mops_total": 11424.13, "mops_per_process": 2856.03,
+        "op_type": "floating point", "verified": verified, "compared": [
+            {"name": "xcr1", "value": 779.02, "reference": 779.021, "rel_error": 1.3e-6,
+             "passed": verified},
+            {"name": "xci", "value": None, "reference": 26.03, "rel_error": None, "passed": False},
+        ],
+        "comp_time_s": 9.0, "comm_time_s": 1.0, "messages_per_iteration": 1234,
+        "bytes_per_iteration": 56789,
+    } | figures  # fmt: skip
+    return {
+        "id": 3, "kernel": "ct-npb-lu", "level": "npb", "status": "ok" if verified else "failed",
+        "verification": "passed" if verified else "failed", "figures": f,
+        "detail": {"mpi_library": "Open MPI v4.1.4, package: Debian OpenMPI"}, "error": None,
+        "meta": {"mpi": {"flavour": "openmpi"}, "cluster": {"name": "vc"}, "np": 4},
+    }  # fmt: skip
+
+
+def test_npb_text_is_rendered_from_the_record() -> None:
+    lines = npbrun.text(synthetic(True)).splitlines()
+    block = {ln.split("=")[0].strip(): ln.split("=", 1)[1].strip() for ln in lines if "=" in ln}
+    assert " LU Benchmark Completed." in lines
+    assert block["Size"] == "64x  64x  64"
+    assert block["Mop/s total"] == "11424.13" and block["Mop/s/process"] == "2856.03"
+    assert block["Verification"] == "SUCCESSFUL" and block["MPI"] == "Open MPI v4.1.4"
+    assert block["Operation type"] == "floating point" and block["Iterations"] == "250"
+    failed = npbrun.text(synthetic(False))
+    assert "UNSUCCESSFUL" in failed and "FAILED" in failed and "n/a" in failed
+
+
+def test_section_draws_per_process_rates_and_the_paper() -> None:
+    records = [synthetic(True, np=n, mops_per_process=100.0 / n, name=f"LU.A.{n}")
+               for n in (1, 2, 4)] + [synthetic(False, np=8)]  # fmt: skip
+    lines = section.series(records)
+    assert lines == {("LU.A", "openmpi", "vc"): {1: 100.0, 2: 50.0, 4: 25.0}}  # failed left out
+    html = section.render(records)
+    assert "Mop/s per process" in html and "UNSUCCESSFUL" in html
+    assert "etlwiz" in html and "193" in html  # seeds/003's machine and its latency
+    assert paper.paper()["source"].startswith("seeds/003")
+
+
+def test_bad_class_and_unavailable_benchmark_are_user_errors() -> None:
+    with pytest.raises(UserError, match="--class"):
+        npbrun.kernel_args("Q")
+    if "bt" not in npb.AVAILABLE:
+        with pytest.raises(UserError, match="BT is not built"):
+            npbrun.kernel_of("bt")
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["ep", "--class", "S", "--np", "300"], "EP.S runs on 1-256 ranks"),
+        (["ep", "--class", "Z"], "--class"),
+        (["lu", "--class", "S", "--np", "5"], "LU.S runs on"),
+    ],
+)
+def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -> None:
+    if args[0] not in npb.AVAILABLE:
+        pytest.skip(f"{args[0]} not built in this version")
+    db = tmp_path / "r.db"
+    out = cli("npb", *args, "--db", str(db), timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("clustertune: error: "), out.stderr
+    assert named in lines[0], lines[0]
+    assert out.stdout == "" and "mpirun" not in out.stderr
+    assert not db.exists() or Store(db).list() == []
+
+
+def compared(record: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in record["figures"]["compared"]}
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("np_", (1, 2, 4))
+def test_ep_class_s_verifies(store, mpi: str, np_: int) -> None:
+    record = npbrun.run_npb(local_cluster(), store, "ep", "S", np_, mpi, timeout=120)
+    f = record["figures"]
+    assert record["status"] == "ok" and record["verification"] == "passed", record["error"]
+    assert f["verified"] is True and f["name"] == f"EP.S.{np_}"
+    c = compared(record)
+    assert c["sx"]["reference"] == -3.247834652034740e3 and c["sx"]["rel_error"] <= 1e-8
+    assert c["gaussian_pairs"]["value"] == 13176389  # bit-identical on any rank count
+    assert record["detail"]["counts"][:6] == [6140517, 5865300, 1100361, 68546, 1648, 17]
+    assert f["mops_total"] == pytest.approx(2**25 / f["time_s"] / 1e6)
+    assert len(f["comp_time_s_per_rank"]) == np_ == len(f["comm_time_s_per_rank"])
+    assert f["messages_per_iteration"] == np_  # one reduction per rank
+    assert record["meta"]["np"] == np_
+
+
+def test_ep_class_w_verifies_on_2_ranks(store) -> None:
+    record = npbrun.run_npb(local_cluster(), store, "ep", "W", 2, "mpich", timeout=120)
+    assert record["verification"] == "passed" and record["figures"]["size"] == [2**26]
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_ep_injected_fault_is_unsuccessful_and_stored_failed(store, mpi: str) -> None:
+    record = npbrun.run_npb(local_cluster(), store, "ep", "S", 2, mpi, inject_fault=True)
+    assert record["status"] == "failed" and record["verification"] == "failed"
+    assert record["figures"]["verified"] is False
+    assert not compared(record)["sx"]["passed"]
+    assert store.get(record["id"])["status"] == "failed"
+    assert "UNSUCCESSFUL" in npbrun.text(record)
+
+
+@pytest.mark.root
+def test_demo_step_on_the_4_host_cluster(make_vcluster, store) -> None:
+    from clustertune.levels import linpack
+
+    assert npb.LEVEL.order > linpack.LEVEL.order
+    cluster = make_vcluster(hosts=4)
+    started = time.monotonic()
+    records = npb.LEVEL.demo(cluster, store)
+    assert time.monotonic() - started < 90
+    assert all(r["status"] == "ok" and r["verification"] == "passed" for r in records)
+    names = {r["figures"]["name"] for r in records}
+    assert {"EP.S.1", "EP.S.2", "EP.S.4"} <= names
+    assert len({r["meta"]["hosts"][-1] for r in records if r["figures"]["np"] == 4}) >= 1
+    html = report.build(store, [r["id"] for r in records])
+    assert "NAS Parallel Benchmarks" in html and "EP.S.4" in html
+    assert "Mop/s per process" in html

@@ -403,8 +403,8 @@ def test_mpi_matrix_leaves_an_unreachable_host_out_in_bounded_time(make_vcluster
 
 def test_retransmissions_count_both_ends_and_fill_a_symmetric_grid():
     detail = {"tcp_info": {"total_retrans": 3}, "server_tcp_info": {"total_retrans": 4}}
-    assert pingpong.retransmissions(detail) == 7
-    assert pingpong.retransmissions({"server_tcp_info": None}) is None  # an old server
+    assert pingpong.both_ends(detail, "total_retrans") == 7
+    assert pingpong.both_ends({"server_tcp_info": None}, "total_retrans") is None  # old server
     grid = matrix.retransmission_grid(
         ["a", "b", "c"],
         [{"pair": ["a", "c"], "retransmissions": 5}, {"pair": ["b", "a"], "retransmissions": 0}],

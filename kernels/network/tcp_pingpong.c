@@ -49,7 +49,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h> /* struct tcp_info with the counters glibc's copy lacks */
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -286,6 +286,7 @@ static void emit_tcp_info(ct_json *j, int fd)
         return;
     ct_json_open_object(j, "tcp_info");
     ct_json_integer(j, "total_retrans", info.tcpi_total_retrans);
+    ct_json_integer(j, "data_segs_out", info.tcpi_data_segs_out);
     ct_json_integer(j, "lost", info.tcpi_lost);
     ct_json_integer(j, "rtt_us", info.tcpi_rtt);
     ct_json_integer(j, "rttvar_us", info.tcpi_rttvar);

@@ -21,10 +21,13 @@ from ...launch import Launcher, launcher_for
 from ...results import Store
 from ...runner import Run
 from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis
-from .pingpong import check_size, pair_rate_bps, reachable, retransmissions, tcp_pair
+from .pingpong import both_ends, check_size, pair_rate_bps, reachable, tcp_pair
 
 DEFAULT_SIZE = 1 << 20  # the MPI kernel's round-robin default
 LATENCY_SIZE = 1
+# The loss re-test: the bandwidth size for this long per pair, ~10x a matrix point's
+# traffic, so 0.1 % loss shows as tens of retransmissions, not the handful a point sees.
+LOSS_POINT_TIME_S = 1.0
 # Reachability checks at once. A check that fails lasts ~15 s (the client's 10 s connect
 # timeout, then the server's 5 s stop grace); one dead host among n fails n-1 checks,
 # which take ceil((n-1) / REACH_WORKERS) such waves. A check that passes takes < 1 s.
@@ -63,43 +66,70 @@ def measurement(a: str, b: str, samples: Sequence[dict]) -> dict:
     """Latency (smallest size) and bandwidth (throughput of the largest) of one pair, and
     the TCP retransmissions of its runs when the samples carry them (TCP layer)."""
     curve = analysis.curve_from_points(samples)
-    counted = [s["retrans"] for s in samples if s.get("retrans") is not None]
     return {
         "pair": [a, b],
         "latency_us": analysis.latency_us(curve),
         "bandwidth_mbps": float(curve.throughput_mbps[-1]),
-        "retransmissions": sum(counted) if counted else None,
+        **tcp_counters(samples),
+    }
+
+
+def tcp_counters(samples: Sequence[dict]) -> dict[str, int | None]:
+    """Retransmitted and sent data segments of the runs behind ``samples`` (None: not TCP)."""
+    counted = [s for s in samples if s.get("retrans") is not None]
+    return {
+        "retransmissions": sum(s["retrans"] for s in counted) if counted else None,
+        "data_segments": sum(s.get("data_segs") or 0 for s in counted) if counted else None,
     }
 
 
 # --------------------------------------------------------------------------- TCP
 
 
-def _tcp_pair(run: Run, a: str, b: str, size: int, timeout: float, tag: dict) -> list[dict]:
+def _tcp_pair(
+    run: Run, a: str, b: str, sizes: Sequence[int], timeout: float, tag: dict,
+    point_time: float | None,
+) -> list[dict]:  # fmt: skip
     found = []
-    for s in (LATENCY_SIZE, size):
+    for s in sizes:  # one run per size, so each sample carries its own run's TCP counters
         args = ["--min-size", str(s), "--max-size", str(s), "--perturbation", "0", "--trials", "3"]
+        if point_time is not None:
+            args += ["--point-time", str(point_time)]
         try:
             step = tcp_pair(run, a, b, args, timeout, tag={"host_a": a, "host_b": b, **tag},
                             what=f"{a}-{b} {s} B")  # fmt: skip
         except UserError as exc:  # the server could not start: this pair stays unmeasured
             run.problems.append(f"{a}-{b}: {exc}")
             return found
-        retrans = retransmissions((step.output.result or {}).get("detail") or {})
+        detail = (step.output.result or {}).get("detail") or {}
         for sample in step.output.samples:  # in the stored samples too
-            sample["retrans"] = retrans
+            sample["retrans"] = both_ends(detail, "total_retrans")
+            sample["data_segs"] = both_ends(detail, "data_segs_out")
         found += step.output.samples
     return found
 
 
 def tcp_round(
-    run: Run, pairs: Sequence[Pair], size: int, timeout: float | None, tag: dict
-) -> dict[Pair, list[dict]]:
+    run: Run, pairs: Sequence[Pair], sizes: Sequence[int], timeout: float | None, tag: dict,
+    point_time: float | None = None,
+) -> dict[Pair, list[dict]]:  # fmt: skip
     """One round: every pair at the same time, each in its own thread."""
-    timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, size) for a, b in pairs)
+    timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, max(sizes)) for a, b in pairs)
     with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
-        futures = {pair: pool.submit(_tcp_pair, run, *pair, size, timeout, tag) for pair in pairs}
+        futures = {
+            pair: pool.submit(_tcp_pair, run, *pair, sizes, timeout, tag, point_time)
+            for pair in pairs
+        }
         return {pair: f.result() for pair, f in futures.items()}
+
+
+def loss_retest(run: Run, pairs: Sequence[Pair], size: int, timeout: float | None) -> list[dict]:
+    """Retransmissions of ``pairs`` over a long run at ``size`` (the loss re-test)."""
+    found: dict[Pair, list[dict]] = {}
+    for r, group in enumerate(disjoint_rounds(pairs)):
+        tag = {"round": r, "retest": "loss"}
+        found |= tcp_round(run, group, [size], timeout, tag, point_time=LOSS_POINT_TIME_S)
+    return [{"pair": [a, b], **tcp_counters(samples)} for (a, b), samples in found.items()]
 
 
 # --------------------------------------------------------------------------- MPI
@@ -217,7 +247,8 @@ def run_matrix(
             else:
                 groups = rounds(live) if not retest else disjoint_rounds(pairs)
                 for r, group in enumerate(groups):
-                    found |= tcp_round(run, group, size, timeout, {"round": r, "retest": retest})
+                    tag = {"round": r, "retest": retest}
+                    found |= tcp_round(run, group, [LATENCY_SIZE, size], timeout, tag)
             result = []
             for (a, b), samples in found.items():
                 try:
@@ -242,7 +273,9 @@ def run_matrix(
         if diagnosis is not None:
             run.figures |= diagnosis.to_json() | {"suspects": [list(p) for p in diagnosis.suspects]}
         if layer == "tcp" and diagnosis is not None:
-            loss = analysis.diagnose_loss(names, first, lambda s: measure(s, retest=True))
+            loss = analysis.diagnose_loss(
+                names, first, lambda pairs: loss_retest(run, pairs, size, timeout)
+            )
             run.figures["flagged"], notes = analysis.with_loss(run.figures["flagged"], loss)
             run.figures["notes"] = run.figures.get("notes", []) + notes
         run.figures["flagged"] = unreachable + run.figures.get("flagged", [])

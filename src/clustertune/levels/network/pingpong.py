@@ -193,12 +193,13 @@ def tcp_pair(
     return client
 
 
-def retransmissions(detail: dict) -> int | None:
-    """Segments both ends of a TCP run retransmitted (TCP_INFO); None if neither said."""
+def both_ends(detail: dict, counter: str) -> int | None:
+    """A TCP_INFO counter of a run (``total_retrans``, ``data_segs_out``) summed over both
+    ends; None if neither end said (an old kernel, or not a TCP run)."""
     counts = [
-        info["total_retrans"]
+        info[counter]
         for info in (detail.get("tcp_info"), detail.get("server_tcp_info"))
-        if isinstance(info, dict) and "total_retrans" in info
+        if isinstance(info, dict) and counter in info
     ]
     return sum(counts) if counts else None
 

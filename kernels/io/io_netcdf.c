@@ -54,6 +54,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef CT_IO_FORWARDED
+#define FORWARDED 1 /* the files are the server's: nothing to remove here */
+#else
+#define FORWARDED 0
+#endif
 #define MAX_SIZES 16
 #define MAX_N 2048 /* N^3 ints must stay addressable; 2048^3 * 4 B = 32 GiB */
 #define TITLE "clustertune ct-io-netcdf: int data(z, y, x) = z*N*N + y*N + x"
@@ -201,7 +206,7 @@ static int check(const block *b)
     return 1;
 }
 
-static void swap4(int *v, size_t count)
+static inline void swap4(int *v, size_t count)
 {
     uint32_t *u = (uint32_t *)v;
     for (size_t i = 0; i < count; i++)
@@ -323,6 +328,8 @@ static void one_rep(const block *b, const options *o, enum variant v, enum op op
         raw_io(b, path, op, mode, v == V_RAWSWAP, t);
         return;
     }
+#else
+    (void)v; /* only the netCDF variant is forwarded */
 #endif
     if (op == OP_WRITE)
         netcdf_write(b, path, mode, o->format, t);
@@ -444,6 +451,7 @@ static int measure(const run_info *ri, const block *b, enum variant v, enum op o
 
 /* ---------------------------------------------------------------- the MPI-IO driver */
 
+#ifndef CT_IO_FORWARDED
 /* OpenMPI's selection of its io framework (the MCA parameter "io", read through MPI_T):
  * "" when nothing was chosen (MPICH has no such variable). */
 static void openmpi_io_selection(char *value, size_t len)
@@ -506,6 +514,7 @@ static const char *mpiio_driver(const char *dir, int rank, const char *selection
         return "romio";
     return "ompio";
 }
+#endif
 
 static void detail(ct_json *j, const void *arg)
 {
@@ -538,7 +547,9 @@ int main(int argc, char **argv)
     }
     run_info ri = {.o = &o};
     ct_mpi_init(&argc, &argv);
+#ifndef CT_IO_FORWARDED
     openmpi_io_selection(ri.selection, sizeof ri.selection);
+#endif
     int rank, np;
     CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
     CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &np));
@@ -583,7 +594,7 @@ int main(int argc, char **argv)
                     }
                     all_ok &= measure(&ri, &b, v, OP_READ, mode, times);
                 }
-                if (v == V_NETCDF && !o.keep && rank == 0) {
+                if (!FORWARDED && v == V_NETCDF && !o.keep && rank == 0) {
                     char path[4096];
                     path_of(path, sizeof path, &o, v, n, mode);
                     remove(path);

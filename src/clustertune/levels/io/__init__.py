@@ -12,12 +12,15 @@ cli.py       the commands' arguments
 from .. import Kernel, Level, register
 
 NETCDF_KERNEL = "ct-io-netcdf"
+FORWARD_KERNEL = "ct-io-fwd"  # the same benchmark linked with libct_ncfwd (remote)
+SERVER_KERNEL = "ct-io-server"
 
 # Debian's PnetCDF is built for OpenMPI only (../shared/research/parallel-io.md)
 LEVEL = register(
     Level(
         "io", "Parallel I/O: netCDF collective and independent, local and remote", order=60,
-        kernels=(Kernel(NETCDF_KERNEL, "io", ("openmpi",)),),
+        kernels=(Kernel(NETCDF_KERNEL, "io", ("openmpi",)), Kernel(FORWARD_KERNEL, "io"),
+                 Kernel(SERVER_KERNEL, "io", ("openmpi",))),
     )
 )  # fmt: skip
 

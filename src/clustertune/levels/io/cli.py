@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ...commands import add_job_options
 from . import LEVEL, netcdf
+from . import commands as commands_io
 
 
 @LEVEL.commands
@@ -26,4 +27,44 @@ def add_commands(sub, common) -> None:
     n.add_argument("--dir", help="directory every host sees (default: a new one under /tmp)")
     n.add_argument("--keep-files", action="store_true", help="keep the files written")
     n.add_argument("--inject-fault", action="store_true", help="tests: the check must FAIL")
+    n.add_argument("--remote", help="SITE (a server started there for the run) or HOST:PORT "
+                   "(a running 'clustertune io serve'): files on that cluster")  # fmt: skip
+    n.add_argument("--servers", type=int, help="server ranks (default: one per client rank)")
+    n.add_argument("--no-batch", action="store_true",
+                   help="one round trip per metadata call (the paper's forwarding)")  # fmt: skip
+    n.add_argument("--session", choices=("job", "file"), default="job",
+                   help="one connection per job, or per open/close (the paper)")  # fmt: skip
+    n.add_argument("--ca-dir", help="CA directory (default $CLUSTERTUNE_CA or "
+                   "~/.local/share/clustertune/ca)")  # fmt: skip
+    n.add_argument("--identity", default="client", help="the client's certificate name")
     n.set_defaults(func=netcdf.cmd_netcdf)
+
+    s = psub.add_parser("serve", parents=[common], help="run the forwarding I/O server")
+    s.add_argument("--host", help="host to run it on (default: the cluster's first)")
+    s.add_argument("--np", type=int, default=1, help="server ranks (default 1)")
+    s.add_argument("--export", required=True, help="the only directory clients may use")
+    s.add_argument("--port", type=int, default=0, help="TCP port of rank 0 (default: any)")
+    s.add_argument("--sessions", type=int, default=0, help="exit after N sessions (0: never)")
+    s.add_argument("--idle-timeout", type=float, default=60.0, help="seconds a client may be "
+                   "silent before its session is ended")  # fmt: skip
+    s.add_argument("--lifetime", type=float, help="stop after this many seconds")
+    s.add_argument("--driver", choices=tuple(netcdf.DRIVERS), default="romio")
+    s.add_argument("--ca-dir", help="CA directory with server.pem/key and the grid-mapfile")
+    s.set_defaults(func=commands_io.cmd_serve)
+
+    c = psub.add_parser("ca", help="a small CA, certificates and the grid-mapfile")
+    csub = c.add_subparsers(dest="ca_command", required=True)
+    for name, helptext in (("init", "create the CA"), ("issue", "issue a certificate"),
+                           ("grant", "map a subject to an area in the grid-mapfile"),
+                           ("show", "list certificates and the grid-mapfile")):  # fmt: skip
+        a = csub.add_parser(name, parents=[common], help=helptext)
+        a.add_argument("--ca-dir", help="CA directory (default $CLUSTERTUNE_CA or "
+                       "~/.local/share/clustertune/ca)")  # fmt: skip
+        if name == "issue":
+            a.add_argument("name", help="certificate name (CN)")
+            a.add_argument("--server", action="store_true", help="a server certificate")
+        if name == "grant":
+            a.add_argument("name", help="certificate name, or a subject /C=../CN=..")
+            a.add_argument("--area", default=".", help="directory under the export")
+            a.add_argument("--right", choices=("rw", "ro"), default="rw")
+        a.set_defaults(func=commands_io.cmd_ca)

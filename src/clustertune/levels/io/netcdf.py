@@ -26,7 +26,8 @@ from ...errors import UserError
 from ...launch import Job
 from ...results import Store
 from ...runner import Run
-from . import LEVEL, NETCDF_KERNEL, validate
+from . import FORWARD_KERNEL, LEVEL, NETCDF_KERNEL, security, validate
+from . import remote as fwd
 
 SIZES = (16, 64, 100, 128, 256)
 MAX_SIZE = 2048  # the kernel's limit
@@ -112,27 +113,68 @@ def measure(
     cluster: Cluster, store: Store, *, np: int, mpi: str, sizes: list[int], mode: str,
     ops: list[str], fmt: str, reps: int, raw: bool = True, driver: str = "romio",
     hosts: list[str] | None = None, timeout: float = TIMEOUT_S, directory: str | None = None,
-    keep_files: bool = False, inject_fault: bool = False,
+    keep_files: bool = False, inject_fault: bool = False, remote: str | None = None,
+    servers: int | None = None, batch: bool = True, session: str = "job",
+    ca_dir: Path | None = None, identity: str = "client",
 ) -> dict:  # fmt: skip
-    """One stored record: ct-io-netcdf on ``np`` ranks, then the checks of its files."""
+    """One stored record: ct-io-netcdf (or, with ``remote``, ct-io-fwd against ct-io-server)
+    on ``np`` ranks, then the checks of its files."""
+    site = address = None
+    if remote:
+        site, address = fwd.parse_remote(cluster, remote)
+        ca_dir = ca_dir or security.default_dir()
+        creds = (fwd.prepare_ca(ca_dir, identity) if site
+                 else security.credentials(ca_dir, identity))  # fmt: skip
+        if site:
+            server_host, client_hosts = fwd.site_hosts(cluster, site)
+            hosts = hosts or client_hosts
+        raw = False
+    kernel = FORWARD_KERNEL if remote else NETCDF_KERNEL
     job_hosts = Job(kernel=Path(), args=[], np=np, mpi=mpi, hosts=hosts).hosts_used(cluster)
-    made = directory is None
-    workdir = tempfile.mkdtemp(prefix="clustertune-io-", dir="/tmp") if made else directory
-    Path(workdir).chmod(0o755)
+    made = directory is None and not address
+    if site:
+        workdir = str(fwd.export_dir())
+    elif address:
+        workdir = directory or "."  # relative to the server's area for this identity
+    else:
+        workdir = tempfile.mkdtemp(prefix="clustertune-io-", dir="/tmp") if made else directory
+        Path(workdir).chmod(0o755)
     params = {"sizes": sizes, "mode": mode, "ops": ops, "format": fmt, "reps": reps,
-              "raw": raw, "driver": driver, "remote": None, "dir": workdir}  # fmt: skip
+              "raw": raw, "driver": driver, "remote": remote, "dir": workdir}  # fmt: skip
+    if remote:
+        params.update(servers=servers or np, batch=batch, session=session, identity=identity)
+    env = {} if remote else driver_env(mpi, driver)
+    args = kernel_args(sizes, mode, ops, fmt, reps, workdir, raw, inject_fault)
     try:
-        with Run(cluster, store, level=LEVEL.name, kernel=NETCDF_KERNEL, params=params,
-                 hosts=job_hosts, np=np, mpi=mpi, env=driver_env(mpi, driver),
-                 derive=derive) as run:  # fmt: skip
-            step = run.mpi(
-                NETCDF_KERNEL, np=np, mpi=mpi, hosts=hosts, timeout=timeout,
-                args=kernel_args(sizes, mode, ops, fmt, reps, workdir, raw, inject_fault),
-            )  # fmt: skip
-            run.figures["files"] = check_files(run, job_hosts[0], step.output.samples)
+        with Run(cluster, store, level=LEVEL.name, kernel=kernel, params=params,
+                 hosts=job_hosts, np=np, mpi=mpi, env=env, derive=derive) as run:  # fmt: skip
+            if not remote:
+                step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout, args=args)
+                run.figures["files"] = check_files(run, job_hosts[0], step.output.samples)
+            elif address:
+                client = fwd.client_env(creds, address, batch, session)
+                run.env.update(client)
+                run.record["meta"]["env"].update(client)
+                run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout, args=args)
+            else:
+                argv = fwd.server_argv(servers or np, Path(workdir), ca_dir,
+                                       sessions=1 if session == "job" else 0,
+                                       env=fwd.server_env(driver))  # fmt: skip
+                with run.service(server_host, argv, ready=fwd.READY, env=fwd.server_env(driver),
+                                 start_timeout=fwd.SERVER_START_S, stop_grace=2.0,
+                                 what=f"ct-io-server on {server_host}") as server:  # fmt: skip
+                    assert server.ready_match is not None
+                    port = int(server.ready_match.group(1))
+                    at = f"{fwd.address_of(cluster, server_host)}:{port}"
+                    client = fwd.client_env(creds, at, batch, session)
+                    run.env.update(client)
+                    run.record["meta"]["env"].update(client)
+                    step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout,
+                                   args=args)  # fmt: skip
+                run.figures["files"] = check_files(run, server_host, step.output.samples)
     finally:
-        if not keep_files:
-            if made:
+        if not keep_files and not address:
+            if made or site:
                 shutil.rmtree(workdir, ignore_errors=True)
             else:
                 for f in Path(workdir).glob("ct_io_*"):
@@ -196,15 +238,22 @@ def cmd_netcdf(args: argparse.Namespace) -> Output:
         raise UserError(f"--reps {args.reps}: must be at least 1")
     if args.np < 1:
         raise UserError(f"--np {args.np}: must be at least 1")
-    if args.dir is not None and not Path(args.dir).is_dir():
+    if args.dir is not None and not args.remote and not Path(args.dir).is_dir():
         raise UserError(f"--dir {args.dir}: not a directory")
-    kernels.kernel_path(NETCDF_KERNEL, args.mpi)  # built for this MPI? (PnetCDF: OpenMPI only)
+    # built for this MPI? (PnetCDF, so ct-io-netcdf: OpenMPI only; ct-io-fwd: both)
+    kernels.kernel_path(FORWARD_KERNEL if args.remote else NETCDF_KERNEL, args.mpi)
+    if args.servers is not None and args.servers < 1:
+        raise UserError(f"--servers {args.servers}: must be at least 1")
     cluster = cluster_of(args)
+    if args.remote:
+        fwd.parse_remote(cluster, args.remote)
     record = measure(
         cluster, open_store(args), np=args.np, mpi=args.mpi, sizes=sizes, mode=args.mode,
         ops=ops, fmt=args.format, reps=args.reps, raw=not args.no_raw, driver=args.driver,
         hosts=args.hosts, timeout=args.timeout, directory=args.dir, keep_files=args.keep_files,
-        inject_fault=args.inject_fault,
+        inject_fault=args.inject_fault, remote=args.remote, servers=args.servers,
+        batch=not args.no_batch, session=args.session,
+        ca_dir=Path(args.ca_dir) if args.ca_dir else None, identity=args.identity,
     )  # fmt: skip
     payload = {"run": record["id"], "status": record["status"],
                "verification": record["verification"],

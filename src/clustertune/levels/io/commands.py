@@ -1,0 +1,51 @@
+"""``clustertune io serve`` and ``clustertune io ca ...``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ...commands import Output, cluster_of
+from ...errors import UserError
+from . import remote, security
+
+
+def ca_dir_of(args: argparse.Namespace) -> Path:
+    return Path(args.ca_dir) if args.ca_dir else security.default_dir()
+
+
+def cmd_serve(args: argparse.Namespace) -> Output:
+    if args.np < 1:
+        raise UserError(f"--np {args.np}: must be at least 1")
+    if not 0 <= args.port < 65536:
+        raise UserError(f"--port {args.port}: 0 (any) to 65535")
+    cluster = cluster_of(args)
+    host = args.host or cluster.hosts[0].name
+    status = remote.serve(
+        cluster, host, np=args.np, export=Path(args.export), ca_dir=ca_dir_of(args),
+        port=args.port, sessions=args.sessions, idle_timeout=args.idle_timeout,
+        lifetime=args.lifetime, driver=args.driver,
+    )  # fmt: skip
+    return Output({"host": host, "status": status}, f"ct-io-server on {host} ended", status)
+
+
+def cmd_ca(args: argparse.Namespace) -> Output:
+    directory = ca_dir_of(args)
+    if args.ca_command == "init":
+        cert = security.init_ca(directory)
+        return Output({"ca": str(cert)}, f"CA {security.CA_SUBJECT}: {cert}")
+    if args.ca_command == "issue":
+        creds = security.issue(directory, args.name, server=args.server)
+        subject = security.subject_of(args.name, args.server)
+        return Output({"cert": str(creds.cert), "key": str(creds.key), "subject": subject},
+                      f"{subject}: {creds.cert} (key {creds.key})")  # fmt: skip
+    if args.ca_command == "grant":
+        subject = args.name if args.name.startswith("/") else security.subject_of(args.name)
+        path = security.grant(directory, subject, args.area, args.right)
+        return Output({"gridmap": str(path), "subject": subject, "area": args.area,
+                       "right": args.right}, f'{path}: "{subject}" {args.area} {args.right}')  # fmt: skip
+    entries = security.gridmap_entries(directory / security.GRIDMAP)
+    certs = sorted(p.stem for p in directory.glob("*.pem") if p.stem != "ca")
+    lines = [f"CA directory {directory}", "certificates: " + (", ".join(certs) or "none")]
+    lines += [f'  "{s}" {a} {r}' for s, (a, r) in entries.items()]
+    return Output({"certificates": certs, "gridmap": entries}, "\n".join(lines))

@@ -1,0 +1,134 @@
+"""Remote collective I/O (seeds/004): the benchmark's ncmpi_* calls made on one cluster and
+performed by ct-io-server (OpenMPI + PnetCDF) on another, over mutual TLS.
+
+``clustertune io netcdf --remote SITE`` starts the server as a service (launch/service.py)
+on the first host of SITE for the run, the client job (ct-io-fwd, either MPI) on the other
+sites' hosts, and checks the files on the server's side; ``--remote HOST:PORT`` uses a
+server already running (``clustertune io serve``). Certificates come from the CA directory
+(security.py); with ``--remote SITE`` the CA, a server certificate, the client identity and
+its grid-mapfile line are made when missing.
+
+Knobs (recorded in params and, as CT_NCFWD_*, in the record's env): ``--servers S`` server
+ranks (default: one per client rank, the paper; fewer aggregates), ``--no-batch`` (one round
+trip per metadata call, the paper) and ``--session file`` (a session per open/close).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from ... import kernels
+from ...cluster import Cluster
+from ...errors import UserError
+from ...launch import launcher_for, mpi_flags
+from . import SERVER_KERNEL, security
+
+READY = re.compile(rb"ct-io-server: listening on port (\d+)")
+SERVER_START_S = 30.0
+SERVER_NAME = "server"  # the server's certificate in the CA directory
+
+
+def server_env(driver: str = "romio") -> dict[str, str]:
+    env = {"OMPI_MCA_io": "romio321" if driver == "romio" else "ompio"}
+    if os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def server_argv(
+    np: int, export: Path, ca_dir: Path, *, port: int = 0, sessions: int = 0,
+    idle_timeout: float = 60.0, env: dict[str, str] | None = None,
+) -> list[str]:  # fmt: skip
+    """mpirun of ct-io-server's ranks on one host (an I/O node), its certificate from ca_dir."""
+    creds = security.credentials(ca_dir, SERVER_NAME)
+    head = mpi_flags.openmpi(np, env or server_env())
+    return head + [
+        str(kernels.kernel_path(SERVER_KERNEL, "openmpi")), "--export", str(export),
+        "--cert", str(creds.cert), "--key", str(creds.key), "--ca", str(creds.ca),
+        "--gridmap", str(ca_dir / security.GRIDMAP), "--port", str(port),
+        "--sessions", str(sessions), "--idle-timeout", f"{idle_timeout:g}",
+    ]  # fmt: skip
+
+
+def prepare_ca(ca_dir: Path, identity: str) -> security.Credentials:
+    """The CA, the server's certificate and the client identity, made when missing; the
+    identity granted the whole export in the grid-mapfile when it has no line yet."""
+    security.init_ca(ca_dir)
+    if not (ca_dir / f"{SERVER_NAME}.pem").is_file():
+        security.issue(ca_dir, SERVER_NAME, server=True)
+    if not (ca_dir / f"{identity}.pem").is_file():
+        security.issue(ca_dir, identity)
+    subject = security.subject_of(identity)
+    if subject not in security.gridmap_entries(ca_dir / security.GRIDMAP):
+        security.grant(ca_dir, subject, ".", "rw")
+    return security.credentials(ca_dir, identity)
+
+
+def parse_remote(cluster: Cluster, text: str) -> tuple[str | None, str | None]:
+    """(site, None) or (None, "host:port")."""
+    names = [s.name for s in cluster.sites]
+    if text in names:
+        return text, None
+    host, _, port = text.rpartition(":")
+    if host and port.isdigit() and 0 < int(port) < 65536:
+        return None, text
+    raise UserError(f"--remote {text!r}: a site of cluster {cluster.name!r} "
+                    f"({', '.join(names)}) or HOST:PORT")  # fmt: skip
+
+
+def site_hosts(cluster: Cluster, site: str) -> tuple[str, list[str]]:
+    """The server's host (first of the site) and the client hosts (every other site's)."""
+    server = [h.name for h in cluster.hosts if h.site == site]
+    clients = [h.name for h in cluster.hosts if h.site != site]
+    if not clients:
+        raise UserError(f"--remote {site}: cluster {cluster.name!r} has no host outside it "
+                        "for the client job")  # fmt: skip
+    return server[0], clients
+
+
+def address_of(cluster: Cluster, host: str) -> str:
+    return cluster.host(host).address or "127.0.0.1"
+
+
+def export_dir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="clustertune-io-export-", dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+def client_env(creds: security.Credentials, server: str, batch: bool, session: str) -> dict:
+    return {**creds.env(), "CT_NCFWD_SERVER": server, "CT_NCFWD_BATCH": "1" if batch else "0",
+            "CT_NCFWD_SESSION": session}  # fmt: skip
+
+
+def serve(
+    cluster: Cluster, host: str, *, np: int, export: Path, ca_dir: Path, port: int,
+    sessions: int, idle_timeout: float, lifetime: float | None, driver: str = "romio",
+) -> int:  # fmt: skip
+    """``clustertune io serve``: the server in the foreground until it ends (after
+    ``sessions``), ``lifetime`` passes, or Ctrl-C. Its exit status."""
+    import sys
+    import time
+
+    if not export.is_dir():
+        raise UserError(f"--export {export}: not a directory")
+    security.credentials(ca_dir, SERVER_NAME)  # its certificate exists
+    argv = server_argv(np, export.resolve(), ca_dir, port=port, sessions=sessions,
+                       idle_timeout=idle_timeout, env=server_env(driver))  # fmt: skip
+    launcher = launcher_for(cluster)
+    service = launcher.service(host, argv, ready=READY, env=server_env(driver),
+                               start_timeout=SERVER_START_S, lifetime=lifetime,
+                               what=f"ct-io-server on {host}")  # fmt: skip
+    with service as s:
+        assert s.ready_match is not None
+        print(f"ct-io-server on {host} ({address_of(cluster, host)}) port "
+              f"{int(s.ready_match.group(1))}, {np} ranks, export {export}", flush=True)  # fmt: skip
+        while s.running:
+            time.sleep(0.5)
+    done = s.completed
+    assert done is not None
+    sys.stderr.write(done.stderr)
+    return 0 if done.returncode == 0 else 1

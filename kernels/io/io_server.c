@@ -42,6 +42,7 @@
 #include <netinet/in.h>
 #include <pnetcdf.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -829,6 +830,7 @@ int main(int argc, char **argv)
                 strerror(errno));
         return CT_EXIT_USAGE;
     }
+    signal(SIGPIPE, SIG_IGN); /* a client gone mid-reply is an error to handle, not our death */
     ct_mpi_init(&argc, &argv);
     CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &s.rank));
     CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &s.size));

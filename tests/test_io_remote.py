@@ -1,0 +1,236 @@
+"""Remote netCDF I/O: an MPICH client job writing and reading through ct-io-server (OpenMPI
++ PnetCDF) over mutual TLS, locally and across the two sites of a virtual cluster; clients
+without a valid certificate, path escapes, malformed frames and a client killed mid-write
+are refused or survived, and the server goes on serving the next client."""
+
+from __future__ import annotations
+
+import random
+import re
+import socket
+import ssl
+import struct
+from pathlib import Path
+
+import netCDF4
+import numpy as np
+import pytest
+
+from clustertune import kernels
+from clustertune.cluster import local_cluster
+from clustertune.launch import launcher_for
+from clustertune.levels.io import netcdf, remote, security, validate
+
+NC_INT, NC_EACCESS = 4, -77
+
+
+@pytest.fixture(scope="module")
+def ca(tmp_path_factory) -> Path:
+    try:
+        kernels.kernel_path("ct-io-server", "openmpi")
+        kernels.kernel_path("ct-io-fwd", "mpich")
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"remote I/O kernels not built: {exc}")
+    d = tmp_path_factory.mktemp("ca")
+    remote.prepare_ca(d, "alice")
+    security.issue(d, "mallory")  # a valid certificate the grid-mapfile does not name
+    foreign = tmp_path_factory.mktemp("foreign-ca")
+    security.init_ca(foreign)
+    security.issue(foreign, "eve")  # same subject shape, another CA
+    security.grant(d, security.subject_of("eve"), ".", "rw")
+    return d
+
+
+@pytest.fixture(scope="module")
+def server(ca, tmp_path_factory):
+    """A running ct-io-server (2 ranks) on this host; yields (port, export, its log)."""
+    export = tmp_path_factory.mktemp("export")
+    (export / "sub").mkdir()
+    outside = tmp_path_factory.mktemp("outside")
+    (export / "escape").symlink_to(outside)
+    argv = remote.server_argv(2, export, ca, idle_timeout=5)
+    service = launcher_for(local_cluster()).service(
+        local_cluster().hosts[0].name, argv, ready=remote.READY, env=remote.server_env(), lifetime=600,
+        stop_grace=0.5,
+    )  # fmt: skip
+    with service as s:
+        yield int(s.ready_match.group(1)), export, s
+    assert s.completed is not None
+
+
+def log_of(service) -> str:
+    """What the server has said so far (stderr after the ready line is drained in a thread)."""
+    chunks = service._drains["stderr"][1]
+    return (service._early_stderr + b"".join(chunks)).decode(errors="replace")
+
+
+def measure(port: int, ca: Path, **kw) -> dict:
+    from clustertune.results import Store
+
+    store = Store(kw.pop("db"))
+    args = dict(np=2, mpi="mpich", sizes=[16, 24], mode="both", ops=["write", "read"],
+                fmt="cdf2", reps=2, remote=f"127.0.0.1:{port}", ca_dir=ca, identity="alice")  # fmt: skip
+    return netcdf.measure(local_cluster(), store, **(args | kw))
+
+
+def test_mpich_client_openmpi_server_write_and_read(server, ca, tmp_path) -> None:
+    port, export, _ = server
+    record = measure(port, ca, db=tmp_path / "r.db", directory="sub")
+    assert record["status"] == "ok", record["error"]
+    rows = netcdf.results(record)
+    assert len(rows) == 8 and all(r["valid"] and r["remote"] == f"127.0.0.1:{port}" for r in rows)
+    assert "MPICH" in record["detail"]["mpi_library"] and record["detail"]["remote"] is True
+    for mode in ("collective", "independent"):
+        f = export / "sub" / f"ct_io_netcdf_24_{mode}.nc"
+        with netCDF4.Dataset(f) as ds:
+            assert ds.data_model == "NETCDF3_64BIT_OFFSET"
+            assert np.array_equal(ds["data"][:], validate.expected(24))
+    assert not list((export / "sub").glob(".*ct-partial*"))
+    # the paper's forwarding: one round trip per call, a session per open/close, OpenMPI too
+    record = measure(port, ca, db=tmp_path / "r.db", directory="sub", mpi="openmpi",
+                     batch=False, session="file", sizes=[16])  # fmt: skip
+    assert record["status"] == "ok", record["error"]
+
+
+def frame(op: int, payload: bytes = b"", *, magic: bytes = b"CTIO", version: int = 1) -> bytes:
+    return magic + struct.pack("<HHI", version, op, len(payload)) + payload
+
+
+def text(s: str) -> bytes:
+    return struct.pack("<I", len(s)) + s.encode()
+
+
+def tls(ca: Path, name: str, port: int, ca_of_name: Path | None = None) -> ssl.SSLSocket:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(ca / "ca.pem")
+    if name:
+        d = ca_of_name or ca
+        ctx.load_cert_chain(d / f"{name}.pem", d / f"{name}.key")
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return ctx.wrap_socket(raw)
+
+
+def reply(sock) -> int:
+    head = b""
+    while len(head) < 12:
+        chunk = sock.recv(12 - len(head))
+        if not chunk:
+            raise ConnectionError("closed")
+        head += chunk
+    length = struct.unpack("<I", head[8:12])[0]
+    body = b""
+    while len(body) < length:
+        body += sock.recv(length - len(body))
+    return struct.unpack("<i", body[:4])[0]
+
+
+def hello(sock) -> int:
+    sock.sendall(frame(1, struct.pack("<IIQ", 0, 1, random.getrandbits(64))))
+    return reply(sock)
+
+
+def test_clients_without_a_valid_certificate_are_refused(server, ca, tmp_path) -> None:
+    port, _, service = server
+    for name, other in (("", None), ("eve", ca.parent / "foreign-ca0")):
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            s = tls(ca, name, port, other if other and other.exists() else None)
+            hello(s)  # TLS 1.3: the server's verdict arrives with the first read
+    # a valid certificate that the grid-mapfile does not name
+    s = tls(ca, "mallory", port)
+    assert hello(s) == NC_EACCESS
+    s.close()
+    log = log_of(service)
+    assert "refused" in log and "CN=mallory: subject not in the grid-mapfile" in log
+    assert re.search(r"refused .*(certificate|handshake|no certificate)", log, re.I)
+    assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("directory", "why"),
+    [("../up", "contains .."), ("/tmp", "outside the export area"),
+     ("escape", "leaves the export area")],
+)  # fmt: skip
+def test_path_escapes_are_refused(server, ca, tmp_path, directory, why) -> None:
+    port, export, service = server
+    record = measure(port, ca, db=tmp_path / "r.db", sizes=[16], mode="collective",
+                     ops=["write"], directory=directory)  # fmt: skip
+    assert record["status"] == "failed" and "access refused" in record["error"]
+    assert why in log_of(service)
+    outside = export.parent / "outside0"
+    assert not any(outside.glob("ct_io_*")) if outside.exists() else True
+    assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
+
+
+def start_write(ca: Path, port: int, name: str, n: int) -> ssl.SSLSocket:
+    s = tls(ca, "alice", port)
+    assert hello(s) == 0
+    s.sendall(frame(2, struct.pack("<ii", 0, 0) + text(name)))
+    assert reply(s) == 0
+    s.sendall(frame(5, struct.pack("<i", 0) + text("x") + struct.pack("<q", n)))
+    assert reply(s) == 0
+    s.sendall(frame(6, struct.pack("<i", 0) + text("data") + struct.pack("<iIi", NC_INT, 1, 0)))
+    assert reply(s) == 0
+    s.sendall(frame(7, struct.pack("<i", 0)))
+    assert reply(s) == 0
+    s.sendall(frame(13, struct.pack("<iiBIqq", 0, 0, 1, 1, 0, n)))
+    return s
+
+
+def test_a_client_killed_mid_write_leaves_no_file_and_the_server_serves(server, ca,
+                                                                        tmp_path) -> None:  # fmt: skip
+    port, export, service = server
+    (export / "sub" / "victim.nc").write_bytes(b"an older complete file")
+    s = start_write(ca, port, "sub/victim.nc", 1 << 18)
+    s.sendall(frame(15, b"\0" * 4096))  # 4 KiB of the 1 MiB promised, then it dies
+    s.close()
+    assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
+    assert (export / "sub" / "victim.nc").read_bytes() == b"an older complete file"
+    assert not list((export / "sub").glob(".victim.nc.ct-partial*"))
+    assert "aborted" in log_of(service)
+
+
+def test_malformed_frames_and_fuzz_leave_the_server_serving(server, ca, tmp_path) -> None:
+    port, _, service = server
+    rng = random.Random(12)
+    bad = [
+        frame(1, b"", magic=b"XXXX"),  # not our protocol
+        frame(1, struct.pack("<IIQ", 0, 1, 7), version=9),  # another version
+        b"CTIO" + struct.pack("<HHI", 1, 2, 1 << 30),  # oversized
+        frame(77),  # unknown op
+        frame(1, b"\1\2"),  # truncated HELLO payload
+        b"CTIO\1",  # truncated header, then the connection closes
+    ]
+    bad += [frame(rng.randrange(0, 120), rng.randbytes(rng.randrange(0, 64))) for _ in range(10)]
+    bad += [rng.randbytes(rng.randrange(1, 40)) for _ in range(6)]
+    for i, data in enumerate(bad):
+        try:
+            s = tls(ca, "alice", port)
+        except OSError as exc:
+            raise AssertionError(f"frame {i}: {exc}\n{log_of(service)}") from exc
+        s.sendall(data)
+        s.close()
+    # inside a session: a frame out of place ends that session only
+    s = start_write(ca, port, "sub/fuzz.nc", 64)
+    s.sendall(frame(2, rng.randbytes(30)))  # a CREATE where DATA was due
+    with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
+        reply(s)
+        reply(s)
+    assert "refused" in log_of(service)
+    assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
+
+
+@pytest.mark.root
+def test_across_two_sites_mpich_client_openmpi_server(ca, make_vcluster, store) -> None:
+    cluster = make_vcluster(2, 1_000_000_000, sites=2)
+    site = cluster.sites[1].name
+    record = netcdf.measure(cluster, store, np=2, mpi="mpich", sizes=[16, 32], mode="both",
+                            ops=["write", "read"], fmt="cdf1", reps=2, remote=site, ca_dir=ca,
+                            identity="alice")  # fmt: skip
+    assert record["status"] == "ok", record["error"]
+    assert all(r["valid"] and r["remote"] == site for r in netcdf.results(record))
+    files = record["figures"]["files"]
+    assert len(files) == 4 and all(v == {"ncvalidator": True, "ncdump": True, "netcdf4": True}
+                                   for v in files.values())  # fmt: skip
+    server_host = [h.name for h in cluster.hosts if h.site == site][0]
+    assert record["meta"]["hosts"] == [h.name for h in cluster.hosts if h.name != server_host]

@@ -1,0 +1,418 @@
+/* qcd_halo.c - the lattice on the process grid, its ghost layers and the halo exchange.
+ *
+ * Which ghosts a direction needs. Updating U_m(x) reads, for every n != m, U_n(x+m),
+ * U_m(x+n), U_n(x), U_n(x+m-n), U_m(x-n), U_n(x-n); the plaquette reads U_a(x+b). So the
+ * links U_D are read in the ghost regions: faces +d and -d for d != D, face -D, and the
+ * edges (+a, -D) for a != D -- never face +D, no other edge, no corner of three or four
+ * directions. After the links U_D of parity p change, only those regions are refreshed,
+ * only at sites of parity p.
+ *
+ * How a region is filled. A region whose offset is non-zero only in split directions
+ * (grid > 1) comes in one message from the rank at that offset (faces from the 8
+ * neighbours, edges straight from the diagonal neighbours, so that every message of an
+ * exchange is in flight at once). A region offset only in unsplit directions is a
+ * periodic copy of this rank's own sites (the "early" copies, before the interior update).
+ * A region mixing both is a periodic copy of a ghost received in the same exchange (the
+ * "late" copies, after the messages).
+ *
+ * Cost of an exchange of (D, p): per message one pack and one unpack of 18 doubles per
+ * site plus a 64-bit checksum of the payload (FNV-1a over the words), checked on receipt.
+ */
+#include "qcd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int64_t ext_index(const qcd_lattice *lat, const int c[QCD_DIM])
+{
+    int64_t e = 0;
+    for (int d = QCD_DIM - 1; d >= 0; d--)
+        e = e * lat->ext[d] + c[d];
+    return e;
+}
+
+static void ext_coords(const qcd_lattice *lat, int64_t e, int c[QCD_DIM])
+{
+    for (int d = 0; d < QCD_DIM; d++) {
+        c[d] = (int)(e % lat->ext[d]);
+        e /= lat->ext[d];
+    }
+}
+
+int qcd_parity_of_ext(const qcd_lattice *lat, int64_t e)
+{
+    int c[QCD_DIM], s = 0;
+    ext_coords(lat, e, c);
+    for (int d = 0; d < QCD_DIM; d++)
+        s += lat->origin[d] + c[d] - 1;
+    return s & 1;
+}
+
+int64_t qcd_global_index(const qcd_lattice *lat, const int g[QCD_DIM])
+{
+    int64_t i = 0;
+    for (int d = QCD_DIM - 1; d >= 0; d--)
+        i = i * lat->global[d] + ((g[d] % lat->global[d]) + lat->global[d]) % lat->global[d];
+    return i;
+}
+
+static const char AXIS[QCD_DIM] = {'x', 'y', 'z', 't'};
+
+int qcd_layout_check(const int global[QCD_DIM], const int grid[QCD_DIM], int np, char *err,
+                     size_t errlen)
+{
+    long procs = 1;
+    for (int d = 0; d < QCD_DIM; d++) {
+        if (global[d] < 2 || global[d] % 2) {
+            snprintf(err, errlen,
+                     "--lattice: extent %d in direction %c is odd; the even/odd checkerboard "
+                     "needs even extents",
+                     global[d], AXIS[d]);
+            return -1;
+        }
+        if (global[d] % grid[d]) {
+            snprintf(err, errlen,
+                     "--grid: %d processes in direction %c do not divide the lattice extent %d",
+                     grid[d], AXIS[d], global[d]);
+            return -1;
+        }
+        procs *= grid[d];
+    }
+    if (procs != np) {
+        snprintf(err, errlen, "--grid: %dx%dx%dx%d is %ld processes, the job has %d", grid[0],
+                 grid[1], grid[2], grid[3], procs, np);
+        return -1;
+    }
+    return 0;
+}
+
+static int rank_of(const qcd_lattice *lat, const int c[QCD_DIM])
+{
+    int r = 0;
+    for (int d = QCD_DIM - 1; d >= 0; d--)
+        r = r * lat->grid[d] + ((c[d] % lat->grid[d]) + lat->grid[d]) % lat->grid[d];
+    return r;
+}
+
+/* offset of region index r (base 3 digits, digit 0..2 = -1..+1) */
+static void region_offset(int r, int o[QCD_DIM])
+{
+    for (int d = 0; d < QCD_DIM; d++, r /= 3)
+        o[d] = r % 3 - 1;
+}
+
+static int needed(int mu, const int o[QCD_DIM])
+{
+    int nz = 0, plus = 0;
+    for (int d = 0; d < QCD_DIM; d++) {
+        nz += o[d] != 0;
+        plus += o[d] > 0 && d != mu;
+    }
+    if (nz == 1)
+        return o[mu] != 1;
+    return nz == 2 && o[mu] == -1 && plus == 1;
+}
+
+/* the sites of a box of extended coordinates [lo, hi] of parity p, lexicographic */
+static int64_t box_sites(const qcd_lattice *lat, const int lo[QCD_DIM], const int hi[QCD_DIM],
+                         int p, int64_t *out)
+{
+    int64_t n = 0;
+    int c[QCD_DIM];
+    for (c[3] = lo[3]; c[3] <= hi[3]; c[3]++)
+        for (c[2] = lo[2]; c[2] <= hi[2]; c[2]++)
+            for (c[1] = lo[1]; c[1] <= hi[1]; c[1]++)
+                for (c[0] = lo[0]; c[0] <= hi[0]; c[0]++) {
+                    int64_t e = ext_index(lat, c);
+                    if (qcd_parity_of_ext(lat, e) != p)
+                        continue;
+                    if (out)
+                        out[n] = e;
+                    n++;
+                }
+    return n;
+}
+
+static int64_t *box_list(const qcd_lattice *lat, const int lo[QCD_DIM], const int hi[QCD_DIM],
+                         int p, int64_t *n)
+{
+    *n = box_sites(lat, lo, hi, p, NULL);
+    int64_t *l = ct_mpi_alloc((size_t)(*n ? *n : 1) * sizeof *l, "halo site list");
+    box_sites(lat, lo, hi, p, l);
+    return l;
+}
+
+static void append_copies(qcd_copylist *cl, const qcd_lattice *lat, const int o[QCD_DIM],
+                          int p)
+{
+    int lo[QCD_DIM], hi[QCD_DIM];
+    for (int d = 0; d < QCD_DIM; d++) {
+        lo[d] = o[d] < 0 ? 0 : o[d] > 0 ? lat->local[d] + 1 : 1;
+        hi[d] = o[d] == 0 ? lat->local[d] : lo[d];
+    }
+    int64_t n, *dst = box_list(lat, lo, hi, p, &n);
+    cl->dst = realloc(cl->dst, (size_t)(cl->n + n + 1) * sizeof *cl->dst);
+    cl->src = realloc(cl->src, (size_t)(cl->n + n + 1) * sizeof *cl->src);
+    if (!cl->dst || !cl->src)
+        ct_mpi_fail("cannot allocate the ghost copy lists");
+    for (int64_t k = 0; k < n; k++) {
+        int c[QCD_DIM];
+        ext_coords(lat, dst[k], c);
+        for (int d = 0; d < QCD_DIM; d++)
+            if (o[d] != 0 && !lat->split[d]) /* periodic in an unsplit direction */
+                c[d] = c[d] == 0 ? lat->local[d] : 1;
+        cl->dst[cl->n] = dst[k];
+        cl->src[cl->n] = ext_index(lat, c);
+        cl->n++;
+    }
+    free(dst);
+}
+
+static void plan_init(qcd_halo_plan *pl, const qcd_lattice *lat, int mu, int p)
+{
+    memset(pl, 0, sizeof *pl);
+    pl->msg = ct_mpi_alloc(81 * sizeof *pl->msg, "halo plan");
+    /* early and late copies go in this order: a late copy reads a received ghost */
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < 81; r++) {
+            int o[QCD_DIM], nsplit = 0, nunsplit = 0;
+            region_offset(r, o);
+            if (r == 40 || !needed(mu, o))
+                continue;
+            for (int d = 0; d < QCD_DIM; d++)
+                if (o[d]) {
+                    nsplit += lat->split[d];
+                    nunsplit += !lat->split[d];
+                }
+            if (pass == 0 && nsplit == 0)
+                append_copies(&pl->early, lat, o, p);
+            else if (pass == 1 && nsplit && nunsplit)
+                append_copies(&pl->late, lat, o, p);
+            else if (pass == 0 && nsplit && !nunsplit) {
+                qcd_message *m = &pl->msg[pl->nmsg++];
+                int up[QCD_DIM], down[QCD_DIM], lo[QCD_DIM], hi[QCD_DIM];
+                for (int d = 0; d < QCD_DIM; d++) {
+                    up[d] = lat->coord[d] + o[d];
+                    down[d] = lat->coord[d] - o[d];
+                }
+                m->region = r;
+                m->from = rank_of(lat, up);
+                m->to = rank_of(lat, down);
+                int64_t nr, ns;
+                for (int d = 0; d < QCD_DIM; d++) { /* our ghosts of the region */
+                    lo[d] = o[d] < 0 ? 0 : o[d] > 0 ? lat->local[d] + 1 : 1;
+                    hi[d] = o[d] == 0 ? lat->local[d] : lo[d];
+                }
+                m->recv = box_list(lat, lo, hi, p, &nr);
+                for (int d = 0; d < QCD_DIM; d++) { /* our sites that are `to`'s ghosts */
+                    lo[d] = o[d] < 0 ? lat->local[d] : 1;
+                    hi[d] = o[d] == 0 ? lat->local[d] : lo[d];
+                }
+                m->send = box_list(lat, lo, hi, p, &ns);
+                if (nr != ns || nr > INT32_MAX / QCD_SU3)
+                    ct_mpi_fail("halo region %d: %lld sites to send, %lld to receive", r,
+                                (long long)ns, (long long)nr);
+                m->n = (int)nr;
+                m->sbuf = ct_mpi_alloc(((size_t)m->n * QCD_SU3 + 1) * sizeof(double), "halo buffer");
+                m->rbuf = ct_mpi_alloc(((size_t)m->n * QCD_SU3 + 1) * sizeof(double), "halo buffer");
+            }
+        }
+}
+
+void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM],
+                      const int grid[QCD_DIM])
+{
+    memset(lat, 0, sizeof *lat);
+    lat->comm = comm;
+    CT_MPI_CHECK(MPI_Comm_rank(comm, &lat->rank));
+    CT_MPI_CHECK(MPI_Comm_size(comm, &lat->size));
+    int r = lat->rank;
+    lat->volume = 1;
+    lat->next = 1;
+    lat->global_volume = 1.0;
+    for (int d = 0; d < QCD_DIM; d++) {
+        lat->global[d] = global[d];
+        lat->grid[d] = grid[d];
+        lat->split[d] = grid[d] > 1;
+        lat->local[d] = global[d] / grid[d];
+        lat->coord[d] = r % grid[d]; /* ranks lexicographic, x fastest (as QCDMPI) */
+        r /= grid[d];
+        lat->origin[d] = lat->coord[d] * lat->local[d];
+        lat->ext[d] = lat->local[d] + 2;
+        lat->stride[d] = lat->next;
+        lat->next *= lat->ext[d];
+        lat->volume *= lat->local[d];
+        lat->global_volume *= global[d];
+    }
+    for (int p = 0; p < 2; p++) {
+        size_t bytes = (size_t)lat->volume * sizeof(int64_t);
+        lat->in[p] = ct_mpi_alloc(bytes, "site list");
+        lat->bd[p] = ct_mpi_alloc(bytes, "site list");
+        lat->gin[p] = ct_mpi_alloc(bytes, "site list");
+        lat->gbd[p] = ct_mpi_alloc(bytes, "site list");
+    }
+    lat->all_local = ct_mpi_alloc((size_t)lat->volume * sizeof(int64_t), "site list");
+    lat->all_global = ct_mpi_alloc((size_t)lat->volume * sizeof(int64_t), "site list");
+    int64_t k = 0;
+    int c[QCD_DIM];
+    for (c[3] = 1; c[3] <= lat->local[3]; c[3]++)
+        for (c[2] = 1; c[2] <= lat->local[2]; c[2]++)
+            for (c[1] = 1; c[1] <= lat->local[1]; c[1]++)
+                for (c[0] = 1; c[0] <= lat->local[0]; c[0]++) {
+                    int g[QCD_DIM], interior = 1;
+                    for (int d = 0; d < QCD_DIM; d++) {
+                        g[d] = lat->origin[d] + c[d] - 1;
+                        if (lat->split[d] && (c[d] == 1 || c[d] == lat->local[d]))
+                            interior = 0;
+                    }
+                    int64_t e = ext_index(lat, c), gi = qcd_global_index(lat, g);
+                    int p = qcd_parity_of_ext(lat, e);
+                    lat->all_local[k] = e;
+                    lat->all_global[k++] = gi;
+                    if (interior) {
+                        lat->in[p][lat->nin[p]] = e;
+                        lat->gin[p][lat->nin[p]++] = gi;
+                    } else {
+                        lat->bd[p][lat->nbd[p]] = e;
+                        lat->gbd[p][lat->nbd[p]++] = gi;
+                    }
+                }
+    for (int mu = 0; mu < QCD_DIM; mu++)
+        for (int p = 0; p < 2; p++)
+            plan_init(&lat->plan[mu][p], lat, mu, p);
+}
+
+void qcd_lattice_free(qcd_lattice *lat)
+{
+    for (int mu = 0; mu < QCD_DIM; mu++)
+        for (int p = 0; p < 2; p++) {
+            qcd_halo_plan *pl = &lat->plan[mu][p];
+            for (int i = 0; i < pl->nmsg; i++) {
+                free(pl->msg[i].send);
+                free(pl->msg[i].recv);
+                free(pl->msg[i].sbuf);
+                free(pl->msg[i].rbuf);
+            }
+            free(pl->msg);
+            free(pl->early.dst);
+            free(pl->early.src);
+            free(pl->late.dst);
+            free(pl->late.src);
+        }
+    for (int p = 0; p < 2; p++) {
+        free(lat->in[p]);
+        free(lat->bd[p]);
+        free(lat->gin[p]);
+        free(lat->gbd[p]);
+    }
+    free(lat->all_local);
+    free(lat->all_global);
+}
+
+void qcd_halo_init(qcd_halo *h, qcd_lattice *lat, double *const *u, ct_phases *phases)
+{
+    memset(h, 0, sizeof *h);
+    h->lat = lat;
+    h->u = u;
+    h->phases = phases;
+    h->active_mu = h->active_p = -1;
+    h->overlap = 1;
+    h->req = ct_mpi_alloc(2 * 81 * sizeof *h->req, "halo requests");
+}
+
+void qcd_halo_free(qcd_halo *h) { free(h->req); }
+
+static uint64_t checksum(const double *x, size_t n)
+{
+    uint64_t hash = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t w;
+        memcpy(&w, &x[i], sizeof w);
+        hash = (hash ^ w) * 0x100000001b3u;
+    }
+    return hash;
+}
+
+static void copy_links(double *f, const qcd_copylist *cl)
+{
+    for (int k = 0; k < cl->n; k++)
+        memcpy(f + cl->dst[k] * QCD_SU3, f + cl->src[k] * QCD_SU3, QCD_SU3 * sizeof *f);
+}
+
+void qcd_halo_start(qcd_halo *h, int mu, int p)
+{
+    qcd_halo_finish(h);
+    const qcd_halo_plan *pl = &h->lat->plan[mu][p];
+    double *f = h->u[mu];
+    if (pl->nmsg) /* the paper's communication time: post to completion */
+        ct_phase_start(h->phases, QCD_PH_COMM);
+    for (int i = 0; i < pl->nmsg; i++) {
+        const qcd_message *m = &pl->msg[i];
+        CT_MPI_CHECK(MPI_Irecv(m->rbuf, m->n * QCD_SU3 + 1, MPI_DOUBLE, m->from,
+                               QCD_TAG_HALO + m->region, h->lat->comm, &h->req[2 * i]));
+    }
+    ct_phase_start(h->phases, QCD_PH_PACK);
+    for (int i = 0; i < pl->nmsg; i++) {
+        const qcd_message *m = &pl->msg[i];
+        for (int k = 0; k < m->n; k++)
+            memcpy(m->sbuf + (size_t)k * QCD_SU3, f + m->send[k] * QCD_SU3,
+                   QCD_SU3 * sizeof *f);
+        uint64_t sum = checksum(m->sbuf, (size_t)m->n * QCD_SU3);
+        memcpy(&m->sbuf[(size_t)m->n * QCD_SU3], &sum, sizeof sum);
+        if (h->inject_fault && !h->injected && m->n > 0) {
+            m->sbuf[0] += 1e-3; /* test only: a corrupted halo message (after its checksum) */
+            h->injected = 1;
+        }
+        CT_MPI_CHECK(MPI_Isend(m->sbuf, m->n * QCD_SU3 + 1, MPI_DOUBLE, m->to,
+                               QCD_TAG_HALO + m->region, h->lat->comm, &h->req[2 * i + 1]));
+        h->messages++;
+        h->bytes += (long long)(m->n * QCD_SU3 + 1) * (long long)sizeof(double);
+    }
+    copy_links(f, &pl->early);
+    ct_phase_stop(h->phases, QCD_PH_PACK);
+    h->active_mu = mu;
+    h->active_p = p;
+    if (!h->overlap)
+        qcd_halo_finish(h);
+}
+
+void qcd_halo_finish(qcd_halo *h)
+{
+    if (h->active_mu < 0)
+        return;
+    const qcd_halo_plan *pl = &h->lat->plan[h->active_mu][h->active_p];
+    double *f = h->u[h->active_mu];
+    ct_phase_start(h->phases, QCD_PH_WAIT);
+    ct_mpi_waitall(2 * pl->nmsg, h->req, NULL);
+    ct_phase_stop(h->phases, QCD_PH_WAIT);
+    if (pl->nmsg)
+        ct_phase_stop(h->phases, QCD_PH_COMM);
+    ct_phase_start(h->phases, QCD_PH_PACK);
+    for (int i = 0; i < pl->nmsg; i++) {
+        const qcd_message *m = &pl->msg[i];
+        uint64_t sent, got = checksum(m->rbuf, (size_t)m->n * QCD_SU3);
+        memcpy(&sent, &m->rbuf[(size_t)m->n * QCD_SU3], sizeof sent);
+        if (sent != got && !h->fault_seen) {
+            h->fault_seen = 1;
+            snprintf(h->fault_text, sizeof h->fault_text,
+                     "halo checksum mismatch in sweep %ld: links U_%c of parity %d from rank %d "
+                     "(region %d): the message was corrupted",
+                     h->sweep, AXIS[h->active_mu], h->active_p, m->from, m->region);
+        }
+        for (int k = 0; k < m->n; k++)
+            memcpy(f + m->recv[k] * QCD_SU3, m->rbuf + (size_t)k * QCD_SU3,
+                   QCD_SU3 * sizeof *f);
+    }
+    copy_links(f, &pl->late);
+    ct_phase_stop(h->phases, QCD_PH_PACK);
+    h->active_mu = h->active_p = -1;
+}
+
+void qcd_halo_refresh_all(qcd_halo *h)
+{
+    for (int mu = 0; mu < QCD_DIM; mu++)
+        for (int p = 0; p < 2; p++) {
+            qcd_halo_start(h, mu, p);
+            qcd_halo_finish(h);
+        }
+}

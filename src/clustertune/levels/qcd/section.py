@@ -1,0 +1,136 @@
+"""The QCD level's report section: every run's figures, the decomposition studies as
+seeds/003 shows them (QCDFlops with and without communication, throughput, messages per
+sweep; the computation / communication split of its figures 7-9), the plaquette series,
+and the paper's tables 4 and 5 beside them."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ... import render as html
+from . import LEVEL, run, study
+from .paper import paper
+
+
+def num(value: object, spec: str) -> str:
+    return run.number(value, spec) if value is not None else "-"
+
+
+def runs_table(records: list[dict]) -> str:
+    rows = []
+    for r in records:
+        f, p = r["figures"], r["params"]
+        rows.append(
+            [r["id"], r["meta"]["cluster"]["name"], run.dims_text(p.get("lattice", [])),
+             run.dims_text(p.get("grid", [])), p.get("np"), p.get("beta"), p.get("sweeps"),
+             num(f.get("plaquette"), ".6f"), num(f.get("link_updates_per_s"), ".3g"),
+             num(f.get("qcdflops_gflops"), ".3f"), num(f.get("qcdflops_compute_gflops"), ".3f"),
+             num(f.get("compute_gflops"), ".3f"), num(f.get("comm_time_s"), ".3f"),
+             num(f.get("comm_mbps"), ".1f"), num(f.get("messages_per_sweep"), ".0f"),
+             r["verification"]]
+        )  # fmt: skip
+    headers = ["run", "cluster", "lattice", "grid", "np", "beta", "sweeps", "plaquette",
+               "link upd/s", "QCDFlops G", "(no comm)", "counted G", "comm s", "halo MB/s",
+               "msgs/sweep", "verification"]  # fmt: skip
+    return html.table(headers, rows)
+
+
+def studies(records: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = defaultdict(list)
+    for r in records:
+        if r["params"].get("study"):
+            out[r["params"]["study"]].append(r)
+    return {k: sorted(v, key=lambda r: r["params"]["split_dims"]) for k, v in out.items()}
+
+
+def study_table(records: list[dict]) -> str:
+    rows = [
+        [row["run"], row["dims"], row["grid"], num(row["qcdflops_gflops"], ".3f"),
+         num(row["qcdflops_compute_gflops"], ".3f"), num(row["compute_time_s"], ".3f"),
+         num(row["comm_time_s"], ".3f"), num(row["comm_wait_s"], ".3f"),
+         num(row["comm_mbps"], ".1f"), num(row["messages_per_sweep"], ".0f"),
+         num(row["bytes_per_message"], ".0f"), row["verification"]]
+        for row in study.rows(records)
+    ]  # fmt: skip
+    headers = ["run", "dims", "grid", "QCDFlops G", "(no comm)", "compute s", "comm s",
+               "waiting s", "halo MB/s", "msgs/sweep", "bytes/msg", "verification"]  # fmt: skip
+    return html.table(headers, rows)
+
+
+def study_figure(records: list[dict]) -> str:
+    rows = [r for r in study.rows(records) if r["time_s"]]
+    if not rows:
+        return ""
+    plt = html.pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.4))
+    labels = [f"{r['dims']}-D\n{r['grid']}" for r in rows]
+    compute = [r["time_s"] - (r["comm_wait_s"] or 0.0) for r in rows]
+    wait = [r["comm_wait_s"] or 0.0 for r in rows]
+    ax1.bar(labels, compute, label="computation")
+    ax1.bar(labels, wait, bottom=compute, label="communication (waiting)")
+    ax1.set(ylabel="seconds", title="run time split (seeds/003 figs 7-9)")
+    ax1.legend(fontsize="small")
+    ax2.plot(labels, [r["qcdflops_gflops"] for r in rows], "o-", label="QCDFlops")
+    ax2.plot(labels, [r["qcdflops_compute_gflops"] for r in rows], "s--", label="without comm")
+    ax2.set(ylabel="Gflops (5700 x links / s)", title="QCDFlops per decomposition")
+    ax2.legend(fontsize="small")
+    return html.svg(fig)
+
+
+def series_figure(records: list[dict]) -> str:
+    shown = [r for r in records if r["figures"].get("plaquette_series")][-6:]
+    if not shown:
+        return ""
+    plt = html.pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    for r in shown:
+        f, p = r["figures"], r["params"]
+        ax.plot(f["plaquette_sweeps"], f["plaquette_series"], ".-",
+                label=f"run {r['id']} beta {p.get('beta')} {run.dims_text(p.get('lattice', []))}")  # fmt: skip
+    for ref in paper()["plaquette_references"]:
+        ax.axhline(ref["plaquette"], color="grey", lw=0.6, ls=":")
+    ax.set(xlabel="sweep", ylabel="plaquette", title="plaquette series (dotted: literature)")
+    ax.legend(fontsize="x-small")
+    return html.svg(fig)
+
+
+def paper_table() -> str:
+    rows = []
+    for key in ("table4", "table5"):
+        t = paper()[key]
+        for row in t["rows"]:
+            rows.append([key.replace("table", "table "), run.dims_text(t["lattice"]),
+                         row["machine"], row["pes"], f"{row['dims']}-D",
+                         f"{row['gflops']:.2f}", f"{row['gflops_no_comm']:.2f}",
+                         f"{row['mb_s']:.2f}"])  # fmt: skip
+    return html.table(["seeds/003", "lattice", "machine", "PEs", "split", "Gflops",
+                       "(no comm)", "MB/s"], rows)  # fmt: skip
+
+
+@LEVEL.section
+def render(records: list[dict]) -> str:
+    parts = [
+        "<p>ct-qcd: SU(3) Wilson-action pure gauge, one Cabibbo-Marinari heat-bath pass "
+        "(Kennedy-Pendleton) plus over-relaxation passes per sweep, even/odd, any process "
+        "grid. QCDFlops = 5700 x link updates / time (seeds/003's nominal constant); "
+        "'counted' uses our own flop count per update (docs/qcd.md). Every run checks the "
+        "cold-start plaquette (exactly 1), SU(3) to 1e-12, gauge invariance and every "
+        "halo message's checksum.</p>",
+        runs_table(records),
+    ]
+    for name, group in studies(records).items():
+        p = group[0]["params"]
+        same = study.series_identical(group)
+        parts += [
+            f"<h3>Decomposition study {html.esc(name)}: lattice "
+            f"{run.dims_text(p['lattice'])}, {p['np']} processes"
+            f"{' (oversubscribed: ranks share cores)' if p.get('oversubscribed') else ''}"
+            f" on {html.esc(group[0]['meta']['cluster']['name'])}</h3>",
+            study_table(group),
+            study_figure(group),
+            f"<p>plaquette series bitwise identical on every grid: "
+            f"{'-' if same is None else 'yes' if same else 'NO'}</p>",
+        ]
+    parts += [series_figure(records), "<h3>seeds/003 (tables 4 and 5)</h3>", paper_table()]
+    parts += [f"<p>{html.esc(text)}</p>" for text in paper()["findings"]]
+    return "\n".join(p for p in parts if p)

@@ -1,0 +1,161 @@
+"""The QCD level (ct-qcd through clustertune qcd on this host): the verification list of
+the issue on 4^4 lattices -- cold start exactly 1, links in SU(3), gauge invariance, the
+plaquette series bitwise the same on every process grid (1, 2, 4, 8 oversubscribed ranks,
+both MPIs) and across a checkpoint and resume, a corrupted halo message failing the run --
+the heat bath against the strong- and weak-coupling expansions, bad input before launch,
+the decomposition table, the report section. Physics at beta 6.0 / 5.7 and speed are in
+bench/qcd_vs_milc.py."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from clustertune import cli
+from clustertune.cluster import local_cluster
+from clustertune.levels.qcd import run, section, study
+
+L4 = (4, 4, 4, 4)
+
+
+def qcd(store, np: int = 1, grid=(1, 1, 1, 1), mpi: str = "openmpi", **spec) -> dict:
+    spec.setdefault("sweeps", 3)
+    return run.run_qcd(
+        local_cluster(), store, run.QcdSpec(lattice=spec.pop("lattice", L4), grid=grid, **spec),
+        np=np, mpi=mpi, timeout=120,
+    )  # fmt: skip
+
+
+def test_cold_start_is_exactly_one_and_every_check_passes(store) -> None:
+    r = qcd(store, sweeps=4)
+    f = r["figures"]
+    assert r["status"] == "ok" and r["verification"] == "passed"
+    assert f["plaquette_start"] == 1.0  # exactly
+    assert r["samples"][0]["plaquette_hex"] == "0x1p+0"
+    assert len(f["plaquette_series"]) == 4 and all(
+        0.55 < p < 0.7 for p in f["plaquette_series"][1:]
+    )
+    assert f["unitarity_error"] <= 1e-12 and f["det_error"] <= 1e-12
+    assert f["gauge_invariance_error"] <= 1e-12 and f["gauge_link_change"] > 0.1
+    assert f["link_updates"] == 4 * 256 * 5 * 4
+    assert f["qcdflops_gflops"] == pytest.approx(5700 * f["link_updates"] / f["time_s"] / 1e9)
+
+
+def test_series_bitwise_identical_on_every_grid(store) -> None:
+    """Site-keyed random numbers and an exact (integer) plaquette sum: the same series on
+    1, 2, 4 and 8 ranks (8 share this machine's cores), with one rank's local extent 1."""
+    grids = [(1, (1, 1, 1, 1)), (2, (2, 1, 1, 1)), (4, (1, 1, 2, 2)), (4, (4, 1, 1, 1)),
+             (8, (2, 2, 2, 1))]  # fmt: skip
+    series = []
+    for np, grid in grids:
+        r = qcd(store, np, grid, start="hot", seed=11)
+        assert r["verification"] == "passed", r["error"]
+        series.append([s["plaquette_hex"] for s in r["samples"]])
+        if np > 1:
+            assert r["figures"]["messages_per_sweep"] > 0 and r["figures"]["comm_mbps"] > 0
+    assert all(s == series[0] for s in series[1:])
+    assert len(set(series[0])) == 4  # it moved
+
+
+def test_mpich_gives_the_same_series(store) -> None:
+    a = qcd(store, 2, (1, 2, 1, 1), mpi="mpich", start="hot", seed=5)
+    b = qcd(store, 1, start="hot", seed=5)
+    assert a["verification"] == "passed", a["error"]
+    assert a["figures"]["plaquette_series"] == b["figures"]["plaquette_series"]
+
+
+def test_no_overlap_changes_the_schedule_not_the_numbers(store) -> None:
+    a = qcd(store, 2, (2, 1, 1, 1), start="hot", seed=5, overlap=False)
+    b = qcd(store, 2, (2, 1, 1, 1), start="hot", seed=5)
+    assert a["figures"]["plaquette_series"] == b["figures"]["plaquette_series"]
+
+
+def test_checkpoint_and_resume_continue_the_series_bit_for_bit(store, tmp_path) -> None:
+    ckpt = tmp_path / "field.ckpt"
+    whole = qcd(store, 1, sweeps=6, start="hot", seed=3)
+    first = qcd(store, 2, (1, 1, 2, 1), sweeps=3, start="hot", seed=3, checkpoint=str(ckpt))
+    second = qcd(store, 4, (2, 1, 1, 2), sweeps=3, resume=str(ckpt))
+    assert first["status"] == second["status"] == "ok", (first["error"], second["error"])
+    assert second["figures"]["plaquette_sweeps"] == [4, 5, 6]
+    assert (first["figures"]["plaquette_series"] + second["figures"]["plaquette_series"]
+            == whole["figures"]["plaquette_series"])  # fmt: skip
+    assert second["figures"]["plaquette_start"] == first["figures"]["plaquette"]
+
+    data = bytearray(ckpt.read_bytes())  # one flipped byte in the links: refused
+    data[400] ^= 0x20
+    ckpt.write_bytes(bytes(data))
+    assert cli.main(["qcd", "--np", "1", "--lattice", "4x4x4x4", "--resume", str(ckpt)]) == 2
+
+
+def test_corrupted_halo_message_fails_the_run(store) -> None:
+    r = qcd(store, 2, (2, 1, 1, 1), inject_fault=True)
+    assert r["status"] == "failed" and r["verification"] == "failed"
+    assert "checksum mismatch" in r["error"] and "sweep 1" in r["error"]
+    assert r["samples"][-1]["halo_ok"] is False
+    clean = qcd(store, 2, (2, 1, 1, 1))
+    assert clean["status"] == "ok"
+    assert r["figures"]["plaquette_series"][0] != clean["figures"]["plaquette_series"][0]
+
+
+@pytest.mark.parametrize(
+    "beta,expected,tol",
+    [(1.0, 1.0 / 18 + 1.0 / 216, 0.004),  # strong coupling: beta/18 + beta^2/216
+     (20.0, 0.8969, 0.003)],  # weak coupling, shared/research/npb-qcd.md section 7 (4^4)
+)  # fmt: skip
+def test_heat_bath_matches_the_coupling_expansions(store, beta, expected, tol) -> None:
+    r = qcd(store, sweeps=40, beta=beta, start="hot", seed=2, or_steps=1)
+    assert r["verification"] == "passed"
+    assert statistics.fmean(r["figures"]["plaquette_series"][10:]) == pytest.approx(
+        expected, abs=tol
+    )
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [(["--np", "2", "--grid", "3x1x1x1"], "--grid: 3 processes in direction x do not divide"),
+     (["--np", "2", "--grid", "2x2x1x1"], "--grid: 2x2x1x1 is 4 processes, the job has 2"),
+     (["--np", "1", "--lattice", "4x4x4x6x"], "--lattice: expected four positive extents"),
+     (["--np", "2", "--lattice", "4x4x4x5", "--grid", "2x1x1x1"], "direction t is odd"),
+     (["--np", "1", "--beta", "0"], "--beta: must be > 0"),
+     (["--np", "1", "--inject-fault"], "--inject-fault"),
+     (["--np", "3", "--lattice", "4x4x4x4"], "--np: no np1xnp2xnp3xnp4 grid of 3")],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(args, says, capsys, tmp_path) -> None:
+    assert cli.main(["qcd", "--lattice", "4x4x4x4", *args] if "--lattice" not in args
+                    else ["qcd", *args]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
+
+
+def test_resume_refuses_another_beta(store, tmp_path, capsys) -> None:
+    ckpt = tmp_path / "c.ckpt"
+    assert qcd(store, sweeps=1, checkpoint=str(ckpt))["status"] == "ok"
+    assert cli.main(["qcd", "--np", "1", "--lattice", "4x4x4x4", "--resume", str(ckpt),
+                     "--beta", "5.7"]) == 2  # fmt: skip
+    assert "a resumed run must keep them" in capsys.readouterr().err
+
+
+def test_decompositions_follow_the_papers_table_2() -> None:
+    assert study.decompositions(16, (16,) * 4, [1, 2, 3, 4]) == {
+        1: (16, 1, 1, 1), 2: (4, 4, 1, 1), 3: (4, 2, 2, 1), 4: (2, 2, 2, 2)}  # fmt: skip
+    assert study.decompositions(32, (64, 32, 32, 32), [1, 4]) == {1: (32, 1, 1, 1), 4: (4, 2, 2, 2)}
+    # no table for 4 processes: the least halo surface with that many split directions
+    assert study.decompositions(4, (8,) * 4, [1, 2, 3]) == {1: (4, 1, 1, 1), 2: (2, 2, 1, 1)}
+    assert run.default_grid((8, 8, 8, 8), 4) == (1, 1, 1, 4)  # same surface as 1x1x2x2
+    assert run.default_grid((8, 8, 8, 8), 16) == (1, 1, 4, 4)
+    assert run.default_grid((4, 4, 4, 16), 4) == (1, 1, 1, 4)
+
+
+def test_study_and_report_section(store) -> None:
+    records = study.run_study(local_cluster(), store, np=2, mpi="openmpi", lattice=L4,
+                              dims=[1, 2], sweeps=2)  # fmt: skip
+    assert [r["params"]["grid"] for r in records] == [[2, 1, 1, 1]]  # 2 ranks: only 1-D
+    more = study.run_study(local_cluster(), store, np=4, mpi="openmpi", lattice=L4,
+                           dims=[1, 2], sweeps=2)  # fmt: skip
+    assert study.series_identical(more) is True
+    rows = study.rows(more)
+    assert [r["dims"] for r in rows] == [1, 2] and all(r["messages_per_sweep"] > 0 for r in rows)
+    html = section.render(records + more)
+    assert "Decomposition study" in html and "bitwise identical on every grid: yes" in html
+    assert "table 5" in html and "<svg" in html

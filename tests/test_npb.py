@@ -147,8 +147,43 @@ def test_demo_step_on_the_4_host_cluster(make_vcluster, store) -> None:
     assert time.monotonic() - started < 90
     assert all(r["status"] == "ok" and r["verification"] == "passed" for r in records)
     names = {r["figures"]["name"] for r in records}
-    assert {"EP.S.1", "EP.S.2", "EP.S.4"} <= names
+    assert {"EP.S.1", "EP.S.2", "EP.S.4", "LU.S.1", "LU.S.2", "LU.S.4"} <= names
     assert len({r["meta"]["hosts"][-1] for r in records if r["figures"]["np"] == 4}) >= 1
     html = report.build(store, [r["id"] for r in records])
     assert "NAS Parallel Benchmarks" in html and "EP.S.4" in html
     assert "Mop/s per process" in html
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("np_, grid", [(1, [1, 1]), (2, [2, 1]), (4, [2, 2])])
+def test_lu_class_s_verifies(store, mpi: str, np_: int, grid: list[int]) -> None:
+    record = npbrun.run_npb(local_cluster(), store, "lu", "S", np_, mpi, timeout=120)
+    f = record["figures"]
+    assert record["status"] == "ok" and record["verification"] == "passed", record["error"]
+    assert f["name"] == f"LU.S.{np_}" and f["grid"] == grid and f["size"] == [12, 12, 12]
+    c = compared(record)
+    assert set(c) == {f"xcr{m}" for m in range(1, 6)} | {f"xce{m}" for m in range(1, 6)} | {"xci"}
+    assert c["xci"]["reference"] == 7.8418928865937083 and c["xci"]["rel_error"] <= 1e-8
+    assert all(x["rel_error"] <= 1e-8 for x in c.values())
+    assert f["iterations"] == 50 and f["dt_ok"] is True
+    ops = 50 * (1984.77 * 12**3 - 10923.3 * 12**2 + 27770.9 * 12 - 144010)
+    assert f["mops_total"] == pytest.approx(ops / f["time_s"] / 1e6)
+    # per step: one strip per plane (10 interior planes) and grid edge in each sweep, one
+    # halo per neighbour; per run: the residual norms' reduction (one per rank)
+    edges, halos = {1: (0, 0), 2: (1, 2), 4: (4, 8)}[np_]
+    assert f["messages_per_iteration"] == pytest.approx(2 * 10 * edges + halos + np_ / 50)
+
+
+def test_lu_on_a_count_npb_does_not_take(store) -> None:
+    """Beyond NPB 3.4 (powers of two and squares): 3 ranks as a 3 x 1 grid, class W."""
+    record = npbrun.run_npb(local_cluster(), store, "lu", "W", 3, "openmpi", timeout=180)
+    assert record["verification"] == "passed", record["error"]
+    assert record["figures"]["grid"] == [3, 1] and record["figures"]["size"] == [33, 33, 33]
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_lu_injected_fault_is_unsuccessful_and_stored_failed(store, mpi: str) -> None:
+    record = npbrun.run_npb(local_cluster(), store, "lu", "S", 2, mpi, inject_fault=True)
+    assert record["status"] == "failed" and record["verification"] == "failed"
+    assert not all(c["passed"] for c in record["figures"]["compared"])
+    assert "UNSUCCESSFUL" in npbrun.text(record)

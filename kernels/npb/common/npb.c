@@ -44,6 +44,60 @@ const char *npb_check_np(char *line, size_t len, const char *prog, const char *b
     return line;
 }
 
+static int parse(int argc, char **argv, const npb_rule *rule, npb_options *o)
+{
+    const char *prog = ct_basename(argv[0]);
+    int help = 0;
+    *o = (npb_options){-1, 0};
+    ct_check_only c = {0, 0};
+    ct_opt check[CT_CHECK_ONLY_NOPTS];
+    ct_check_only_options(&c, check);
+    const ct_opt table[] = {
+        {"--class", CT_OPT_CHOICE, .dest = &o->cls, .choices = npb_classes},
+        {"--inject-fault", CT_OPT_FLAG, .dest = &o->fault},
+        {"--help", CT_OPT_FLAG, .dest = &help},
+        {.type = CT_OPT_TABLE, .table = check},
+        {.type = CT_OPT_END},
+    };
+    char err[512] = "";
+    int bad = ct_opt_parse(table, argc, argv, err, sizeof err);
+    if (help) {
+        printf("usage: %s --class S|W|A|B|C [--inject-fault] [--check-only --np N]\n", prog);
+        return 0;
+    }
+    if (!bad && o->cls < 0) {
+        snprintf(err, sizeof err, "%s: --class: required (S, W, A, B or C)", prog);
+        bad = -1;
+    }
+    if (!bad)
+        bad = ct_check_only_validate(&c, prog, err, sizeof err);
+    if (!c.on && !bad)
+        return -1;
+    char line[512];
+    return ct_check_only_exit(bad ? err
+                                  : npb_check_np(line, sizeof line, prog, rule->bench, o->cls,
+                                                 c.np, rule->allowed, rule->max_list(o->cls),
+                                                 rule->why));
+}
+
+int npb_start(int *argc, char ***argv, const npb_rule *rule, npb_options *o, int *np, int *me)
+{
+    int status = parse(*argc, *argv, rule, o);
+    if (status >= 0)
+        return status;
+    ct_mpi_init(argc, argv);
+    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, np));
+    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, me));
+    char line[512];
+    if (!npb_check_np(line, sizeof line, ct_basename((*argv)[0]), rule->bench, o->cls, *np,
+                      rule->allowed, rule->max_list(o->cls), rule->why))
+        return -1;
+    if (*me == 0)
+        ct_report_error("%s", line);
+    MPI_Finalize();
+    return CT_EXIT_USAGE;
+}
+
 void npb_add_check(npb_result *r, const char *name, double value, double reference, int exact)
 {
     if (r->nchecks < NPB_MAX_CHECKS)

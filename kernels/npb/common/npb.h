@@ -36,6 +36,25 @@ enum npb_tag {
 const char *npb_check_np(char *line, size_t len, const char *prog, const char *bench, int cls,
                          int np, int (*allowed)(int np, int cls), int max_list, const char *why);
 
+/* The options every NPB kernel takes (docs/npb.md): --class, --inject-fault, --help,
+ * --check-only --np N. */
+typedef struct {
+    int cls, fault;
+} npb_options;
+typedef int (*npb_allowed)(int np, int cls);
+typedef struct {
+    const char *bench;     /* "EP" */
+    npb_allowed allowed;   /* whether a class runs on np ranks */
+    int (*max_list)(int cls); /* the allowed counts listed in the error line go up to this */
+    const char *why;       /* the rule, in words, after the list */
+} npb_rule;
+
+/* A kernel's start: parses argv before MPI (--help: exit status 0; --check-only: 0 or 2
+ * with the one line; bad input: 2), then ct_mpi_init and the world's size checked (rank 0
+ * reports a count the rule refuses, exit status 2). Returns -1 when the run goes ahead,
+ * with this rank and the rank count in me and np; else the exit status. */
+int npb_start(int *argc, char ***argv, const npb_rule *rule, npb_options *o, int *np, int *me);
+
 /* Communication accounting of one rank: time inside MPI calls of the timed section,
  * messages sent and their payload bytes. */
 typedef struct {

@@ -155,51 +155,17 @@ static void extra(ct_json *j, const void *arg)
                    "NPB 3.4 sums of X, Y; NPB 3.4.2 sums of |X|, |Y| and pair count");
 }
 
+static int max_list(int cls) { return (int)batches(cls); }
+
 int main(int argc, char **argv)
 {
-    const char *prog = ct_basename(argv[0]);
-    int cls = -1, fault = 0, help = 0;
-    ct_check_only c = {0, 0};
-    ct_opt check[CT_CHECK_ONLY_NOPTS];
-    ct_check_only_options(&c, check);
-    const ct_opt table[] = {
-        {"--class", CT_OPT_CHOICE, .dest = &cls, .choices = npb_classes},
-        {"--inject-fault", CT_OPT_FLAG, .dest = &fault},
-        {"--help", CT_OPT_FLAG, .dest = &help},
-        {.type = CT_OPT_TABLE, .table = check},
-        {.type = CT_OPT_END},
-    };
-    char err[512] = "";
-    int bad = ct_opt_parse(table, argc, argv, err, sizeof err);
-    if (help) {
-        printf("usage: %s --class S|W|A|B|C [--inject-fault] [--check-only --np N]\n", prog);
-        return 0;
-    }
-    if (!bad && cls < 0) {
-        snprintf(err, sizeof err, "%s: --class: required (S, W, A, B or C)", prog);
-        bad = -1;
-    }
-    if (!bad)
-        bad = ct_check_only_validate(&c, prog, err, sizeof err);
-    if (c.on || bad) {
-        char line[512];
-        return ct_check_only_exit(
-            bad ? err
-                : npb_check_np(line, sizeof line, prog, "EP", cls, c.np, allowed, (int)batches(cls),
-                               " (one batch of 2^16 pairs at least per rank)"));
-    }
-
-    ct_mpi_init(&argc, &argv);
-    int np, me;
-    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &np));
-    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
-    char line[512];
-    if (npb_check_np(line, sizeof line, prog, "EP", cls, np, allowed, (int)batches(cls), "")) {
-        if (me == 0)
-            ct_report_error("%s", line);
-        MPI_Finalize();
-        return CT_EXIT_USAGE;
-    }
+    const npb_rule rule = {"EP", allowed, max_list,
+                           " (one batch of 2^16 pairs at least per rank)"};
+    npb_options o;
+    int np, me, status = npb_start(&argc, &argv, &rule, &o, &np, &me);
+    if (status >= 0)
+        return status;
+    int cls = o.cls, fault = o.fault;
 
     /* batches [first, first + count) of this rank: the first nn % np ranks take one more */
     long long nn = batches(cls), base = nn / np, extra_ranks = nn % np;

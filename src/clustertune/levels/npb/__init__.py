@@ -14,7 +14,7 @@ from .. import Kernel, Level, register
 
 KERNELS = {"ep": "ct-npb-ep", "lu": "ct-npb-lu", "bt": "ct-npb-bt"}
 # the benchmarks whose kernels this version builds (kernels/npb/<bench>/)
-AVAILABLE = ("ep",)
+AVAILABLE = ("ep", "lu")
 
 # in the demo and the report: after Linpack
 LEVEL = register(

@@ -18,15 +18,14 @@
 #ifndef BT_H
 #define BT_H
 
-#include "ct_mpi.h"
-#include "ct_phase.h"
+#include "npb.h"
 
 #define BT_NVAR 5
 #define BT_GHOST 2 /* ghost layers of u (the dissipation reaches two points away) */
 #define BT_MIN_CELL 3
 #define BT_MAXQ 64 /* at most 64 x 64 ranks */
 
-/* one class of the benchmark */
+/* one class of the benchmark (index = NPB_S ... NPB_C) */
 typedef struct {
     char name;
     int n;     /* grid points per side */
@@ -35,9 +34,10 @@ typedef struct {
     double xcr[BT_NVAR], xce[BT_NVAR]; /* references: residual norms / dt, error norms */
 } bt_class;
 
-const bt_class *bt_class_of(char name);
-/* "" when the class runs on np ranks, else the reason, naming the allowed counts */
-int bt_np_allowed(const bt_class *cls, int np, char *why, size_t len);
+extern const bt_class bt_classes[NPB_NCLASSES];
+/* whether class cls runs on np ranks: a square q*q, cells of at least 3 points */
+int bt_np_allowed(int np, int cls);
+int bt_max_list(int cls);
 
 /* constants of the discretisation, per direction d = 0 (x), 1 (y), 2 (z) */
 typedef struct {
@@ -67,7 +67,7 @@ typedef struct {
     bt_consts k;
     int n[3];
     int q, a, b, rank, np;
-    MPI_Comm comm;
+    MPI_Comm mpi; /* a duplicate of MPI_COMM_WORLD: the kernel's own tags */
     bt_cell *cells;                /* q cells */
     int cell_at[3][BT_MAXQ];       /* my cell with coordinate s along d */
     int succ[3], pred[3];          /* ranks of the neighbours in +d and -d */
@@ -75,13 +75,8 @@ typedef struct {
     /* buffers: faces (copy_faces) and pipeline stages */
     double *sendbuf, *recvbuf;
     size_t bufdoubles;
-    /* accounting */
-    ct_phases ph;
-    long long messages, bytes;
-    int counting;
+    npb_comm comm; /* time in MPI calls, messages and bytes sent */
 } bt_state;
-
-enum { BT_PH_COMP, BT_PH_COMM, BT_NPHASE };
 
 static inline size_t bt_uidx(const bt_cell *c, int i, int j, int k)
 {
@@ -120,6 +115,6 @@ void bt_isend(bt_state *s, const double *buf, size_t n, int dest, int tag, MPI_R
 void bt_irecv(bt_state *s, double *buf, size_t n, int src, int tag, MPI_Request *r);
 void bt_waitall(bt_state *s, int n, MPI_Request *r);
 
-enum { BT_TAG_FACE = 10, BT_TAG_FWD = 20, BT_TAG_BACK = 30 };
+enum { BT_TAG_FACE = NPB_TAG_BT, BT_TAG_FWD = NPB_TAG_BT + 10, BT_TAG_BACK = NPB_TAG_BT + 20 };
 
 #endif

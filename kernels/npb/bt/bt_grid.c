@@ -8,7 +8,7 @@
 
 /* NPB 3.4 classes: grid, steps, dt and the reference norms (xcr already divided by dt),
  * as published with the benchmark (research note npb-qcd.md, section 5.4). */
-static const bt_class classes[] = {
+const bt_class bt_classes[NPB_NCLASSES] = {
     {'S', 12, 60, 0.010,
      {1.7034283709541311e-01, 1.2975252070034097e-02, 3.2527926989486055e-02,
       2.6436421275166801e-02, 1.9211784131744430e-01},
@@ -36,14 +36,6 @@ static const bt_class classes[] = {
       0.37087651059694167e+02, 0.36211053051841265e+03}},
 };
 
-const bt_class *bt_class_of(char name)
-{
-    for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++)
-        if (classes[i].name == name)
-            return &classes[i];
-    return NULL;
-}
-
 static int isqrt(int np)
 {
     int q = (int)sqrt((double)np);
@@ -54,29 +46,22 @@ static int isqrt(int np)
     return q;
 }
 
-int bt_np_allowed(const bt_class *cls, int np, char *why, size_t len)
+static int qmax(int cls)
 {
-    int qmax = cls->n / BT_MIN_CELL;
-    if (qmax > BT_MAXQ)
-        qmax = BT_MAXQ;
+    int q = bt_classes[cls].n / BT_MIN_CELL;
+    return q < BT_MAXQ ? q : BT_MAXQ;
+}
+
+int bt_np_allowed(int np, int cls)
+{
     int q = isqrt(np);
-    if (q * q == np && q <= qmax)
-        return 1;
-    char list[256] = "";
-    size_t at = 0;
-    for (int k = 1; k <= qmax && at < sizeof list - 32; k++) {
-        if (k > 4 && k < qmax) {
-            at += (size_t)snprintf(list + at, sizeof list - at, ", ...");
-            k = qmax - 1;
-            continue;
-        }
-        at += (size_t)snprintf(list + at, sizeof list - at, "%s%d", k > 1 ? ", " : "", k * k);
-    }
-    snprintf(why, len,
-             "--np %d: BT.%c runs on %s ranks (a square number q*q, each of the q^3 cells at "
-             "least %d points wide: q <= %d)",
-             np, cls->name, list, BT_MIN_CELL, qmax);
-    return 0;
+    return q * q == np && q <= qmax(cls);
+}
+
+int bt_max_list(int cls)
+{
+    int q = qmax(cls);
+    return q * q;
 }
 
 /* coefficients of the exact solution: u_m = sum over xi, eta, zeta of polynomials of
@@ -144,7 +129,7 @@ void bt_setup(bt_state *s, const bt_class *cls, MPI_Comm comm)
 {
     memset(s, 0, sizeof *s);
     s->cls = cls;
-    s->comm = comm;
+    s->mpi = comm;
     CT_MPI_CHECK(MPI_Comm_rank(comm, &s->rank));
     CT_MPI_CHECK(MPI_Comm_size(comm, &s->np));
     int q = s->q = isqrt(s->np);
@@ -293,7 +278,7 @@ void bt_error_norm(bt_state *s, double rms[BT_NVAR])
                         sum[m] += (u[m] - e[m]) * (u[m] - e[m]);
                 }
     }
-    CT_MPI_CHECK(MPI_Allreduce(sum, rms, BT_NVAR, MPI_DOUBLE, MPI_SUM, s->comm));
+    CT_MPI_CHECK(MPI_Allreduce(sum, rms, BT_NVAR, MPI_DOUBLE, MPI_SUM, s->mpi));
     for (int m = 0; m < BT_NVAR; m++) {
         for (int d = 0; d < 3; d++)
             rms[m] /= (double)(s->n[d] - 2);
@@ -314,7 +299,7 @@ void bt_rhs_norm(bt_state *s, double rms[BT_NVAR])
                         sum[m] += r[m] * r[m];
                 }
     }
-    CT_MPI_CHECK(MPI_Allreduce(sum, rms, BT_NVAR, MPI_DOUBLE, MPI_SUM, s->comm));
+    CT_MPI_CHECK(MPI_Allreduce(sum, rms, BT_NVAR, MPI_DOUBLE, MPI_SUM, s->mpi));
     for (int m = 0; m < BT_NVAR; m++) {
         for (int d = 0; d < 3; d++)
             rms[m] /= (double)(s->n[d] - 2);

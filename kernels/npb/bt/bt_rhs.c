@@ -12,27 +12,24 @@
 
 void bt_isend(bt_state *s, const double *buf, size_t n, int dest, int tag, MPI_Request *r)
 {
-    ct_phase_start(&s->ph, BT_PH_COMM);
-    CT_MPI_CHECK(MPI_Isend(buf, (int)n, MPI_DOUBLE, dest, tag, s->comm, r));
-    ct_phase_stop(&s->ph, BT_PH_COMM);
-    if (s->counting) {
-        s->messages++;
-        s->bytes += (long long)(n * sizeof(double));
-    }
+    npb_comm_start(&s->comm);
+    CT_MPI_CHECK(MPI_Isend(buf, (int)n, MPI_DOUBLE, dest, tag, s->mpi, r));
+    npb_comm_stop(&s->comm);
+    npb_comm_sent(&s->comm, (double)(n * sizeof(double)));
 }
 
 void bt_irecv(bt_state *s, double *buf, size_t n, int src, int tag, MPI_Request *r)
 {
-    ct_phase_start(&s->ph, BT_PH_COMM);
-    CT_MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_DOUBLE, src, tag, s->comm, r));
-    ct_phase_stop(&s->ph, BT_PH_COMM);
+    npb_comm_start(&s->comm);
+    CT_MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_DOUBLE, src, tag, s->mpi, r));
+    npb_comm_stop(&s->comm);
 }
 
 void bt_waitall(bt_state *s, int n, MPI_Request *r)
 {
-    ct_phase_start(&s->ph, BT_PH_COMM);
+    npb_comm_start(&s->comm);
     ct_mpi_waitall(n, r, NULL);
-    ct_phase_stop(&s->ph, BT_PH_COMM);
+    npb_comm_stop(&s->comm);
 }
 
 /* rho_inv, us, vs, ws, square = |rho v|^2 / (2 rho), qs = square / rho over the cell and

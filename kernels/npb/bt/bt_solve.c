@@ -25,10 +25,11 @@
 #define C3C4 0.1
 #define C1345 (1.4 * 1.4 * 0.1)
 #define CON43 (4.0 / 3.0)
+#define INLINE static inline __attribute__((always_inline))
 
 /* F (flux Jacobian) and N (viscous Jacobian) of direction d at one point, row-major
  * 5x5 each, jac[0..24] = F, jac[25..49] = N. */
-static inline void jacobians(const int d, const double *u, double *jac)
+INLINE void jacobians(const int d, const double *u, double *jac)
 {
     const int a = d + 1;
     double *F = jac, *N = jac + 25;
@@ -70,7 +71,7 @@ static inline void jacobians(const int d, const double *u, double *jac)
 }
 
 /* r -= A v */
-static inline void matvec_sub(const double *A, const double *v, double *r)
+INLINE void matvec_sub(const double *A, const double *v, double *r)
 {
     for (int i = 0; i < 5; i++)
         r[i] -= A[i * 5 + 0] * v[0] + A[i * 5 + 1] * v[1] + A[i * 5 + 2] * v[2] +
@@ -78,7 +79,7 @@ static inline void matvec_sub(const double *A, const double *v, double *r)
 }
 
 /* B -= A C */
-static inline void matmul_sub(const double *A, const double *C, double *B)
+INLINE void matmul_sub(const double *A, const double *C, double *B)
 {
     for (int i = 0; i < 5; i++)
         for (int j = 0; j < 5; j++)
@@ -87,15 +88,15 @@ static inline void matmul_sub(const double *A, const double *C, double *B)
                             A[i * 5 + 4] * C[4 * 5 + j];
 }
 
-/* Gauss-Jordan without pivoting (B is diagonally dominant): C = B^-1 C (when C is not
- * NULL) and r = B^-1 r; B is destroyed. */
-static inline void binv(double *B, double *C, double *r)
+/* Gauss-Jordan without pivoting (B is diagonally dominant): C = B^-1 C (when withc)
+ * and r = B^-1 r; B is destroyed. */
+INLINE void binv(double *B, double *C, double *r, const int withc)
 {
     for (int p = 0; p < 5; p++) {
         double piv = 1.0 / B[p * 5 + p];
         for (int j = p + 1; j < 5; j++)
             B[p * 5 + j] *= piv;
-        if (C)
+        if (withc)
             for (int j = 0; j < 5; j++)
                 C[p * 5 + j] *= piv;
         r[p] *= piv;
@@ -105,7 +106,7 @@ static inline void binv(double *B, double *C, double *r)
             double f = B[i * 5 + p];
             for (int j = p + 1; j < 5; j++)
                 B[i * 5 + j] -= f * B[p * 5 + j];
-            if (C)
+            if (withc)
                 for (int j = 0; j < 5; j++)
                     C[i * 5 + j] -= f * C[p * 5 + j];
             r[i] -= f * r[p];
@@ -155,8 +156,8 @@ static size_t bt_lines(const bt_cell *c, int d)
 /* Forward elimination of one cell. in: the predecessor's last C' and r per line (30
  * doubles per line; NULL when the cell starts the line at the boundary); out: this
  * cell's last C' and r (NULL when the cell ends the line). jac: 3 * nb * 50 doubles. */
-static void forward(const bt_state *s, bt_cell *c, int d, const double *in, double *out,
-                    double *jac)
+INLINE void forward_dir(const bt_state *s, bt_cell *c, const int d, const double *in,
+                        double *out, double *jac)
 {
     const walk w = walk_of(c, d);
     const double tmp1 = s->k.dt * s->k.t1[d], tmp2 = s->k.dt * s->k.t2[d];
@@ -181,16 +182,19 @@ static void forward(const bt_state *s, bt_cell *c, int d, const double *in, doub
                     const double *Fm = Jm + b * 50, *Nm = Fm + 25, *F0 = J0 + b * 50, *N0 = F0 + 25;
                     const double *Fp = Jp + b * 50, *Np = Fp + 25;
                     long rp = ro + t * w.rt + b * w.rb;
-                    double *r = c->rhs + BT_NVAR * rp, *cp = c->cp + 25 * rp;
-                    double B[25], A[25];
+                    double *rg = c->rhs + BT_NVAR * rp, *cg = c->cp + 25 * rp;
+                    /* work on local copies: no aliasing, everything in registers */
+                    double B[25], A[25], C[25], r[BT_NVAR];
+                    for (int m = 0; m < BT_NVAR; m++)
+                        r[m] = rg[m];
                     for (int e = 0; e < 25; e++)
                         B[e] = 2.0 * tmp1 * N0[e];
                     for (int m = 0; m < 5; m++)
                         B[m * 6] += 1.0 + 2.0 * tmp1 * dd[m];
                     const double *cprev = NULL, *rprev = NULL;
                     if (t > w.t0) {
-                        cprev = cp - 25 * w.rt;
-                        rprev = r - BT_NVAR * w.rt;
+                        cprev = cg - 25 * w.rt;
+                        rprev = rg - BT_NVAR * w.rt;
                     } else if (in) {
                         cprev = in + 30 * (line + (size_t)b);
                         rprev = cprev + 25;
@@ -204,22 +208,35 @@ static void forward(const bt_state *s, bt_cell *c, int d, const double *in, doub
                         matmul_sub(A, cprev, B);
                     }
                     if (end) {
-                        binv(B, NULL, r);
-                        continue;
+                        binv(B, NULL, r, 0);
+                    } else {
+                        for (int e = 0; e < 25; e++)
+                            C[e] = tmp2 * Fp[e] - tmp1 * Np[e];
+                        for (int m = 0; m < 5; m++)
+                            C[m * 6] -= tmp1 * dd[m];
+                        binv(B, C, r, 1);
+                        memcpy(cg, C, sizeof C);
+                        if (t == w.t1 && out) {
+                            memcpy(out + 30 * (line + (size_t)b), C, sizeof C);
+                            memcpy(out + 30 * (line + (size_t)b) + 25, r, sizeof r);
+                        }
                     }
-                    for (int e = 0; e < 25; e++)
-                        cp[e] = tmp2 * Fp[e] - tmp1 * Np[e];
-                    for (int m = 0; m < 5; m++)
-                        cp[m * 6] -= tmp1 * dd[m];
-                    binv(B, cp, r);
-                    if (t == w.t1 && out) {
-                        memcpy(out + 30 * (line + (size_t)b), cp, 25 * sizeof(double));
-                        memcpy(out + 30 * (line + (size_t)b) + 25, r, BT_NVAR * sizeof(double));
-                    }
+                    memcpy(rg, r, sizeof r);
                 }
             }
             line += (size_t)w.nb;
         }
+}
+
+/* the same with d a constant, so that the Jacobians' structure folds */
+static void forward(const bt_state *s, bt_cell *c, int d, const double *in, double *out,
+                    double *jac)
+{
+    switch (d) {
+    case 0: forward_dir(s, c, 0, in, out, jac); break;
+    case 1: forward_dir(s, c, 1, in, out, jac); break;
+    default: forward_dir(s, c, 2, in, out, jac); break;
+    }
 }
 
 /* Back substitution of one cell. in: the successor's first r per line (NULL at the
@@ -234,14 +251,18 @@ static void backward(bt_cell *c, int d, const double *in, double *out)
             for (int t = w.t1; t >= w.t0; t--)
                 for (int b = 0; b < w.nb; b++) {
                     long rp = ro + t * w.rt + b * w.rb;
-                    double *r = c->rhs + BT_NVAR * rp;
-                    const double *next = t < w.t1 ? r + BT_NVAR * w.rt
+                    double *rg = c->rhs + BT_NVAR * rp, r[BT_NVAR];
+                    const double *next = t < w.t1 ? rg + BT_NVAR * w.rt
                                          : in     ? in + BT_NVAR * (line + (size_t)b)
                                                   : NULL;
+                    if (!next && !(t == w.t0 && out))
+                        continue;
+                    memcpy(r, rg, sizeof r);
                     if (next)
                         matvec_sub(c->cp + 25 * rp, next, r);
+                    memcpy(rg, r, sizeof r);
                     if (t == w.t0 && out)
-                        memcpy(out + BT_NVAR * (line + (size_t)b), r, BT_NVAR * sizeof(double));
+                        memcpy(out + BT_NVAR * (line + (size_t)b), r, sizeof r);
                 }
             line += (size_t)w.nb;
         }

@@ -16,10 +16,10 @@ import netCDF4
 import numpy as np
 import pytest
 
-from clustertune import kernels
+from clustertune import kernels, security
 from clustertune.cluster import local_cluster
 from clustertune.launch import launcher_for
-from clustertune.levels.io import netcdf, remote, security, validate
+from clustertune.levels.io import netcdf, remote, validate
 
 NC_INT, NC_EACCESS = 4, -77
 

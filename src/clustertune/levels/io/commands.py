@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ... import security
 from ...commands import Output, cluster_of
 from ...errors import UserError
-from . import remote, security
+from . import remote
 
 
 def ca_dir_of(args: argparse.Namespace) -> Path:

@@ -19,14 +19,14 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ... import kernels
+from ... import kernels, security
 from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store
 from ...errors import UserError
 from ...launch import Job
 from ...results import Store
 from ...runner import Run
-from . import FORWARD_KERNEL, LEVEL, NETCDF_KERNEL, security, validate
+from . import FORWARD_KERNEL, LEVEL, NETCDF_KERNEL, validate
 from . import remote as fwd
 
 SIZES = (16, 64, 100, 128, 256)

@@ -20,11 +20,11 @@ import re
 import tempfile
 from pathlib import Path
 
-from ... import kernels
+from ... import kernels, security
 from ...cluster import Cluster
 from ...errors import UserError
 from ...launch import launcher_for, mpi_flags
-from . import SERVER_KERNEL, security
+from . import SERVER_KERNEL
 
 READY = re.compile(rb"ct-io-server: listening on port (\d+)")
 SERVER_START_S = 30.0

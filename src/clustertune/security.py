@@ -1,8 +1,7 @@
-"""A small certificate authority, X.509 certificates and the grid-mapfile: the security of
-remote I/O (mutual TLS between libct_ncfwd and ct-io-server), in the GSI model of seeds/000.
-The grid level reuses the same CA, certificates and grid-mapfile for authenticated access
-to sites, so nothing here knows about I/O: it belongs in a shared module (for instance
-``clustertune/security.py``) once the grid level lands.
+"""A small certificate authority, X.509 certificates and the grid-mapfile, in the GSI model
+of seeds/000: one tool for the whole project. Remote I/O uses it for mutual TLS between
+libct_ncfwd and ct-io-server; the grid level for authenticated access to sites (only a
+mapped subject runs jobs). Nothing here knows about either.
 
 Layout of a CA directory (``clustertune io ca init``; default ``$CLUSTERTUNE_CA`` or
 ``~/.local/share/clustertune/ca``)::
@@ -24,7 +23,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...errors import UserError
+from .errors import UserError
 
 ORG = "/C=JP/O=clustertune"
 CA_SUBJECT = f"{ORG}/CN=clustertune CA"

@@ -187,3 +187,29 @@ def test_lu_injected_fault_is_unsuccessful_and_stored_failed(store, mpi: str) ->
     assert record["status"] == "failed" and record["verification"] == "failed"
     assert not all(c["passed"] for c in record["figures"]["compared"])
     assert "UNSUCCESSFUL" in npbrun.text(record)
+
+
+def test_bench_script_reads_both_outputs() -> None:
+    """bench/npb_vs_official.py: NPB's print_results block and our result line."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "npb_vs_official.py"
+    spec = importlib.util.spec_from_file_location("npb_vs_official", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    official = """ LU Benchmark Completed.
+ Class           =                        A
+ Time in seconds =                    10.44
+ Mop/s total     =                 11424.13
+ Verification    =               SUCCESSFUL
+"""
+    assert bench.parse_npb(official) == {"time_s": 10.44, "mops": 11424.13, "verified": True}
+    failed = official.replace("  SUCCESSFUL", "UNSUCCESSFUL")
+    assert bench.parse_npb(failed)["verified"] is False
+    ours = 'noise\n{"type":"result","verification":"failed","figures":{"time_s":2.0,' \
+           '"mops_total":5.5,"verified":false}}\n'  # fmt: skip
+    assert bench.parse_ours(ours) == {"time_s": 2.0, "mops": 5.5, "verified": False}
+    s = bench.summary([{"mops": 3.0, "verified": True}, {"mops": 9.0, "verified": False},
+                       {"mops": 5.0, "verified": True}])  # fmt: skip
+    assert (s["best"], s["median"], s["all_verified"]) == (5.0, 4.0, False)

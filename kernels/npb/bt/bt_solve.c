@@ -36,7 +36,9 @@ INLINE void jacobians(const int d, const double *u, double *jac)
     const double t1 = 1.0 / u[0], t2 = t1 * t1, t3 = t1 * t2;
     const double qs = 0.5 * (u[1] * u[1] + u[2] * u[2] + u[3] * u[3]) * t2;
     const double ua = u[a];
-    memset(jac, 0, 50 * sizeof(double));
+#pragma GCC unroll 50
+    for (int e = 0; e < 50; e++) /* not memset: stores the compiler can merge */
+        jac[e] = 0.0;
     /* mass: d(rho v_a) */
     F[0 * 5 + a] = 1.0;
     /* momenta */
@@ -73,6 +75,7 @@ INLINE void jacobians(const int d, const double *u, double *jac)
 /* r -= A v */
 INLINE void matvec_sub(const double *A, const double *v, double *r)
 {
+#pragma GCC unroll 5
     for (int i = 0; i < 5; i++)
         r[i] -= A[i * 5 + 0] * v[0] + A[i * 5 + 1] * v[1] + A[i * 5 + 2] * v[2] +
                 A[i * 5 + 3] * v[3] + A[i * 5 + 4] * v[4];
@@ -81,7 +84,9 @@ INLINE void matvec_sub(const double *A, const double *v, double *r)
 /* B -= A C */
 INLINE void matmul_sub(const double *A, const double *C, double *B)
 {
+#pragma GCC unroll 5
     for (int i = 0; i < 5; i++)
+#pragma GCC unroll 5
         for (int j = 0; j < 5; j++)
             B[i * 5 + j] -= A[i * 5 + 0] * C[0 * 5 + j] + A[i * 5 + 1] * C[1 * 5 + j] +
                             A[i * 5 + 2] * C[2 * 5 + j] + A[i * 5 + 3] * C[3 * 5 + j] +
@@ -92,18 +97,22 @@ INLINE void matmul_sub(const double *A, const double *C, double *B)
  * and r = B^-1 r; B is destroyed. */
 INLINE void binv(double *B, double *C, double *r, const int withc)
 {
+#pragma GCC unroll 5
     for (int p = 0; p < 5; p++) {
         double piv = 1.0 / B[p * 5 + p];
+#pragma GCC unroll 5
         for (int j = p + 1; j < 5; j++)
             B[p * 5 + j] *= piv;
         if (withc)
             for (int j = 0; j < 5; j++)
                 C[p * 5 + j] *= piv;
         r[p] *= piv;
+#pragma GCC unroll 5
         for (int i = 0; i < 5; i++) {
             if (i == p)
                 continue;
             double f = B[i * 5 + p];
+#pragma GCC unroll 5
             for (int j = p + 1; j < 5; j++)
                 B[i * 5 + j] -= f * B[p * 5 + j];
             if (withc)

@@ -1,0 +1,144 @@
+"""Co-allocation of one MPI job across the sites of a virtual grid (DUROC's role): an
+allocation per Slurm site, all granted within a start barrier or none kept; then the
+MPI launcher starts every rank inside them (its remote agent runs ``srun --jobid`` on
+Slurm sites, ssh on ssh sites, the vcluster agent elsewhere), and the allocations are
+released at the end, whatever happened.
+
+Run as ``python -m clustertune.grid.coalloc --grid G --workdir W --barrier S
+--sites site0=host0,host1 [--sites ...] -- MPI-LAUNCHER-ARGV``; it is the one command the
+grid launcher gives the runner (launch/base.py: ``mpi_argv``), so every level runs
+through it unchanged. It reports on stderr one line ``clustertune-coalloc: {json}``: per
+site the allocation id and the times of request and grant (the job's timeline), or why
+it did not start. Exit 97 when the co-allocation failed (nothing was started).
+
+A test switch: ``CT_GRID_FAIL_SITE=siteK`` makes that site's request impossible (an
+unknown node), so the all-or-none path can be seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import slurm, virtual
+
+FAILED_TO_START = 97
+GRANTED = re.compile(r"Granted job allocation (\d+)")
+QUEUED = re.compile(r"job allocation (\d+)")
+FAIL_SWITCH = "CT_GRID_FAIL_SITE"
+
+
+def _request(site: dict, hosts: list[str], name: str, minutes: int) -> subprocess.Popen:
+    nodelist = ",".join(hosts)
+    if os.environ.get(FAIL_SWITCH) == site["name"]:
+        nodelist = "no-such-node"
+    argv = ["salloc", "--no-shell", "--job-name", name, "--nodes", str(len(hosts)),
+            "--ntasks", str(len(hosts)), "--ntasks-per-node", "1", "--nodelist", nodelist,
+            "--time", str(minutes)]  # fmt: skip
+    return subprocess.Popen(slurm.client(site, argv), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def coallocate(grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier: float,
+               name: str, minutes: int) -> tuple[dict, str | None]:  # fmt: skip
+    """(timeline per site, None) when every Slurm site granted its hosts within
+    ``barrier`` seconds; else (timeline, why) with every allocation already cancelled."""
+    sites = {s["name"]: s for s in grid["sites"]}
+    timeline: dict[str, dict] = {}
+    pending: dict[str, subprocess.Popen] = {}
+    for site_name, hosts in wanted.items():
+        site = sites[site_name]
+        timeline[site_name] = {"scheduler": site["scheduler"], "hosts": hosts,
+                               "requested": time.time()}  # fmt: skip
+        if site["scheduler"] == "slurm":
+            pending[site_name] = _request(site, hosts, name, minutes)
+        else:  # nothing to allocate: reached directly
+            timeline[site_name]["granted"] = time.time()
+    why = None
+    deadline = time.monotonic() + barrier
+    while pending and why is None:
+        for site_name, proc in list(pending.items()):
+            if proc.poll() is None:
+                continue
+            err = proc.stderr.read() if proc.stderr else ""
+            del pending[site_name]
+            match = GRANTED.search(err)
+            if proc.returncode == 0 and match:
+                timeline[site_name].update(granted=time.time(), allocation=match.group(1))
+                (workdir / f"alloc.{site_name}").write_text(match.group(1))
+            else:
+                why = f"{site_name}: allocation refused: {err.strip().splitlines()[-1:] or '?'}"
+        if pending and time.monotonic() > deadline:
+            why = f"{', '.join(pending)}: not granted within the {barrier:g} s start barrier"
+        time.sleep(0.05)
+    if why is not None:
+        for proc in pending.values():
+            proc.terminate()  # salloc cancels its own request when signalled
+        release(grid, timeline, name)
+    return timeline, why
+
+
+def release(grid: dict, timeline: dict, name: str) -> None:
+    """Cancel every allocation of this job (by name too: a request still queued)."""
+    for site in grid["sites"]:
+        if site["name"] in timeline and site["scheduler"] == "slurm":
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                slurm.run_client(site, ["scancel", "--name", name], timeout=10)
+            timeline[site["name"]].setdefault("released", time.time())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="clustertune.grid.coalloc")
+    parser.add_argument("--grid", required=True)
+    parser.add_argument("--workdir", required=True, type=Path)
+    parser.add_argument("--barrier", type=float, default=30.0)
+    parser.add_argument("--minutes", type=int, default=60)
+    parser.add_argument("--sites", action="append", default=[])
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    grid = virtual.load(args.grid)
+    if grid is None:
+        print(f"clustertune-coalloc: no grid {args.grid!r}", file=sys.stderr)
+        return FAILED_TO_START
+    wanted = {}
+    for item in args.sites:
+        site, _, hosts = item.partition("=")
+        wanted[site] = hosts.split(",")
+    name = f"ct-{os.environ.get('CLUSTERTUNE_JOB', os.getpid())}"
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    timeline: dict = {}
+    code = FAILED_TO_START
+    why = None
+    try:
+        timeline, why = coallocate(grid, wanted, args.workdir, args.barrier, name, args.minutes)
+        if why is None:
+            started = time.time()
+            code = subprocess.run(command).returncode
+            for entry in timeline.values():
+                entry.update(started=started, ended=time.time())
+    finally:
+        release(grid, timeline, name)
+        report = {"sites": timeline, "started": why is None, "error": why}
+        print(f"clustertune-coalloc: {json.dumps(report)}", file=sys.stderr, flush=True)
+    if why is not None:
+        print(f"clustertune-coalloc: co-allocation failed, nothing started: {why}",
+              file=sys.stderr)  # fmt: skip
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

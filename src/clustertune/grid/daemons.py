@@ -1,0 +1,123 @@
+"""Daemons of a virtual grid: started inside a host's network namespace (and, when they
+need it, a private UTS namespace named after the host), marked, and stopped by pid.
+
+They outlive the command that starts them (``grid up``), so they are not services of a
+run (launch/service.py stops those at the end of a block) and carry none of a job's marks
+(a run's watchdog would kill them): their own mark is ``CLUSTERTUNE_GRID=<name>``, which
+every process they start inherits (slurmstepd, sshd sessions), so ``grid down`` finds
+what a pid file does not name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from .. import netns
+from ..launch import process
+
+MARK = "CLUSTERTUNE_GRID"
+
+
+def clean_env(name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    drop = (process.JOB_MARK, process.OWNER_MARK)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(extra or {})
+    env[MARK] = name
+    return env
+
+
+def in_namespace(ns: str, argv: list[str], uts: str | None = None) -> list[str]:
+    """argv run inside namespace ``ns``; with ``uts``, also with that hostname.
+
+    A daemon (``uts`` given) enters the namespace with nsenter, not ``ip netns exec``: the
+    latter mounts a fresh /sys, which hides /sys/fs/cgroup, and slurmd 22.05 will not
+    start without it. The namespace's hosts file is bind-mounted as ip would."""
+    if uts is None:
+        return ["ip", "netns", "exec", ns, *argv]
+    hosts = netns.NETNS_ETC / ns / "hosts"
+    inner = f'mount --bind {hosts} /etc/hosts && hostname "$0" && exec "$@"'
+    return ["nsenter", f"--net={netns.NETNS_DIR / ns}", "unshare", "--mount", "--uts",
+            "sh", "-c", inner, uts, *argv]  # fmt: skip
+
+
+def start(grid: str, ns: str, argv: list[str], log: Path, uts: str | None = None,
+          env: dict[str, str] | None = None) -> int:  # fmt: skip
+    """Start a daemon in the foreground of its own session; its output goes to ``log``."""
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            in_namespace(ns, argv, uts), stdin=subprocess.DEVNULL, stdout=sink,
+            stderr=subprocess.STDOUT, env=clean_env(grid, env), start_new_session=True,
+        )  # fmt: skip
+    return proc.pid
+
+
+def alive(pid: int) -> bool:
+    """PID 1 may not reap orphans here: a zombie counts as gone."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def marked(grid: str) -> list[int]:
+    return [p for p in process.marked_pids(MARK, grid) if p != os.getpid() and alive(p)]
+
+
+def stop(pids: list[int], grace_s: float = 1.0) -> None:
+    """SIGTERM, up to ``grace_s`` for all of them together, then SIGKILL."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if alive(pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def stop_grid(grid: str, pids: list[int]) -> None:
+    """Every daemon of the grid and everything carrying its mark."""
+    stop(pids)
+    for _ in range(3):  # a dying slurmd may still fork; look again
+        left = marked(grid)
+        if not left:
+            return
+        stop(left, grace_s=0.5)
+
+
+def wait_for(what: str, ready, timeout: float, pids: dict[str, int], logs: dict[str, Path]):
+    """Poll ``ready()`` until true; a daemon that died or the deadline is an error naming
+    it, with the tail of its log."""
+    from ..errors import UserError
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        for name, pid in pids.items():
+            if not alive(pid):
+                raise UserError(f"{name} exited before {what}: {tail(logs.get(name))}")
+        time.sleep(0.1)
+    raise UserError(f"{what} not reached within {timeout:.0f} s; " + "; ".join(
+        f"{n}: {tail(p)}" for n, p in logs.items()))  # fmt: skip
+
+
+def tail(path: Path | None, lines: int = 3) -> str:
+    if path is None:
+        return "(no log)"
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return "(no log)"
+    return " | ".join(text) or "(empty log)"

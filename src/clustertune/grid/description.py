@@ -1,0 +1,181 @@
+"""A grid description: a TOML file naming the sites, each with its hosts, scheduler and
+contact, and the links between sites. The same file describes a real multi-site setup;
+``--cluster FILE.grid.toml`` reads it (the grid level registers :class:`GridFile`).
+
+    name = "two-campuses"
+    mpi = ["openmpi", "mpich"]
+
+    [[sites]]
+    name = "hongo"
+    scheduler = "slurm"            # slurm | ssh | gram | none
+    contact = "login.hongo:6817"   # where the scheduler is reached
+    link = "1gbit"                 # hosts' links inside the site
+
+    [[hosts]]
+    name = "h1"
+    site = "hongo"
+    address = "10.0.0.1"
+    cores = 2
+
+    [[links]]
+    sites = ["hongo", "kashiwa"]
+    rate = "100mbit"
+    delay_us = 500
+
+Errors name file:line:field (clustertune.errors.ConfigError), before anything runs. Each
+site's launcher follows from its scheduler (slurm: the slurm launcher; ssh and none: the
+hostfile launcher over ssh; gram: not offered yet) unless the site names one.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from ..cluster import _HOST_NAME_RE, MPI_FLAVOURS, Cluster, Host, Site, _LineFinder
+from ..errors import ConfigError, UserError
+from ..units import parse_rate
+
+SCHEDULERS = ("slurm", "ssh", "gram", "none")
+LAUNCHER_OF = {"slurm": "slurm", "ssh": "hostfile", "none": "hostfile"}
+_TOP = {"name", "mpi", "sites", "hosts", "links"}
+_SITE = {"name", "scheduler", "contact", "link", "launcher", "partition"}
+_HOST = {"name", "site", "address", "cores", "link"}
+_LINK = {"sites", "rate", "delay_us"}
+SUFFIX = ".grid.toml"
+
+
+def load_grid_file(path: Path) -> Cluster:
+    name = str(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UserError(f"{name}: cannot read grid description: {exc.strerror}") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        line = re.search(r"line (\d+)", str(exc))
+        raise ConfigError(name, int(line.group(1)) if line else None, "syntax", str(exc)) from None
+    where = _LineFinder(text)
+
+    def fail(table: str, index: int, key: str, problem: str) -> ConfigError:
+        label = f"{table}[{index}].{key}" if table else key
+        return ConfigError(name, where.line(table, index, key), label, problem)
+
+    def known(table: str, index: int, raw: dict, keys: set[str]) -> None:
+        for key in raw:
+            if key not in keys:
+                raise fail(table, index, key, f"unknown field (known: {', '.join(sorted(keys))})")
+
+    def rate(table: str, index: int, key: str, value) -> int | None:
+        try:
+            return parse_rate(str(value))
+        except UserError as exc:
+            raise fail(table, index, key, str(exc)) from None
+
+    known("", 0, doc, _TOP)
+    mpi = doc.get("mpi", list(MPI_FLAVOURS))
+    mpi = [mpi] if isinstance(mpi, str) else mpi
+    for flavour in mpi:
+        if flavour not in MPI_FLAVOURS:
+            raise fail("", 0, "mpi", f"{flavour!r} is not one of {', '.join(MPI_FLAVOURS)}")
+    raw_sites = doc.get("sites", [])
+    if not raw_sites:
+        raise ConfigError(name, None, "sites", "no [[sites]] entries: a grid needs a site")
+    sites: dict[str, dict] = {}
+    for i, raw in enumerate(raw_sites):
+        known("sites", i, raw, _SITE)
+        site_name = raw.get("name")
+        if not isinstance(site_name, str) or not _HOST_NAME_RE.match(site_name):
+            raise fail("sites", i, "name", f"missing or not a name: {site_name!r}")
+        if site_name in sites:
+            raise fail("sites", i, "name", f"site {site_name!r} appears twice")
+        scheduler = raw.get("scheduler", "slurm")
+        if scheduler not in SCHEDULERS:
+            raise fail(
+                "sites", i, "scheduler", f"{scheduler!r} is not one of {', '.join(SCHEDULERS)}"
+            )
+        if scheduler == "gram":
+            raise fail("sites", i, "scheduler", "gram sites are not offered yet (slurm, ssh, none)")
+        contact = raw.get("contact")
+        if scheduler != "none" and not isinstance(contact, str):
+            raise fail("sites", i, "contact", f"a {scheduler} site needs its contact (host[:port])")
+        sites[site_name] = {
+            "index": i, "scheduler": scheduler, "contact": contact,
+            "link": rate("sites", i, "link", raw["link"]) if "link" in raw else None,
+            "launcher": raw.get("launcher", LAUNCHER_OF[scheduler]),
+            "settings": {k: raw[k] for k in ("partition",) if k in raw},
+            "wan": None,
+        }  # fmt: skip
+    hosts: list[Host] = []
+    for i, raw in enumerate(doc.get("hosts", [])):
+        known("hosts", i, raw, _HOST)
+        host_name = raw.get("name")
+        if not isinstance(host_name, str) or not _HOST_NAME_RE.match(host_name):
+            raise fail("hosts", i, "name", f"missing or not a host name: {host_name!r}")
+        if any(h.name == host_name for h in hosts):
+            raise fail("hosts", i, "name", f"host {host_name!r} appears twice")
+        site_name = raw.get("site")
+        if site_name not in sites:
+            raise fail("hosts", i, "site", f"{site_name!r} is not a site ({', '.join(sites)})")
+        cores = raw.get("cores", 1)
+        if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+            raise fail("hosts", i, "cores", f"must be a positive integer, got {cores!r}")
+        link = rate("hosts", i, "link", raw["link"]) if "link" in raw else sites[site_name]["link"]
+        hosts.append(Host(host_name, raw.get("address"), cores, site_name, link))
+    empty = [s for s in sites if not any(h.site == s for h in hosts)]
+    if empty:
+        line = where.line("sites", sites[empty[0]]["index"], "name")
+        raise ConfigError(name, line, "hosts", f"site {empty[0]!r} has no [[hosts]]")
+    links = []
+    for i, raw in enumerate(doc.get("links", [])):
+        known("links", i, raw, _LINK)
+        pair = raw.get("sites")
+        if not (isinstance(pair, list) and len(pair) == 2 and all(p in sites for p in pair)
+                and pair[0] != pair[1]):  # fmt: skip
+            raise fail(
+                "links", i, "sites", f"expected two different sites of the grid, got {pair!r}"
+            )
+        if "rate" not in raw:
+            raise fail("links", i, "rate", 'missing (e.g. rate = "100mbit")')
+        bps = rate("links", i, "rate", raw["rate"])
+        delay = raw.get("delay_us", 0)
+        if not isinstance(delay, int) or isinstance(delay, bool) or delay < 0:
+            raise fail("links", i, "delay_us", f"must be a non-negative integer, got {delay!r}")
+        links.append({"sites": pair, "rate_bps": bps, "delay_us": delay})
+        for p in pair:
+            if bps is not None:
+                wan = sites[p]["wan"]
+                sites[p]["wan"] = bps if wan is None else min(wan, bps)
+    return Cluster(
+        name=str(doc.get("name", path.name.removesuffix(SUFFIX))),
+        hosts=tuple(hosts),
+        sites=tuple(
+            Site(
+                n,
+                s["launcher"],
+                s["wan"],
+                {**s["settings"], "scheduler": s["scheduler"], "contact": s["contact"]},
+            )
+            for n, s in sites.items()
+        ),  # fmt: skip
+        mpi=tuple(mpi),
+        source=str(path),
+        extra={"links": links},
+    )
+
+
+class GridFile:
+    """``--cluster PATH.grid.toml``: a grid description (ahead of plain cluster files)."""
+
+    name = "grid-file"
+
+    def claims(self, spec: str | None) -> bool:
+        return bool(spec) and spec.endswith(SUFFIX)
+
+    def resolve(self, spec: str) -> Cluster:
+        return load_grid_file(Path(spec))
+
+    def not_found(self) -> str:
+        return ""

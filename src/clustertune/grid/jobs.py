@@ -1,0 +1,299 @@
+"""One submission interface over the sites' backends (GRAM's role in seeds/000).
+
+A :class:`GridJob` holds the RSL attributes the seed uses: ``executable``, ``arguments``,
+``count``, ``environment``, ``directory``, ``jobtype`` (``single``: count copies;
+``mpi``: one MPI job of count ranks). A backend submits it to one site and returns a
+:class:`Handle`; ``poll`` gives its state (pending, active, done, failed), ``cancel``
+stops it, ``result`` fetches exit status and output back. Every job writes its own exit
+status into its directory (GRAM never returns one: read it from the job's own output).
+
+Backends: ``slurm`` (sbatch on the site's head, srun with the MPI's PMI plug-in inside),
+``ssh`` (the job started in the background over ssh with the grid's key; an MPI job
+is mpirun with a hostfile over the site's hosts through the same ssh), ``none`` (the
+virtual cluster's agent, a site with no scheduler).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import UserError
+from ..launch import mpi_flags
+from ..launch.vcluster import VIRTUAL_NIC
+from . import daemons, slurm
+
+STATES = ("pending", "active", "done", "failed")
+JOBTYPES = ("single", "mpi")
+MPIS = tuple(slurm.PMI_PLUGIN)
+
+
+@dataclass
+class GridJob:
+    executable: str
+    arguments: list[str] = field(default_factory=list)
+    count: int = 1
+    environment: dict[str, str] = field(default_factory=dict)
+    directory: str | None = None
+    jobtype: str = "single"
+    mpi: str = "openmpi"
+    hosts: list[str] | None = None  # hosts of the site to use (default: all)
+
+    def check(self) -> None:
+        if not self.executable:
+            raise UserError("job: executable: missing")
+        if not isinstance(self.count, int) or self.count < 1:
+            raise UserError(f"job: count: must be a positive integer, got {self.count!r}")
+        if self.jobtype not in JOBTYPES:
+            raise UserError(f"job: jobtype: {self.jobtype!r} is not one of {', '.join(JOBTYPES)}")
+        if self.mpi not in MPIS:
+            raise UserError(f"job: mpi: {self.mpi!r} is not one of {', '.join(MPIS)}")
+        for name in self.environment:
+            if not name.isidentifier():
+                raise UserError(f"job: environment: {name!r} is not a variable name")
+
+
+@dataclass
+class Handle:
+    site: str
+    backend: str
+    dir: str  # the job's directory: script, out, err, exit
+    id: str = ""  # the backend's id (Slurm job id, pid)
+    submitted: float = 0.0
+
+
+@dataclass
+class Result:
+    state: str
+    exit_status: int | None
+    stdout: str
+    stderr: str
+
+
+def mpi_env(mpi: str) -> dict[str, str]:
+    """What the MPI needs between namespaces on one machine (launch/mpi_flags.py's traps):
+    Open MPI off shared memory and on the virtual NIC, MPICH's UCX on TCP."""
+    if mpi == "openmpi":
+        return {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp",
+                "OMPI_MCA_btl_tcp_if_include": VIRTUAL_NIC,
+                "OMPI_MCA_oob_tcp_if_include": VIRTUAL_NIC,
+                "OMPI_MCA_mpi_yield_when_idle": "1"}  # fmt: skip
+    from .. import kernels
+
+    return {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": VIRTUAL_NIC,
+            "LD_PRELOAD": str(kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich"))}  # fmt: skip
+
+
+def exit_state(d: Path) -> str:
+    """done when the job's exit file says 0; failed otherwise (also: no exit file)."""
+    exit_file = d / "exit"
+    return "done" if exit_file.is_file() and exit_file.read_text().strip() == "0" else "failed"
+
+
+class Backend:
+    name = ""
+
+    def __init__(self, grid: dict, site: dict):
+        self.grid, self.site = grid, site
+
+    def hosts(self, job: GridJob) -> list[str]:
+        known = [h["name"] for h in self.site["hosts"]]
+        for h in job.hosts or []:
+            if h not in known:
+                raise UserError(f"job: hosts: {h!r} is not a host of {self.site['name']} "
+                                f"({', '.join(known)})")  # fmt: skip
+        return job.hosts or known
+
+    def new_dir(self) -> Path:
+        d = Path(self.grid["dir"]) / "jobs" / uuid.uuid4().hex[:12]
+        d.mkdir(parents=True)
+        d.chmod(0o755)
+        return d
+
+    def script(self, job: GridJob, d: Path, launch: list[str], env: dict[str, str]) -> str:
+        """The job's shell script: its environment, directory, launch line, exit file."""
+        lines = ["#!/bin/sh", f"touch {d}/started"]
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in {**env, **job.environment}.items()]
+        if job.directory:
+            lines.append(f"cd {shlex.quote(job.directory)} || {{ echo 127 > {d}/exit; exit 127; }}")
+        lines += [shlex.join(launch), "rc=$?", f"echo $rc > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit",
+                  "exit $rc"]  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+    def submit(self, job: GridJob) -> Handle:
+        raise NotImplementedError
+
+    def poll(self, handle: Handle) -> str:
+        raise NotImplementedError
+
+    def cancel(self, handle: Handle) -> None:
+        raise NotImplementedError
+
+    def result(self, handle: Handle) -> Result:
+        d = Path(handle.dir)
+        state = self.poll(handle)
+        exit_file = d / "exit"
+        status = int(exit_file.read_text()) if exit_file.is_file() else None
+
+        def read(name: str) -> str:
+            p = d / name
+            return p.read_text(errors="replace") if p.is_file() else ""
+
+        return Result(state, status, read("out"), read("err"))
+
+
+class SlurmBackend(Backend):
+    name = "slurm"
+
+    def submit(self, job: GridJob) -> Handle:
+        job.check()
+        hosts = self.hosts(job)[: job.count]
+        d = self.new_dir()
+        srun = ["srun", "--kill-on-bad-exit=1", "--ntasks", str(job.count),
+                "--nodelist", ",".join(hosts), "--distribution", "cyclic"]  # fmt: skip
+        env = {}
+        if job.jobtype == "mpi":
+            srun.append(f"--mpi={slurm.PMI_PLUGIN[job.mpi]}")
+            env = mpi_env(job.mpi)
+        (d / "job.sh").write_text(self.script(job, d, srun + [job.executable, *job.arguments], env))
+        argv = ["sbatch", "--parsable", "--job-name", f"ct-{d.name}", "--ntasks", str(job.count),
+                "--nodelist", ",".join(hosts), "--output", str(d / "out"), "--error",
+                str(d / "err"), "--chdir", str(d), str(d / "job.sh")]  # fmt: skip
+        out = slurm.run_client(self.site, argv)
+        if out.returncode != 0:
+            raise UserError(f"site {self.site['name']}: sbatch: {out.stderr.strip()[-300:]}")
+        return Handle(self.site["name"], self.name, str(d), out.stdout.strip().split(";")[0],
+                      time.time())  # fmt: skip
+
+    def _show(self, handle: Handle) -> dict[str, str]:
+        out = slurm.run_client(self.site, ["scontrol", "-o", "show", "job", handle.id]).stdout
+        return dict(f.split("=", 1) for f in out.split() if "=" in f)
+
+    def poll(self, handle: Handle) -> str:
+        state = self._show(handle).get("JobState", "")
+        if not state:  # no longer known to slurmctld: its own exit file tells
+            return exit_state(Path(handle.dir))
+        if state in ("PENDING", "CONFIGURING", "REQUEUED", "SUSPENDED"):
+            return "pending"
+        if state in ("RUNNING", "COMPLETING"):
+            return "active"
+        return "done" if state == "COMPLETED" else "failed"
+
+    def cancel(self, handle: Handle) -> None:
+        slurm.run_client(self.site, ["scancel", handle.id])
+
+
+class ShellBackend(Backend):
+    """A site without a batch system: the job runs in the background of a shell on the
+    site's head, reached through ``self.shell`` (ssh, or the vcluster agent)."""
+
+    name = "none"
+
+    def shell(self, host: str, command: str) -> list[str]:
+        from .. import vcluster
+
+        agent = Path(vcluster.state_dir(self.grid["name"])) / "agent"
+        return [str(agent), host, command]
+
+    def submit(self, job: GridJob) -> Handle:
+        job.check()
+        hosts = self.hosts(job)
+        d = self.new_dir()
+        env: dict[str, str] = {}
+        if job.jobtype == "mpi":
+            env = dict(job.environment)
+            slots = -(-job.count // len(hosts))
+            hostfile = d / f"hostfile.{job.mpi}"
+            if job.mpi == "openmpi":
+                hostfile.write_text(mpi_flags.openmpi_hostfile(hosts, slots))
+                launch = mpi_flags.openmpi(job.count, env, hostfile, self.rsh_agent(), VIRTUAL_NIC)
+                env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+            else:
+                hostfile.write_text(mpi_flags.mpich_hostfile(hosts))
+                launch = mpi_flags.mpich(job.count, env, hostfile, self.rsh_agent(), VIRTUAL_NIC)
+            launch += [job.executable, *job.arguments]
+            env = {k: v for k, v in env.items() if k not in job.environment}
+        else:  # count copies, like GRAM's fork job manager
+            launch = ["sh", "-c", 'n=$0; p=; while [ $n -gt 0 ]; do "$@" & p="$p $!"; '
+                      "n=$((n-1)); done; s=0; for q in $p; do wait $q || s=$?; done; exit $s",
+                      str(job.count), job.executable, *job.arguments]  # fmt: skip
+        (d / "job.sh").write_text(self.script(job, d, launch, env))
+        head = hosts[0]
+        command = (f"nohup sh {d}/job.sh > {d}/out 2> {d}/err < /dev/null & "
+                   f"echo $! > {d}/pid; cat {d}/pid")  # fmt: skip
+        out = subprocess.run(self.shell(head, command), capture_output=True, text=True, timeout=20)
+        if out.returncode != 0:
+            raise UserError(f"site {self.site['name']}: start failed: {out.stderr.strip()[-300:]}")
+        return Handle(self.site["name"], self.name, str(d), f"{head}:{out.stdout.strip()}",
+                      time.time())  # fmt: skip
+
+    def rsh_agent(self) -> str:
+        from .. import vcluster
+
+        return str(vcluster.state_dir(self.grid["name"]) / "agent")
+
+    def poll(self, handle: Handle) -> str:
+        d = Path(handle.dir)
+        if (d / "exit").is_file():
+            return exit_state(d)
+        host, pid = handle.id.split(":")
+        check = f"kill -0 {pid} 2>/dev/null && echo alive || true"
+        out = subprocess.run(self.shell(host, check), capture_output=True, text=True, timeout=20)
+        if "alive" in out.stdout:
+            return "active" if (d / "started").exists() else "pending"
+        return exit_state(d)
+
+    def cancel(self, handle: Handle) -> None:
+        host, pid = handle.id.split(":")
+        kill = f"pkill -TERM -P {pid}; kill -TERM {pid} 2>/dev/null; true"
+        subprocess.run(self.shell(host, kill), capture_output=True, timeout=20)
+
+
+class SshBackend(ShellBackend):
+    name = "ssh"
+
+    def shell(self, host: str, command: str) -> list[str]:
+        from . import ssh
+
+        origin = self.site["hosts"][0]["namespace"]
+        return ssh.argv_on(Path(self.grid["dir"]), origin, host, command)
+
+    def rsh_agent(self) -> str:
+        return str(Path(self.grid["dir"]) / "ssh" / "ssh")
+
+
+BACKENDS = {b.name: b for b in (SlurmBackend, SshBackend, ShellBackend)}
+
+
+def backend(grid: dict, site_name: str) -> Backend:
+    for site in grid["sites"]:
+        if site["name"] == site_name:
+            return BACKENDS[site["scheduler"]](grid, site)
+    known = ", ".join(s["name"] for s in grid["sites"])
+    raise UserError(f"grid {grid['name']!r} has no site {site_name!r} (sites: {known})")
+
+
+def wait(backend_: Backend, handle: Handle, timeout: float) -> Result:
+    """Poll until done or failed; past ``timeout`` the job is cancelled and failed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if backend_.poll(handle) in ("done", "failed"):
+            return backend_.result(handle)
+        time.sleep(0.2)
+    backend_.cancel(handle)
+    result = backend_.result(handle)
+    result.state = "failed"
+    result.stderr += f"\n(cancelled after {timeout:.0f} s)"
+    return result
+
+
+def to_json(obj) -> str:
+    return json.dumps(asdict(obj))
+
+
+__all__ = ["BACKENDS", "GridJob", "Handle", "Result", "STATES", "backend", "daemons", "wait"]

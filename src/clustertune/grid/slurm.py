@@ -1,0 +1,144 @@
+"""Slurm per site of a virtual grid, really inside the site's namespaces: munged with the
+site's own key, slurmctld on the site's head, slurmd on every host (each in a UTS
+namespace named after its host, so NodeHostname and gethostname() agree). Nothing goes
+under /etc: clients find the site through ``SLURM_CONF``.
+
+Traps (../shared/research/grid-middleware.md): Debian's Slurm 22.05 is built with
+MULTIPLE_SLURMD, and the hosts share one file system, so spool, TmpFS (PMIx app dirs),
+pid and log paths carry ``%n``; root-run munged wants a root-owned key and a socket
+directory searchable by all; MailProg must exist. Every host has its own address, so all
+slurmd of a site listen on the same port.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from ..errors import UserError
+from . import daemons
+
+CTLD_PORT, SLURMD_PORT = 6817, 6818
+PARTITION = "grid"
+# Debian's OpenMPI is built with PMIx, its MPICH speaks PMI-2 under srun
+PMI_PLUGIN = {"openmpi": "pmix", "mpich": "pmi2"}
+TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sbatch", "salloc", "scontrol")
+
+
+def conf_path(site: dict) -> Path:
+    return Path(site["dir"]) / "slurm.conf"
+
+
+def env(site: dict) -> dict[str, str]:
+    return {"SLURM_CONF": str(conf_path(site))}
+
+
+def client(site: dict, argv: list[str]) -> list[str]:
+    """argv of a Slurm client command run on the site's head (a login node)."""
+    head = next(h for h in site["hosts"] if h["name"] == site["head"])
+    return daemons.in_namespace(head["namespace"], ["env", f"SLURM_CONF={conf_path(site)}", *argv])
+
+
+def run_client(site: dict, argv: list[str], timeout: float = 20.0) -> subprocess.CompletedProcess:
+    return subprocess.run(client(site, argv), capture_output=True, text=True, timeout=timeout)
+
+
+def write_conf(grid: str, site: dict, cpus: int) -> None:
+    d = Path(site["dir"])
+    head = next(h for h in site["hosts"] if h["name"] == site["head"])
+    lines = [
+        f"ClusterName={grid}{site['name']}"[:40],
+        f"SlurmctldHost={head['name']}({head['address']})",
+        "SlurmUser=root",
+        f"SlurmctldPort={CTLD_PORT}",
+        f"SlurmdPort={SLURMD_PORT}",
+        "AuthType=auth/munge",
+        f"AuthInfo=socket={d / 'munge' / 'sock'}",
+        "CredType=cred/munge",
+        f"StateSaveLocation={d / 'state'}",
+        f"SlurmdSpoolDir={d / 'spool'}/%n",
+        f"TmpFS={d / 'tmp'}/%n",
+        f"SlurmctldPidFile={d / 'slurmctld.pid'}",
+        f"SlurmdPidFile={d}/slurmd-%n.pid",
+        f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
+        f"SlurmdLogFile={d}/log/slurmd-%n.log",
+        "MailProg=/bin/true",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "JobAcctGatherType=jobacct_gather/none",
+        "AccountingStorageType=accounting_storage/none",
+        "SelectType=select/cons_tres",
+        "SelectTypeParameters=CR_Core",
+        "MpiDefault=none",
+        "ReturnToService=2",
+        "SlurmdTimeout=10",
+        "KillWait=2",
+        "MinJobAge=600",  # a finished job stays visible to scontrol: its state and exit code
+    ]
+    for h in site["hosts"]:
+        lines.append(
+            f"NodeName={h['name']} NodeHostname={h['name']} NodeAddr={h['address']} "
+            f"CPUs={cpus} State=UNKNOWN"
+        )
+        for sub in ("spool", "tmp"):
+            (d / sub / h["name"]).mkdir(parents=True, exist_ok=True)
+    nodes = ",".join(h["name"] for h in site["hosts"])
+    lines.append(f"PartitionName={PARTITION} Nodes={nodes} Default=YES MaxTime=INFINITE State=UP")
+    conf_path(site).write_text("\n".join(lines) + "\n")
+
+
+def node_states(site: dict) -> dict[str, str]:
+    try:
+        out = run_client(site, ["sinfo", "-h", "-N", "-o", "%N %t"], timeout=5).stdout
+    except subprocess.TimeoutExpired:
+        return {}
+    return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+
+
+def start(grid: str, site: dict, timeout: float = 30.0) -> None:
+    """munged, slurmctld, every slurmd; returns when every node is idle. Pids go into
+    ``site["pids"]`` as they start, so a failure half-way is still cleaned up."""
+    missing = [t for t in TOOLS if not _which(t)]
+    if missing:
+        raise UserError(f"site {site['name']}: Slurm/munge not installed ({', '.join(missing)}): "
+                        "make apt")  # fmt: skip
+    d = Path(site["dir"])
+    for sub in ("state", "log", "spool", "tmp", "munge"):
+        (d / sub).mkdir(parents=True, exist_ok=True)
+    m = d / "munge"
+    for p in (d, m):
+        p.chmod(0o755)  # munged: every directory above its socket searchable by all
+    key = subprocess.run(["mungekey", "-c", "-f", "-k", str(m / "munge.key")],
+                         capture_output=True, text=True)  # fmt: skip
+    if key.returncode != 0:
+        raise UserError(f"site {site['name']}: mungekey: {key.stderr.strip()}")
+    head = next(h for h in site["hosts"] if h["name"] == site["head"])
+    logs = {"munged": m / "munged.log", "slurmctld": d / "log" / "slurmctld.log"}
+    pids = site["pids"]
+    pids["munged"] = daemons.start(grid, head["namespace"], [
+        "munged", "-F", f"--key-file={m / 'munge.key'}", f"--socket={m / 'sock'}",
+        f"--pid-file={m / 'munged.pid'}", f"--log-file={m / 'munged.log'}",
+        f"--seed-file={m / 'seed'}"], m / "munged.out")  # fmt: skip
+    daemons.wait_for(f"site {site['name']}: munged ready", lambda: (m / "sock").exists(),
+                     timeout, pids, logs)  # fmt: skip
+    write_conf(grid, site, os.cpu_count() or 2)
+    conf = str(conf_path(site))
+    pids["slurmctld"] = daemons.start(grid, head["namespace"], ["slurmctld", "-D", "-f", conf],
+                                      d / "log" / "slurmctld.out", uts=head["name"])  # fmt: skip
+    for h in site["hosts"]:
+        name = f"slurmd-{h['name']}"
+        logs[name] = d / "log" / f"{name}.log"
+        pids[name] = daemons.start(grid, h["namespace"], ["slurmd", "-D", "-N", h["name"], "-f",
+                                   conf], d / "log" / f"{name}.out", uts=h["name"])  # fmt: skip
+    nodes = [h["name"] for h in site["hosts"]]
+    daemons.wait_for(
+        f"site {site['name']}: nodes {','.join(nodes)} idle",
+        lambda: node_states(site) == dict.fromkeys(nodes, "idle"), timeout, pids, logs,
+    )  # fmt: skip
+
+
+def _which(tool: str) -> bool:
+    import shutil
+
+    return shutil.which(tool) is not None

@@ -1,0 +1,163 @@
+"""A virtual grid: a virtual cluster with sites (vcluster.py) plus a scheduler per site,
+started inside that site's namespaces. ``up`` builds the cluster, then the site daemons;
+``down`` stops the daemons, then removes the cluster; nothing is left behind.
+
+State: /run/clustertune/grid/<name>/state.json, written before any daemon starts and
+after each, so ``down`` stops what a crashed ``up`` had started. Each site has a
+directory beside it (its Slurm config, munge key and socket, ssh keys, logs).
+
+Schedulers: ``slurm`` (grid/slurm.py), ``ssh`` (grid/ssh.py: sshd on every host, the
+site reached only with the grid's key), ``none`` (the vcluster agent forks, as a site
+with no scheduler).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from .. import netns, vcluster
+from ..errors import UserError
+from . import daemons, slurm, ssh
+
+RUN_DIR = Path(os.environ.get("CLUSTERTUNE_RUN_DIR", "/run/clustertune")) / "grid"
+SCHEDULERS = ("slurm", "ssh", "none")
+
+
+def grid_dir(name: str) -> Path:
+    return RUN_DIR / name
+
+
+def names() -> list[str]:
+    if not RUN_DIR.is_dir():
+        return []
+    return sorted(p.name for p in RUN_DIR.iterdir() if (p / "state.json").is_file())
+
+
+def load(name: str) -> dict | None:
+    path = grid_dir(name) / "state.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def save(state: dict) -> None:
+    d = grid_dir(state["name"])
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / "state.json.tmp"
+    tmp.write_text(json.dumps(state, indent=1))
+    tmp.replace(d / "state.json")
+
+
+def parse_schedulers(text: str, sites: int) -> list[str]:
+    """``slurm`` (every site) or ``site0=slurm,site1=ssh`` (unnamed sites: slurm)."""
+    per_site = ["slurm"] * sites
+    items = [i.strip() for i in text.split(",") if i.strip()]
+    if len(items) == 1 and "=" not in items[0]:
+        per_site = [items[0]] * sites
+    else:
+        for item in items:
+            site, sep, value = item.partition("=")
+            index = int(site[4:]) if site.startswith("site") and site[4:].isdigit() else -1
+            if not sep or not 0 <= index < sites:
+                raise UserError(f"--scheduler {text!r}: expected NAME or siteK=NAME,... with "
+                                f"siteK one of site0..site{sites - 1}")  # fmt: skip
+            per_site[index] = value.strip()
+    for value in per_site:
+        if value not in SCHEDULERS:
+            raise UserError(f"--scheduler: {value!r} is not one of {', '.join(SCHEDULERS)}")
+    return per_site
+
+
+def plan(name: str, sites: int, hosts_per_site: int, schedulers: list[str],
+         link_bps: int | None, wan_bps: int | None, delay_us: int = 0) -> tuple[dict, dict]:  # fmt: skip
+    """(the virtual cluster's plan, the grid's state): pure, checked before anything runs."""
+    if not 1 <= hosts_per_site <= 50:
+        raise UserError(f"--hosts-per-site {hosts_per_site}: must be between 1 and 50")
+    cplan = vcluster.plan(name, sites * hosts_per_site, link_bps, sites=sites,
+                          wan_bps=wan_bps, delay_us=delay_us)  # fmt: skip
+    d = grid_dir(name)
+    site_list = []
+    for k, scheduler in enumerate(schedulers):
+        hosts = [
+            {key: h[key] for key in ("name", "address", "namespace")}
+            for h in cplan["hosts"] if h["site_index"] == k
+        ]  # fmt: skip
+        site_list.append({
+            "name": f"site{k}", "scheduler": scheduler, "hosts": hosts,
+            "head": hosts[0]["name"], "dir": str(d / f"site{k}"), "pids": {},
+            "contact": contact(scheduler, hosts[0]),
+        })  # fmt: skip
+    state = {
+        "name": name, "status": "building", "dir": str(d), "sites": site_list,
+        "origin": cplan["hosts"][0]["name"], "link_bps": link_bps, "wan_bps": wan_bps,
+        "created": time.time(),
+    }  # fmt: skip
+    return cplan, state
+
+
+def contact(scheduler: str, head: dict) -> str:
+    port = {"slurm": slurm.CTLD_PORT, "ssh": ssh.PORT}.get(scheduler)
+    return f"{head['name']}:{port}" if port else head["name"]
+
+
+def up(cplan: dict, state: dict, timeout: float = 30.0) -> dict:
+    """Build the virtual cluster, then every site's scheduler; on failure remove all."""
+    vcluster.require_root()
+    name = state["name"]
+    old = load(name)
+    if old is not None and old.get("status") == "up" and name in vcluster.names():
+        raise UserError(f"grid {name!r} is already up; run 'clustertune grid down --name {name}'")
+    down(name)
+    save(state)
+    try:
+        vcluster.up(cplan)
+        for site in state["sites"]:
+            Path(site["dir"]).mkdir(parents=True, exist_ok=True)
+            try:
+                if site["scheduler"] == "slurm":
+                    slurm.start(name, site, timeout)
+                elif site["scheduler"] == "ssh":
+                    ssh.start(name, site, timeout)
+            finally:
+                save(state)
+    except BaseException:
+        down(name)
+        raise
+    state["status"] = "up"
+    save(state)
+    return state
+
+
+def down(name: str) -> bool:
+    """Stop the daemons, remove the virtual cluster and the grid's files. Idempotent;
+    True if there was anything to remove."""
+    vcluster.require_root()
+    vcluster.validate_name(name)
+    state = load(name)
+    pids = [p for s in (state or {}).get("sites", []) for p in s.get("pids", {}).values()]
+    found = bool(state) or bool(daemons.marked(name))
+    daemons.stop_grid(name, pids)
+    found = vcluster.down(name) or found
+    if grid_dir(name).exists():
+        shutil.rmtree(grid_dir(name))
+        found = True
+    return found
+
+
+def leftovers(name: str) -> list[str]:
+    """What of grid ``name`` still exists (processes, namespaces, files): [] after down."""
+    left = [f"process {p}" for p in daemons.marked(name)]
+    left += [f"namespace {ns}" for ns in netns.listed() if ns.startswith(vcluster.prefix(name))]
+    left += [str(p) for p in (grid_dir(name), vcluster.state_dir(name)) if p.exists()]
+    left += [str(p) for p in netns.NETNS_ETC.glob(f"{vcluster.prefix(name)}*")]
+    return left
+
+
+def healthy(state: dict) -> dict[str, list[str]]:
+    """Per site, the daemons that are not running (empty lists: all well)."""
+    return {
+        s["name"]: [what for what, pid in s["pids"].items() if not daemons.alive(pid)]
+        for s in state["sites"]
+    }

@@ -1,0 +1,127 @@
+"""``clustertune grid up|down|status|submit``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+
+from ...commands import Output
+from ...errors import UserError
+from ...grid import jobs, virtual
+from ...units import format_rate, parse_rate
+from . import LEVEL
+
+
+def cmd_up(args: argparse.Namespace) -> Output:
+    if args.sites > 1 and not args.wan_link:
+        raise UserError("--sites needs --wan-link RATE (the link between sites)")
+    schedulers = virtual.parse_schedulers(args.scheduler, args.sites)
+    cplan, state = virtual.plan(
+        args.name, args.sites, args.hosts_per_site, schedulers, parse_rate(args.link),
+        parse_rate(args.wan_link) if args.wan_link else None, args.delay_us,
+    )  # fmt: skip
+    state = virtual.up(cplan, state, timeout=args.start_timeout)
+    return Output(state, describe(state))
+
+
+def cmd_down(args: argparse.Namespace) -> Output:
+    removed = virtual.down(args.name)
+    left = virtual.leftovers(args.name)
+    text = f"grid {args.name}: " + ("removed" if removed else "nothing to remove")
+    if left:
+        text += f"; LEFT BEHIND: {', '.join(left)}"
+    return Output({"name": args.name, "removed": removed, "left": left}, text, 1 if left else 0)
+
+
+def cmd_status(args: argparse.Namespace) -> Output:
+    states = [virtual.load(n) for n in virtual.names()]
+    states = [s for s in states if s]
+    for s in states:
+        s["down_daemons"] = virtual.healthy(s)
+    return Output(states, "\n".join(describe(s) for s in states) or "no virtual grid is up")
+
+
+def describe(state: dict) -> str:
+    lines = [f"{state['name']}: {len(state['sites'])} site(s), link {format_rate(state['link_bps'])}"
+             + (f", wan {format_rate(state['wan_bps'])}" if state.get("wan_bps") else "")]  # fmt: skip
+    down = state.get("down_daemons", {})
+    for s in state["sites"]:
+        hosts = ",".join(h["name"] for h in s["hosts"])
+        dead = down.get(s["name"])
+        lines.append(f"  {s['name']:6} {s['scheduler']:5} contact {s['contact']:12} hosts {hosts}"
+                     + (f"  [DOWN: {', '.join(dead)}]" if dead else ""))  # fmt: skip
+    return "\n".join(lines)
+
+
+def _env(items: list[str]) -> dict[str, str]:
+    env = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UserError(f"--env {item!r}: expected NAME=VALUE")
+        env[name] = value
+    return env
+
+
+def cmd_submit(args: argparse.Namespace) -> Output:
+    state = virtual.load(args.name)
+    if state is None:
+        raise UserError(f"no virtual grid {args.name!r} (see 'clustertune grid status')")
+    job = jobs.GridJob(
+        executable=args.executable, arguments=args.arguments, count=args.count,
+        environment=_env(args.env), directory=args.directory, jobtype=args.jobtype,
+        mpi=args.mpi, hosts=args.hosts.split(",") if args.hosts else None,
+    )  # fmt: skip
+    job.check()
+    backend = jobs.backend(state, args.site)
+    handle = backend.submit(job)
+    if args.no_wait:
+        return Output(asdict(handle), json.dumps(asdict(handle)))
+    result = jobs.wait(backend, handle, args.timeout)
+    payload = {"handle": asdict(handle), **asdict(result)}
+    text = (f"{handle.site} ({handle.backend}) job {handle.id}: {result.state}, exit "
+            f"{result.exit_status}\n{result.stdout}{result.stderr}").rstrip()  # fmt: skip
+    return Output(payload, text, 0 if result.state == "done" else 1)
+
+
+@LEVEL.commands
+def add_commands(sub, common) -> None:
+    p = sub.add_parser("grid", help="virtual grid: sites with their own schedulers; jobs on them")
+    gsub = p.add_subparsers(dest="grid_command", required=True)
+
+    u = gsub.add_parser("up", parents=[common], help="build a virtual grid")
+    u.add_argument("--name", required=True)
+    u.add_argument("--sites", type=int, default=2)
+    u.add_argument("--hosts-per-site", type=int, default=2)
+    u.add_argument("--scheduler", default="slurm",
+                   help=f"one of {', '.join(virtual.SCHEDULERS)}, or per site: "
+                        "site0=slurm,site1=ssh (default slurm)")  # fmt: skip
+    u.add_argument("--link", default="1gbit", help="link rate of each host inside a site")
+    u.add_argument("--wan-link", help="rate of the link between sites, e.g. 100mbit")
+    u.add_argument("--delay-us", type=int, default=0, help="per-packet delay on each host")
+    u.add_argument("--start-timeout", type=float, default=30.0,
+                   help="seconds for the daemons of a site to come up")  # fmt: skip
+    u.set_defaults(func=cmd_up)
+
+    d = gsub.add_parser("down", parents=[common], help="stop the daemons, remove the grid")
+    d.add_argument("--name", required=True)
+    d.set_defaults(func=cmd_down)
+
+    s = gsub.add_parser("status", parents=[common], help="the virtual grids and their daemons")
+    s.set_defaults(func=cmd_status)
+
+    j = gsub.add_parser("submit", parents=[common], help="run a job on one site (RSL's attributes)")
+    j.add_argument("--name", required=True, help="the grid")
+    j.add_argument("--site", required=True)
+    j.add_argument("--count", type=int, default=1)
+    j.add_argument("--jobtype", choices=jobs.JOBTYPES, default="single")
+    j.add_argument("--mpi", choices=jobs.MPIS, default="openmpi")
+    j.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
+    j.add_argument("--directory")
+    j.add_argument("--hosts", help="hosts of the site (default: all)")
+    j.add_argument("--timeout", type=float, default=120.0)
+    j.add_argument("--no-wait", action="store_true", help="print the handle and return")
+    j.add_argument("executable")
+    j.add_argument("arguments", nargs=argparse.REMAINDER)
+    j.set_defaults(func=cmd_submit)

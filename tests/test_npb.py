@@ -121,9 +121,14 @@ def test_ep_class_s_verifies(store, mpi: str, np_: int) -> None:
     assert record["meta"]["np"] == np_
 
 
-def test_ep_class_w_verifies_on_2_ranks(store) -> None:
-    record = npbrun.run_npb(local_cluster(), store, "ep", "W", 2, "mpich", timeout=120)
-    assert record["verification"] == "passed" and record["figures"]["size"] == [2**26]
+@pytest.mark.parametrize("bench", ("ep", "lu"))
+@pytest.mark.parametrize("mpi", MPIS)
+@pytest.mark.parametrize("np_", (1, 2, 4))
+def test_class_w_verifies(store, bench: str, mpi: str, np_: int) -> None:
+    record = npbrun.run_npb(local_cluster(), store, bench, "W", np_, mpi, timeout=180)
+    assert record["verification"] == "passed", record["error"]
+    assert record["figures"]["size"] == ([2**26] if bench == "ep" else [33, 33, 33])
+    assert all(c["rel_error"] <= 1e-8 for c in record["figures"]["compared"])
 
 
 @pytest.mark.parametrize("mpi", MPIS)
@@ -174,11 +179,12 @@ def test_lu_class_s_verifies(store, mpi: str, np_: int, grid: list[int]) -> None
     assert f["messages_per_iteration"] == pytest.approx(2 * 10 * edges + halos + np_ / 50)
 
 
-def test_lu_on_a_count_npb_does_not_take(store) -> None:
-    """Beyond NPB 3.4 (powers of two and squares): 3 ranks as a 3 x 1 grid, class W."""
-    record = npbrun.run_npb(local_cluster(), store, "lu", "W", 3, "openmpi", timeout=180)
+@pytest.mark.parametrize("np_, grid", [(3, [3, 1]), (6, [3, 2])])
+def test_lu_on_counts_npb_does_not_take(store, np_: int, grid: list[int]) -> None:
+    """Beyond NPB 3.4 (powers of two and squares): 3 = 3 x 1 and 6 = 3 x 2 grids."""
+    record = npbrun.run_npb(local_cluster(), store, "lu", "S", np_, "openmpi", timeout=180)
     assert record["verification"] == "passed", record["error"]
-    assert record["figures"]["grid"] == [3, 1] and record["figures"]["size"] == [33, 33, 33]
+    assert record["figures"]["grid"] == grid
 
 
 @pytest.mark.parametrize("mpi", MPIS)

@@ -153,6 +153,7 @@ def test_demo_step_on_the_4_host_cluster(make_vcluster, store) -> None:
     assert all(r["status"] == "ok" and r["verification"] == "passed" for r in records)
     names = {r["figures"]["name"] for r in records}
     assert {"EP.S.1", "EP.S.2", "EP.S.4", "LU.S.1", "LU.S.2", "LU.S.4"} <= names
+    assert ("bt" in npb.AVAILABLE) == ({"BT.S.1", "BT.S.4"} <= names)
     assert len({r["meta"]["hosts"][-1] for r in records if r["figures"]["np"] == 4}) >= 1
     html = report.build(store, [r["id"] for r in records])
     assert "NAS Parallel Benchmarks" in html and "EP.S.4" in html

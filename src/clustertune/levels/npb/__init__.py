@@ -13,8 +13,8 @@ cli.py       `clustertune npb ep|lu|bt`
 from .. import Kernel, Level, register
 
 KERNELS = {"ep": "ct-npb-ep", "lu": "ct-npb-lu", "bt": "ct-npb-bt"}
-# the benchmarks whose kernels this version builds (kernels/npb/<bench>/)
-AVAILABLE = ("ep", "lu")
+# the benchmarks whose kernels this version builds (kernels/npb/<bench>/; BT: its own helper)
+AVAILABLE = ("ep", "lu", "bt")
 
 # in the demo and the report: after Linpack
 LEVEL = register(

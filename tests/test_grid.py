@@ -1,0 +1,288 @@
+"""Grid level: the grid description (errors name file:line:field), the scheduler choice,
+the job's checks; live (root): a virtual grid of two Slurm sites and an ssh site runs the
+probe across sites on both MPIs through co-allocated Slurm allocations, jobs through the
+one submission interface on every backend (environment, directory, count, exit status,
+MPI), a co-allocation whose one site cannot start cancels the other and starts nothing,
+the ssh site refuses a foreign key, a killed slurmd is reported, and down leaves no
+process, namespace or file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import unique_name
+
+import clustertune.levels.grid  # noqa: F401  (registers the grid sources)
+from clustertune import kernels, runner
+from clustertune.errors import ConfigError, UserError
+from clustertune.grid import daemons, jobs, slurm, ssh, virtual
+from clustertune.grid.coalloc import FAIL_SWITCH
+from clustertune.grid.source import cluster_from_grid
+from clustertune.sources import resolve_cluster
+
+GOOD = """\
+name = "campuses"
+mpi = ["openmpi", "mpich"]
+
+[[sites]]
+name = "hongo"
+scheduler = "slurm"
+contact = "login.hongo:6817"
+link = "1gbit"
+partition = "batch"
+
+[[sites]]
+name = "kashiwa"
+scheduler = "ssh"
+contact = "gw.kashiwa"
+link = "100mbit"
+
+[[hosts]]
+name = "h1"
+site = "hongo"
+address = "192.0.2.1"
+cores = 2
+
+[[hosts]]
+name = "k1"
+site = "kashiwa"
+address = "192.0.2.9"
+
+[[links]]
+sites = ["hongo", "kashiwa"]
+rate = "100mbit"
+delay_us = 500
+"""
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "g.grid.toml"
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def test_description_loads_sites_hosts_links(tmp_path):
+    cluster = resolve_cluster(write(tmp_path, GOOD))
+    assert cluster.name == "campuses"
+    assert [s.name for s in cluster.sites] == ["hongo", "kashiwa"]
+    hongo, kashiwa = cluster.sites
+    assert hongo.launcher == "slurm" and kashiwa.launcher == "hostfile"
+    assert hongo.settings == {"partition": "batch", "scheduler": "slurm",
+                              "contact": "login.hongo:6817"}  # fmt: skip
+    assert hongo.wan_bps == kashiwa.wan_bps == 100_000_000
+    assert cluster.host("k1").link_bps == 100_000_000 and cluster.host("h1").cores == 2
+    assert cluster.extra["links"] == [
+        {"sites": ["hongo", "kashiwa"], "rate_bps": 100_000_000, "delay_us": 500}
+    ]
+
+
+@pytest.mark.parametrize(
+    "old,new,line,field",
+    [
+        ('scheduler = "ssh"', 'scheduler = "condor"', 13, "sites[1].scheduler"),
+        ('contact = "gw.kashiwa"', 'contakt = "gw"', 14, "sites[1].contakt"),
+        ('contact = "gw.kashiwa"\n', "", 11, "sites[1].contact"),
+        ('site = "kashiwa"', 'site = "osaka"', 25, "hosts[1].site"),
+        ('sites = ["hongo", "kashiwa"]', 'sites = ["hongo", "hongo"]', 29, "links[0].sites"),
+        ('rate = "100mbit"\ndelay', 'rate = "fast"\ndelay', 30, "links[0].rate"),
+        ("delay_us = 500", "delay_us = -1", 31, "links[0].delay_us"),
+        ('scheduler = "ssh"', 'scheduler = "gram"', 13, "sites[1].scheduler"),
+        ("cores = 2", "cores = 0", 21, "hosts[0].cores"),
+    ],
+)
+def test_description_errors_name_file_line_field(tmp_path, old, new, line, field):
+    assert old in GOOD
+    path = write(tmp_path, GOOD.replace(old, new, 1))
+    with pytest.raises(ConfigError) as err:
+        resolve_cluster(path)
+    assert (err.value.path, err.value.line, err.value.field) == (path, line, field)
+    assert str(err.value).startswith(f"{path}:{line}: {field}: ")
+
+
+def test_description_site_without_hosts(tmp_path):
+    text = GOOD.replace('site = "kashiwa"', 'site = "hongo"')
+    with pytest.raises(ConfigError, match="site 'kashiwa' has no"):
+        resolve_cluster(write(tmp_path, text))
+
+
+def test_schedulers_per_site():
+    assert virtual.parse_schedulers("ssh", 3) == ["ssh"] * 3
+    assert virtual.parse_schedulers("site1=ssh,site2=none", 3) == ["slurm", "ssh", "none"]
+    for bad in ("pbs", "site3=ssh", "s1=ssh", "site0=pbs"):
+        with pytest.raises(UserError, match="--scheduler"):
+            virtual.parse_schedulers(bad, 3)
+
+
+@pytest.mark.parametrize(
+    "job,field",
+    [
+        (jobs.GridJob(""), "executable"),
+        (jobs.GridJob("/bin/true", count=0), "count"),
+        (jobs.GridJob("/bin/true", jobtype="batch"), "jobtype"),
+        (jobs.GridJob("/bin/true", mpi="lam"), "mpi"),
+        (jobs.GridJob("/bin/true", environment={"A B": "1"}), "environment"),
+    ],
+)
+def test_job_checks_name_the_field(job, field):
+    with pytest.raises(UserError, match=f"^job: {field}: "):
+        job.check()
+
+
+def test_bad_grid_up_is_one_line_before_anything(capsys):
+    from clustertune.cli import main
+
+    code = main(["grid", "up", "--name", "Bad!", "--sites", "2", "--wan-link", "100mbit"])
+    assert code == 2
+    assert "bad cluster name" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- live
+
+
+def _tools() -> bool:
+    import shutil
+
+    return all(shutil.which(t) for t in slurm.TOOLS) and Path(ssh.SSHD).is_file()
+
+
+needs_tools = pytest.mark.skipif(not _tools(), reason="Slurm, munge or openssh-server missing")
+
+
+@pytest.fixture(scope="module")
+def grid():
+    name = unique_name("g")
+    cplan, state = virtual.plan(name, 3, 2, ["slurm", "slurm", "ssh"], 1_000_000_000,
+                                100_000_000)  # fmt: skip
+    try:
+        state = virtual.up(cplan, state)
+        yield state
+    finally:
+        virtual.down(name)
+        assert virtual.leftovers(name) == []
+
+
+@pytest.mark.root
+@needs_tools
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_probe_across_two_slurm_sites(grid, store, mpi):
+    cluster = cluster_from_grid(grid)
+    hosts = ["host0", "host1", "host2", "host3"]
+    record = runner.run_kernel(cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi,
+                               hosts=hosts, params={}, timeout=60)  # fmt: skip
+    assert record["status"] == "ok", record["error"]
+    assert sorted(s["host"] for s in record["samples"]) == hosts
+    site_of = {h.name: h.site for h in cluster.hosts}
+    assert {s["rank"]: site_of[s["host"]] for s in record["samples"]} == {
+        0: "site0", 1: "site0", 2: "site1", 3: "site1"}  # fmt: skip
+    assert "clustertune.grid.coalloc" in record["meta"]["commands"][0]
+    for site in grid["sites"][:2]:  # allocations released
+        assert slurm.run_client(site, ["squeue", "-h"]).stdout.strip() == ""
+
+
+@pytest.mark.root
+@needs_tools
+def test_probe_across_slurm_and_ssh_sites(grid, store):
+    cluster = cluster_from_grid(grid)
+    record = runner.run_kernel(cluster, store, level="probe", kernel="ct-probe", np=2,
+                               mpi="openmpi", hosts=["host1", "host5"], params={},
+                               timeout=60)  # fmt: skip
+    assert record["status"] == "ok", record["error"]
+    assert sorted(s["host"] for s in record["samples"]) == ["host1", "host5"]
+
+
+@pytest.mark.root
+@needs_tools
+def test_coallocation_all_or_none(grid, store, monkeypatch):
+    """site1's allocation cannot be granted: site0's is cancelled, no rank starts."""
+    monkeypatch.setenv(FAIL_SWITCH, "site1")
+    cluster = cluster_from_grid(grid)
+    record = runner.run_kernel(cluster, store, level="probe", kernel="ct-probe", np=4,
+                               mpi="openmpi", hosts=["host0", "host1", "host2", "host3"],
+                               params={}, timeout=60)  # fmt: skip
+    assert record["status"] == "failed"
+    assert record["samples"] == []
+    assert "co-allocation failed, nothing started: site1: allocation refused" in record["error"]
+    site0 = grid["sites"][0]
+    states = slurm.run_client(site0, ["scontrol", "-o", "show", "job"]).stdout
+    last = [line for line in states.splitlines() if "JobName=ct-" in line][-1]
+    assert "JobState=CANCELLED" in last or "JobState=COMPLETED" in last  # released
+    assert slurm.run_client(site0, ["squeue", "-h"]).stdout.strip() == ""
+
+
+@pytest.mark.root
+@needs_tools
+@pytest.mark.parametrize("site", ["site0", "site2"])
+def test_submit_single_env_directory_count_and_exit(grid, site):
+    backend = jobs.backend(grid, site)
+    job = jobs.GridJob("/bin/sh", ["-c", 'echo "A=$A pwd=$(pwd) on $(hostname)"'], count=2,
+                       environment={"A": "x y"}, directory="/tmp")  # fmt: skip
+    result = jobs.wait(backend, backend.submit(job), 60)
+    assert (result.state, result.exit_status) == ("done", 0), result.stderr
+    lines = sorted(result.stdout.split("\n")[:-1])
+    assert len(lines) == 2 and all(line.startswith("A=x y pwd=/tmp on host") for line in lines)
+    failing = jobs.wait(backend, backend.submit(jobs.GridJob("/bin/sh", ["-c", "exit 3"])), 60)
+    assert (failing.state, failing.exit_status) == ("failed", 3)
+
+
+@pytest.mark.root
+@needs_tools
+@pytest.mark.parametrize("site,mpi", [("site0", "openmpi"), ("site2", "mpich")])
+def test_submit_mpi_job(grid, site, mpi):
+    backend = jobs.backend(grid, site)
+    job = jobs.GridJob(str(kernels.kernel_path("ct-probe", mpi)), count=4, jobtype="mpi", mpi=mpi)
+    result = jobs.wait(backend, backend.submit(job), 60)
+    assert result.state == "done", result.stderr
+    assert '"verification":"passed"' in result.stdout and '"ranks":4' in result.stdout
+
+
+@pytest.mark.root
+@needs_tools
+def test_cancel_active_job(grid):
+    backend = jobs.backend(grid, "site1")
+    handle = backend.submit(jobs.GridJob("/bin/sleep", ["60"]))
+    deadline = time.monotonic() + 20
+    while backend.poll(handle) != "active" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert backend.poll(handle) == "active"
+    backend.cancel(handle)
+    result = jobs.wait(backend, handle, 20)
+    assert result.state == "failed"
+
+
+@pytest.mark.root
+@needs_tools
+def test_ssh_site_accepts_only_its_key(grid, tmp_path):
+    site = grid["sites"][2]
+    ns = site["hosts"][0]["namespace"]
+    wrapper = Path(grid["dir"]) / "ssh" / "ssh"
+    ok = subprocess.run(ssh.argv_on(Path(grid["dir"]), ns, "host5", "echo yes"),
+                        capture_output=True, text=True, timeout=20)  # fmt: skip
+    assert ok.stdout.strip() == "yes", ok.stderr
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    text = wrapper.read_text().replace(str(Path(grid["dir"]) / "ssh" / "id_ed25519"), str(other))
+    foreign = tmp_path / "ssh-foreign"
+    foreign.write_text(text)
+    foreign.chmod(0o755)
+    refused = subprocess.run(["ip", "netns", "exec", ns, str(foreign), "host5", "echo yes"],
+                             capture_output=True, text=True, timeout=20)  # fmt: skip
+    assert refused.returncode == 255 and "yes" not in refused.stdout
+    assert "Permission denied" in refused.stderr
+
+
+@pytest.mark.root
+@needs_tools
+def test_killed_slurmd_is_reported(grid):
+    site = grid["sites"][1]
+    pid = site["pids"]["slurmd-host3"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while daemons.alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert virtual.healthy(virtual.load(grid["name"]))["site1"] == ["slurmd-host3"]

@@ -120,8 +120,20 @@ static uint64_t chunk(uint64_t x, uint64_t mult4, sums *s, int fault)
         ax += a1;
         ay += a2;
     }
-    for (int i = 0; i < n; i++)
-        s->q[ring[i]] += 1;
+    /* four counters per annulus: consecutive pairs mostly share an annulus, and one
+     * counter would make every increment wait for the previous one */
+    int64_t q4[4][NQ] = {{0}};
+    int i4 = 0;
+    for (; i4 + 4 <= n; i4 += 4) {
+        q4[0][ring[i4]]++;
+        q4[1][ring[i4 + 1]]++;
+        q4[2][ring[i4 + 2]]++;
+        q4[3][ring[i4 + 3]]++;
+    }
+    for (; i4 < n; i4++)
+        q4[0][ring[i4]]++;
+    for (int l = 0; l < NQ; l++)
+        s->q[l] += q4[0][l] + q4[1][l] + q4[2][l] + q4[3][l];
     s->sx += sx;
     s->sy += sy;
     s->ax += ax;

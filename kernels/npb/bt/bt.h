@@ -75,6 +75,7 @@ typedef struct {
     /* buffers: faces (copy_faces) and pipeline stages */
     double *sendbuf, *recvbuf;
     size_t bufdoubles;
+    double *jac; /* the solves' Jacobians: 3 planes x the widest cell x 50 */
     npb_comm comm; /* time in MPI calls, messages and bytes sent */
 } bt_state;
 
@@ -90,7 +91,6 @@ static inline size_t bt_ridx(const bt_cell *c, int i, int j, int k)
 
 /* bt_grid.c */
 void bt_setup(bt_state *s, const bt_class *cls, MPI_Comm comm);
-void bt_exact(const bt_state *s, double xi, double eta, double zeta, double out[BT_NVAR]);
 void bt_initialize(bt_state *s);
 void bt_forcing(bt_state *s);
 void bt_error_norm(bt_state *s, double rms[BT_NVAR]);

@@ -74,9 +74,8 @@ static const double ce[BT_NVAR][13] = {
     {5.0, 4.0, 3.0, 2.0, 0.1, 0.4, 0.3, 0.05, 0.04, 0.03, 0.1, 0.3, 0.2},
 };
 
-void bt_exact(const bt_state *s, double xi, double eta, double zeta, double out[BT_NVAR])
+static void exact(double xi, double eta, double zeta, double out[BT_NVAR])
 {
-    (void)s;
     for (int m = 0; m < BT_NVAR; m++) {
         const double *e = ce[m];
         out[m] = e[0] + xi * (e[1] + xi * (e[4] + xi * (e[7] + xi * e[10]))) +
@@ -148,7 +147,7 @@ void bt_setup(bt_state *s, const bt_class *cls, MPI_Comm comm)
 
     ct_alloc_failure f = {0};
     s->cells = ct_mpi_try_alloc(&f, (size_t)q * sizeof(bt_cell), "cells");
-    size_t maxcross = 0;
+    size_t maxcross = 0, maxside = 0;
     for (int c = 0; s->cells && c < q; c++) {
         bt_cell *cl = &s->cells[c];
         memset(cl, 0, sizeof *cl);
@@ -164,6 +163,8 @@ void bt_setup(bt_state *s, const bt_class *cls, MPI_Comm comm)
             cl->in0[d] = cl->first[d] ? 1 : 0;
             cl->in1[d] = cl->last[d] ? cl->size[d] - 2 : cl->size[d] - 1;
             s->cell_at[d][x] = c;
+            if ((size_t)cl->size[d] > maxside)
+                maxside = (size_t)cl->size[d];
         }
         cl->gx = cl->size[0] + 2 * BT_GHOST;
         cl->gy = cl->size[1] + 2 * BT_GHOST;
@@ -186,6 +187,7 @@ void bt_setup(bt_state *s, const bt_class *cls, MPI_Comm comm)
     s->bufdoubles = faces > stages ? faces : stages;
     s->sendbuf = ct_mpi_try_alloc(&f, s->bufdoubles * sizeof(double), "send buffers");
     s->recvbuf = ct_mpi_try_alloc(&f, s->bufdoubles * sizeof(double), "receive buffers");
+    s->jac = ct_mpi_try_alloc(&f, 3 * maxside * 50 * sizeof(double), "Jacobians");
     for (int d = 0; d < 3; d++) {
         s->dis[d] = ct_mpi_try_alloc(&f, (size_t)s->n[d] * 5 * sizeof(double), "stencils");
         for (int g = 0; s->dis[d] && g < s->n[d]; g++)
@@ -204,7 +206,7 @@ void bt_setup(bt_state *s, const bt_class *cls, MPI_Comm comm)
  * defined beyond the grid too) */
 static void exact_at(const bt_state *s, int i, int j, int k, double out[BT_NVAR])
 {
-    bt_exact(s, (double)i * s->k.h[0], (double)j * s->k.h[1], (double)k * s->k.h[2], out);
+    exact((double)i * s->k.h[0], (double)j * s->k.h[1], (double)k * s->k.h[2], out);
 }
 
 /* Transfinite (tri-linear) interpolation of the exact solution on the six faces, inside;
@@ -224,9 +226,9 @@ void bt_initialize(bt_state *s)
                     for (int d = 0; d < 3; d++)
                         x[d] = (double)g[d] * s->k.h[d];
                     for (int side = 0; side < 2; side++) {
-                        bt_exact(s, (double)side, x[1], x[2], face[0][side]);
-                        bt_exact(s, x[0], (double)side, x[2], face[1][side]);
-                        bt_exact(s, x[0], x[1], (double)side, face[2][side]);
+                        exact((double)side, x[1], x[2], face[0][side]);
+                        exact(x[0], (double)side, x[2], face[1][side]);
+                        exact(x[0], x[1], (double)side, face[2][side]);
                     }
                     int boundary = 0;
                     for (int d = 0; d < 3; d++)
@@ -320,6 +322,7 @@ void bt_free(bt_state *s)
     free(s->cells);
     free(s->sendbuf);
     free(s->recvbuf);
+    free(s->jac);
     for (int d = 0; d < 3; d++)
         free(s->dis[d]);
 }

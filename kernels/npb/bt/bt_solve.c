@@ -280,18 +280,12 @@ static void backward(bt_cell *c, int d, const double *in, double *out)
 void bt_solve(bt_state *s, int d)
 {
     const int q = s->q;
-    size_t stage = 0; /* doubles per stage and line kind: the largest cell's lines */
-    int maxnb = 1;
+    size_t stage = 0; /* lines per stage: the largest cell's */
     for (int c = 0; c < q; c++) {
         size_t l = bt_lines(&s->cells[c], d);
         if (l > stage)
             stage = l;
-        walk w = walk_of(&s->cells[c], d);
-        if (w.nb > maxnb)
-            maxnb = w.nb;
     }
-    double jac[3 * 64 * 50];
-    double *jacp = maxnb <= 64 ? jac : ct_mpi_alloc((size_t)3 * maxnb * 50 * sizeof(double), "Jacobians");
     double *fsend = s->sendbuf, *frecv = s->recvbuf;
     double *bsend = s->sendbuf + (size_t)q * stage * 30, *brecv = s->recvbuf + (size_t)q * stage * 30;
     MPI_Request rr[BT_MAXQ], fr[BT_MAXQ], br[BT_MAXQ];
@@ -308,7 +302,7 @@ void bt_solve(bt_state *s, int d)
         if (st > 0)
             bt_waitall(s, 1, &rr[st]);
         double *out = st < q - 1 ? fsend + (size_t)st * stage * 30 : NULL;
-        forward(s, c, d, st > 0 ? frecv + (size_t)st * stage * 30 : NULL, out, jacp);
+        forward(s, c, d, st > 0 ? frecv + (size_t)st * stage * 30 : NULL, out, s->jac);
         if (out)
             bt_isend(s, out, bt_lines(c, d) * 30, s->succ[d], BT_TAG_FWD + d, &fr[st]);
     }
@@ -328,8 +322,6 @@ void bt_solve(bt_state *s, int d)
     }
     bt_waitall(s, q, fr);
     bt_waitall(s, q, br);
-    if (jacp != jac)
-        free(jacp);
 }
 
 void bt_add(bt_state *s)

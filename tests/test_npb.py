@@ -68,6 +68,7 @@ def test_section_draws_per_process_rates_and_the_paper() -> None:
     html = section.render(records)
     assert "Mop/s per process" in html and "UNSUCCESSFUL" in html
     assert "etlwiz" in html and "193" in html  # seeds/003's machine and its latency
+    assert section.comm_percent(records[0]["figures"]) == "10"  # 1 s of 10 s
     assert paper.paper()["source"].startswith("seeds/003")
 
 

@@ -26,6 +26,13 @@ def verdict(record: dict) -> str:
     return "SUCCESSFUL" if record["figures"].get("verified") else "UNSUCCESSFUL"
 
 
+def comm_percent(figures: dict) -> str:
+    """The slowest rank's time in communication as a share of the timed section: what
+    separates EP (one reduction) from LU and BT (messages every plane or cell)."""
+    t = figures.get("time_s") or 0.0
+    return f"{100.0 * figures['comm_time_s'] / t:.0f}" if t > 0 else "-"
+
+
 def runs_table(records: list[dict]) -> str:
     rows = []
     for r in records:
@@ -33,12 +40,12 @@ def runs_table(records: list[dict]) -> str:
         rows.append(
             [r["id"], f["name"], mpi_of(r), r["meta"]["cluster"]["name"],
              f"{f['time_s']:.3f}", f"{f['mops_total']:.1f}", f"{f['mops_per_process']:.1f}",
-             f"{f['comp_time_s']:.3f}", f"{f['comm_time_s']:.3f}",
+             f"{f['comp_time_s']:.3f}", f"{f['comm_time_s']:.3f}", comm_percent(f),
              f"{f['messages_per_iteration']:.0f}", f"{f['bytes_per_iteration']:.0f}",
              verdict(r)]
         )  # fmt: skip
     headers = ["run", "NPB", "MPI", "cluster", "time s", "Mop/s", "Mop/s/process",
-               "comp s (max)", "comm s (max)", "msgs/iter", "bytes/iter", "verification"]  # fmt: skip
+               "comp s (max)", "comm s (max)", "comm %", "msgs/iter", "bytes/iter", "verification"]  # fmt: skip
     return html.table(headers, rows)
 
 

@@ -22,7 +22,8 @@ import clustertune.levels.grid  # noqa: F401  (registers the grid sources)
 from clustertune import kernels, runner
 from clustertune.errors import ConfigError, UserError
 from clustertune.grid import daemons, jobs, slurm, ssh, virtual
-from clustertune.grid.coalloc import FAIL_SWITCH
+from clustertune.grid.coalloc import FAIL_SWITCH, coallocate_jobs
+from clustertune.grid.jobs import NEVER_START
 from clustertune.grid.source import cluster_from_grid
 from clustertune.sources import resolve_cluster
 
@@ -276,6 +277,47 @@ def test_ssh_site_accepts_only_its_key(grid, tmp_path):
     assert "Permission denied" in refused.stderr
 
 
+def _echo(tag: str) -> jobs.GridJob:
+    return jobs.GridJob("/bin/sh", ["-c", f'echo {tag} buf=$CT_SOCKBUF if=$CT_IFACE'],
+                        environment={"CT_SOCKBUF": "65536" if tag == "a" else "262144",
+                                     "CT_IFACE": "eth0"})  # fmt: skip
+
+
+@pytest.mark.root
+@needs_tools
+def test_coallocated_subjobs_start_together_with_their_own_environment(grid):
+    out = coallocate_jobs(grid, [("site0", _echo("a")), ("site2", _echo("b"))], 20, 60)
+    assert out["started"] and out["error"] is None
+    a, b = out["subjobs"]
+    assert a["result"]["stdout"] == "a buf=65536 if=eth0\n"
+    assert b["result"]["stdout"] == "b buf=262144 if=eth0\n"
+    assert a["started"] == b["started"] and a["result"]["state"] == b["result"]["state"] == "done"
+
+
+@pytest.mark.root
+@needs_tools
+def test_subjob_never_starting_cancels_the_others(grid, monkeypatch):
+    monkeypatch.setenv(NEVER_START, "site1")
+    out = coallocate_jobs(grid, [("site0", _echo("a")), ("site1", _echo("b"))], 3, 60)
+    assert not out["started"]
+    assert out["error"] == "site1: not started within the 3 s start barrier"
+    for sub in out["subjobs"]:  # nothing ran past the barrier
+        assert sub["result"]["state"] == "failed" and sub["result"]["stdout"] == ""
+        assert "started" not in sub
+    for site in grid["sites"][:2]:
+        assert slurm.run_client(site, ["squeue", "-h"]).stdout.strip() == ""
+
+
+@pytest.mark.root
+@needs_tools
+def test_subjob_refused_cancels_the_others(grid):
+    bad = jobs.GridJob("/bin/true", hosts=["host0"])  # host0 is not a host of site2
+    out = coallocate_jobs(grid, [("site0", _echo("a")), ("site2", bad)], 10, 60)
+    assert not out["started"] and out["error"].startswith("site2: submission refused: job: hosts")
+    assert out["subjobs"][0]["result"]["state"] == "failed"
+    assert out["subjobs"][0]["result"]["stdout"] == ""
+
+
 @pytest.mark.root
 @needs_tools
 def test_killed_slurmd_is_reported(grid):
@@ -285,4 +327,6 @@ def test_killed_slurmd_is_reported(grid):
     deadline = time.monotonic() + 5
     while daemons.alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert virtual.healthy(virtual.load(grid["name"]))["site1"] == ["slurmd-host3"]
+    assert virtual.healthy(virtual.load(grid["name"]))["site1"] == [
+        "slurmd-host3"
+    ]  # last: site1 keeps a dead node

@@ -26,9 +26,12 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from dataclasses import asdict
 from pathlib import Path
 
-from . import slurm, virtual
+from ..errors import UserError
+from . import jobs, slurm, virtual
 
 FAILED_TO_START = 97
 GRANTED = re.compile(r"Granted job allocation (\d+)")
@@ -93,6 +96,60 @@ def release(grid: dict, timeline: dict, name: str) -> None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 slurm.run_client(site, ["scancel", "--name", name], timeout=10)
             timeline[site["name"]].setdefault("released", time.time())
+
+
+def coallocate_jobs(grid: dict, subjobs: list[tuple[str, jobs.GridJob]], barrier: float,
+                    timeout: float) -> dict:  # fmt: skip
+    """Subjobs (site, job) started all or none: each checks in at a start barrier and waits
+    there; when all have checked in within ``barrier`` seconds they are released together,
+    else (a submission refused, a subjob that never starts or dies first) every subjob is
+    cancelled. Returns {"started", "error", "subjobs": [{site, handle, result, times}]}."""
+    d = Path(grid["dir"]) / "coalloc" / uuid.uuid4().hex[:12]
+    d.mkdir(parents=True)
+    d.chmod(0o755)
+    entries: list[dict] = []
+    why = None
+    try:
+        for site, job in subjobs:
+            backend = jobs.backend(grid, site)
+            job.barrier = str(d)
+            entry = {"site": site, "backend": backend, "submitted": time.time()}
+            entries.append(entry)
+            entry["handle"] = backend.submit(job)
+    except UserError as exc:
+        why = f"{entries[-1]['site']}: submission refused: {exc}"
+    deadline = time.monotonic() + barrier
+    while why is None:
+        waiting = [e for e in entries if not (d / f"ready.{Path(e['handle'].dir).name}").exists()]
+        for e in waiting:
+            if e["backend"].poll(e["handle"]) in ("done", "failed"):
+                why = f"{e['site']}: subjob ended before the start barrier"
+        if not waiting or why:
+            break
+        if time.monotonic() > deadline:
+            why = (f"{', '.join(e['site'] for e in waiting)}: not started within the "
+                   f"{barrier:g} s start barrier")  # fmt: skip
+        time.sleep(0.1)
+    if why is None:
+        (d / "go").touch()
+        released = time.time()
+        for e in entries:
+            e["started"] = released
+            e["result"] = jobs.wait(e["backend"], e["handle"], timeout)
+            e["ended"] = time.time()
+    else:
+        (d / "abort").touch()
+        for e in entries:
+            if "handle" in e:
+                e["backend"].cancel(e["handle"])
+                e["result"] = jobs.wait(e["backend"], e["handle"], 20)
+    return {
+        "started": why is None, "error": why,
+        "subjobs": [{"site": e["site"], "handle": asdict(e["handle"]) if "handle" in e else None,
+                     "result": asdict(e["result"]) if "result" in e else None,
+                     **{k: e[k] for k in ("submitted", "started", "ended") if k in e}}
+                    for e in entries],
+    }  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,7 @@ virtual cluster's agent, a site with no scheduler).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import time
@@ -28,6 +29,7 @@ from ..launch import mpi_flags
 from ..launch.vcluster import VIRTUAL_NIC
 from . import daemons, slurm
 
+NEVER_START = "CT_GRID_NEVER_START"  # tests: that Slurm site holds its subjobs (never starts)
 STATES = ("pending", "active", "done", "failed")
 JOBTYPES = ("single", "mpi")
 MPIS = tuple(slurm.PMI_PLUGIN)
@@ -43,6 +45,7 @@ class GridJob:
     jobtype: str = "single"
     mpi: str = "openmpi"
     hosts: list[str] | None = None  # hosts of the site to use (default: all)
+    barrier: str | None = None  # set by co-allocation: check in there, wait for "go"
 
     def check(self) -> None:
         if not self.executable:
@@ -119,6 +122,11 @@ class Backend:
         """The job's shell script: its environment, directory, launch line, exit file."""
         lines = ["#!/bin/sh", f"touch {d}/started"]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in {**env, **job.environment}.items()]
+        if job.barrier:  # co-allocation's start barrier: check in, then wait for go or abort
+            b = shlex.quote(job.barrier)
+            lines += [f"touch {b}/ready.{d.name}",
+                      f"while [ ! -e {b}/go ]; do if [ -e {b}/abort ]; then echo 98 > {d}/exit; "
+                      "exit 98; fi; sleep 0.1; done"]  # fmt: skip
         if job.directory:
             lines.append(f"cd {shlex.quote(job.directory)} || {{ echo 127 > {d}/exit; exit 127; }}")
         lines += [shlex.join(launch), "rc=$?", f"echo $rc > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit",
@@ -161,7 +169,8 @@ class SlurmBackend(Backend):
             srun.append(f"--mpi={slurm.PMI_PLUGIN[job.mpi]}")
             env = mpi_env(job.mpi)
         (d / "job.sh").write_text(self.script(job, d, srun + [job.executable, *job.arguments], env))
-        argv = ["sbatch", "--parsable", "--job-name", f"ct-{d.name}", "--ntasks", str(job.count),
+        hold = ["--hold"] if os.environ.get(NEVER_START) == self.site["name"] else []
+        argv = ["sbatch", "--parsable", *hold, "--job-name", f"ct-{d.name}", "--ntasks", str(job.count),
                 "--nodelist", ",".join(hosts), "--output", str(d / "out"), "--error",
                 str(d / "err"), "--chdir", str(d), str(d / "job.sh")]  # fmt: skip
         out = slurm.run_client(self.site, argv)

@@ -27,12 +27,13 @@
 static const char *const PHASE_NAMES[QCD_PH_COUNT] = {
     "update", "plaquette", "reunit", "pack", "wait", "comm", "reduce"};
 static const char *const STARTS[] = {"cold", "hot", NULL};
+static const char *const ISAS[] = {"auto", "baseline", NULL};
 
 typedef struct {
     int lattice[QCD_DIM], grid[QCD_DIM], grid_seen, seed_seen;
     double beta;
     long sweeps, seed;
-    int or_steps, start, nhit, no_overlap, inject_fault, help;
+    int or_steps, start, nhit, no_overlap, inject_fault, help, isa;
     const char *checkpoint, *resume;
     ct_check_only check;
 } options;
@@ -81,6 +82,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"--checkpoint", CT_OPT_STRING, .dest = &o->checkpoint},
         {"--resume", CT_OPT_STRING, .dest = &o->resume},
         {"--no-overlap", CT_OPT_FLAG, .dest = &o->no_overlap},
+        {"--isa", CT_OPT_CHOICE, .dest = &o->isa, .choices = ISAS},
         {"--inject-fault", CT_OPT_FLAG, .dest = &o->inject_fault},
         {"--help", CT_OPT_FLAG, .dest = &o->help},
         {NULL, CT_OPT_TABLE, .table = check},
@@ -145,6 +147,7 @@ typedef struct {
     long long sweeps_done;
     long long messages, bytes; /* sent by this rank during the sweeps */
     double unit_err, det_err; /* the worst seen, global */
+    const char *isa; /* the build of the update that ran */
     char failure[512];
 } run;
 
@@ -255,7 +258,7 @@ static void link_errors(run *r, double *unit_err, double *det_err)
     double ue = 0.0, de = 0.0;
     for (int mu = 0; mu < QCD_DIM; mu++)
         for (int64_t k = 0; k < r->lat.volume; k++) {
-            const double *l = r->u[mu] + r->lat.all_local[k] * QCD_SU3;
+            const double *l = r->u[mu] + r->lat.all_local[k] * QCD_SITE;
             ue = fmax(ue, su3_unitarity_error(l));
             de = fmax(de, su3_det_error(l));
         }
@@ -270,7 +273,7 @@ static void reunit_all(run *r)
     ct_phase_start(&r->ph, QCD_PH_REUNIT);
     for (int mu = 0; mu < QCD_DIM; mu++)
         for (int64_t e = 0; e < r->lat.next; e++)
-            su3_reunit(r->u[mu] + e * QCD_SU3);
+            su3_reunit(r->u[mu] + e * QCD_SITE);
     ct_phase_stop(&r->ph, QCD_PH_REUNIT);
 }
 
@@ -320,7 +323,7 @@ static double gauge_transform(run *r)
             c[mu]++;
             random_su3(r->act.seed, QCD_STREAM_GAUGE, qcd_global_index(lat, c), 0, h);
             c[mu]--;
-            double *l = r->u[mu] + e * QCD_SU3, before[QCD_SU3];
+            double *l = r->u[mu] + e * QCD_SITE, before[QCD_SU3];
             memcpy(before, l, sizeof before);
             su3_transform(g, l, h);
             for (int i = 0; i < QCD_SU3; i++)
@@ -408,6 +411,7 @@ static void result_detail(ct_json *j, const void *arg)
     ct_json_integer(j, "first_sweep", r->sweeps_done - a->sweeps + 1);
     ct_json_integer(j, "last_sweep", r->sweeps_done);
     ct_json_bool(j, "overlap", !o->no_overlap);
+    ct_json_string(j, "isa", r->isa);
     ct_json_number(j, "flops_per_hb_link", QCD_FLOPS_HB);
     ct_json_number(j, "flops_per_or_link", QCD_FLOPS_OR);
     ct_json_number(j, "nominal_flops_per_link", QCD_NOMINAL_FLOPS);
@@ -425,7 +429,7 @@ static void usage(void)
 {
     printf("usage: ct-qcd --lattice XxYxZxT [--grid AxBxCxD] [--beta B] [--sweeps K]\n"
            "              [--or-steps N] [--start cold|hot] [--seed S] [--nhit N]\n"
-           "              [--checkpoint FILE] [--resume FILE] [--no-overlap]\n"
+           "              [--checkpoint FILE] [--resume FILE] [--no-overlap] [--isa auto|baseline]\n"
            "              [--check-only --np N] [--inject-fault]\n");
 }
 
@@ -455,12 +459,14 @@ int main(int argc, char **argv)
         return CT_EXIT_USAGE;
     }
     run r = {.o = &o};
+    r.isa = qcd_isa(o.isa == 1);
     r.act = (qcd_action){o.beta, (uint64_t)o.seed, o.nhit};
     qcd_lattice_init(&r.lat, MPI_COMM_WORLD, o.lattice, o.grid);
     ct_alloc_failure af = {0};
-    for (int mu = 0; mu < QCD_DIM; mu++)
-        r.u[mu] = ct_mpi_try_alloc(&af, (size_t)r.lat.next * QCD_SU3 * sizeof(double), "gauge field");
+    double *field = ct_mpi_try_alloc(&af, (size_t)r.lat.next * QCD_SITE * sizeof(double), "gauge field");
     ct_mpi_agree(MPI_COMM_WORLD, &af);
+    for (int mu = 0; mu < QCD_DIM; mu++)
+        r.u[mu] = field + mu * QCD_SU3;
     ct_phases_init(&r.ph, QCD_PH_COUNT, PHASE_NAMES);
     qcd_halo_init(&r.halo, &r.lat, r.u, &r.ph);
     r.halo.overlap = !o.no_overlap;
@@ -481,7 +487,7 @@ int main(int argc, char **argv)
     } else {
         for (int mu = 0; mu < QCD_DIM; mu++)
             for (int64_t k = 0; k < r.lat.volume; k++) {
-                double *l = r.u[mu] + r.lat.all_local[k] * QCD_SU3;
+                double *l = r.u[mu] + r.lat.all_local[k] * QCD_SITE;
                 if (o.start == 0)
                     su3_unit(l);
                 else
@@ -566,8 +572,7 @@ int main(int argc, char **argv)
     ct_mpi_result(a.verification, result_figures, result_detail, &a);
     ct_phase_summary_free(&ps);
     qcd_halo_free(&r.halo);
-    for (int mu = 0; mu < QCD_DIM; mu++)
-        free(r.u[mu]);
+    free(field);
     qcd_lattice_free(&r.lat);
     CT_MPI_CHECK(MPI_Finalize());
     return r.failure[0] ? 1 : 0;

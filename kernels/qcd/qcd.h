@@ -26,6 +26,9 @@
 #include <stdint.h>
 
 #define QCD_DIM 4
+/* The four links of a site lie together (a site's staples read three of them at x and
+ * at x - nu): link mu of extended site e is u[mu] + e * QCD_SITE, u[mu] = field + 18 mu. */
+#define QCD_SITE (QCD_DIM * 18)
 #define QCD_NC 3
 
 /* Flops we count per link update (docs/qcd.md derives them): staple sum 2484, W = U S 198,
@@ -98,7 +101,7 @@ typedef struct {
 /* state of the exchanges, counters and the injected fault */
 typedef struct {
     qcd_lattice *lat;
-    double *const *u;          /* the four link fields, extended */
+    double *const *u;          /* the four directions' links (QCD_SITE apart), extended */
     MPI_Request *req;          /* 2 per message of the largest plan */
     int overlap;               /* 0: every exchange completes before the next update */
     int injected;
@@ -152,6 +155,10 @@ typedef struct {
 typedef struct {
     long long kp_trials, kp_accepted, kp_given_up;
 } qcd_update_stats;
+
+/* Which build of the update runs: AVX-512 where the CPU has it, unless want_baseline;
+ * returns its name ("x86-64-v4" or "baseline"). Both give the same bits. */
+const char *qcd_isa(int want_baseline);
 
 /* Update U_mu on the given sites (extended indices, global indices): heat bath (hb != 0,
  * random stream keyed by hb_index) or over-relaxation. */

@@ -75,7 +75,7 @@ static double *gather_global(const qcd_lattice *lat, double *const *u)
     for (int64_t k = 0; k < lat->volume; k++)
         for (int mu = 0; mu < QCD_DIM; mu++)
             memcpy(mine + (size_t)k * LINKS_PER_SITE + mu * QCD_SU3,
-                   u[mu] + lat->all_local[k] * QCD_SU3, QCD_SU3 * sizeof(double));
+                   u[mu] + lat->all_local[k] * QCD_SITE, QCD_SU3 * sizeof(double));
     double *all = NULL, *tmp = NULL;
     int64_t *idx = NULL;
     int *counts = NULL, *displs = NULL, *lcounts = NULL, *ldispls = NULL;
@@ -249,7 +249,7 @@ int qcd_ckpt_read(const qcd_lattice *lat, double *const *u, const char *path,
                               lat->comm));
     for (int64_t k = 0; k < lat->volume; k++)
         for (int mu = 0; mu < QCD_DIM; mu++)
-            memcpy(u[mu] + lat->all_local[k] * QCD_SU3, mine + (size_t)k * LINKS_PER_SITE + mu * QCD_SU3,
+            memcpy(u[mu] + lat->all_local[k] * QCD_SITE, mine + (size_t)k * LINKS_PER_SITE + mu * QCD_SU3,
                    QCD_SU3 * sizeof(double));
     free(mine);
     free(all);

@@ -336,7 +336,7 @@ static uint64_t checksum(const double *x, size_t n)
 static void copy_links(double *f, const qcd_copylist *cl)
 {
     for (int k = 0; k < cl->n; k++)
-        memcpy(f + cl->dst[k] * QCD_SU3, f + cl->src[k] * QCD_SU3, QCD_SU3 * sizeof *f);
+        memcpy(f + cl->dst[k] * QCD_SITE, f + cl->src[k] * QCD_SITE, QCD_SU3 * sizeof *f);
 }
 
 void qcd_halo_start(qcd_halo *h, int mu, int p)
@@ -355,7 +355,7 @@ void qcd_halo_start(qcd_halo *h, int mu, int p)
     for (int i = 0; i < pl->nmsg; i++) {
         const qcd_message *m = &pl->msg[i];
         for (int k = 0; k < m->n; k++)
-            memcpy(m->sbuf + (size_t)k * QCD_SU3, f + m->send[k] * QCD_SU3,
+            memcpy(m->sbuf + (size_t)k * QCD_SU3, f + m->send[k] * QCD_SITE,
                    QCD_SU3 * sizeof *f);
         uint64_t sum = checksum(m->sbuf, (size_t)m->n * QCD_SU3);
         memcpy(&m->sbuf[(size_t)m->n * QCD_SU3], &sum, sizeof sum);
@@ -400,7 +400,7 @@ void qcd_halo_finish(qcd_halo *h)
                      h->sweep, AXIS[h->active_mu], h->active_p, m->from, m->region);
         }
         for (int k = 0; k < m->n; k++)
-            memcpy(f + m->recv[k] * QCD_SU3, m->rbuf + (size_t)k * QCD_SU3,
+            memcpy(f + m->recv[k] * QCD_SITE, m->rbuf + (size_t)k * QCD_SU3,
                    QCD_SU3 * sizeof *f);
     }
     copy_links(f, &pl->late);

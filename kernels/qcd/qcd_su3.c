@@ -55,7 +55,7 @@ double su3_unitarity_error(const double *u)
     su3_mul_nd(u, u, p);
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) {
-            double e = hypot(RE(p, i, j) - (i == j), IM(p, i, j));
+            double dr = RE(p, i, j) - (i == j), di = IM(p, i, j), e = sqrt(dr * dr + di * di);
             worst = e > worst ? e : worst;
         }
     return worst;

@@ -10,69 +10,89 @@
 #define RE(m, i, j) (m)[2 * (3 * (i) + (j))]
 #define IM(m, i, j) (m)[2 * (3 * (i) + (j)) + 1]
 
-/* c (+)= a b, a b^+, a^+ b. ADD is 0 or 1, known at compile time. */
-static inline void su3_mul_nn_(const double *restrict a, const double *restrict b,
+/* c (+)= a b, a b^+, a^+ b with SSE2 (the x86-64 baseline): one complex number per
+ * register. For a b the real and imaginary parts of a_ik are broadcast and multiplied by
+ * b_kj and by b_kj with its halves swapped; the two sums meet once per element with one
+ * sign flip. The same flops as the textbook loop (198), about half the instructions.
+ * ADD is 0 or 1, known at compile time. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+
+#define CPLX(m, i, j) _mm_loadu_pd((m) + 2 * (3 * (i) + (j)))
+#define SWAP(x) _mm_shuffle_pd((x), (x), 1)
+
+static inline __attribute__((always_inline)) void su3_store_(double *c, int i, int j, __m128d t, __m128d u, __m128d sign,
+                              int add)
+{
+    __m128d r = _mm_add_pd(t, _mm_xor_pd(u, sign));
+    double *p = c + 2 * (3 * i + j);
+    _mm_storeu_pd(p, add ? _mm_add_pd(_mm_loadu_pd(p), r) : r);
+}
+
+/* sum_k a_ik b_kj: t = Re(a) b, u = Im(a) swap(b), c = t + (-u.re, u.im). Column j of b
+ * (and its swap) stays in registers while the rows of a are broadcast: 10 registers, so
+ * the 16 of SSE2 suffice. */
+static inline __attribute__((always_inline)) void su3_mul_nn_(const double *restrict a, const double *restrict b,
                                double *restrict c, int add)
 {
-    for (int i = 0; i < 3; i++)
+    const __m128d sign = _mm_set_pd(0.0, -0.0);
+    for (int j = 0; j < 3; j++) {
+        const __m128d b0 = CPLX(b, 0, j), b1 = CPLX(b, 1, j), b2 = CPLX(b, 2, j);
+        const __m128d s0 = SWAP(b0), s1 = SWAP(b1), s2 = SWAP(b2);
+        for (int i = 0; i < 3; i++) {
+            __m128d t = _mm_mul_pd(_mm_set1_pd(RE(a, i, 0)), b0);
+            __m128d u = _mm_mul_pd(_mm_set1_pd(IM(a, i, 0)), s0);
+            t = _mm_add_pd(t, _mm_mul_pd(_mm_set1_pd(RE(a, i, 1)), b1));
+            u = _mm_add_pd(u, _mm_mul_pd(_mm_set1_pd(IM(a, i, 1)), s1));
+            t = _mm_add_pd(t, _mm_mul_pd(_mm_set1_pd(RE(a, i, 2)), b2));
+            u = _mm_add_pd(u, _mm_mul_pd(_mm_set1_pd(IM(a, i, 2)), s2));
+            su3_store_(c, i, j, t, u, sign, add);
+        }
+    }
+}
+
+/* sum_k a_ik conj(b_jk): t = a Re(b), u = swap(a) Im(b), c = t + (u.re, -u.im) */
+static inline __attribute__((always_inline)) void su3_mul_nd_(const double *restrict a, const double *restrict b,
+                               double *restrict c, int add)
+{
+    const __m128d sign = _mm_set_pd(-0.0, 0.0);
+    for (int i = 0; i < 3; i++) {
+        const __m128d a0 = CPLX(a, i, 0), a1 = CPLX(a, i, 1), a2 = CPLX(a, i, 2);
+        const __m128d s0 = SWAP(a0), s1 = SWAP(a1), s2 = SWAP(a2);
         for (int j = 0; j < 3; j++) {
-            double re = RE(a, i, 0) * RE(b, 0, j) - IM(a, i, 0) * IM(b, 0, j);
-            double im = RE(a, i, 0) * IM(b, 0, j) + IM(a, i, 0) * RE(b, 0, j);
-            re += RE(a, i, 1) * RE(b, 1, j) - IM(a, i, 1) * IM(b, 1, j);
-            im += RE(a, i, 1) * IM(b, 1, j) + IM(a, i, 1) * RE(b, 1, j);
-            re += RE(a, i, 2) * RE(b, 2, j) - IM(a, i, 2) * IM(b, 2, j);
-            im += RE(a, i, 2) * IM(b, 2, j) + IM(a, i, 2) * RE(b, 2, j);
-            if (add) {
-                RE(c, i, j) += re;
-                IM(c, i, j) += im;
-            } else {
-                RE(c, i, j) = re;
-                IM(c, i, j) = im;
-            }
+            __m128d t = _mm_mul_pd(a0, _mm_set1_pd(RE(b, j, 0)));
+            __m128d u = _mm_mul_pd(s0, _mm_set1_pd(IM(b, j, 0)));
+            t = _mm_add_pd(t, _mm_mul_pd(a1, _mm_set1_pd(RE(b, j, 1))));
+            u = _mm_add_pd(u, _mm_mul_pd(s1, _mm_set1_pd(IM(b, j, 1))));
+            t = _mm_add_pd(t, _mm_mul_pd(a2, _mm_set1_pd(RE(b, j, 2))));
+            u = _mm_add_pd(u, _mm_mul_pd(s2, _mm_set1_pd(IM(b, j, 2))));
+            su3_store_(c, i, j, t, u, sign, add);
         }
+    }
 }
 
-static inline void su3_mul_nd_(const double *restrict a, const double *restrict b,
+/* sum_k conj(a_ki) b_kj: t = Re(a) b, u = Im(a) swap(b), c = t + (u.re, -u.im) */
+static inline __attribute__((always_inline)) void su3_mul_dn_(const double *restrict a, const double *restrict b,
                                double *restrict c, int add)
 {
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) { /* sum_k a_ik conj(b_jk) */
-            double re = RE(a, i, 0) * RE(b, j, 0) + IM(a, i, 0) * IM(b, j, 0);
-            double im = IM(a, i, 0) * RE(b, j, 0) - RE(a, i, 0) * IM(b, j, 0);
-            re += RE(a, i, 1) * RE(b, j, 1) + IM(a, i, 1) * IM(b, j, 1);
-            im += IM(a, i, 1) * RE(b, j, 1) - RE(a, i, 1) * IM(b, j, 1);
-            re += RE(a, i, 2) * RE(b, j, 2) + IM(a, i, 2) * IM(b, j, 2);
-            im += IM(a, i, 2) * RE(b, j, 2) - RE(a, i, 2) * IM(b, j, 2);
-            if (add) {
-                RE(c, i, j) += re;
-                IM(c, i, j) += im;
-            } else {
-                RE(c, i, j) = re;
-                IM(c, i, j) = im;
-            }
+    const __m128d sign = _mm_set_pd(-0.0, 0.0);
+    for (int j = 0; j < 3; j++) {
+        const __m128d b0 = CPLX(b, 0, j), b1 = CPLX(b, 1, j), b2 = CPLX(b, 2, j);
+        const __m128d s0 = SWAP(b0), s1 = SWAP(b1), s2 = SWAP(b2);
+        for (int i = 0; i < 3; i++) {
+            __m128d t = _mm_mul_pd(_mm_set1_pd(RE(a, 0, i)), b0);
+            __m128d u = _mm_mul_pd(_mm_set1_pd(IM(a, 0, i)), s0);
+            t = _mm_add_pd(t, _mm_mul_pd(_mm_set1_pd(RE(a, 1, i)), b1));
+            u = _mm_add_pd(u, _mm_mul_pd(_mm_set1_pd(IM(a, 1, i)), s1));
+            t = _mm_add_pd(t, _mm_mul_pd(_mm_set1_pd(RE(a, 2, i)), b2));
+            u = _mm_add_pd(u, _mm_mul_pd(_mm_set1_pd(IM(a, 2, i)), s2));
+            su3_store_(c, i, j, t, u, sign, add);
         }
+    }
 }
-
-static inline void su3_mul_dn_(const double *restrict a, const double *restrict b,
-                               double *restrict c, int add)
-{
-    for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) { /* sum_k conj(a_ki) b_kj */
-            double re = RE(a, 0, i) * RE(b, 0, j) + IM(a, 0, i) * IM(b, 0, j);
-            double im = RE(a, 0, i) * IM(b, 0, j) - IM(a, 0, i) * RE(b, 0, j);
-            re += RE(a, 1, i) * RE(b, 1, j) + IM(a, 1, i) * IM(b, 1, j);
-            im += RE(a, 1, i) * IM(b, 1, j) - IM(a, 1, i) * RE(b, 1, j);
-            re += RE(a, 2, i) * RE(b, 2, j) + IM(a, 2, i) * IM(b, 2, j);
-            im += RE(a, 2, i) * IM(b, 2, j) - IM(a, 2, i) * RE(b, 2, j);
-            if (add) {
-                RE(c, i, j) += re;
-                IM(c, i, j) += im;
-            } else {
-                RE(c, i, j) = re;
-                IM(c, i, j) = im;
-            }
-        }
-}
+#else
+#error "ct-qcd needs SSE2 (every x86-64)"
+#endif
 
 static inline void su3_mul_nn(const double *a, const double *b, double *c) { su3_mul_nn_(a, b, c, 0); }
 static inline void su3_mul_nd(const double *a, const double *b, double *c) { su3_mul_nd_(a, b, c, 0); }

@@ -21,6 +21,36 @@
 #include <math.h>
 #include <string.h>
 
+/* The update and the plaquette are built twice, for the x86-64 baseline and for AVX-512
+ * (x86-64-v4: twice the vector registers, so the SU(3) products do not spill); qcd_isa
+ * picks one. Both run the same operations in the same order on IEEE doubles (no FMA:
+ * -ffp-contract=off and no auto-vectorisation, see CMakeLists.txt), so a run's numbers do
+ * not depend on which one a rank runs -- tests/test_qcd.py compares the two series. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define QCD_HAVE_V4 1
+#define QCD_V4 __attribute__((target("arch=x86-64-v4")))
+#else
+#define QCD_HAVE_V4 0
+#define QCD_V4
+#endif
+#define QCD_BODY static inline __attribute__((always_inline))
+
+static int use_v4; /* set by qcd_isa */
+
+const char *qcd_isa(int want_baseline)
+{
+#if QCD_HAVE_V4
+    __builtin_cpu_init();
+    use_v4 = !want_baseline && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx2") &&
+             __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
+#else
+    (void)want_baseline;
+#endif
+    return use_v4 ? "x86-64-v4" : "baseline";
+}
+
 static const int SUB_I[3] = {0, 1, 0}, SUB_J[3] = {1, 2, 2};
 #define TWO_PI 6.283185307179586476925
 
@@ -62,7 +92,7 @@ static int kennedy_pendleton(double alpha, const qcd_action *act, qcd_ctr *ctr, 
  * Arguments: u the four extended link fields (local+ghost, read; U_mu(e) written),
  * hb selects heat bath (random numbers keyed by g, mu, subgroup and hb_index) or
  * over-relaxation. Reads the 18 links of the six staples; see the header for flops. */
-static inline void update_link(const qcd_lattice *lat, double *const *u, int mu, int64_t e,
+static inline __attribute__((always_inline)) void update_link(const qcd_lattice *lat, double *const *u, int mu, int64_t e,
                                int64_t g, const qcd_action *act, int hb, long long hb_index,
                                qcd_update_stats *st)
 {
@@ -75,13 +105,13 @@ static inline void update_link(const qcd_lattice *lat, double *const *u, int mu,
         const double *unu = u[nu];
         const int64_t snu = lat->stride[nu];
         /* upper: U_nu(x+mu) U_mu(x+nu)^+ U_nu(x)^+ */
-        su3_mul_nd(unu + (e + smu) * QCD_SU3, umu + (e + snu) * QCD_SU3, t);
-        su3_mul_nd_add(t, unu + e * QCD_SU3, a);
+        su3_mul_nd(unu + (e + smu) * QCD_SITE, umu + (e + snu) * QCD_SITE, t);
+        su3_mul_nd_add(t, unu + e * QCD_SITE, a);
         /* lower: U_nu(x+mu-nu)^+ U_mu(x-nu)^+ U_nu(x-nu) = (U_mu(x-nu) U_nu(x+mu-nu))^+ U_nu(x-nu) */
-        su3_mul_nn(umu + (e - snu) * QCD_SU3, unu + (e + smu - snu) * QCD_SU3, t);
-        su3_mul_dn_add(t, unu + (e - snu) * QCD_SU3, a);
+        su3_mul_nn(umu + (e - snu) * QCD_SITE, unu + (e + smu - snu) * QCD_SITE, t);
+        su3_mul_dn_add(t, unu + (e - snu) * QCD_SITE, a);
     }
-    double *link = u[mu] + e * QCD_SU3;
+    double *link = u[mu] + e * QCD_SITE;
     su3_mul_nn(link, a, w);
     for (int s = 0; s < 3; s++) {
         const int i = SUB_I[s], j = SUB_J[s];
@@ -112,23 +142,68 @@ static inline void update_link(const qcd_lattice *lat, double *const *u, int mu,
     }
 }
 
+/* the links a later update_link at e will read that are not near the sites just
+ * updated: the hardware prefetcher does not follow the +-nu strides */
+#define PREFETCH_AHEAD 0
+static inline void prefetch_link(const double *l)
+{
+    __builtin_prefetch(l);
+    __builtin_prefetch(l + 8);
+    __builtin_prefetch(l + 16);
+}
+
+static inline void prefetch_staples(const qcd_lattice *lat, double *const *u, int mu, int64_t e)
+{
+    const int64_t smu = lat->stride[mu];
+    for (int nu = 0; nu < QCD_DIM; nu++) {
+        if (nu == mu)
+            continue;
+        const int64_t snu = lat->stride[nu];
+        prefetch_link(u[mu] + (e + snu) * QCD_SITE);
+        prefetch_link(u[mu] + (e - snu) * QCD_SITE);
+        prefetch_link(u[nu] + (e - snu) * QCD_SITE);
+        prefetch_link(u[nu] + (e + smu - snu) * QCD_SITE);
+        prefetch_link(u[nu] + (e + smu) * QCD_SITE);
+    }
+}
+
+QCD_BODY void update_sites(const qcd_lattice *lat, double *const *u, int mu, int64_t n,
+                           const int64_t *site, const int64_t *gsite, const qcd_action *act,
+                           int hb, long long hb_index, qcd_update_stats *st)
+{
+    for (int64_t k = 0; k < n; k++) {
+        if (PREFETCH_AHEAD && k + PREFETCH_AHEAD < n)
+            prefetch_staples(lat, u, mu, site[k + PREFETCH_AHEAD]);
+        if (hb)
+            update_link(lat, u, mu, site[k], gsite[k], act, 1, hb_index, st);
+        else
+            update_link(lat, u, mu, site[k], gsite[k], act, 0, 0, st);
+    }
+}
+
+QCD_V4 static void update_sites_v4(const qcd_lattice *lat, double *const *u, int mu,
+                                   int64_t n, const int64_t *site, const int64_t *gsite,
+                                   const qcd_action *act, int hb, long long hb_index,
+                                   qcd_update_stats *st)
+{
+    update_sites(lat, u, mu, n, site, gsite, act, hb, hb_index, st);
+}
+
 void qcd_update_sites(const qcd_lattice *lat, double *const *u, int mu, int64_t n,
                       const int64_t *site, const int64_t *gsite, const qcd_action *act,
                       int hb, long long hb_index, qcd_update_stats *st)
 {
-    if (hb)
-        for (int64_t k = 0; k < n; k++)
-            update_link(lat, u, mu, site[k], gsite[k], act, 1, hb_index, st);
+    if (use_v4)
+        update_sites_v4(lat, u, mu, n, site, gsite, act, hb, hb_index, st);
     else
-        for (int64_t k = 0; k < n; k++)
-            update_link(lat, u, mu, site[k], gsite[k], act, 0, 0, st);
+        update_sites(lat, u, mu, n, site, gsite, act, hb, hb_index, st);
 }
 
 /* Purpose: Re Tr of the six plaquettes at every local site, spatial (planes xy, xz, yz)
  * and temporal (xt, yt, zt) apart. Each site's two sums (|value| <= 9) are rounded to
  * multiples of 2^-50 and added as integers: the total is exact, so the same on any
  * decomposition. Cost: 6 x (2 products + 35) = 2586 flops per site. */
-void qcd_plaquette_local(const qcd_lattice *lat, double *const *u, __int128 sum[2])
+QCD_BODY void plaquette_local(const qcd_lattice *lat, double *const *u, __int128 sum[2])
 {
     sum[0] = sum[1] = 0;
     double a[QCD_SU3], b[QCD_SU3];
@@ -137,8 +212,8 @@ void qcd_plaquette_local(const qcd_lattice *lat, double *const *u, __int128 sum[
         double ps = 0.0, pt = 0.0;
         for (int m = 0; m < QCD_DIM; m++)
             for (int n = m + 1; n < QCD_DIM; n++) {
-                su3_mul_nn(u[m] + e * QCD_SU3, u[n] + (e + lat->stride[m]) * QCD_SU3, a);
-                su3_mul_nn(u[n] + e * QCD_SU3, u[m] + (e + lat->stride[n]) * QCD_SU3, b);
+                su3_mul_nn(u[m] + e * QCD_SITE, u[n] + (e + lat->stride[m]) * QCD_SITE, a);
+                su3_mul_nn(u[n] + e * QCD_SITE, u[m] + (e + lat->stride[n]) * QCD_SITE, b);
                 double p = su3_retr_mul_nd(a, b);
                 if (n == 3)
                     pt += p;
@@ -148,4 +223,17 @@ void qcd_plaquette_local(const qcd_lattice *lat, double *const *u, __int128 sum[
         sum[0] += llrint(ps * QCD_PLAQ_SCALE);
         sum[1] += llrint(pt * QCD_PLAQ_SCALE);
     }
+}
+
+QCD_V4 static void plaquette_local_v4(const qcd_lattice *lat, double *const *u, __int128 sum[2])
+{
+    plaquette_local(lat, u, sum);
+}
+
+void qcd_plaquette_local(const qcd_lattice *lat, double *const *u, __int128 sum[2])
+{
+    if (use_v4)
+        plaquette_local_v4(lat, u, sum);
+    else
+        plaquette_local(lat, u, sum);
 }

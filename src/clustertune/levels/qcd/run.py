@@ -88,6 +88,7 @@ class QcdSpec:
     resume: str | None = None
     overlap: bool = True
     inject_fault: bool = False
+    isa: str = "auto"  # "baseline": the x86-64 build of the update even on AVX-512 CPUs
 
     def kernel_args(self) -> list[str]:
         if self.sweeps < 0:
@@ -110,6 +111,8 @@ class QcdSpec:
             out.append("--no-overlap")
         if self.inject_fault:
             out.append("--inject-fault")
+        if self.isa != "auto":
+            out += ["--isa", self.isa]
         return out
 
     def params(self, np: int) -> dict:
@@ -118,7 +121,7 @@ class QcdSpec:
             "split_dims": split_dims(self.grid), "beta": self.beta, "sweeps": self.sweeps,
             "or_steps": self.or_steps, "start": "resume" if self.resume else self.start,
             "seed": self.seed, "overlap": self.overlap, "checkpoint": self.checkpoint,
-            "resume": self.resume, "inject_fault": self.inject_fault,
+            "resume": self.resume, "inject_fault": self.inject_fault, "isa": self.isa,
         }  # fmt: skip
 
 
@@ -191,7 +194,7 @@ def spec_of(args: argparse.Namespace) -> QcdSpec:
     return QcdSpec(
         lattice=lattice, grid=grid, beta=args.beta, sweeps=args.sweeps, or_steps=args.or_steps,
         start=args.start, seed=args.seed, checkpoint=args.checkpoint, resume=args.resume,
-        overlap=not args.no_overlap, inject_fault=args.inject_fault,
+        overlap=not args.no_overlap, inject_fault=args.inject_fault, isa=args.isa,
     )  # fmt: skip
 
 

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""The grid's cost, seeds/000's comparison as commands: on a virtual grid of two Slurm
+sites (2 hosts each) joined by a --wan-link WAN, for each MPI:
+
+  1. start-up: the probe on 4 ranks across both sites through the grid stack
+     (co-allocated Slurm allocations, ranks started by srun --jobid) beside the same 4
+     ranks started by the plain vcluster launcher (mpirun over the namespace agent): the
+     difference is the grid's start-up overhead;
+  2. MPI ping-pong latency and bandwidth inside one site (host0-host1) and across the
+     WAN (host0-host2), both through the grid stack.
+
+Runs alternate in order, --repeat rounds; best and median of each, and the ratios. The
+machine is shared: the load average is printed with the result.
+
+Usage (root): bench/grid_overhead.py [--wan-link 100mbit] [--repeat 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import clustertune.levels.grid  # noqa: E402, F401
+from clustertune import runner, vcluster  # noqa: E402
+from clustertune.grid import virtual  # noqa: E402
+from clustertune.grid.source import cluster_from_grid  # noqa: E402
+from clustertune.levels.network import pingpong  # noqa: E402, F401
+from clustertune.results import Store  # noqa: E402
+from clustertune.units import parse_rate  # noqa: E402
+
+HOSTS = ["host0", "host1", "host2", "host3"]
+
+
+def probe_s(cluster, store, mpi: str) -> float:
+    begin = time.monotonic()
+    record = runner.run_kernel(cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi,
+                               hosts=HOSTS, params={}, timeout=120)  # fmt: skip
+    if record["status"] != "ok":
+        raise SystemExit(f"probe failed: {record['error']}")
+    return time.monotonic() - begin
+
+
+def pingpong_figures(name: str, between: str, mpi: str, db: str) -> dict:
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-m", "clustertune.cli", "net", "pingpong", "--cluster", name,
+         "--layer", "mpi", "--between", between, "--mpi", mpi, "--db", db, "--json"],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    payload = json.loads(out.stdout)  # the command's summary: figures at the top level
+    if payload.get("status") != "ok":
+        raise SystemExit(f"ping-pong {between} failed: {payload.get('error')}")
+    return {
+        k: round(payload[k], 1) if payload.get(k) is not None else None
+        for k in ("latency_us", "bandwidth_mbps")
+    }
+
+
+def summary(values: list[float]) -> dict:
+    return {"best": min(values), "median": statistics.median(values)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--wan-link", default="100mbit")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-pingpong", action="store_true")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    name = f"gb{os.getpid() % 100000}"
+    cplan, state = virtual.plan(name, 2, 2, ["slurm", "slurm"], parse_rate("1gbit"),
+                                parse_rate(args.wan_link))  # fmt: skip
+    t0 = time.monotonic()
+    virtual.up(cplan, state)
+    up_s = time.monotonic() - t0
+    result: dict = {"wan": args.wan_link, "grid_up_s": up_s, "load_before": os.getloadavg()}
+    try:
+        grid = cluster_from_grid(virtual.load(name))
+        plain = vcluster.cluster_from_state(vcluster.load_state(name))
+        with tempfile.TemporaryDirectory() as tmp:
+            store = Store(Path(tmp) / "bench.db")
+            for mpi in ("openmpi", "mpich"):
+                times: dict[str, list[float]] = {"grid": [], "plain": []}
+                for i in range(args.repeat):
+                    order = [("grid", grid), ("plain", plain)]
+                    for label, cluster in order if i % 2 == 0 else order[::-1]:
+                        times[label].append(probe_s(cluster, store, mpi))
+                g, p = summary(times["grid"]), summary(times["plain"])
+                result[f"startup_{mpi}"] = {"grid_s": g, "plain_s": p,
+                                            "overhead_s_best": g["best"] - p["best"],
+                                            "ratio_best": g["best"] / p["best"]}  # fmt: skip
+                print(f"{mpi}: probe 4 ranks across 2 sites: grid best {g['best']:.2f} s "
+                      f"median {g['median']:.2f} s | plain best {p['best']:.2f} s median "
+                      f"{p['median']:.2f} s | overhead {g['best'] - p['best']:.2f} s "
+                      f"(x{g['best'] / p['best']:.2f})", flush=True)  # fmt: skip
+                if args.no_pingpong:
+                    continue
+                db = str(Path(tmp) / "pp.db")
+                inside = pingpong_figures(name, "host0,host1", mpi, db)
+                across = pingpong_figures(name, "host0,host2", mpi, db)
+                result[f"pingpong_{mpi}"] = {"inside": inside, "across": across}
+                print(f"{mpi}: ping-pong inside a site {inside} | across the WAN {across}",
+                      flush=True)  # fmt: skip
+            store.close()
+    finally:
+        t0 = time.monotonic()
+        virtual.down(name)
+        result["grid_down_s"] = time.monotonic() - t0
+        result["load_after"] = os.getloadavg()
+    print(f"grid up {up_s:.1f} s, down {result['grid_down_s']:.1f} s; load average "
+          f"{result['load_before'][0]:.1f} -> {result['load_after'][0]:.1f}")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

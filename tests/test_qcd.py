@@ -167,3 +167,23 @@ def test_study_and_report_section(store) -> None:
     html = section.render(records + more)
     assert "Decomposition study" in html and "bitwise identical on every grid: yes" in html
     assert "table 5" in html and "<svg" in html
+
+
+def test_error_estimate_knows_the_autocorrelation_of_an_ar1_chain() -> None:
+    """x_t = rho x_(t-1) + noise has tau_int = (1 + rho) / (2 (1 - rho)): 4.5 at rho 0.8;
+    independent values 0.5; the error grows by sqrt(2 tau) over the naive one."""
+    import random
+
+    from clustertune.levels.qcd.stats import estimate
+
+    rng = random.Random(4)
+    x, chain = 0.0, []
+    for _ in range(20000):
+        x = 0.8 * x + rng.gauss(0.0, 1.0)
+        chain.append(x)
+    e = estimate(chain)
+    assert e.tau_int == pytest.approx(4.5, rel=0.15)
+    assert e.error == pytest.approx(e.naive_error * (2 * e.tau_int) ** 0.5)
+    white = estimate([rng.gauss(0.0, 1.0) for _ in range(10000)])
+    assert white.tau_int == pytest.approx(0.5, abs=0.1)
+    assert white.sigmas_from(0.0) < 4

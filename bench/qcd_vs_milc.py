@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""ct-qcd beside MILC su3_ora (shared/peers), same lattice, beta, schedule and rank count.
+
+Speed: one trajectory = 4 over-relaxation sweeps + 1 heat-bath sweep (MILC's
+steps_per_trajectory 4, qhb_steps 1; ct-qcd --or-steps 4, one sweep per trajectory), cold
+start, beta 6.0. For each lattice (8^4, 16^4) and rank count (1, 2; MILC's MPI build is
+OpenMPI only) the two run --repeat times, the order alternating; link updates per second
+(HB + OR, 4 V x 5 per trajectory over each program's own timed loop) best and median,
+and the ratio (target >= 1.2). ct-qcd's counted Gflops is set against the DGEMM rate of
+the same ranks (ct-gemm --local).
+
+Physics (--physics): thermalised plaquette at beta 6.0 and 5.7 on --physics-lattice from
+both programs, mean with an autocorrelation-aware error (clustertune.levels.qcd.stats),
+compared with each other (combined errors) and with the references of paper_qcd.json
+(3 sigma). The machine is shared: the load average is printed with every figure.
+
+Usage: bench/qcd_vs_milc.py [--lattices 8x8x8x8,16x16x16x16] [--ranks 1,2] [--repeat 3]
+                            [--physics] [--physics-sweeps 600] [--peers DIR] [--json F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from clustertune.hostinfo import load_average
+from clustertune.levels.qcd import run as qcd
+from clustertune.levels.qcd.paper import paper
+from clustertune.levels.qcd.stats import estimate
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS_SRC = Path("/work/shared/peers")
+MPIRUN = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--mca",
+          "mpi_yield_when_idle", "1", "-np"]  # fmt: skip
+TIME_LINE = re.compile(r"^Time\s*=\s*([\d.eE+-]+)\s*seconds", re.M)
+GMES_LINE = re.compile(r"^GMES\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", re.M)
+# trajectories (warm-up + measured) of the speed runs per lattice volume
+SPEED_TRAJ = {8**4: (20, 20), 16**4: (3, 5)}
+
+
+def milc_input(lattice: tuple[int, ...], beta: float, warms: int, trajecs: int, seed: int) -> str:
+    nx, ny, nz, nt = lattice
+    return (f"prompt 0\nnx {nx}\nny {ny}\nnz {nz}\nnt {nt}\niseed {seed}\n\nwarms {warms}\n"
+            f"trajecs {trajecs}\ntraj_between_meas 1\nbeta {beta}\nsteps_per_trajectory 4\n"
+            "qhb_steps 1\nfresh\nno_gauge_fix\nforget\n")  # fmt: skip
+
+
+def parse_milc(text: str) -> tuple[float, list[float]]:
+    """MILC's 'Time =' and the normalised plaquette (ss + st) / 6 of every GMES line."""
+    t = TIME_LINE.search(text)
+    if not t:
+        raise RuntimeError(f"MILC wrote no 'Time =' line:\n{text[-2000:]}")
+    plaq = [(float(m.group(4)) + float(m.group(5))) / 6.0 for m in GMES_LINE.finditer(text)]
+    return float(t.group(1)), plaq
+
+
+def run_milc(peers: Path, np: int, lattice, beta: float, warms: int, trajecs: int,
+             seed: int = 8352, timeout: float = 3600) -> tuple[float, list[float]]:  # fmt: skip
+    with tempfile.NamedTemporaryFile("w", suffix=".in", delete=False) as f:
+        f.write(milc_input(lattice, beta, warms, trajecs, seed))
+    out = subprocess.run([*MPIRUN, str(np), str(peers / "bin" / "su3_ora.mpi"), f.name],
+                         capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    Path(f.name).unlink()
+    if out.returncode != 0:
+        raise RuntimeError(f"su3_ora.mpi exit {out.returncode}: {out.stderr[-2000:]}")
+    return parse_milc(out.stdout)
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def run_ours(np: int, lattice, beta: float, sweeps: int, start: str = "cold", seed: int = 1,
+             timeout: float = 3600) -> tuple[dict, list[float]]:  # fmt: skip
+    grid = qcd.default_grid(lattice, np)
+    argv = [*MPIRUN, str(np), str(ROOT / "build/openmpi/bin/ct-qcd"), "--lattice",
+            qcd.dims_text(lattice), "--grid", qcd.dims_text(grid), "--beta", str(beta),
+            "--sweeps", str(sweeps), "--or-steps", "4", "--start", start, "--seed", str(seed)]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    lines = json_lines(out.stdout)
+    result = next((x for x in lines if x["type"] == "result"), None)
+    if out.returncode != 0 or result is None or result["verification"] != "passed":
+        raise RuntimeError(f"ct-qcd failed ({out.returncode}): {out.stderr[-2000:]}")
+    series = [x["plaquette"] for x in lines if x["type"] == "sample" and "start" not in x]
+    return result["figures"], series
+
+
+def dgemm_gflops(np: int) -> float | None:
+    argv = [*MPIRUN, str(np), str(ROOT / "build/openmpi/bin/ct-gemm"), "-N", "1000",
+            "--type", "d", "--local", "--repeat", "3"]  # fmt: skip
+    env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        argv, capture_output=True, text=True, timeout=600, env={**os.environ, **env}
+    )
+    rates = [
+        x["gflops"] for x in json_lines(out.stdout) if x["type"] == "sample" and x.get("passed")
+    ]
+    return max(rates) if rates else None
+
+
+def ensure_peers(peers: Path) -> None:
+    if (peers / "bin" / "su3_ora.mpi").exists():
+        return
+    print(f"building MILC su3_ora into {peers} (shared/peers/build-peers.sh) ...", flush=True)
+    subprocess.run([str(PEERS_SRC / "build-peers.sh"), str(peers)], check=True,
+                   env={"SKIP_NPB": "1", "PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL)  # fmt: skip
+
+
+def speed(peers: Path, lattices, ranks, repeat: int) -> list[dict]:
+    rows = []
+    for lattice in lattices:
+        volume = 1
+        for n in lattice:
+            volume *= n
+        warms, trajecs = SPEED_TRAJ.get(volume, (5, 10))
+        links = 4 * volume * 5 * (warms + trajecs)
+        for np in ranks:
+            milc, ours, gflops = [], [], []
+            for i in range(repeat):
+                for who in ("milc", "ours") if i % 2 == 0 else ("ours", "milc"):
+                    if who == "milc":
+                        t, _ = run_milc(peers, np, lattice, 6.0, warms, trajecs)
+                        milc.append(links / t)
+                    else:
+                        f, _ = run_ours(np, lattice, 6.0, warms + trajecs)
+                        ours.append(f["link_updates_per_s"])
+                        gflops.append(f["counted_gflops"])
+            dgemm = dgemm_gflops(np)
+            row = {
+                "lattice": qcd.dims_text(lattice), "ranks": np,
+                "milc_best": max(milc), "milc_median": statistics.median(milc),
+                "ours_best": max(ours), "ours_median": statistics.median(ours),
+                "ratio_best": max(ours) / max(milc),
+                "ratio_median": statistics.median(ours) / statistics.median(milc),
+                "ours_counted_gflops": max(gflops), "dgemm_gflops": dgemm,
+                "load_average": load_average(),
+            }  # fmt: skip
+            rows.append(row)
+            pct = f"{100 * row['ours_counted_gflops'] / dgemm:.1f} %" if dgemm else "n/a"
+            print(f"{row['lattice']:>12} np={np}: MILC {row['milc_best']:.3g} (median "
+                  f"{row['milc_median']:.3g}), ct-qcd {row['ours_best']:.3g} (median "
+                  f"{row['ours_median']:.3g}) link updates/s; ratio best {row['ratio_best']:.2f}, "
+                  f"median {row['ratio_median']:.2f}; ct-qcd {row['ours_counted_gflops']:.2f} "
+                  f"counted Gflops = {pct} of DGEMM ({dgemm or 0:.2f} Gflops on {np} ranks); "
+                  f"load {row['load_average']}", flush=True)  # fmt: skip
+    return rows
+
+
+def physics(peers: Path, lattice, sweeps: int, therm: int, np: int) -> list[dict]:
+    rows = []
+    refs = paper()["plaquette_references"]
+    for beta in (6.0, 5.7):
+        _, series = run_ours(np, lattice, beta, therm + sweeps, start="hot", seed=17)
+        ours = estimate(series[therm:])
+        _, milc_series = run_milc(peers, np, lattice, beta, therm, sweeps, seed=8352)
+        milc = estimate(milc_series)
+        row = {"beta": beta, "lattice": qcd.dims_text(lattice), "ours": ours.__dict__,
+               "milc": milc.__dict__, "ours_vs_milc_sigmas": ours.sigmas_from(milc.mean, milc.error)}  # fmt: skip
+        print(f"beta {beta} {row['lattice']}: ct-qcd <P> = {ours.mean:.5f} +- {ours.error:.5f} "
+              f"(tau_int {ours.tau_int:.1f}, naive {ours.naive_error:.5f}, {ours.n} sweeps); "
+              f"MILC {milc.mean:.5f} +- {milc.error:.5f} (tau_int {milc.tau_int:.1f}); "
+              f"difference {row['ours_vs_milc_sigmas']:.1f} sigma", flush=True)  # fmt: skip
+        volume = f"{lattice[0]}^4" if len(set(lattice)) == 1 else row["lattice"]
+        for ref in refs:
+            if ref["beta"] == beta:
+                s = ours.sigmas_from(ref["plaquette"], ref["error"])
+                judged = ref["lattice"] in (volume, "large volume")
+                row.setdefault("references", []).append({**ref, "sigmas": s, "judged": judged})
+                verdict = (
+                    ("OK" if s <= 3 else "OUTSIDE 3 sigma")
+                    if judged
+                    else "other volume, for information"
+                )
+                print(f"    vs {ref['plaquette']} +- {ref['error']} ({ref['lattice']}): "
+                      f"{s:.1f} sigma, {verdict}")  # fmt: skip
+        rows.append(row)
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lattices", default="8x8x8x8,16x16x16x16")
+    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--physics", action="store_true")
+    ap.add_argument("--physics-lattice", default="8x8x8x8")
+    ap.add_argument("--physics-sweeps", type=int, default=600)
+    ap.add_argument("--physics-therm", type=int, default=100)
+    ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--peers", type=Path, default=ROOT / "build" / "peers")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    ensure_peers(args.peers)
+    print(f"load average at start: {load_average()}", flush=True)
+    out: dict = {}
+    if not args.skip_speed:
+        lattices = [qcd.parse_dims(x, "--lattices") for x in args.lattices.split(",")]
+        out["speed"] = speed(args.peers, lattices, [int(r) for r in args.ranks.split(",")],
+                             args.repeat)  # fmt: skip
+    if args.physics:
+        out["physics"] = physics(args.peers, qcd.parse_dims(args.physics_lattice, "--physics-lattice"),
+                                 args.physics_sweeps, args.physics_therm, 1)  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+    slow = [r for r in out.get("speed", []) if r["ratio_best"] < 1.2]
+    off = [r for r in out.get("physics", []) if r["ours_vs_milc_sigmas"] > 3
+           or any(x["judged"] and x["sigmas"] > 3 for x in r.get("references", []))]  # fmt: skip
+    return 1 if slow or off else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -65,19 +65,25 @@ static inline void diagonal_solve(const lu_t *g, const double *u, double x[5])
         diag += w[d] * g->dd[d];
         wsum += w[d];
     }
-    double x0 = x[0] / diag, row4 = 0.0;
-    x[0] = x0;
+    /* everything that depends on u only first (reciprocals off the chain from the
+     * neighbour's fresh residual through this point) */
+    double c1345 = C1345 * wsum, coef[4], inv[4], dm0[4], d4m[4], d40 = -c1345 * r2 * u[4];
     for (int m = 1; m <= 3; m++) {
-        /* direction m - 1 weighs component m by 4/3 */
-        double coef = C34 * (wsum + (R43 - 1.0) * w[m - 1]);
-        double c1345 = C1345 * wsum;
-        double dmm = diag + coef * r1, dm0 = -coef * r2 * u[m];
-        x[m] = (x[m] - dm0 * x0) / dmm;
-        /* row 4: column m and its share of column 0 */
-        row4 += (coef - c1345) * r2 * u[m] * x[m] - (coef - c1345) * r3 * u[m] * u[m] * x0;
+        coef[m] = C34 * (wsum + (R43 - 1.0) * w[m - 1]); /* direction m - 1 weighs m by 4/3 */
+        inv[m] = 1.0 / (diag + coef[m] * r1);
+        dm0[m] = -coef[m] * r2 * u[m];
+        d4m[m] = (coef[m] - c1345) * r2 * u[m];
+        d40 -= (coef[m] - c1345) * r3 * u[m] * u[m];
     }
-    double d40 = row4 - C1345 * wsum * r2 * u[4] * x0;
-    x[4] = (x[4] - d40) / (diag + C1345 * wsum * r1);
+    double inv0 = 1.0 / diag, inv4 = 1.0 / (diag + c1345 * r1);
+    double x0 = x[0] * inv0;
+    x[0] = x0;
+    double row4 = d40 * x0;
+    for (int m = 1; m <= 3; m++) {
+        x[m] = (x[m] - dm0[m] * x0) * inv[m];
+        row4 += d4m[m] * x[m];
+    }
+    x[4] = (x[4] - row4) * inv4;
 }
 
 /* one interior point of a sweep: sign -1 lower (neighbours behind), +1 upper (ahead) */

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from clustertune import kernels, netns, runner
+from clustertune import kernels, netns, runner, vcluster
 from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.errors import UserError
 from clustertune.launch import Job
@@ -217,6 +217,21 @@ def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, 
         best_poll = min(best_poll, analysis.latency_us(samples))
     for name, figures in mpis.items():
         assert figures["latency_us"] >= best_poll, (name, figures["latency_us"], best_poll)
+
+
+@pytest.mark.root
+def test_a_paced_wire_is_never_outrun(make_vcluster, store):
+    """--wire paced: every host's pacer runs, and no message size of a ping-pong sweep gets
+    through faster than the nominal rate (on the tbf wire mid sizes read up to twice it).
+    An upper bound only: a busy machine slows the wire, it cannot speed it up."""
+    cluster = make_vcluster(hosts=2, link_bps=100 * MBIT, wire="paced")
+    assert sorted(vcluster.load_state(cluster.name)["delay_pids"]) == ["host0", "host1"]
+    spec = pingpong.PingpongSpec("tcp", "host0", "host1", max_size=1 << 20,
+                                 extra_args=("--perturbation", "0"))  # fmt: skip
+    record = pingpong.run_pingpong(cluster, store, spec)
+    assert record["status"] == "ok", record["error"]
+    curve = analysis.curve_from_points(record["samples"])
+    assert len(curve.size) >= 10 and curve.throughput_mbps.max() <= 100, curve.throughput_mbps
 
 
 @pytest.mark.root

@@ -143,3 +143,15 @@ def test_delay_adds_to_round_trip(make_vcluster):
     pids = vcluster.load_state(delayed_cluster.name)["delay_pids"].values()
     vcluster.down(delayed_cluster.name)
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids), "delay daemons left running"
+
+
+def test_the_paced_wire_caps_gso_at_100_us_of_wire_time_and_paces_only_when_asked():
+    assert netns.gso_cap_bytes(100 * 10**6) == 1514  # one frame
+    assert netns.gso_cap_bytes(10**9) == 12500
+    assert netns.gso_cap_bytes(10 * 10**9) == 65536 and netns.gso_cap_bytes(None) == 65536
+    tbf = vcluster.plan("w", 2, 10**9)
+    paced = vcluster.plan("w", 2, 10**9, host_faults={"host1": {"rate_bps": 10**8}}, wire="paced")
+    assert vcluster._daemon_params(tbf, 0)["rate_bps"] == 0
+    assert [vcluster._daemon_params(paced, i)["rate_bps"] for i in (0, 1)] == [10**9, 10**8]
+    with pytest.raises(UserError, match="--wire wired: expected one of tbf, paced"):
+        vcluster.plan("w", 2, 10**9, wire="wired")

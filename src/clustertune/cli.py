@@ -47,8 +47,9 @@ def cmd_vcluster_up(args: argparse.Namespace) -> Output:
         raise UserError("--sites needs --wan-link RATE (the link between sites)")
     links, faults = _host_links(args.host_link)
     state = vcluster.plan(
-        args.name, args.hosts, link, links, args.sites, wan, args.delay_us, args.cores, faults
-    )
+        args.name, args.hosts, link, links, args.sites, wan, args.delay_us, args.cores, faults,
+        args.wire,
+    )  # fmt: skip
     vcluster.require_root()
     state = vcluster.up(state)
     return Output(state, vcluster.describe(state))
@@ -163,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wan-link", help="rate of the link between sites")
     p.add_argument("--delay-us", type=int, default=0, help="per-packet delay on each host's egress")
     p.add_argument("--cores", type=int, default=1, help="nominal cores per virtual host")
+    p.add_argument(
+        "--wire",
+        choices=vcluster.WIRES,
+        default="tbf",
+        help="link model: tbf (token bucket; mid-size messages outrun it) or paced (every "
+        "frame its time on the wire; needs an idle CPU; docs/network.md)",
+    )
     p.set_defaults(func=cmd_vcluster_up)  # fmt: skip
     p = vc_sub.add_parser("down", parents=[common], help="remove a virtual cluster")
     p.add_argument("--name", required=True)

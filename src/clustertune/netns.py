@@ -111,6 +111,27 @@ def shape(ns: str, dev: str, bits_per_second: int | None) -> None:
         "rate", f"{bits_per_second}bit", "burst", str(burst), "latency", "20ms")  # fmt: skip
 
 
+# The pacer (ct-nfq-delay) charges a GSO packet its whole wire time and releases it at
+# once; packets of up to 64 KiB then arrive in lumps that TCP's small-queue limit turns
+# into a mid-size dip (100 Mbit: 52 % of nominal at 64 KiB). A cap at ~100 us of wire
+# time keeps the lumps short (one frame at 100 Mbit, ~8 at 1 Gbit) and the packet rate
+# one daemon can pace (~10k/s at 1 Gbit; one frame each would cap 1 Gbit near 600 Mbit/s).
+GSO_WIRE_TIME_S = 100e-6
+GSO_MIN, GSO_MAX = 1514, 65536
+
+
+def gso_cap_bytes(bits_per_second: int | None) -> int:
+    """The largest GSO packet of an interface paced at this rate (64 KiB: no cap)."""
+    if bits_per_second is None:
+        return GSO_MAX
+    return int(min(GSO_MAX, max(GSO_MIN, bits_per_second * GSO_WIRE_TIME_S / 8)))
+
+
+def cap_gso(ns: str, dev: str, bits_per_second: int | None) -> None:
+    run("ip", "-n", ns, "link", "set", "dev", dev, "gso_max_size",
+        str(gso_cap_bytes(bits_per_second)))  # fmt: skip
+
+
 def nfqueue(ns: str, on: bool) -> None:
     """Send (or stop sending) every IPv4 packet leaving the namespace's eth0 to NFQUEUE 0;
     ``--queue-bypass`` lets packets through untouched while no daemon listens."""

@@ -6,13 +6,16 @@ Topology (names are per-namespace, so every cluster reuses them)::
     ns <prefix>sw        bridge br<site> per site; with several sites, each site bridge
                          joins bridge "wan" through a veth pair s<k>w <-> w<k>s
 
-Every link is shaped with tbf on *both* veth ends (egress shaping limits one direction
-only). Per-packet delay (netem does not exist on these kernels) comes from one
-ct-nfq-delay daemon per host behind an iptables NFQUEUE rule.
+Links are shaped with tbf on *both* veth ends (egress shaping limits one direction).
+Per-packet delay (netem does not exist on these kernels) comes from one ct-nfq-delay
+daemon per host behind an iptables NFQUEUE rule on its eth0; with ``wire="paced"`` that
+daemon also paces every packet at the link rate (each frame its serialisation time, so
+no message size outruns the wire, as the token bucket lets mid-size ping-pong do), and
+tbf remains the limit of what a host takes from several senders at once.
 
 Faults (docs/faults.md) are per host: loss, delay and jitter through that host's daemon
-(parameters changed on SIGHUP), a rate below nominal through tbf, and a flapping link
-through a small process that takes the host's switch port down and up.
+(parameters changed on SIGHUP), a rate below nominal through the pacer and tbf, and a
+flapping link through a small process that takes the host's switch port down and up.
 
 State lives in /run/clustertune/vcluster/<name>/state.json, written *before* anything is
 created, so ``down`` can remove every piece after a crash, and ``up`` removes stale
@@ -90,6 +93,14 @@ def _save_state(state: dict) -> None:
     tmp.replace(directory / "state.json")  # atomic: a crash never leaves half a state file
 
 
+# Link models. tbf: a token bucket per veth end; cheap and steady under CPU load, but a
+# message smaller than its bucket passes at memory speed (mid-size ping-pong reads up to
+# 2x nominal). paced: every packet through the host's ct-nfq-delay, charged its frames'
+# time on the wire (never above nominal; docs/network.md), at the cost of ~20 us per hop
+# and, on a CPU-starved machine, latency spikes and spurious TCP retransmissions.
+WIRES = ("tbf", "paced")
+
+
 def plan(
     name: str,
     hosts: int,
@@ -100,11 +111,15 @@ def plan(
     delay_us: int = 0,
     cores: int = 1,
     host_faults: dict[str, dict] | None = None,
+    wire: str = "tbf",
 ) -> dict:
     """The state of a cluster about to be built: pure, so it can be checked without root.
 
-    ``host_faults`` maps host names to faults as :func:`parse_faults` returns them."""
+    ``host_faults`` maps host names to faults as :func:`parse_faults` returns them;
+    ``wire`` is the link model (:data:`WIRES`)."""
     validate_name(name)
+    if wire not in WIRES:
+        raise UserError(f"--wire {wire}: expected one of {', '.join(WIRES)}")
     if not 1 <= hosts <= 200:
         raise UserError(f"--hosts {hosts}: must be between 1 and 200")
     if not 1 <= sites <= min(hosts, 50):
@@ -146,6 +161,7 @@ def plan(
         "link_bps": link_bps,
         "wan_bps": wan_bps if sites > 1 else None,
         "delay_us": delay_us,
+        "wire": wire,
         "delay_pids": {},
         "flap_pids": {},
         "created": time.time(),
@@ -320,7 +336,7 @@ def set_faults(name: str, host_name: str, items: list[str]) -> dict:
     started: dict[str, int] = {}
     if "rate_bps" in changed:
         _shape(state, index)
-    if changed & {"delay_us", "jitter_us", "loss", "seed"}:
+    if changed & {"rate_bps", "delay_us", "jitter_us", "loss", "seed"}:
         started |= _apply_packet_faults(state, index)
     if "flap" in changed:
         started |= _apply_flap(state, index)
@@ -423,17 +439,24 @@ exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' 
 
 
 def _shape(state: dict, index: int) -> None:
-    """tbf on both ends of a host's link: its fault rate, else its nominal rate."""
+    """tbf on both ends of a host's link (its fault rate, else its nominal rate), and the
+    GSO cap its pacer needs (:func:`netns.cap_gso`)."""
     host = state["hosts"][index]
     rate = host["faults"].get("rate_bps", host["link_bps"])
     netns.shape(host["namespace"], "eth0", rate)
+    if state.get("wire") == "paced":
+        netns.cap_gso(host["namespace"], "eth0", rate)
     netns.shape(state["switch_ns"], f"vh{index}", rate)
 
 
 def _daemon_params(state: dict, index: int) -> dict:
-    """What a host's ct-nfq-delay applies: its faults over the cluster-wide delay."""
-    faults = state["hosts"][index]["faults"]
+    """What a host's ct-nfq-delay applies: its wire's rate (the pacer; 0 on an unshaped
+    link), its faults over the cluster-wide delay."""
+    host = state["hosts"][index]
+    faults = host["faults"]
+    paced = state.get("wire") == "paced"
     return {
+        "rate_bps": (faults.get("rate_bps", host["link_bps"]) or 0) if paced else 0,
         "delay_us": faults.get("delay_us", state["delay_us"]),
         "jitter_us": faults.get("jitter_us", 0),
         "loss": faults.get("loss", 0.0),
@@ -451,7 +474,7 @@ def _apply_packet_faults(state: dict, index: int) -> dict[str, int]:
     returns what it started, for :func:`_check_started`."""
     host = state["hosts"][index]
     params = _daemon_params(state, index)
-    needed = bool(params["delay_us"] or params["jitter_us"] or params["loss"])
+    needed = any(params[k] for k in ("rate_bps", "delay_us", "jitter_us", "loss"))
     pid = state["delay_pids"].get(host["name"])
     params_file, stats_file = _daemon_files(state, host["name"])
     if pid is not None and needed:
@@ -468,11 +491,12 @@ def _apply_packet_faults(state: dict, index: int) -> dict[str, int]:
         return {}
     if shutil.which("iptables") is None:
         raise UserError(
-            "delay, jitter and loss need iptables (NFQUEUE): install it with 'make setup'"
+            "a shaped link, delay, jitter and loss need iptables (NFQUEUE): install it with 'make setup'"
         )
     netns.nfqueue(host["namespace"], True)
     daemon = kernels.kernel_path("ct-nfq-delay", "serial")
-    argv = [str(daemon), NFQUEUE_NUM, str(params["delay_us"]), "--jitter-us",
+    argv = [str(daemon), NFQUEUE_NUM, str(params["delay_us"]), "--rate-bps",
+            str(params["rate_bps"]), "--jitter-us",
             str(params["jitter_us"]), "--loss", repr(params["loss"]), "--seed",
             str(params["seed"]), "--params", str(params_file), "--stats", str(stats_file)]  # fmt: skip
     state["delay_pids"][host["name"]] = _start_beside(host["namespace"], argv)

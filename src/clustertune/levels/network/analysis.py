@@ -879,15 +879,27 @@ def _blamed(flag: Mapping[str, object]) -> set[str]:
     return {str(flag["host"])} if "host" in flag else set(flag.get("pair", ()))  # type: ignore[arg-type]
 
 
+# Below this share of the others' (or the nominal) bandwidth a link runs at a lower rate
+# (mis-negotiated, shaped: 100 Mbit on a 1 Gbit fabric is 10 %) and drops at its queue;
+# above it, with retransmissions, the loss is what slows it (0.1 % loss: ~75 %).
+LOWER_RATE_SHARE = 0.5
+
+
 def with_loss(flagged: list[dict], loss: list[dict]) -> tuple[list[dict], list[str]]:
     """The other figures' flags and the loss flags as one verdict, and notes.
 
-    A link slower than the others drops at its queue, so retransmissions touching a host
-    or pair already blamed for its bandwidth are its symptom (a note), not a second fault
-    (on such a host not every link need retransmit twice: a pair verdict is its symptom too).
-    Latency flags touching a host blamed for loss are the loss's symptom (a note) too:
-    a retransmission costs a timeout."""
-    slow = set().union(*(_blamed(f) for f in flagged if f["figure"] == "bandwidth_mbps"))
+    Which is cause and which symptom where both touch a host or pair: a link at a lower
+    rate (bandwidth under LOWER_RATE_SHARE of the median) drops at its queue, so its
+    retransmissions are its symptom (on such a host not every link need retransmit: a pair
+    verdict is its symptom too); a link slowed less than that, retransmitting, is slowed by
+    the loss. Latency flags touching a host blamed for loss are the loss's symptom too: a
+    retransmission costs a timeout."""
+
+    def lower_rate(f: Mapping[str, object]) -> bool:
+        return f["value"] is not None and f["value"] < LOWER_RATE_SHARE * f["median"]  # type: ignore[operator]
+
+    bandwidth = [f for f in flagged if f["figure"] == "bandwidth_mbps"]
+    slow = set().union(*(_blamed(f) for f in bandwidth if lower_rate(f)))
     notes = []
     kept_loss = []
     for f in loss:
@@ -896,13 +908,20 @@ def with_loss(flagged: list[dict], loss: list[dict]) -> tuple[list[dict], list[s
         else:
             kept_loss.append(f)
     lossy_hosts = {f["host"] for f in kept_loss if "host" in f}
+    lossy_pairs = [_blamed(f) for f in kept_loss if "pair" in f]
     kept = []
     for f in flagged:
-        touched = _blamed(f) & lossy_hosts
-        if touched and f["figure"] == "latency_us":
+        if f["figure"] == "latency_us" and _blamed(f) & lossy_hosts:
+            touched = _blamed(f) & lossy_hosts
             notes.append(
                 f"explained by the packet loss at {', '.join(sorted(touched))}: {f['reason']}"
             )
+        elif (
+            f["figure"] == "bandwidth_mbps"
+            and not lower_rate(f)
+            and (_blamed(f) & lossy_hosts or _blamed(f) in lossy_pairs)
+        ):
+            notes.append(f"slowed by the packet loss there: {f['reason']}")
         else:
             kept.append(f)
     return kept_loss + kept, notes

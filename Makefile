@@ -13,7 +13,8 @@ APT_PACKAGES := build-essential cmake pkg-config python3 python3-venv \
 	libopenblas-dev liblapacke-dev libblis-dev libatlas-base-dev libblas3 \
 	libpnetcdf-dev pnetcdf-bin netcdf-bin hwloc libssl-dev openssl gfortran \
 	iproute2 iptables util-linux hostname iputils-ping procps \
-	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev slurm-wlm munge
+	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev slurm-wlm munge \
+	openssh-server openssh-client
 
 FLAVOURS := serial openmpi mpich
 

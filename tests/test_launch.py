@@ -114,3 +114,12 @@ def test_environment_knobs_are_recorded(store, monkeypatch):
     record = probe(local_cluster(), store, "openmpi", 1, env={"OPENBLAS_NUM_THREADS": "1"})
     assert record["meta"]["env"]["OPENBLAS_NUM_THREADS"] == "1"
     assert "OPENBLAS_CORETYPE" in record["meta"]["env"]
+
+
+@pytest.mark.root
+def test_probe_across_two_sites_records_each_ranks_site(make_vcluster, store):
+    cluster = make_vcluster(hosts=2, link_bps=10**9, sites=2, wan_bps=10**8)
+    record = probe(cluster, store, "openmpi", 2)
+    assert record["status"] == "ok", record["error"]
+    assert {s["host"]: s["site"] for s in record["samples"]} == {"host0": "site0", "host1": "site1"}
+    assert record["meta"]["cluster"]["site_of"] == {"host0": "site0", "host1": "site1"}

@@ -104,6 +104,7 @@ def new_record(
                 "source": cluster.source,
                 "hosts": [h.name for h in cluster.hosts],
                 "link_bps": {h.name: h.link_bps for h in cluster.hosts},
+                "site_of": {h.name: h.site for h in cluster.hosts},
                 "faults": cluster.extra.get("faults") or {},  # injected, at the run's start
             },
             "hosts": hosts,
@@ -256,6 +257,12 @@ class Run:
         step = Step(what, completed, kernels.parse_output(completed.stdout), is_service, order)
         if tag:
             step.output.samples = [{**s, **tag} for s in step.output.samples]
+        if len(self.cluster.sites) > 1:  # the rank-to-site map, where sites differ
+            site_of = {h.name: h.site for h in self.cluster.hosts}
+            step.output.samples = [
+                {**s, "site": site_of[s["host"]]} if s.get("host") in site_of else s
+                for s in step.output.samples
+            ]
         with self._lock:
             self.steps.append(step)
         return step

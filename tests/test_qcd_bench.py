@@ -1,0 +1,43 @@
+"""bench/qcd_vs_milc.py reads MILC su3_ora's output right (its time line and the GMES
+plaquettes, normalised (ss + st) / 6) and writes MILC's input with the bench's schedule."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench" / "qcd_vs_milc.py"
+
+
+def bench():
+    spec = importlib.util.spec_from_file_location("qcd_vs_milc", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["qcd_vs_milc"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+MILC_OUT = """\
+WARMUPS COMPLETED
+GMES 7.605970e-02 -6.604058e-02 9.990000e+01 1.786162e+00 1.778098e+00
+GMES 2.038033e-01 5.678760e-03 9.990000e+01 1.782476e+00 1.779822e+00
+RUNNING COMPLETED
+Time = 9.448433e+00 seconds
+total_iters = 0
+"""
+
+
+def test_milc_output_and_input() -> None:
+    b = bench()
+    t, plaq = b.parse_milc(MILC_OUT)
+    assert t == pytest.approx(9.448433)
+    assert plaq == pytest.approx([(1.786162 + 1.778098) / 6, (1.782476 + 1.779822) / 6])
+    text = b.milc_input((8, 8, 8, 16), 5.7, 20, 30, 9)
+    for line in ("nx 8", "nt 16", "beta 5.7", "warms 20", "trajecs 30",
+                 "steps_per_trajectory 4", "qhb_steps 1", "fresh", "iseed 9"):  # fmt: skip
+        assert line in text.splitlines()
+    with pytest.raises(RuntimeError):
+        b.parse_milc("GMES 1 2 3 4 5\n")  # no time line: the run did not finish

@@ -187,3 +187,21 @@ def test_error_estimate_knows_the_autocorrelation_of_an_ar1_chain() -> None:
     white = estimate([rng.gauss(0.0, 1.0) for _ in range(10000)])
     assert white.tau_int == pytest.approx(0.5, abs=0.1)
     assert white.sigmas_from(0.0) < 4
+
+
+@pytest.mark.root
+def test_study_across_virtual_hosts(store, make_vcluster) -> None:
+    """Ranks in network namespaces, halos over the emulated wire: the same series as on
+    one rank, and the demo step's records."""
+    from clustertune.levels.qcd import demo
+
+    cluster = make_vcluster(hosts=2, link_bps=1_000_000_000)
+    records = study.run_study(cluster, store, np=4, mpi="openmpi", lattice=L4, dims=[1, 2],
+                              sweeps=2, seed=11)  # fmt: skip
+    alone = qcd(store, 1, sweeps=2, start="hot", seed=11)
+    assert all(r["status"] == "ok" for r in records)
+    assert records[0]["figures"]["plaquette_series"] == alone["figures"]["plaquette_series"]
+    assert records[0]["params"]["oversubscribed"] is True  # 4 ranks, this machine's 2 cores
+    shown = demo.demo(cluster, store)
+    assert [r["status"] for r in shown] == ["ok"] * 3
+    assert shown[0]["figures"]["plaquette_start"] == 1.0

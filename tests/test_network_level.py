@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from itertools import combinations
 from pathlib import Path
 
@@ -356,11 +357,11 @@ def test_corrupted_payload_is_stored_failed_by_pingpong_and_matrix(
 @pytest.mark.parametrize(
     "broken, left_out, wording",
     [
-        ({"h2"}, ["h2"], "no TCP connection with h0, h1, h3, left out of the MPI matrix"),
+        ({"h2"}, ["h2"], "no TCP connection with h0, h1, h3, left out of the matrix"),
         ({"h0"}, ["h0"], "suspect h0's NIC or cable, or h0 is down"),  # the first host too
-        ({"h1", "h3"}, ["h3", "h1"], "no TCP connection with h0, h2, h3, left out of the MPI "
+        ({"h1", "h3"}, ["h3", "h1"], "no TCP connection with h0, h2, h3, left out of the "
                                      "matrix — suspect h1's NIC or cable, or h1 is down"),
-        ({("h1", "h3")}, ["h3"], "no TCP connection with h1, left out of the MPI matrix — "
+        ({("h1", "h3")}, ["h3"], "no TCP connection with h1, left out of the matrix — "
                                  "suspect the route between them (h3 reaches the other hosts)"),
     ],
 )  # fmt: skip
@@ -378,10 +379,43 @@ def test_reachability_leaves_out_what_cannot_be_reached(monkeypatch, broken, lef
     monkeypatch.setattr(matrix, "reachable", check)
     hosts = ["h0", "h1", "h2", "h3"]
     live, flags = matrix.reachability(None, hosts)
-    assert sorted(map(sorted, checked)) == sorted(map(sorted, combinations(hosts, 2)))
+    once = sorted(map(sorted, combinations(hosts, 2)))
+    failed = [p for p in once if set(p) & broken or tuple(p) in broken or tuple(p[::-1]) in broken]
+    assert sorted(map(sorted, checked)) == sorted(once + failed)  # a failed check is repeated
     assert live == [h for h in hosts if h not in left_out]
     assert [f["host"] for f in flags] == left_out and wording in flags[-1]["reason"]
     assert all("no route" in f["reason"] for f in flags)
+
+
+@pytest.mark.parametrize(
+    "flaky, flagged",
+    [({"h2"}, [("h2", None)]),  # h2's link was down during the first checks
+     ({("h1", "h3")}, [(None, ["h1", "h3"])])],  # one cable
+)  # fmt: skip
+def test_reachability_names_a_link_that_fails_then_passes_and_leaves_nobody_out(
+    monkeypatch, flaky, flagged
+):
+    seen = Counter()
+
+    def check(launcher, a, b):
+        seen[a, b] += 1
+        if seen[a, b] == 1 and ({a, b} & flaky or {(a, b), (b, a)} & flaky):
+            raise UserError(f"{b} is unreachable from {a}: no route")
+
+    monkeypatch.setattr(matrix, "reachable", check)
+    live, flags = matrix.reachability(None, ["h0", "h1", "h2", "h3"])
+    assert live == ["h0", "h1", "h2", "h3"]
+    assert [(f.get("host"), f.get("pair") and sorted(f["pair"])) for f in flags] == flagged
+    assert all(f["figure"] == "flapping" and "then passed" in f["reason"] for f in flags)
+
+
+def test_a_host_whose_pairs_fail_after_the_check_is_named_unstable():
+    measured = [{"pair": ["h1", "h0"]}, {"pair": ["h0", "h3"]}, {"pair": ["h1", "h3"]}]
+    flags = matrix.unstable(["h0", "h1", "h2", "h3"], measured)
+    assert [f["host"] for f in flags] == ["h2"] and "h0, h1, h3" in flags[0]["reason"]
+    assert (
+        matrix.unstable(["h0", "h1", "h2"], [{"pair": ["h0", "h1"]}, {"pair": ["h0", "h2"]}]) == []
+    )
 
 
 def test_reachability_of_two_hosts_that_cannot_talk_is_a_user_error(monkeypatch):
@@ -410,7 +444,7 @@ def test_mpi_matrix_leaves_an_unreachable_host_out_in_bounded_time(make_vcluster
         doc = json.loads(out.stdout)
         assert doc["status"] == "incomplete" and doc["error"].startswith("host2: "), doc
         assert [f["host"] for f in doc["flagged"]] == ["host2"], doc["flagged"]
-        assert "left out of the MPI matrix" in doc["flagged"][0]["reason"]
+        assert "left out of the matrix" in doc["flagged"][0]["reason"]
         bw = doc["bandwidth_mbps"]
         assert bw[0][1] > 0 and bw[0][2] is None and bw[1][2] is None, bw
         assert "not measured: host0-host2, host1-host2" in doc["notes"]

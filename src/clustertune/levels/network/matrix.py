@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import combinations
 
 from ...cluster import Cluster
 from ...errors import UserError
@@ -163,9 +164,11 @@ def reachability(launcher: Launcher, hosts: Sequence[str]) -> tuple[list[str], l
     call back to mpiexec and the job waits for its timeout, 181 s on 3 hosts), and an MPI
     call blocked on a dead peer cannot portably be abandoned to go on with the other pairs.
     So every pair gets the one-byte TCP check of ``net pingpong`` (:func:`reachable`)
-    first, then the host in most failed pairs is left out until every remaining pair
-    passed: a dead host fails with every other; of a pair that fails while both reach the
-    others (a cable), the later host goes. Fewer than two hosts left is a user error."""
+    first, and a failed one once more (one that passes then is a flapping link: a flag of
+    its own, :func:`flapping`); then the host in most failed pairs is left out until every
+    remaining pair passed: a dead host fails with every other; of a pair that fails while
+    both reach the others (a cable), the later host goes. Fewer than two hosts left is a
+    user error."""
     pairs = [p for r in rounds(hosts) for p in r]
 
     def check(pair: Pair) -> str | None:
@@ -177,7 +180,10 @@ def reachability(launcher: Launcher, hosts: Sequence[str]) -> tuple[list[str], l
 
     with ThreadPoolExecutor(max_workers=min(len(pairs), REACH_WORKERS)) as pool:
         failed = {p: why for p, why in zip(pairs, pool.map(check, pairs), strict=True) if why}
-    flags = []
+        # a link that flaps fails a check it passes a moment later: check again before
+        # anyone is left out (a lone failure once cost a healthy host its place)
+        again = dict(zip(failed, pool.map(check, failed), strict=True))
+    flags = flapping({p: failed.pop(p) for p, why in again.items() if why is None})
     live = list(hosts)
     while pending := [p for p in failed if not set(p) - set(live)]:
         counts = Counter(h for p in pending for h in p)
@@ -190,12 +196,51 @@ def reachability(launcher: Launcher, hosts: Sequence[str]) -> tuple[list[str], l
         flags.append({
             "host": host, "figure": "reachable", "value": None, "median": None,
             "reason": f"{host}: no TCP connection with {', '.join(peers)}, left out of the "
-            f"MPI matrix — suspect {suspect} ({failed[own[0]]})",
+            f"matrix — suspect {suspect} ({failed[own[0]]})",
         })  # fmt: skip
     if len(live) < 2:
         raise UserError(f"no two of {', '.join(hosts)} reach each other over TCP: "
                         + "; ".join(failed.values()))  # fmt: skip
     return live, flags
+
+
+def flapping(recovered: dict[Pair, str]) -> list[dict]:
+    """Flags for pairs whose TCP check failed and then passed: the host in two or more of
+    them (its link comes and goes), else each pair."""
+    counts = Counter(h for p in recovered for h in p)
+    hosts = sorted(h for h, n in counts.items() if n >= 2)
+    flags = [
+        {"host": h, "figure": "flapping", "value": None, "median": None,
+         "reason": f"{h}: TCP checks with {', '.join(sorted(o for p in recovered if h in p for o in p if o != h))} "
+         f"failed, then passed — suspect {h}'s link going down and up (NIC, cable, switch port)"}
+        for h in hosts
+    ]  # fmt: skip
+    for p, why in recovered.items():
+        if not set(p) & set(hosts):
+            flags.append({
+                "pair": list(p), "figure": "flapping", "value": None, "median": None,
+                "reason": f"{p[0]}-{p[1]}: a TCP check failed ({why}), then passed — suspect a "
+                "link that goes down and up between them",
+            })  # fmt: skip
+    return flags
+
+
+def unstable(live: Sequence[str], measured: Sequence[dict]) -> list[dict]:
+    """Flags for hosts most of whose pairs could not be measured although every pair had
+    just passed the TCP check: a link that went down during the matrix."""
+    done = {tuple(sorted(m["pair"])) for m in measured}
+    lost = [p for p in combinations(sorted(live), 2) if p not in done]
+    flags = []
+    for host in live:
+        mine = [p for p in lost if host in p]
+        if len(mine) >= 2 and 2 * len(mine) > len(live) - 1:
+            others = ", ".join(h for p in mine for h in p if h != host)
+            flags.append({
+                "host": host, "figure": "flapping", "value": None, "median": None,
+                "reason": f"{host}: its pairs with {others} could not be measured, though they "
+                "passed the TCP check just before — suspect its link going down and up",
+            })  # fmt: skip
+    return flags
 
 
 def _pair_timeout_s(cluster: Cluster, a: str, b: str, size: int) -> float:
@@ -229,13 +274,13 @@ def run_matrix(
               "size": size, "hosts": names}  # fmt: skip
     # also before TCP: its pairs are bounded one by one, but a dead host would cost a
     # connect timeout per pair and size and be named by no flag
-    live, unreachable = reachability(launcher_for(cluster), names)
+    live, link_flags = reachability(launcher_for(cluster), names)
     with Run(
         cluster, store, level=LEVEL.name, kernel=TCP_KERNEL if layer == "tcp" else MPI_KERNEL,
         params=params, hosts=live, np=len(live) if layer == "mpi" else None,
         mpi=mpi if layer == "mpi" else None, composite=True,
     ) as run:  # fmt: skip
-        run.problems += [f["reason"] for f in unreachable]
+        run.problems += [f["reason"] for f in link_flags if f["figure"] == "reachable"]
 
         def measure(pairs: Sequence[Pair], retest: bool) -> list[dict]:
             found: dict[Pair, list[dict]] = {}
@@ -278,7 +323,7 @@ def run_matrix(
             )
             run.figures["flagged"], notes = analysis.with_loss(run.figures["flagged"], loss)
             run.figures["notes"] = run.figures.get("notes", []) + notes
-        run.figures["flagged"] = unreachable + run.figures.get("flagged", [])
+        run.figures["flagged"] = link_flags + unstable(live, first) + run.figures.get("flagged", [])
         complete = not run.problems and not any(s.problems for s in run.steps)
         # a pair that failed verification fails the matrix, however far it got
         failed = any(s.failed for s in run.steps)

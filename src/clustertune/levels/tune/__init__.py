@@ -1,0 +1,20 @@
+"""Tuning: measurements turned into settings (docs/tune.md).
+
+``clustertune tune linpack`` searches the BLAS, ranks x BLAS threads, NB, P x Q and
+HPL's algorithm variants with ct-linpack/ct-gemm runs (each stored at level
+``linpack``, tagged with the session), writes an HPL.dat and stores one ``tune`` record
+per session whose section explains each choice in one line.
+
+shim.py      the PyPI OpenBLAS (scipy-openblas32) as a libblas.so.3
+space.py     the search space and the derivations (no running)
+linpack.py   the stages of the search
+hpldat.py    the HPL.dat writer
+cli.py       the command
+section.py   the report section
+"""
+
+from .. import Level, register
+
+LEVEL = register(Level("tune", "Tuning: Linpack settings from measurements", order=90))
+
+from . import cli, section  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -1,0 +1,94 @@
+"""``clustertune tune linpack``: arguments, checks before anything runs, the session's
+``tune`` record and its text."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ... import runner
+from ...commands import Output, add_job_options, cluster_of, open_store
+from ...errors import UserError
+from ..linpack import run as lprun
+from . import LEVEL, linpack
+from .space import Config
+
+ORDER = ("blas", "layout", "N", "NB", "PxQ", "DEPTH", "BCAST", "SWAP", "PFACT", "RFACT",
+         "NBMIN", "confirm")  # fmt: skip
+
+
+def check(args: argparse.Namespace) -> Path:
+    """Bad input as one line (exit 2) before anything is launched."""
+    if args.np < 1:
+        raise UserError(f"--np must be at least 1, got {args.np}")
+    if not args.budget > 0:
+        raise UserError(f"--budget must be a positive number of minutes, got {args.budget}")
+    if not 0.0 < args.mem_fraction <= 1.0:
+        raise UserError(f"--mem-fraction must be in (0, 1], got {args.mem_fraction}")
+    for name in ("n_search", "n_confirm"):
+        value = getattr(args, name)
+        if value is not None and value < linpack.N_MIN:
+            flag = "--" + name.replace("_", "-")
+            raise UserError(f"{flag} must be at least {linpack.N_MIN}, got {value}")
+    out = Path(args.out)
+    parent = out.resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise UserError(f"--out {args.out}: directory {parent} is missing or not writable")
+    return out
+
+
+def text(summary: dict, record: dict, out: Path) -> str:
+    lines = [f"tune {summary['session']} (record {record['id']}): wrote {out}"]
+    lines += [f"  {key:<8} {summary['why'][key]}" for key in ORDER if key in summary["why"]]
+    lines.append(f"  evidence: {len(summary['runs'])} stored runs "
+                 f"{summary['runs'][0]}..{summary['runs'][-1]} (params.tune = {summary['session']})")  # fmt: skip
+    return "\n".join(lines)
+
+
+def cmd_linpack(args: argparse.Namespace) -> Output:
+    out = check(args)
+    cluster = cluster_of(args)
+    store = open_store(args)
+    tuner = linpack.Tuner(
+        cluster, store, args.np, args.mpi, args.budget * 60.0, hosts=args.hosts,
+        timeout=args.timeout, mem_fraction=args.mem_fraction, n_search=args.n_search,
+        n_confirm=args.n_confirm, blas_filter=args.blas,
+    )  # fmt: skip
+    summary = tuner.tune()
+    linpack.write(out, summary["hpl_dat"])
+    summary["out"] = str(out.resolve())
+    cfg = Config(**summary["config"])
+    with runner.Run(
+        cluster, store, level=LEVEL.name, kernel=lprun.LINPACK_KERNEL, composite=True,
+        params={"tune": summary["session"], "what": "linpack", "np": args.np,
+                "budget_min": args.budget},
+        np=cfg.ranks, mpi=args.mpi, env=tuner.env(tuner.blas_of(cfg.blas), cfg.threads),
+    ) as run:  # fmt: skip
+        run.result = {
+            "verification": "passed",
+            "figures": {"gflops_confirm": summary["gflops_confirm"],
+                        "gflops_search": summary["gflops_search"],
+                        "dgemm_gflops": summary["dgemm_gflops"], "n": summary["n"],
+                        "trials": len(summary["runs"])},
+            "detail": summary,
+        }  # fmt: skip
+    record = run.record
+    return Output(summary | {"record": record["id"]}, text(summary, record, out),
+                  0 if record["status"] == "ok" else 1)  # fmt: skip
+
+
+@LEVEL.commands
+def add_commands(sub, common) -> None:
+    t = sub.add_parser("tune", help="measure and write tuned settings")
+    tsub = t.add_subparsers(dest="tune_command", required=True)
+    p = tsub.add_parser("linpack", parents=[common], help="search HPL.dat settings, write HPL.dat")
+    add_job_options(p, timeout=lprun.TIMEOUT_S)
+    p.add_argument("--budget", type=float, default=10.0, help="minutes for the search (10)")
+    p.add_argument("--out", default="HPL.dat", help="the tuned HPL.dat (./HPL.dat)")
+    p.add_argument("--mem-fraction", type=float, default=0.8,
+                   help="N of the HPL.dat: this share of the hosts' memory (0.8)")  # fmt: skip
+    p.add_argument("--blas", help="only these BLAS candidates (names or directories)")
+    p.add_argument("--n-search", type=int, help="N of the search trials (default: from budget)")
+    p.add_argument("--n-confirm", type=int, help="N of the confirmation (default: from budget)")
+    p.set_defaults(func=cmd_linpack)

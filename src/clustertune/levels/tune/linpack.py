@@ -1,0 +1,313 @@
+"""``clustertune tune linpack``: measurements turned into an HPL.dat (docs/tune.md).
+
+Stages, each a set of stored ct-linpack / ct-gemm runs tagged ``params.tune = <session>``
+and ``params.stage``:
+
+1. BLAS: every installed libblas.so.3 and the PyPI OpenBLAS (shim.py) runs the local
+   DGEMM (ct-gemm --local) and a small LU; a candidate whose either run is not ok
+   (verification failed, wrong library loaded, could not start) is excluded; the fastest
+   DGEMM of the rest is chosen.
+2. Ranks x BLAS threads: the layouts of space.layouts, each a small LU.
+3. Coordinate descent at a small N (a trial of ~budget/150 s): NB, P x Q, then DEPTH,
+   BCAST, SWAP, PFACT, RFACT, NBMIN, one dimension per launch (the kernel runs the lists'
+   product, one sample per value); a second pass only while the first improved by more
+   than the noise, and only while the budget allows (early stopping).
+4. Confirmation: the best few distinct configurations at a larger N (a run of
+   ~budget/10 s, at most what memory allows), the best of them chosen.
+
+N in the HPL.dat is the memory one (``--mem-fraction`` of the hosts' memory, a multiple of
+NB), since that is the run the file is for; the confirmation N is what the budget allows.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from ...cluster import Cluster
+from ...errors import UserError
+from ...hostinfo import memory_bytes
+from ...results import Store
+from ..linpack import blas as blaslib
+from ..linpack import run as lprun
+from ..linpack.blas import Blas
+from . import hpldat, shim, space
+from .space import Config
+
+# test knob: the named BLAS (directory name) gets --inject-fault, so its LU fails its
+# residual check and the tuner must exclude it
+INJECT_ENV = "CT_TUNE_INJECT_FAULT"
+GEMM_N = 1536
+BLAS_LU_N = 1200
+N_MIN = 256
+CONFIRM_TOP = 3
+
+
+@dataclass
+class Tuner:
+    cluster: Cluster
+    store: Store
+    np: int
+    mpi: str
+    budget_s: float
+    hosts: list[str] | None = None
+    timeout: float = lprun.TIMEOUT_S
+    mem_fraction: float = 0.8
+    n_search: int | None = None
+    n_confirm: int | None = None
+    blas_filter: str | None = None
+    session: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    runs: list[int] = field(default_factory=list)
+    why: dict[str, str] = field(default_factory=dict)
+    trials: list[tuple[Config, float]] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
+    blas_rates: dict[str, float] = field(default_factory=dict)
+    passes: int = 0
+    _blases: dict[str, Blas] = field(default_factory=dict)
+    _t0: float = field(default_factory=time.monotonic)
+
+    # ------------------------------------------------------------------ running
+
+    def left(self) -> float:
+        return self.budget_s - (time.monotonic() - self._t0)
+
+    def env(self, cfg_blas: Blas, threads: int) -> dict[str, str]:
+        env = blaslib.environment(cfg_blas)
+        if cfg_blas.directory.parent == shim.shim_root():
+            env["OPENBLAS_CORETYPE"] = ""  # a current OpenBLAS detects the core itself
+        t = str(threads)
+        return env | {"OPENBLAS_NUM_THREADS": t, "OMP_NUM_THREADS": t, "BLIS_NUM_THREADS": t}
+
+    def lu(self, stage: str, cfg: Config, n: int, extra: dict[str, str] | None = None) -> dict:
+        """One ct-linpack launch of ``cfg`` at ``n``; ``extra`` replaces flags by lists
+        (one sample per combination). Every passing sample becomes a trial."""
+        kargs = cfg.kernel_args(n)
+        for flag, value in (extra or {}).items():
+            kargs[kargs.index(flag) + 1] = value
+        blas = self.blas_of(cfg.blas)
+        if os.environ.get(INJECT_ENV) in (blas.directory.name, blas.name):
+            kargs.append("--inject-fault")
+        record = lprun.run_linpack(
+            self.cluster, self.store, cfg.ranks, self.mpi, [*kargs, "--hpl-out", "-"],
+            timeout=self.timeout, env=self.env(blas, cfg.threads), hosts=self.hosts,
+            params=self.tag(stage, cfg, blas),
+        )  # fmt: skip
+        self.runs.append(record["id"])
+        if record["status"] == "ok":
+            for s in record["samples"]:
+                if s.get("passed") is True and "variant" in s:
+                    self.trials.append((space.from_sample(cfg, s), s["gflops"]))
+        return record
+
+    def tag(self, stage: str, cfg: Config | None, blas: Blas) -> dict:
+        out = {"tune": self.session, "stage": stage,
+               "blas": {"name": blas.name, "directory": str(blas.directory)}}  # fmt: skip
+        if cfg is not None:
+            out["config"] = asdict(cfg)
+        return out
+
+    def best_of(self, record: dict, base: Config) -> tuple[Config, float] | None:
+        if record["status"] != "ok":
+            return None
+        got = [(space.from_sample(base, s), s["gflops"]) for s in record["samples"]
+               if s.get("passed") is True and "variant" in s]  # fmt: skip
+        return max(got, key=lambda t: t[1]) if got else None
+
+    # ------------------------------------------------------------------ stages
+
+    def candidates(self) -> list[Blas]:
+        found = blaslib.installed()
+        pypi = shim.scipy_openblas()
+        if pypi is not None:
+            found.append(pypi)
+        chosen = blaslib.select(self.blas_filter, found)
+        if not chosen:
+            raise UserError("no BLAS found (install libopenblas0 or run make setup)")
+        self._blases = {str(b.directory): b for b in chosen}
+        return chosen
+
+    def blas_of(self, directory: str) -> Blas:
+        return self._blases[directory]
+
+    def choose_blas(self) -> tuple[Blas, float]:
+        rates: dict[str, float] = {}
+        excluded: list[str] = []
+        p, q = space.grids(self.np)[0]
+        for b in self.candidates():
+            params = self.tag("blas", None, b)
+            gemm = lprun.run_gemm(
+                self.cluster, self.store, self.np, self.mpi,
+                lprun.gemm_args(str(GEMM_N), 192, "d", 1, True, 1, self.np),
+                timeout=self.timeout, env=self.env(b, 1), params=params,
+                derive=blaslib.library_check(b), hosts=self.hosts,
+            )  # fmt: skip
+            self.runs.append(gemm["id"])
+            cfg = Config(str(b.directory), self.np, 1, nb=128, p=p, q=q)
+            lu = self.lu("blas", cfg, BLAS_LU_N)
+            if gemm["status"] != "ok" or lu["status"] != "ok":
+                bad = gemm if gemm["status"] != "ok" else lu
+                excluded.append(f"{b.name} ({bad['kernel']}: {blaslib.failure(bad)})")
+                continue
+            rates[str(b.directory)] = gemm["figures"]["best_dgemm_gflops"]
+        if not rates:
+            raise UserError("no BLAS passed its checks: " + "; ".join(excluded))
+        best = max(rates, key=rates.__getitem__)
+        others = ", ".join(f"{self.blas_of(d).name} {r:.1f}" for d, r in rates.items() if d != best)
+        self.why["blas"] = (
+            f"{self.blas_of(best).name}: DGEMM {rates[best]:.1f} Gflop/s on {self.np} ranks, "
+            f"the fastest that passed"
+            + (f" (others: {others})" if others else "")
+            + (f"; excluded: {'; '.join(excluded)}" if excluded else "")
+        )
+        self.excluded = excluded
+        self.blas_rates = rates
+        return self.blas_of(best), rates[best]
+
+    def cores_per_host(self) -> int:
+        return os.cpu_count() or 1  # the hosts of a virtual cluster share this machine
+
+    def choose_layout(self, blas: Blas, n: int, nb: int) -> Config:
+        hosts = len(self.hosts or self.cluster.hosts)
+        results = []
+        for ranks, threads in space.layouts(self.np, self.cores_per_host(), hosts):
+            p, q = space.grids(ranks)[0]
+            cfg = Config(str(blas.directory), ranks, threads, nb=nb, p=p, q=q)
+            got = self.best_of(self.lu("layout", cfg, n), cfg)
+            if got:
+                results.append(got)
+        if not results:
+            raise UserError("no rank/thread layout ran: see the stored runs " + self.ids())
+        cfg, rate = max(results, key=lambda t: t[1])
+        said = ", ".join(f"{c.ranks}x{c.threads} {r:.1f}" for c, r in results)
+        self.why["layout"] = (
+            f"{cfg.ranks} rank(s) x {cfg.threads} BLAS thread(s): {rate:.1f} Gflop/s at "
+            f"N={n} (ranks x threads: {said})"
+        )
+        return cfg
+
+    def sweep(
+        self, stage: str, cfg: Config, n: int, dim: str, values: list
+    ) -> tuple[Config, float] | None:
+        """One dimension: all its values in one launch (SWAP is not a list: one each)."""
+        if dim == "grid":
+            extra = {"-P": ",".join(str(p) for p, _ in values),
+                     "-Q": ",".join(str(q) for _, q in values)}  # fmt: skip
+            return self.best_of(self.lu(stage, cfg, n, extra), cfg)
+        if dim == "swap":
+            got = [self.best_of(self.lu(stage, replace(cfg, swap=v), n), replace(cfg, swap=v))
+                   for v in values]  # fmt: skip
+            got = [g for g in got if g]
+            return max(got, key=lambda t: t[1]) if got else None
+        extra = {space.FLAGS[dim]: ",".join(str(v) for v in values)}
+        return self.best_of(self.lu(stage, cfg, n, extra), cfg)
+
+    def descend(self, cfg: Config, n: int, nbs: list[int]) -> tuple[Config, float]:
+        dims: list[tuple[str, list]] = [("nb", nbs), ("grid", space.grids(cfg.ranks))]
+        dims += [(d, [v for v in vals if d != "nbmin" or v <= min(nbs)])
+                 for d, vals in space.DIMENSIONS.items()]  # fmt: skip
+        best, rate = cfg, 0.0
+        passes = 0
+        while passes < 2:
+            start = rate
+            for dim, values in dims:
+                if len(values) < 2 or (passes and self.left() < 0.3 * self.budget_s):
+                    continue
+                got = self.sweep(f"search{passes + 1}", best, n, dim, values)
+                if got and got[1] > rate:
+                    best, rate = got
+            passes += 1
+            if start and rate < start * (1 + space.NOISE):
+                break  # the pass gained less than the noise: stop early
+        self.passes = passes
+        return best, rate
+
+    def confirm(self, n: int) -> tuple[Config, float, list[tuple[Config, float]]]:
+        top = space.ranked(self.trials)[:CONFIRM_TOP]
+        measured = []
+        for cfg, _ in top:
+            got = self.best_of(self.lu("confirm", cfg, n), cfg)
+            if got:
+                measured.append(got)
+        if not measured:
+            raise UserError("no configuration passed at the confirmation N: " + self.ids())
+        cfg, rate = max(measured, key=lambda t: t[1])
+        return cfg, rate, measured
+
+    def ids(self) -> str:
+        return f"runs {self.runs[0]}..{self.runs[-1]}" if self.runs else "no runs"
+
+    # ------------------------------------------------------------------ the whole
+
+    def memory_n(self, nb: int) -> int:
+        memory = memory_bytes()
+        if memory is None:
+            raise UserError("cannot read this host's memory size (/proc/meminfo)")
+        total = memory * lprun.machines(self.cluster, self.np)
+        return lprun.n_for_memory(self.mem_fraction, total, nb)
+
+    def tune(self) -> dict:
+        blas, dgemm = self.choose_blas()
+        n_mem = self.memory_n(space.DEFAULT_BLOCK)
+        step = 32 * space.DEFAULT_BLOCK // math.gcd(32, space.DEFAULT_BLOCK)
+        n_small = self.n_search or space.n_for_time(
+            0.5 * dgemm, max(0.05, self.budget_s / 150), step // 2, n_mem, N_MIN
+        )
+        self.trials.clear()
+        n_half = network_n_half(self.store, self.cluster.name)
+        nbs = space.nb_candidates(space.DEFAULT_BLOCK, n_half, n_small)
+        cfg = self.choose_layout(blas, n_small, nbs[len(nbs) // 2])
+        best, rate = self.descend(cfg, n_small, nbs)
+        n_big = self.n_confirm or space.n_for_time(
+            0.7 * dgemm, max(0.1, self.budget_s / 10), best.nb, n_mem, n_small
+        )
+        final, final_rate, confirmed = self.confirm(n_big)
+        n_out = max(final.nb, self.memory_n(final.nb))
+        self.explain(final, best, rate, n_small, n_big, final_rate, confirmed, nbs, n_half, n_out)
+        return {
+            "session": self.session, "config": asdict(final), "blas": blas.name,
+            "blas_directory": str(blas.directory), "n": n_out, "n_search": n_small,
+            "n_confirm": n_big, "gflops_search": rate, "gflops_confirm": final_rate,
+            "dgemm_gflops": dgemm, "passes": self.passes, "why": self.why,
+            "excluded": self.excluded, "blas_rates": self.blas_rates,
+            "confirmed": [(c.code(), c.nb, c.p, c.q, r) for c, r in confirmed],
+            "runs": list(self.runs), "hpl_dat": hpldat.text(final, n_out),
+        }  # fmt: skip
+
+    def explain(self, final, best, rate, n_small, n_big, final_rate, confirmed, nbs, n_half,
+                n_out) -> None:  # fmt: skip
+        net = (
+            f"panel blocks >= n_half {n_half / 1024:.0f} KiB of the stored MPI ping-pong"
+            if n_half
+            else "no network record for this cluster: not filtered by n_half"
+        )
+        self.why["N"] = (f"{n_out}: {self.mem_fraction:.0%} of the hosts' memory, a multiple of "
+                         f"NB (searched at N={n_small}, confirmed at N={n_big})")  # fmt: skip
+        self.why["NB"] = (f"{final.nb} among {nbs} (fractions of a {space.DEFAULT_BLOCK} DGEMM "
+                          f"k-block; {net})")  # fmt: skip
+        self.why["PxQ"] = f"{final.p}x{final.q} among {space.grids(final.ranks)}"
+        for dim in space.DIMENSIONS:
+            self.why[dim.upper()] = f"{getattr(final, dim)} by coordinate descent at N={n_small}"
+        self.why["confirm"] = (
+            f"{final.code()} at {final_rate:.1f} Gflop/s, best of {len(confirmed)} confirmed "
+            f"at N={n_big} (search best {best.code()} {rate:.1f} Gflop/s at N={n_small})"
+        )
+
+
+def network_n_half(store: Store, cluster: str) -> float | None:
+    """n_half (bytes) of the latest ok MPI ping-pong stored for ``cluster``."""
+    for r in reversed(store.list("network")):
+        if (r["status"] == "ok" and r["meta"].get("cluster", {}).get("name") == cluster
+                and r["params"].get("layer") == "mpi" and r["figures"].get("n_half_bytes")):  # fmt: skip
+            return float(r["figures"]["n_half_bytes"])
+    return None
+
+
+def write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text)
+    except OSError as exc:
+        raise UserError(f"--out {path}: {exc.strerror}") from None

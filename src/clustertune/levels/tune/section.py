@@ -1,0 +1,27 @@
+"""The report section of ``tune``: per session, its choices one line each."""
+
+from __future__ import annotations
+
+from ...render import esc, table
+from . import LEVEL
+from .cli import ORDER
+
+
+@LEVEL.section
+def render(records: list[dict]) -> str:
+    parts = []
+    for r in reversed(records[-5:]):
+        d = r["detail"]
+        if not d.get("why"):
+            continue
+        parts.append(
+            f"<h3>Linpack, session {esc(d['session'])} ({esc(r['started'])}): "
+            f"{d['gflops_confirm']:.1f} Gflop/s at N={d['n_confirm']}, "
+            f"DGEMM {d['dgemm_gflops']:.1f}</h3>"
+        )
+        rows = [[k, d["why"][k]] for k in ORDER if k in d["why"]]
+        parts.append(table(["choice", "why"], rows))
+        parts.append(f"<pre>{esc(d['hpl_dat'])}</pre>")
+        parts.append(f"<p>Evidence: {len(d['runs'])} stored runs, params.tune = "
+                     f"{esc(d['session'])}.</p>")  # fmt: skip
+    return "\n".join(parts)

@@ -1,0 +1,140 @@
+"""The search space of the Linpack tuner and the choices derived from measurements,
+without running anything (tests/test_tune.py checks them on synthetic inputs).
+
+A configuration is what an HPL.dat fixes for one run (N aside) plus what the launch
+fixes: BLAS library, ranks and BLAS threads per rank. The kernel's own option table
+(kernels/linpack/linpack.c) defines the searched dimensions: NB, P x Q, DEPTH, BCAST
+0-5, SWAP 0-2, PFACT/RFACT L/C/R, NBMIN (NDIV kept at 2, PMAP row-major, swapping
+threshold 64: HPL's defaults).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+# sample field values (kernels/linpack/lp_out.c) -> the HPL.dat codes
+FACTS = ("left", "crout", "right")
+BCASTS = ("1ring", "1ringM", "2ring", "2ringM", "long", "longM")
+SWAPS = ("bin-exch", "long", "mix")
+FACT_LETTERS = "LCR"
+
+# searched values of each algorithmic dimension, in the order coordinate descent visits
+# them (the ones that move the rate most first)
+DIMENSIONS: dict[str, tuple[int, ...]] = {
+    "depth": (0, 1, 2),
+    "bcast": (0, 1, 2, 3, 4, 5),
+    "swap": (0, 1, 2),
+    "pfact": (0, 1, 2),
+    "rfact": (0, 1, 2),
+    "nbmin": (2, 4, 8),
+}
+# the kernel flag of each dimension (linpack.c option table)
+FLAGS = {"nb": "--nb", "depth": "--depth", "bcast": "--bcast", "swap": "--swap",
+         "pfact": "--pfact", "rfact": "--rfact", "nbmin": "--nbmin", "ndiv": "--ndiv"}  # fmt: skip
+# the DGEMM k-block (kc) of the x86-64 AVX2/AVX-512 kernels of OpenBLAS and BLIS is of
+# this order; an NB near it, or a simple fraction of it, keeps the trailing update's
+# rank-NB products at the library's own block depth. Not read from the library (no BLAS
+# exports it): the candidates around it are measured.
+DEFAULT_BLOCK = 256
+NB_FLOOR = 32
+# a rate within this of the best counts as equal (the machine is shared and noisy)
+NOISE = 0.02
+
+
+@dataclass(frozen=True)
+class Config:
+    blas: str  # the BLAS directory (LD_LIBRARY_PATH)
+    ranks: int
+    threads: int
+    nb: int = 192
+    p: int = 1
+    q: int = 1
+    depth: int = 1
+    bcast: int = 1
+    swap: int = 2
+    pfact: int = 2
+    rfact: int = 1
+    nbmin: int = 4
+    ndiv: int = 2
+
+    def kernel_args(self, n: int) -> list[str]:
+        out = ["-N", str(n), "-P", str(self.p), "-Q", str(self.q)]
+        for key, flag in FLAGS.items():
+            out += [flag, str(getattr(self, key))]
+        return out + ["--swap-threshold", "64"]
+
+    def key(self) -> tuple:
+        return tuple(asdict(self).values())
+
+    def code(self) -> str:
+        """HPL's variant code (docs/linpack.md), e.g. WR11C2R4."""
+        return (f"WR{self.depth}{self.bcast}{FACT_LETTERS[self.rfact]}{self.ndiv}"
+                f"{FACT_LETTERS[self.pfact]}{self.nbmin}")  # fmt: skip
+
+
+def from_sample(base: Config, sample: dict) -> Config:
+    """The configuration a ct-linpack sample measured (launch fields from ``base``)."""
+    return replace(
+        base, nb=sample["nb"], p=sample["p"], q=sample["q"], depth=sample["depth"],
+        bcast=BCASTS.index(sample["bcast"]), swap=SWAPS.index(sample["swap"]),
+        pfact=FACTS.index(sample["pfact"]), rfact=FACTS.index(sample["rfact"]),
+        nbmin=sample["nbmin"], ndiv=sample["ndiv"],
+    )  # fmt: skip
+
+
+def grids(np: int) -> list[tuple[int, int]]:
+    """P x Q = np: the squarest with P <= Q first, then its neighbours (the next flatter
+    one, and the transposed square-most one when P < Q) - seeds/000 table 5's shapes."""
+    pairs = [(p, np // p) for p in range(1, np + 1) if np % p == 0]
+    flat = [g for g in pairs if g[0] <= g[1]]
+    best = flat[-1]
+    out = [best]
+    i = flat.index(best)
+    if i > 0:
+        out.append(flat[i - 1])
+    if best[0] < best[1]:
+        out.append((best[1], best[0]))
+    return out
+
+
+def layouts(np: int, cores_per_host: int, hosts: int) -> list[tuple[int, int]]:
+    """(ranks, BLAS threads per rank) that use ``np`` cores: all ranks single-threaded
+    (HPL's usual choice), or fewer ranks with threads, as long as one rank's threads fit
+    on one host (seeds/000 table 6: 1 CPU x 2 nodes against 2 CPUs x 1 node)."""
+    out = [(np, 1)]
+    for t in range(2, min(np, cores_per_host) + 1):
+        if np % t == 0:
+            out.append((np // t, t))
+    return out
+
+
+def nb_candidates(block: int, n_half_bytes: float | None, n: int) -> list[int]:
+    """NB candidates: fractions of the BLAS's k-blocking (3/8, 1/2, 3/4, 1: an NB of
+    the block depth or a divisor wastes no pass of the library's kernel), multiples of
+    32, kept where a panel block (NB x NB doubles) is at least the network's half-
+    bandwidth message size n_half (smaller blocks travel latency-bound) and where the
+    problem has at least 4 blocks per dimension."""
+    cands = sorted({max(NB_FLOOR, round(block * f / 32) * 32) for f in (0.375, 0.5, 0.75, 1.0)})
+    if n_half_bytes:
+        floor = math.sqrt(n_half_bytes / 8.0)
+        kept = [nb for nb in cands if nb >= floor]
+        cands = kept or cands[-1:]
+    fits = [nb for nb in cands if 4 * nb <= n]
+    return fits or cands[:1]
+
+
+def n_for_time(gflops: float, seconds: float, step: int, n_max: int, n_min: int) -> int:
+    """The N (a multiple of ``step``) whose LU takes about ``seconds`` at ``gflops``."""
+    n = int((1.5 * gflops * 1e9 * seconds) ** (1.0 / 3.0))
+    n = min(n, n_max)
+    return max(n_min, n // step * step)
+
+
+def ranked(trials: list[tuple[Config, float]]) -> list[tuple[Config, float]]:
+    """Distinct configurations, best rate of each, best first."""
+    best: dict[tuple, tuple[Config, float]] = {}
+    for cfg, rate in trials:
+        if cfg.key() not in best or rate > best[cfg.key()][1]:
+            best[cfg.key()] = (cfg, rate)
+    return sorted(best.values(), key=lambda t: -t[1])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,3 +123,16 @@ def parse_output(text: str) -> KernelOutput:
         elif kind == "error":
             out.errors.append(str(item.get("message", "unknown error")))
     return out
+
+
+def check_args(kernel: str, np: int, mpi: str, kargs: list[str]) -> None:
+    """A kernel's own checks of its flags (and input files), run without MPI before anything
+    is launched: a bad input is one line and exit 2, not a page of MPI noise."""
+    argv = [str(kernel_path(kernel, mpi)), "--check-only", "--np", str(np), *kargs]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UserError(f"{kernel}: cannot check the arguments: {exc}") from None
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()
+        raise UserError(said[-1] if said else f"{kernel} --check-only: exit {done.returncode}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 from functools import partial
 from pathlib import Path
 
@@ -129,19 +128,6 @@ def text(record: dict) -> str:
     return "\n".join(lines)
 
 
-def check_args(kernel: str, np: int, mpi: str, kargs: list[str]) -> None:
-    """The kernel's own checks of its flags and HPL.dat, run without MPI before anything
-    is launched: a bad input is one line and exit 2, not a page of MPI noise."""
-    argv = [str(kernels.kernel_path(kernel, mpi)), "--check-only", "--np", str(np), *kargs]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UserError(f"{kernel}: cannot check the arguments: {exc}") from None
-    if done.returncode != 0:
-        said = done.stderr.strip().splitlines()
-        raise UserError(said[-1] if said else f"{kernel} --check-only: exit {done.returncode}")
-
-
 def run_blas_kernel(
     kernel: str, cluster: Cluster, store: Store, np: int, mpi: str, kargs: list[str], *,
     timeout: float = TIMEOUT_S, env: dict[str, str] | None = None, params: dict | None = None,
@@ -149,7 +135,7 @@ def run_blas_kernel(
 ) -> dict:  # fmt: skip
     """``kernel`` (ct-linpack or ct-gemm) with ``kargs`` on ``np`` ranks, one BLAS thread
     per rank, after the kernel's own argument check; the stored record."""
-    check_args(kernel, np, mpi, kargs)
+    kernels.check_args(kernel, np, mpi, kargs)
     return runner.run_kernel(
         cluster, store, level=LEVEL.name, kernel=kernel, np=np, mpi=mpi, args=kargs,
         params={"np": np, "args": kargs, **(params or {})}, timeout=timeout, hosts=hosts,

@@ -15,8 +15,8 @@ from ... import runner
 from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store, record_output
 from ...errors import UserError
+from ...kernels import check_args
 from ...results import Store
-from ..linpack.run import check_args  # to move to a shared module (report)
 from . import AVAILABLE, KERNELS, LEVEL
 
 CLASSES = ("S", "W", "A", "B", "C")

@@ -18,8 +18,8 @@ from ... import runner
 from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store, record_output
 from ...errors import UserError
+from ...kernels import check_args
 from ...results import Store
-from ..linpack.run import check_args  # to move to a shared module (as npb notes)
 from . import KERNEL, LEVEL
 
 TIMEOUT_S = 1800.0

@@ -1,0 +1,206 @@
+"""The Linpack tuner: the search space and its derivations on synthetic inputs, the
+PyPI OpenBLAS shim, bad input, and tiny end-to-end sessions on this host (a BLAS that
+fails its residual check is never chosen) and on a 2-host virtual cluster (root)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clustertune import kernels
+from clustertune.levels.tune import hpldat, linpack, shim, space
+from clustertune.levels.tune.space import Config
+from clustertune.results import Store
+
+OPENBLAS = "openblas-pthread"
+REFERENCE = "blas"
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "clustertune.cli", *args], capture_output=True, text=True,
+        timeout=timeout, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+
+
+def check_dat(path: Path, np: int) -> None:
+    """The kernel's own HPL.dat reader accepts the file for ``np`` ranks, silently."""
+    argv = [str(kernels.kernel_path("ct-linpack", "openmpi")), "--check-only", "--np", str(np),
+            "--dat", str(path)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+# ------------------------------------------------------------------ the space
+
+
+def test_grids_are_near_square_flat_first_with_neighbours() -> None:
+    assert space.grids(1) == [(1, 1)]
+    assert space.grids(2) == [(1, 2), (2, 1)]
+    assert space.grids(4) == [(2, 2), (1, 4)]
+    assert space.grids(12) == [(3, 4), (2, 6), (4, 3)]
+    assert all(p * q == 12 for p, q in space.grids(12))
+
+
+def test_layouts_use_all_cores_and_fit_a_host() -> None:
+    assert space.layouts(2, 2, 1) == [(2, 1), (1, 2)]
+    assert space.layouts(4, 2, 2) == [(4, 1), (2, 2)]  # 4 threads would not fit a host
+    assert space.layouts(3, 8, 1) == [(3, 1), (1, 3)]
+    assert space.layouts(1, 2, 1) == [(1, 1)]
+
+
+def test_nb_candidates_from_blocking_network_and_n() -> None:
+    assert space.nb_candidates(256, None, 10_000) == [96, 128, 192, 256]
+    # n_half 200 KiB: a 128x128 block is 128 KiB (latency-bound), 192x192 288 KiB
+    assert space.nb_candidates(256, 200 * 1024, 10_000) == [192, 256]
+    # a huge n_half keeps the largest; a small N drops blocks with fewer than 4 per side
+    assert space.nb_candidates(256, 1e9, 10_000) == [256]
+    assert space.nb_candidates(256, None, 600) == [96, 128]
+    assert space.nb_candidates(256, None, 100) == [96]
+
+
+def test_n_for_time_scales_as_the_cube_root_and_is_bounded() -> None:
+    # 2/3 N^3 / 1e9 Gflop/s = 1 s  ->  N = 1145 -> multiple of 64: 1088
+    assert space.n_for_time(1.0, 1.0, 64, 10**6, 64) == 1088
+    assert space.n_for_time(1000.0, 100.0, 64, 5000, 64) == 4992
+    assert space.n_for_time(0.001, 0.001, 64, 5000, 256) == 256
+
+
+def test_sample_round_trip_and_ranking() -> None:
+    base = Config("/x", 2, 1)
+    s = {"nb": 64, "p": 1, "q": 2, "depth": 0, "bcast": "2ringM", "swap": "long",
+         "pfact": "crout", "rfact": "left", "nbmin": 8, "ndiv": 2}  # fmt: skip
+    cfg = space.from_sample(base, s)
+    assert (cfg.bcast, cfg.swap, cfg.pfact, cfg.rfact, cfg.code()) == (3, 1, 1, 0, "WR03L2C8")
+    ranked = space.ranked([(base, 1.0), (cfg, 3.0), (base, 2.0)])
+    assert ranked == [(cfg, 3.0), (base, 2.0)]
+
+
+def test_hpl_dat_is_read_back_by_the_kernel(tmp_path) -> None:
+    cfg = Config("/x", 4, 1, nb=128, p=2, q=2, depth=0, bcast=5, swap=1, pfact=0, rfact=1)
+    path = tmp_path / "HPL.dat"
+    path.write_text(hpldat.text(cfg, 4096))
+    check_dat(path, 4)
+    lines = path.read_text().splitlines()
+    assert lines[5].split()[0] == "4096" and lines[7].split()[0] == "128"
+    assert [lines[i].split()[0] for i in (10, 11, 22, 25)] == ["2", "2", "5", "1"]
+    with pytest.raises(AssertionError):  # and the check would catch a grid too large
+        check_dat(path, 2)
+
+
+def test_descent_finds_a_separable_optimum_and_stops_early(monkeypatch) -> None:
+    """Coordinate descent on a synthetic rate whose optimum is known: one pass finds it,
+    the second gains nothing and ends the search (early stopping)."""
+    best = {"nb": 192, "depth": 1, "bcast": 3, "swap": 0, "pfact": 1, "rfact": 2, "nbmin": 2}
+
+    def rate(cfg: Config) -> float:
+        return 100.0 - sum(abs(getattr(cfg, k) - v) for k, v in best.items()) - 3 * (cfg.p > 1)
+
+    calls = []
+
+    def sweep(self, stage, cfg, n, dim, values):
+        calls.append(dim)
+        if dim == "grid":
+            got = [space.replace(cfg, p=p, q=q) for p, q in values]
+        else:
+            got = [space.replace(cfg, **{dim: v}) for v in values]
+        return max(((c, rate(c)) for c in got), key=lambda t: t[1])
+
+    monkeypatch.setattr(linpack.Tuner, "sweep", sweep)
+    tuner = linpack.Tuner(None, None, 2, "openmpi", 600.0)
+    cfg, got = tuner.descend(Config("/x", 2, 1), 1000, [96, 128, 192, 256])
+    assert got == 100.0 and {k: getattr(cfg, k) for k in best} == best and cfg.p == 1
+    assert tuner.passes == 2 and len(calls) == 16  # 8 dimensions, twice
+
+
+# ------------------------------------------------------------------ the shim
+
+
+def test_pypi_openblas_shim_forwards_the_fortran_blas() -> None:
+    blas = shim.scipy_openblas()
+    if blas is None:
+        pytest.skip("scipy-openblas32 not installed (make setup)")
+    out = subprocess.run(["nm", "-D", "--defined-only", str(blas.library)],
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    names = {line.split()[-1] for line in out.splitlines()}
+    assert {"dgemm_", "dtrsm_", "idamax_", "openblas_get_corename"} <= names
+    assert "PyPI" in blas.name and blas.directory.parent == shim.shim_root()
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--budget", "0"], "--budget"),
+        (["--mem-fraction", "1.5"], "--mem-fraction"),
+        (["--n-search", "10"], "--n-search"),
+        (["--np", "0"], "--np"),
+        (["--out", "/nonexistent/dir/HPL.dat"], "--out"),
+        (["--blas", "nosuch"], "--blas"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_stored(tmp_path, args, said) -> None:
+    db = tmp_path / "r.db"
+    proc = cli("tune", "linpack", "--db", str(db), *args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], proc.stderr
+    assert not db.exists() or Store(db).list() == []
+
+
+# ------------------------------------------------------------------ end to end
+
+
+def test_tiny_session_never_chooses_a_blas_that_fails_verification(tmp_path) -> None:
+    """OpenBLAS is much faster than the reference BLAS, but its LU is made to fail its
+    residual check (--inject-fault through the test knob): it is excluded, the reference
+    is chosen, every trial is a stored record of the session, and the HPL.dat runs."""
+    db, out = tmp_path / "r.db", tmp_path / "HPL.dat"
+    proc = cli("tune", "linpack", "--db", str(db), "--np", "2", "--budget", "0.1",
+               "--n-search", "256", "--n-confirm", "512", "--blas", f"{OPENBLAS},{REFERENCE}",
+               "--out", str(out), "--json", env={linpack.INJECT_ENV: OPENBLAS})  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert Path(doc["blas_directory"]).name == REFERENCE
+    assert len(doc["excluded"]) == 1 and "OpenBLAS" in doc["excluded"][0]
+    assert "verification failed" in doc["excluded"][0]
+    assert all(k in doc["why"] for k in ("blas", "layout", "N", "NB", "PxQ", "BCAST", "confirm"))
+    store = Store(db)
+    trials = [r for r in store.list("linpack") if r["params"].get("tune") == doc["session"]]
+    assert sorted(r["id"] for r in trials) == sorted(doc["runs"])
+    bad = [r for r in trials if r["params"]["blas"]["directory"].endswith(OPENBLAS)]
+    assert any(r["status"] == "failed" and r["verification"] == "failed" for r in bad)
+    assert all(r["params"]["blas"]["directory"].endswith(REFERENCE)
+               for r in trials if r["params"]["stage"] != "blas")  # fmt: skip
+    (summary,) = store.list("tune")
+    assert summary["status"] == "ok" and summary["detail"]["session"] == doc["session"]
+    cfg = doc["config"]
+    check_dat(out, cfg["ranks"])
+    run = cli("linpack", "--db", str(db), "--np", str(cfg["ranks"]), "--dat", str(out),
+              "-N", "512", "--json")  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]
+    ran = json.loads(run.stdout)["results"][0]
+    assert (ran["nb"], ran["p"], ran["q"]) == (cfg["nb"], cfg["p"], cfg["q"])
+
+
+@pytest.mark.root
+def test_tiny_session_on_a_two_host_virtual_cluster(make_vcluster, tmp_path, store) -> None:
+    cluster = make_vcluster(hosts=2)
+    tuner = linpack.Tuner(cluster, store, 2, "openmpi", 6.0, n_search=256, n_confirm=512,
+                          blas_filter=OPENBLAS, timeout=120)  # fmt: skip
+    summary = tuner.tune()
+    records = [store.get(i) for i in summary["runs"]]
+    assert all(r["params"]["tune"] == tuner.session for r in records)
+    assert any(r["status"] == "ok" and r["meta"]["cluster"]["name"] == cluster.name
+               and len(r["meta"]["hosts"]) == 2 for r in records)  # fmt: skip
+    out = tmp_path / "HPL.dat"
+    out.write_text(summary["hpl_dat"])
+    check_dat(out, summary["config"]["ranks"])
+    assert summary["gflops_confirm"] > 0

@@ -53,6 +53,8 @@ typedef struct {
 } qcd_ctr;
 void qcd_philox(uint64_t seed, const qcd_ctr *ctr, uint32_t out[4]);
 void qcd_uniform2(uint64_t seed, const qcd_ctr *ctr, double u[2]);
+/* Four doubles in (0, 1), 32 random bits each (the heat bath's trials). */
+void qcd_uniform4(uint64_t seed, const qcd_ctr *ctr, double u[4]);
 
 /* what a random stream is for (counter word 3) */
 enum { QCD_STREAM_HEATBATH = 1, QCD_STREAM_HOT = 2, QCD_STREAM_GAUGE = 3 };

@@ -41,3 +41,11 @@ void qcd_uniform2(uint64_t seed, const qcd_ctr *ctr, double u[2])
     u[0] = (double)((((uint64_t)r[0] << 32) | r[1]) >> 11) * 0x1p-53;
     u[1] = (double)((((uint64_t)r[2] << 32) | r[3]) >> 11) * 0x1p-53;
 }
+
+void qcd_uniform4(uint64_t seed, const qcd_ctr *ctr, double u[4])
+{
+    uint32_t r[4];
+    qcd_philox(seed, ctr, r);
+    for (int i = 0; i < 4; i++) /* the middle of one of 2^32 equal bins: in (0, 1) */
+        u[i] = ((double)r[i] + 0.5) * 0x1p-32;
+}

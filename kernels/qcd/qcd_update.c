@@ -55,31 +55,31 @@ static const int SUB_I[3] = {0, 1, 0}, SUB_J[3] = {1, 2, 2};
 #define TWO_PI 6.283185307179586476925
 
 /* Kennedy-Pendleton: x0 with density ~ sqrt(1 - x0^2) exp(alpha x0), then a uniform
- * direction for (x1, x2, x3). Returns 0 if nhit_max trials were all rejected. */
+ * direction for (x1, x2, x3). One Philox call gives a trial's four uniforms (32 bits each,
+ * in (0, 1): never 0, so the logarithms are finite), one more the accepted direction.
+ * Returns 0 if nhit_max trials were all rejected. */
 static int kennedy_pendleton(double alpha, const qcd_action *act, qcd_ctr *ctr, double x[4],
                              qcd_update_stats *st)
 {
     uint32_t base = ctr->c[1];
     for (int trial = 0; trial < act->nhit_max; trial++) {
-        double a[2], b[2];
-        ctr->c[1] = base + (uint32_t)(2 * trial) * 16u;
-        qcd_uniform2(act->seed, ctr, a);
-        ctr->c[1] = base + (uint32_t)(2 * trial + 1) * 16u;
-        qcd_uniform2(act->seed, ctr, b);
+        double r[4];
+        ctr->c[1] = base + (uint32_t)trial * 16u;
+        qcd_uniform4(act->seed, ctr, r);
         st->kp_trials++;
-        double c = cos(TWO_PI * a[1]);
-        double l2 = -(log1p(-a[0]) + c * c * log1p(-b[0])) / (2.0 * alpha);
-        if (b[1] * b[1] <= 1.0 - l2) {
-            double x0 = 1.0 - 2.0 * l2, d[2];
-            ctr->c[1] = base + (uint32_t)(2 * act->nhit_max) * 16u;
-            qcd_uniform2(act->seed, ctr, d);
-            double r = sqrt(fmax(0.0, 1.0 - x0 * x0));
+        double c = cos(TWO_PI * r[1]);
+        double l2 = -(log(r[0]) + c * c * log(r[2])) / (2.0 * alpha);
+        if (r[3] * r[3] <= 1.0 - l2) {
+            double x0 = 1.0 - 2.0 * l2, d[4];
+            ctr->c[1] = base + (uint32_t)act->nhit_max * 16u;
+            qcd_uniform4(act->seed, ctr, d);
+            double rr = sqrt(fmax(0.0, 1.0 - x0 * x0));
             double ct = 2.0 * d[0] - 1.0, st_ = sqrt(fmax(0.0, 1.0 - ct * ct));
             double phi = TWO_PI * d[1];
             x[0] = x0;
-            x[1] = r * st_ * cos(phi);
-            x[2] = r * st_ * sin(phi);
-            x[3] = r * ct;
+            x[1] = rr * st_ * cos(phi);
+            x[2] = rr * st_ * sin(phi);
+            x[3] = rr * ct;
             st->kp_accepted++;
             return 1;
         }

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import tomlfile
 from .errors import ConfigError, UserError
 from .units import parse_rate
 
@@ -111,53 +111,11 @@ _HOST_KEYS = {"name", "address", "cores", "site", "link"}
 _SITE_KEYS = {"name", "launcher", "wan_link"}
 
 
-class _LineFinder:
-    """Maps a field of the parsed document back to its line: tomllib keeps no positions.
-
-    It follows ``[[hosts]]`` / ``[[sites]]`` headers and ``key =`` lines, which is all a
-    cluster file uses.
-    """
-
-    _HEADER = re.compile(r"^\s*\[\[?\s*([A-Za-z0-9_.-]+)\s*\]\]?")
-    _KEY = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=")
-
-    def __init__(self, text: str):
-        self.lines: dict[tuple[str, int, str], int] = {}
-        self.tables: dict[tuple[str, int], int] = {}
-        table, index, counts = "", 0, {}
-        for number, line in enumerate(text.splitlines(), start=1):
-            if header := self._HEADER.match(line):
-                table = header.group(1)
-                index = counts.get(table, 0)
-                counts[table] = index + 1
-                self.tables[(table, index)] = number
-            elif key := self._KEY.match(line):
-                self.lines.setdefault((table, index, key.group(1)), number)
-
-    def line(self, table: str, index: int, key: str | None = None) -> int | None:
-        if key is not None and (table, index, key) in self.lines:
-            return self.lines[(table, index, key)]
-        return self.tables.get((table, index))
-
-
 def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
     """Read and validate a cluster file; ``launchers`` are the launcher names it may use
     (the caller asks the launcher registry: this module must not import it)."""
     name = str(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserError(f"{name}: cannot read cluster file: {exc.strerror}") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise ConfigError(name, int(line.group(1)) if line else None, "syntax", str(exc)) from None
-    where = _LineFinder(text)
-
-    def fail(table: str, index: int, key: str, problem: str) -> ConfigError:
-        label = f"{table}[{index}].{key}" if table else key
-        return ConfigError(name, where.line(table, index, key), label, problem)
+    doc, _, fail = tomlfile.read(path, "cluster file")
 
     def launcher(table: str, index: int, value) -> str:
         if not isinstance(value, str) or value not in launchers:

@@ -29,11 +29,10 @@ hostfile launcher over ssh; gram: not offered yet) unless the site names one.
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
 
-from ..cluster import _HOST_NAME_RE, MPI_FLAVOURS, Cluster, Host, Site, _LineFinder
+from .. import tomlfile
+from ..cluster import _HOST_NAME_RE, MPI_FLAVOURS, Cluster, Host, Site
 from ..errors import ConfigError, UserError
 from ..units import parse_rate
 
@@ -48,20 +47,7 @@ SUFFIX = ".grid.toml"
 
 def load_grid_file(path: Path) -> Cluster:
     name = str(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserError(f"{name}: cannot read grid description: {exc.strerror}") from None
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise ConfigError(name, int(line.group(1)) if line else None, "syntax", str(exc)) from None
-    where = _LineFinder(text)
-
-    def fail(table: str, index: int, key: str, problem: str) -> ConfigError:
-        label = f"{table}[{index}].{key}" if table else key
-        return ConfigError(name, where.line(table, index, key), label, problem)
+    doc, where, fail = tomlfile.read(path, "grid description")
 
     def known(table: str, index: int, raw: dict, keys: set[str]) -> None:
         for key in raw:

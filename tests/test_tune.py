@@ -113,7 +113,7 @@ def test_descent_finds_a_separable_optimum_and_stops_early(monkeypatch) -> None:
 
     monkeypatch.setattr(linpack.Tuner, "sweep", sweep)
     tuner = linpack.Tuner(None, None, 2, "openmpi", 600.0)
-    cfg, got = tuner.descend(Config("/x", 2, 1), 1000, [96, 128, 192, 256])
+    cfg, got = tuner.descend(Config("/x", 2, 1), 80.0, 1000, [96, 128, 192, 256])
     assert got == 100.0 and {k: getattr(cfg, k) for k in best} == best and cfg.p == 1
     assert tuner.passes == 2 and len(calls) == 16  # 8 dimensions, twice
 

@@ -67,6 +67,9 @@ class Tuner:
     excluded: list[str] = field(default_factory=list)
     blas_rates: dict[str, float] = field(default_factory=dict)
     passes: int = 0
+    dimensions: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(space.DIMENSIONS))
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)
+    stage_s: dict[str, float] = field(default_factory=dict)  # launch time per stage
     _blases: dict[str, Blas] = field(default_factory=dict)
     _t0: float = field(default_factory=time.monotonic)
 
@@ -91,17 +94,22 @@ class Tuner:
         blas = self.blas_of(cfg.blas)
         if os.environ.get(INJECT_ENV) in (blas.directory.name, blas.name):
             kargs.append("--inject-fault")
+        began = time.monotonic()
         record = lprun.run_linpack(
             self.cluster, self.store, cfg.ranks, self.mpi, [*kargs, "--hpl-out", "-"],
             timeout=self.timeout, env=self.env(blas, cfg.threads), hosts=self.hosts,
             params=self.tag(stage, cfg, blas),
         )  # fmt: skip
+        self.timed(stage, began)
         self.runs.append(record["id"])
         if record["status"] == "ok":
             for s in record["samples"]:
                 if s.get("passed") is True and "variant" in s:
                     self.trials.append((space.from_sample(cfg, s), s["gflops"]))
         return record
+
+    def timed(self, stage: str, began: float) -> None:
+        self.stage_s[stage] = self.stage_s.get(stage, 0.0) + time.monotonic() - began
 
     def tag(self, stage: str, cfg: Config | None, blas: Blas) -> dict:
         out = {"tune": self.session, "stage": stage,
@@ -110,11 +118,14 @@ class Tuner:
             out["config"] = asdict(cfg)
         return out
 
-    def best_of(self, record: dict, base: Config) -> tuple[Config, float] | None:
+    def passing(self, record: dict, base: Config) -> list[tuple[Config, float]]:
         if record["status"] != "ok":
-            return None
-        got = [(space.from_sample(base, s), s["gflops"]) for s in record["samples"]
-               if s.get("passed") is True and "variant" in s]  # fmt: skip
+            return []
+        return [(space.from_sample(base, s), s["gflops"]) for s in record["samples"]
+                if s.get("passed") is True and "variant" in s]  # fmt: skip
+
+    def best_of(self, record: dict, base: Config) -> tuple[Config, float] | None:
+        got = self.passing(record, base)
         return max(got, key=lambda t: t[1]) if got else None
 
     # ------------------------------------------------------------------ stages
@@ -139,12 +150,14 @@ class Tuner:
         p, q = space.grids(self.np)[0]
         for b in self.candidates():
             params = self.tag("blas", None, b)
+            began = time.monotonic()
             gemm = lprun.run_gemm(
                 self.cluster, self.store, self.np, self.mpi,
                 lprun.gemm_args(str(GEMM_N), 192, "d", 1, True, 1, self.np),
                 timeout=self.timeout, env=self.env(b, 1), params=params,
                 derive=blaslib.library_check(b), hosts=self.hosts,
             )  # fmt: skip
+            self.timed("blas", began)
             self.runs.append(gemm["id"])
             cfg = Config(str(b.directory), self.np, 1, nb=128, p=p, q=q)
             lu = self.lu("blas", cfg, BLAS_LU_N)
@@ -170,7 +183,7 @@ class Tuner:
     def cores_per_host(self) -> int:
         return os.cpu_count() or 1  # the hosts of a virtual cluster share this machine
 
-    def choose_layout(self, blas: Blas, n: int, nb: int) -> Config:
+    def choose_layout(self, blas: Blas, n: int, nb: int) -> tuple[Config, float]:
         hosts = len(self.hosts or self.cluster.hosts)
         results = []
         for ranks, threads in space.layouts(self.np, self.cores_per_host(), hosts):
@@ -187,42 +200,47 @@ class Tuner:
             f"{cfg.ranks} rank(s) x {cfg.threads} BLAS thread(s): {rate:.1f} Gflop/s at "
             f"N={n} (ranks x threads: {said})"
         )
-        return cfg
+        return cfg, rate
 
     def sweep(
         self, stage: str, cfg: Config, n: int, dim: str, values: list
     ) -> tuple[Config, float] | None:
-        """One dimension: all its values in one launch (SWAP is not a list: one each)."""
+        """One dimension: all its values in one launch (SWAP is not a list: one each).
+        Keeps the spread of the rates over the values, for the report's one line."""
         if dim == "grid":
             extra = {"-P": ",".join(str(p) for p, _ in values),
                      "-Q": ",".join(str(q) for _, q in values)}  # fmt: skip
-            return self.best_of(self.lu(stage, cfg, n, extra), cfg)
-        if dim == "swap":
-            got = [self.best_of(self.lu(stage, replace(cfg, swap=v), n), replace(cfg, swap=v))
-                   for v in values]  # fmt: skip
-            got = [g for g in got if g]
-            return max(got, key=lambda t: t[1]) if got else None
-        extra = {space.FLAGS[dim]: ",".join(str(v) for v in values)}
-        return self.best_of(self.lu(stage, cfg, n, extra), cfg)
+            runs = [(self.lu(stage, cfg, n, extra), cfg)]
+        elif dim == "swap":
+            runs = [(self.lu(stage, replace(cfg, swap=v), n), replace(cfg, swap=v))
+                    for v in values]  # fmt: skip
+        else:
+            extra = {space.FLAGS[dim]: ",".join(str(v) for v in values)}
+            runs = [(self.lu(stage, cfg, n, extra), cfg)]
+        got = [g for record, base in runs for g in self.passing(record, base)]
+        if not got:
+            return None
+        rates = [r for _, r in got]
+        self.spread[dim] = (min(rates), max(rates))
+        return max(got, key=lambda t: t[1])
 
-    def descend(self, cfg: Config, n: int, nbs: list[int]) -> tuple[Config, float]:
+    def descend(self, cfg: Config, rate0: float, n: int, nbs: list[int]) -> tuple[Config, float]:
+        """Coordinate descent from ``cfg`` (measured at ``rate0``): a second pass only if
+        the first gained more than the noise, and only with 30 % of the budget left."""
         dims: list[tuple[str, list]] = [("nb", nbs), ("grid", space.grids(cfg.ranks))]
         dims += [(d, [v for v in vals if d != "nbmin" or v <= min(nbs)])
-                 for d, vals in space.DIMENSIONS.items()]  # fmt: skip
-        best, rate = cfg, 0.0
-        passes = 0
-        while passes < 2:
+                 for d, vals in self.dimensions.items()]  # fmt: skip
+        best, rate = cfg, rate0
+        for self.passes in (1, 2):
             start = rate
             for dim, values in dims:
-                if len(values) < 2 or (passes and self.left() < 0.3 * self.budget_s):
+                if len(values) < 2:
                     continue
-                got = self.sweep(f"search{passes + 1}", best, n, dim, values)
+                got = self.sweep(f"search{self.passes}", best, n, dim, values)
                 if got and got[1] > rate:
                     best, rate = got
-            passes += 1
-            if start and rate < start * (1 + space.NOISE):
-                break  # the pass gained less than the noise: stop early
-        self.passes = passes
+            if rate < start * (1 + space.NOISE) or self.left() < 0.3 * self.budget_s:
+                break  # early stop: the pass gained less than the noise, or no time
         return best, rate
 
     def confirm(self, n: int) -> tuple[Config, float, list[tuple[Config, float]]]:
@@ -236,6 +254,13 @@ class Tuner:
             raise UserError("no configuration passed at the confirmation N: " + self.ids())
         cfg, rate = max(measured, key=lambda t: t[1])
         return cfg, rate, measured
+
+    def spread_text(self, dim: str, n: int) -> str:
+        if dim not in self.spread:
+            return "not searched (one value)"
+        low, high = self.spread[dim]
+        return (f"best of its values at N={n} ({low:.1f}..{high:.1f} Gflop/s over them, "
+                f"{100 * (high / low - 1):.0f} % apart; {self.passes} descent pass(es))")  # fmt: skip
 
     def ids(self) -> str:
         return f"runs {self.runs[0]}..{self.runs[-1]}" if self.runs else "no runs"
@@ -259,8 +284,8 @@ class Tuner:
         self.trials.clear()
         n_half = network_n_half(self.store, self.cluster.name)
         nbs = space.nb_candidates(space.DEFAULT_BLOCK, n_half, n_small)
-        cfg = self.choose_layout(blas, n_small, nbs[len(nbs) // 2])
-        best, rate = self.descend(cfg, n_small, nbs)
+        cfg, rate0 = self.choose_layout(blas, n_small, nbs[len(nbs) // 2])
+        best, rate = self.descend(cfg, rate0, n_small, nbs)
         n_big = self.n_confirm or space.n_for_time(
             0.7 * dgemm, max(0.1, self.budget_s / 10), best.nb, n_mem, n_small
         )
@@ -274,7 +299,7 @@ class Tuner:
             "dgemm_gflops": dgemm, "passes": self.passes, "why": self.why,
             "excluded": self.excluded, "blas_rates": self.blas_rates,
             "confirmed": [(c.code(), c.nb, c.p, c.q, r) for c, r in confirmed],
-            "runs": list(self.runs), "hpl_dat": hpldat.text(final, n_out),
+            "runs": list(self.runs), "stage_s": self.stage_s, "hpl_dat": hpldat.text(final, n_out),
         }  # fmt: skip
 
     def explain(self, final, best, rate, n_small, n_big, final_rate, confirmed, nbs, n_half,
@@ -289,8 +314,10 @@ class Tuner:
         self.why["NB"] = (f"{final.nb} among {nbs} (fractions of a {space.DEFAULT_BLOCK} DGEMM "
                           f"k-block; {net})")  # fmt: skip
         self.why["PxQ"] = f"{final.p}x{final.q} among {space.grids(final.ranks)}"
-        for dim in space.DIMENSIONS:
-            self.why[dim.upper()] = f"{getattr(final, dim)} by coordinate descent at N={n_small}"
+        for dim in self.dimensions:
+            self.why[dim.upper()] = f"{getattr(final, dim)}: " + self.spread_text(dim, n_small)
+        self.why["NB"] += "; " + self.spread_text("nb", n_small)
+        self.why["PxQ"] += "; " + self.spread_text("grid", n_small)
         self.why["confirm"] = (
             f"{final.code()} at {final_rate:.1f} Gflop/s, best of {len(confirmed)} confirmed "
             f"at N={n_big} (search best {best.code()} {rate:.1f} Gflop/s at N={n_small})"

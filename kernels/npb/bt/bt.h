@@ -76,6 +76,7 @@ typedef struct {
     double *sendbuf, *recvbuf;
     size_t bufdoubles;
     double *jac; /* the solves' Jacobians: 3 planes x the widest cell x 50 */
+    MPI_Request face_recv[6], face_send[6]; /* the ghost planes in flight */
     npb_comm comm; /* time in MPI calls, messages and bytes sent */
 } bt_state;
 
@@ -103,7 +104,6 @@ void bt_aux(const bt_cell *c, const double *u, double *aux);
  * out itself */
 void bt_operator(const bt_state *s, const bt_cell *c, const double *u, const double *aux,
                  const double *base, double *out, double sign, double scale);
-void bt_copy_faces(bt_state *s);
 void bt_compute_rhs(bt_state *s);
 
 /* bt_solve.c */

@@ -1,5 +1,5 @@
-/* bt_rhs.c - the right-hand side: ghost faces from the neighbouring cells, then
- * rhs = dt (forcing + L(u)), L = central differences of the Euler fluxes, the viscous
+/* bt_rhs.c - the right-hand side: ghost faces from the neighbouring cells, overlapped
+ * with the interior, rhs = dt (forcing + L(u)), L = central differences of the Euler fluxes, the viscous
  * terms of the thin-layer Navier-Stokes equations and 2nd/4th-order dissipation.
  * Also the checked, timed and counted point-to-point calls of the kernel. */
 #include "bt.h"
@@ -32,16 +32,48 @@ void bt_waitall(bt_state *s, int n, MPI_Request *r)
     npb_comm_stop(&s->comm);
 }
 
-/* rho_inv, us, vs, ws, square = |rho v|^2 / (2 rho), qs = square / rho over the cell and
- * one ghost layer around it */
-void bt_aux(const bt_cell *c, const double *u, double *aux)
+/* A box of points of a cell, bounds included (local indices, ghosts negative). */
+typedef struct {
+    int lo[3], hi[3];
+} box;
+
+static int empty(const box *b)
 {
-    for (int k = -1; k <= c->size[2]; k++)
-        for (int j = -1; j <= c->size[1]; j++) {
-            size_t p0 = bt_uidx(c, -1, j, k);
-            for (int i = -1; i <= c->size[0]; i++) {
-                const double *v = u + BT_NVAR * (p0 + (size_t)(i + 1));
-                double *x = aux + 6 * (p0 + (size_t)(i + 1));
+    return b->lo[0] > b->hi[0] || b->lo[1] > b->hi[1] || b->lo[2] > b->hi[2];
+}
+
+/* The boxes (at most 6) that make up outer without inner (inner inside outer, or empty):
+ * slabs below and above inner along z, then y, then x. */
+static int shell(box outer, const box *inner, box parts[6])
+{
+    if (empty(inner)) {
+        parts[0] = outer;
+        return !empty(&outer);
+    }
+    int n = 0;
+    for (int d = 2; d >= 0; d--) {
+        box below = outer, above = outer;
+        below.hi[d] = inner->lo[d] - 1;
+        above.lo[d] = inner->hi[d] + 1;
+        if (!empty(&below))
+            parts[n++] = below;
+        if (!empty(&above))
+            parts[n++] = above;
+        outer.lo[d] = inner->lo[d];
+        outer.hi[d] = inner->hi[d];
+    }
+    return n;
+}
+
+/* rho_inv, us, vs, ws, square = |rho v|^2 / (2 rho), qs = square / rho at the points of b */
+static void aux_box(const bt_cell *c, const double *u, double *aux, const box *b)
+{
+    for (int k = b->lo[2]; k <= b->hi[2]; k++)
+        for (int j = b->lo[1]; j <= b->hi[1]; j++) {
+            size_t p0 = bt_uidx(c, b->lo[0], j, k);
+            for (int i = 0; i <= b->hi[0] - b->lo[0]; i++) {
+                const double *v = u + BT_NVAR * (p0 + (size_t)i);
+                double *x = aux + 6 * (p0 + (size_t)i);
                 double ri = 1.0 / v[0];
                 double sq = 0.5 * (v[1] * v[1] + v[2] * v[2] + v[3] * v[3]) * ri;
                 x[0] = ri;
@@ -52,6 +84,19 @@ void bt_aux(const bt_cell *c, const double *u, double *aux)
                 x[5] = sq * ri;
             }
         }
+}
+
+/* the cell's own points, and with them one ghost layer */
+static box own(const bt_cell *c, int ghosts)
+{
+    return (box){{-ghosts, -ghosts, -ghosts},
+                 {c->size[0] - 1 + ghosts, c->size[1] - 1 + ghosts, c->size[2] - 1 + ghosts}};
+}
+
+void bt_aux(const bt_cell *c, const double *u, double *aux)
+{
+    box b = own(c, 1);
+    aux_box(c, u, aux, &b);
 }
 
 /* Adds the terms of direction d at point p (ghosted index) to acc; st = the point stride
@@ -83,16 +128,17 @@ static inline void flux(const bt_consts *K, const int d, const double *u, const 
                              w[4] * upp[m]);
 }
 
-void bt_operator(const bt_state *s, const bt_cell *c, const double *u, const double *aux,
-                 const double *base, double *out, double sign, double scale)
+static void operator_box(const bt_state *s, const bt_cell *c, const double *u, const double *aux,
+                         const double *base, double *out, double sign, double scale,
+                         const box *bx)
 {
     const bt_consts *K = &s->k;
     const size_t sy = (size_t)c->gx, sz = (size_t)c->gx * (size_t)c->gy;
-    for (int k = c->in0[2]; k <= c->in1[2]; k++) {
+    for (int k = bx->lo[2]; k <= bx->hi[2]; k++) {
         const double *wz = s->dis[2] + 5 * (c->lo[2] + k);
-        for (int j = c->in0[1]; j <= c->in1[1]; j++) {
+        for (int j = bx->lo[1]; j <= bx->hi[1]; j++) {
             const double *wy = s->dis[1] + 5 * (c->lo[1] + j);
-            for (int i = c->in0[0]; i <= c->in1[0]; i++) {
+            for (int i = bx->lo[0]; i <= bx->hi[0]; i++) {
                 const double *wx = s->dis[0] + 5 * (c->lo[0] + i);
                 size_t p = bt_uidx(c, i, j, k), r = BT_NVAR * bt_ridx(c, i, j, k);
                 double acc[BT_NVAR] = {0};
@@ -105,6 +151,33 @@ void bt_operator(const bt_state *s, const bt_cell *c, const double *u, const dou
             }
         }
     }
+}
+
+/* the points the equations are solved at */
+static box solved(const bt_cell *c)
+{
+    return (box){{c->in0[0], c->in0[1], c->in0[2]}, {c->in1[0], c->in1[1], c->in1[2]}};
+}
+
+/* the solved points whose stencils stay inside the cell (the dissipation reaches two
+ * points, the fluxes one): computable before the ghost planes arrive */
+static box inner(const bt_cell *c)
+{
+    box b = solved(c);
+    for (int d = 0; d < 3; d++) {
+        if (!c->first[d])
+            b.lo[d] = BT_GHOST;
+        if (!c->last[d])
+            b.hi[d] = c->size[d] - 1 - BT_GHOST;
+    }
+    return b;
+}
+
+void bt_operator(const bt_state *s, const bt_cell *c, const double *u, const double *aux,
+                 const double *base, double *out, double sign, double scale)
+{
+    box b = solved(c);
+    operator_box(s, c, u, aux, base, out, sign, scale, &b);
 }
 
 /* Copies the two planes next to face `side` (0 low, 1 high) along d of a cell from or
@@ -134,13 +207,12 @@ static size_t face(const bt_cell *c, int d, int side, int ghost, double *buf, in
 }
 
 /* Ghost planes of u from the neighbouring cells: one message per direction and side
- * (all of a rank's cells facing one neighbour rank travel together). */
-void bt_copy_faces(bt_state *s)
+ * (all of a rank's cells facing one neighbour rank travel together). Started (receives
+ * posted, faces packed and sent) and finished (received faces unpacked, sends completed)
+ * apart, so that the interior can be computed in between. */
+static void faces_start(bt_state *s)
 {
-    if (s->q == 1)
-        return;
     size_t region = s->bufdoubles / 6;
-    MPI_Request rr[6], sr[6];
     for (int d = 0; d < 3; d++)
         for (int side = 0; side < 2; side++) {
             /* receive the ghosts beyond `side` from the neighbour on that side */
@@ -153,7 +225,7 @@ void bt_copy_faces(bt_state *s)
                          (size_t)cl->size[(d + 2) % 3];
             }
             bt_irecv(s, s->recvbuf + (2 * d + side) * region, n, from,
-                     BT_TAG_FACE + 2 * d + side, &rr[2 * d + side]);
+                     BT_TAG_FACE + 2 * d + side, &s->face_recv[2 * d + side]);
         }
     for (int d = 0; d < 3; d++)
         for (int side = 0; side < 2; side++) {
@@ -167,28 +239,50 @@ void bt_copy_faces(bt_state *s)
                 if (!(side ? cl->last[d] : cl->first[d]))
                     n += face(cl, d, side, 0, buf + n, 0);
             }
-            bt_isend(s, buf, n, to, BT_TAG_FACE + 2 * d + (1 - side), &sr[2 * d + side]);
+            bt_isend(s, buf, n, to, BT_TAG_FACE + 2 * d + (1 - side), &s->face_send[2 * d + side]);
         }
-    bt_waitall(s, 6, rr);
+}
+
+static void faces_finish(bt_state *s)
+{
+    size_t region = s->bufdoubles / 6;
+    bt_waitall(s, 6, s->face_recv);
     for (int d = 0; d < 3; d++)
         for (int side = 0; side < 2; side++) {
-            const double *buf = s->recvbuf + (2 * d + side) * region;
+            double *buf = s->recvbuf + (2 * d + side) * region;
             size_t n = 0;
             for (int c = 0; c < s->q; c++) {
                 bt_cell *cl = &s->cells[c];
                 if (!(side ? cl->last[d] : cl->first[d]))
-                    n += face(cl, d, side, 1, (double *)buf + n, 1);
+                    n += face(cl, d, side, 1, buf + n, 1);
             }
         }
-    bt_waitall(s, 6, sr);
+    bt_waitall(s, 6, s->face_send);
 }
 
+/* rhs = dt (forcing + L(u)): the interior of every cell while the ghost planes travel,
+ * then the points next to the cell faces */
 void bt_compute_rhs(bt_state *s)
 {
-    bt_copy_faces(s);
+    const int remote = s->q > 1;
+    if (remote)
+        faces_start(s);
     for (int c = 0; c < s->q; c++) {
         bt_cell *cl = &s->cells[c];
-        bt_aux(cl, cl->u, cl->aux);
-        bt_operator(s, cl, cl->u, cl->aux, cl->forcing, cl->rhs, 1.0, s->k.dt);
+        box mine = own(cl, 0), in = inner(cl);
+        aux_box(cl, cl->u, cl->aux, &mine);
+        operator_box(s, cl, cl->u, cl->aux, cl->forcing, cl->rhs, 1.0, s->k.dt, &in);
+    }
+    if (remote)
+        faces_finish(s);
+    for (int c = 0; c < s->q; c++) {
+        bt_cell *cl = &s->cells[c];
+        box parts[6], mine = own(cl, 0), in = inner(cl);
+        int n = shell(own(cl, 1), &mine, parts);
+        for (int i = 0; i < n; i++)
+            aux_box(cl, cl->u, cl->aux, &parts[i]);
+        n = shell(solved(cl), &in, parts);
+        for (int i = 0; i < n; i++)
+            operator_box(s, cl, cl->u, cl->aux, cl->forcing, cl->rhs, 1.0, s->k.dt, &parts[i]);
     }
 }

@@ -72,7 +72,7 @@ typedef struct {
     int cell_at[3][BT_MAXQ];       /* my cell with coordinate s along d */
     int succ[3], pred[3];          /* ranks of the neighbours in +d and -d */
     double *dis[3];                /* dissipation stencils per global index, 5 each */
-    /* buffers: faces (copy_faces) and pipeline stages */
+    /* buffers: ghost planes (bt_compute_rhs) and pipeline stages (bt_solve) */
     double *sendbuf, *recvbuf;
     size_t bufdoubles;
     double *jac; /* the solves' Jacobians: 3 planes x the widest cell x 50 */

@@ -265,6 +265,17 @@ void bt_forcing(bt_state *s)
     }
 }
 
+/* NPB's RMS norm: the sums over all ranks, divided by the interior points per direction */
+static void rms_of(const bt_state *s, double sum[BT_NVAR], double rms[BT_NVAR])
+{
+    CT_MPI_CHECK(MPI_Allreduce(sum, rms, BT_NVAR, MPI_DOUBLE, MPI_SUM, s->mpi));
+    for (int m = 0; m < BT_NVAR; m++) {
+        for (int d = 0; d < 3; d++)
+            rms[m] /= (double)(s->n[d] - 2);
+        rms[m] = sqrt(rms[m]);
+    }
+}
+
 void bt_error_norm(bt_state *s, double rms[BT_NVAR])
 {
     double sum[BT_NVAR] = {0};
@@ -280,12 +291,7 @@ void bt_error_norm(bt_state *s, double rms[BT_NVAR])
                         sum[m] += (u[m] - e[m]) * (u[m] - e[m]);
                 }
     }
-    CT_MPI_CHECK(MPI_Allreduce(sum, rms, BT_NVAR, MPI_DOUBLE, MPI_SUM, s->mpi));
-    for (int m = 0; m < BT_NVAR; m++) {
-        for (int d = 0; d < 3; d++)
-            rms[m] /= (double)(s->n[d] - 2);
-        rms[m] = sqrt(rms[m]);
-    }
+    rms_of(s, sum, rms);
 }
 
 void bt_rhs_norm(bt_state *s, double rms[BT_NVAR])
@@ -301,12 +307,7 @@ void bt_rhs_norm(bt_state *s, double rms[BT_NVAR])
                         sum[m] += r[m] * r[m];
                 }
     }
-    CT_MPI_CHECK(MPI_Allreduce(sum, rms, BT_NVAR, MPI_DOUBLE, MPI_SUM, s->mpi));
-    for (int m = 0; m < BT_NVAR; m++) {
-        for (int d = 0; d < 3; d++)
-            rms[m] /= (double)(s->n[d] - 2);
-        rms[m] = sqrt(rms[m]);
-    }
+    rms_of(s, sum, rms);
 }
 
 void bt_free(bt_state *s)

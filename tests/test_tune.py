@@ -117,6 +117,16 @@ def test_descent_finds_a_separable_optimum_and_stops_early(monkeypatch) -> None:
     assert got == 100.0 and {k: getattr(cfg, k) for k in best} == best and cfg.p == 1
     assert tuner.passes == 2 and len(calls) == 16  # 8 dimensions, twice
 
+    # the machine gets slower with every launch (others start jobs): each sweep's best,
+    # measured beside the incumbent in the same launch, still wins
+    load = iter(0.5**i for i in range(100))
+    monkeypatch.setattr(linpack.Tuner, "sweep", lambda *a: (lambda c, r: (c, r * next(load)))(
+        *sweep(*a)))  # fmt: skip
+    cfg, _ = linpack.Tuner(None, None, 2, "openmpi", 600.0).descend(
+        Config("/x", 2, 1), 200.0, 1000, [96, 128, 192, 256]
+    )
+    assert {k: getattr(cfg, k) for k in best} == best
+
 
 # ------------------------------------------------------------------ the shim
 

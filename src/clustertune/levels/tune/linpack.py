@@ -225,31 +225,42 @@ class Tuner:
         return max(got, key=lambda t: t[1])
 
     def descend(self, cfg: Config, rate0: float, n: int, nbs: list[int]) -> tuple[Config, float]:
-        """Coordinate descent from ``cfg`` (measured at ``rate0``): a second pass only if
-        the first gained more than the noise, and only with 30 % of the budget left."""
+        """Coordinate descent from ``cfg`` (measured at ``rate0``). Each sweep includes
+        the incumbent's own value, measured in the same launch, so the sweep's best is
+        taken as is: a load that changes between launches (a shared machine) cannot make
+        an older, luckier rate of the incumbent win. A second pass only if the first
+        moved the configuration, and only with 30 % of the budget left (early stopping)."""
         dims: list[tuple[str, list]] = [("nb", nbs), ("grid", space.grids(cfg.ranks))]
         dims += [(d, [v for v in vals if d != "nbmin" or v <= min(nbs)])
                  for d, vals in self.dimensions.items()]  # fmt: skip
         best, rate = cfg, rate0
         for self.passes in (1, 2):
-            start = rate
+            start = best
             for dim, values in dims:
                 if len(values) < 2:
                     continue
                 got = self.sweep(f"search{self.passes}", best, n, dim, values)
-                if got and got[1] > rate:
+                if got:
                     best, rate = got
-            if rate < start * (1 + space.NOISE) or self.left() < 0.3 * self.budget_s:
-                break  # early stop: the pass gained less than the noise, or no time
+            if best == start or self.left() < 0.3 * self.budget_s:
+                break  # early stop: the pass changed nothing, or no time for another
         return best, rate
 
-    def confirm(self, n: int) -> tuple[Config, float, list[tuple[Config, float]]]:
-        top = space.ranked(self.trials)[:CONFIRM_TOP]
-        measured = []
-        for cfg, _ in top:
-            got = self.best_of(self.lu("confirm", cfg, n), cfg)
-            if got:
-                measured.append(got)
+    def confirm(self, found: Config, n: int) -> tuple[Config, float, list[tuple[Config, float]]]:
+        """The descent's result and the next best distinct configurations of the search
+        at ``n``, in rounds of alternating order (a second round while half the budget
+        is left); each keeps its best rate."""
+        others = [cfg for cfg, _ in space.ranked(self.trials) if cfg != found]
+        top = [found, *others[: CONFIRM_TOP - 1]]
+        rates: dict[tuple, float] = {}
+        for round_ in range(2):
+            if round_ and self.left() < 0.5 * self.budget_s:
+                break
+            for cfg in top if round_ % 2 == 0 else top[::-1]:
+                got = self.best_of(self.lu("confirm", cfg, n), cfg)
+                if got:
+                    rates[cfg.key()] = max(rates.get(cfg.key(), 0.0), got[1])
+        measured = [(cfg, rates[cfg.key()]) for cfg in top if cfg.key() in rates]
         if not measured:
             raise UserError("no configuration passed at the confirmation N: " + self.ids())
         cfg, rate = max(measured, key=lambda t: t[1])
@@ -289,7 +300,7 @@ class Tuner:
         n_big = self.n_confirm or space.n_for_time(
             0.7 * dgemm, max(0.1, self.budget_s / 10), best.nb, n_mem, n_small
         )
-        final, final_rate, confirmed = self.confirm(n_big)
+        final, final_rate, confirmed = self.confirm(best, n_big)
         n_out = max(final.nb, self.memory_n(final.nb))
         self.explain(final, best, rate, n_small, n_big, final_rate, confirmed, nbs, n_half, n_out)
         return {

@@ -167,3 +167,16 @@ def test_through_the_level_the_fault_is_stored_failed(store) -> None:
     bad = npbrun.run_npb(local_cluster(), store, "bt", "S", 1, "mpich", inject_fault=True)
     assert bad["status"] == "failed" and store.get(bad["id"])["status"] == "failed"
     assert "UNSUCCESSFUL" in npbrun.text(bad)
+
+
+def test_bench_script_drives_the_shared_bench_with_bt_cases() -> None:
+    import importlib.util
+
+    path = ROOT / "bench" / "npb_bt_vs_official.py"
+    spec = importlib.util.spec_from_file_location("npb_bt_vs_official", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.cases_of(["--repeat", "3"]) == "bt.A.1,bt.A.4"
+    assert bench.cases_of(["--cases", "bt.W.1"]) == bench.cases_of(["--cases=bt.W.1"]) == "bt.W.1"
+    shared = bench.shared_bench()
+    assert shared.OURS["bt"] == "ct-npb-bt" and callable(shared.main)

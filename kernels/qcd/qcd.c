@@ -274,8 +274,8 @@ static measurement measure(run *r, double unit_err, double det_err)
 static void link_errors(run *r, double *unit_err, double *det_err)
 {
     double ue = 0.0, de = 0.0;
-    for (int mu = 0; mu < QCD_DIM; mu++)
-        for (int64_t k = 0; k < r->lat.volume; k++) {
+    for (int64_t k = 0; k < r->lat.volume; k++) /* a site's four links lie together */
+        for (int mu = 0; mu < QCD_DIM; mu++) {
             const double *l = r->u[mu] + r->lat.all_local[k] * QCD_SITE;
             ue = fmax(ue, su3_unitarity_error(l));
             de = fmax(de, su3_det_error(l));
@@ -289,8 +289,8 @@ static void reunit_all(run *r)
     /* ghosts too: they are exact copies of their owners' links, so the same function gives
      * the same result, and no exchange is needed */
     ct_phase_start(&r->ph, QCD_PH_REUNIT);
-    for (int mu = 0; mu < QCD_DIM; mu++)
-        for (int64_t e = 0; e < r->lat.next; e++)
+    for (int64_t e = 0; e < r->lat.next; e++)
+        for (int mu = 0; mu < QCD_DIM; mu++)
             su3_reunit(r->u[mu] + e * QCD_SITE);
     ct_phase_stop(&r->ph, QCD_PH_REUNIT);
 }

@@ -167,6 +167,7 @@ def test_study_and_report_section(store) -> None:
     html = section.render(records + more)
     assert "Decomposition study" in html and "bitwise identical on every grid: yes" in html
     assert "table 5" in html and "<svg" in html
+    assert "Which decomposition wins on which network" in html
 
 
 def test_error_estimate_knows_the_autocorrelation_of_an_ar1_chain() -> None:

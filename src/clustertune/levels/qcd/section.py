@@ -57,6 +57,35 @@ def study_table(records: list[dict]) -> str:
     return html.table(headers, rows)
 
 
+def link_text(record: dict) -> str:
+    """The nominal link of the cluster a study ran on (one rate, or the rates seen)."""
+    rates = {v for v in record["meta"]["cluster"].get("link_bps", {}).values() if v}
+    if not rates:
+        return "unshaped"
+    return ", ".join(f"{r / 1e6:g} Mbit/s" for r in sorted(rates))
+
+
+def winners_table(groups: dict[str, list[dict]]) -> str:
+    """Which decomposition won each study: the paper's question, per network."""
+    rows = []
+    for name, group in groups.items():
+        done = [(row, r) for row, r in zip(study.rows(group), group, strict=True)
+                if row["qcdflops_gflops"] is not None and r["status"] == "ok"]  # fmt: skip
+        if not done:
+            continue
+        best = max(done, key=lambda x: x[0]["qcdflops_gflops"])[0]
+        worst = min(done, key=lambda x: x[0]["qcdflops_gflops"])[0]
+        p = group[0]["params"]
+        rows.append(
+            [name, group[0]["meta"]["cluster"]["name"], link_text(group[0]),
+             run.dims_text(p["lattice"]), p["np"],
+             f"{best['dims']}-D {best['grid']}", num(best["qcdflops_gflops"], ".3f"),
+             f"{worst['dims']}-D {worst['grid']}", num(worst["qcdflops_gflops"], ".3f")]
+        )  # fmt: skip
+    return html.table(["study", "cluster", "link", "lattice", "np", "best", "Gflops",
+                       "worst", "Gflops"], rows) if rows else ""  # fmt: skip
+
+
 def study_figure(records: list[dict]) -> str:
     rows = [r for r in study.rows(records) if r["time_s"]]
     if not rows:
@@ -118,7 +147,10 @@ def render(records: list[dict]) -> str:
         "halo message's checksum.</p>",
         runs_table(records),
     ]
-    for name, group in studies(records).items():
+    groups = studies(records)
+    if groups:
+        parts += ["<h3>Which decomposition wins on which network</h3>", winners_table(groups)]
+    for name, group in groups.items():
         p = group[0]["params"]
         same = study.series_identical(group)
         parts += [

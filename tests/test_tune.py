@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from clustertune import kernels
-from clustertune.levels.tune import hpldat, linpack, shim, space
+from clustertune.levels.tune import hpldat, linpack, shim, space, tcp
 from clustertune.levels.tune.space import Config
 from clustertune.results import Store
 
@@ -214,3 +214,31 @@ def test_tiny_session_on_a_two_host_virtual_cluster(make_vcluster, tmp_path, sto
     out.write_text(summary["hpl_dat"])
     check_dat(out, summary["config"]["ranks"])
     assert summary["gflops_confirm"] > 0
+
+
+# ------------------------------------------------------------------ tune tcp
+
+
+def test_tcp_candidates_bracket_the_bandwidth_delay_product() -> None:
+    # 100 Mbit/s x 4.4 ms = 55 KB: from BDP/4 (16 KiB) to 8 x BDP (256 KiB)
+    assert tcp.candidates(55_000) == [16384 << i for i in range(5)]
+    assert tcp.candidates(100) == [4096, 8192, 16384]  # 4 KiB floor, at least 4x it
+
+
+def test_tcp_choice_keeps_the_default_unless_a_size_beats_it() -> None:
+    sweep = [(16384, 33.0), (32768, 74.0), (65536, 95.1), (131072, 95.2)]
+    assert tcp.choose(95.0, sweep) == (None, 95.0)  # autotuning reaches it: keep it
+    assert tcp.choose(40.0, sweep) == (65536, 95.1)  # the smallest within 3 % of the best
+
+
+@pytest.mark.root
+def test_tune_tcp_on_a_slow_long_link(make_vcluster, store) -> None:
+    """100 Mbit/s with 2 ms each way: a 16 KiB buffer holds a fraction of the 50 KiB in
+    flight and is slower than one of 4x that; every ping-pong is a stored record."""
+    cluster = make_vcluster(hosts=2, link_bps=100_000_000, delay_us=2000)
+    a, b = (h.name for h in cluster.hosts)
+    summary = tcp.tune(cluster, store, a, b, None)
+    assert 40_000 < summary["bdp_bytes"] < 70_000
+    rates = dict(summary["sweep"])
+    assert rates[16384] < 0.8 * max(rates.values())
+    assert [store.get(i)["status"] for i in summary["runs"]] == ["ok"] * len(summary["runs"])

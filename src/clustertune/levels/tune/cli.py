@@ -11,7 +11,8 @@ from ... import runner
 from ...commands import Output, add_job_options, cluster_of, open_store
 from ...errors import UserError
 from ..linpack import run as lprun
-from . import LEVEL, linpack
+from ..network import pingpong
+from . import LEVEL, linpack, tcp
 from .space import Config
 
 ORDER = ("blas", "layout", "N", "NB", "PxQ", "DEPTH", "BCAST", "SWAP", "PFACT", "RFACT",
@@ -78,6 +79,26 @@ def cmd_linpack(args: argparse.Namespace) -> Output:
                   0 if record["status"] == "ok" else 1)  # fmt: skip
 
 
+def cmd_tcp(args: argparse.Namespace) -> Output:
+    cluster = cluster_of(args)
+    a, b = pingpong.parse_between(cluster, args.between)
+    if a == b:
+        raise UserError("tune tcp needs two hosts (--cluster with two or more, or --between)")
+    store = open_store(args)
+    summary = tcp.tune(cluster, store, a, b, args.timeout)
+    with runner.Run(
+        cluster, store, level=LEVEL.name, kernel=pingpong.TCP_KERNEL, composite=True,
+        params={"tune": summary["session"], "what": "tcp", "between": [a, b]}, hosts=[a, b],
+    ) as run:  # fmt: skip
+        run.result = {"verification": "passed", "detail": summary,
+                      "figures": {"sockbuf": summary["sockbuf"], "mbps": summary["mbps"],
+                                  "bdp_bytes": summary["bdp_bytes"]}}  # fmt: skip
+    head = f"tune tcp {summary['session']} (record {run.record['id']}) {a} -> {b}"
+    lines = [head, *("  " + line for line in summary["lines"]), *summary["sysctl"]]
+    lines.append(f"  evidence: runs {', '.join(map(str, summary['runs']))}")
+    return Output(summary | {"record": run.record["id"]}, "\n".join(lines))
+
+
 @LEVEL.commands
 def add_commands(sub, common) -> None:
     t = sub.add_parser("tune", help="measure and write tuned settings")
@@ -92,3 +113,8 @@ def add_commands(sub, common) -> None:
     p.add_argument("--n-search", type=int, help="N of the search trials (default: from budget)")
     p.add_argument("--n-confirm", type=int, help="N of the confirmation (default: from budget)")
     p.set_defaults(func=cmd_linpack)
+
+    c = tsub.add_parser("tcp", parents=[common], help="TCP socket buffer size for a host pair")
+    c.add_argument("--between", metavar="HOST,HOST", help="the pair (default: first two hosts)")
+    c.add_argument("--timeout", type=float, help="seconds per ping-pong (default: from the link)")
+    c.set_defaults(func=cmd_tcp)

@@ -12,6 +12,11 @@ def render(records: list[dict]) -> str:
     parts = []
     for r in reversed(records[-5:]):
         d = r["detail"]
+        if r["params"].get("what") == "tcp" and d.get("lines"):
+            pair = " - ".join(d["pair"])
+            parts.append(f"<h3>TCP socket buffer, {esc(pair)}, session {esc(d['session'])}</h3>")
+            parts.append("<pre>" + esc("\n".join(d["lines"] + d["sysctl"])) + "</pre>")
+            continue
         if not d.get("why"):
             continue
         parts.append(

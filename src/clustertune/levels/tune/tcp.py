@@ -21,9 +21,12 @@ from ...cluster import Cluster
 from ...results import Store
 from ..network import pingpong
 
+# a shorter sweep than the network level's default (one point per octave, no perturbed
+# sizes, 3 trials): a buffer size is judged by bandwidth, not by the curve's detail
+SHORT = ("--perturbation", "0", "--points-per-octave", "1", "--trials", "3")
 MIN_BUF = 4096
 WITHIN = 0.97
-SWEEP_MAX_SIZE = 4 << 20
+SWEEP_MAX_SIZE = 1 << 20  # bandwidth, not the largest messages, is what a buffer moves
 
 
 def candidates(bdp_bytes: float) -> list[int]:
@@ -53,7 +56,13 @@ def choose(default_bw: float, sweep: list[tuple[int, float]]) -> tuple[int | Non
 
 def tune(cluster: Cluster, store: Store, a: str, b: str, timeout: float | None) -> dict:
     session = uuid.uuid4().hex[:12]
-    spec = pingpong.PingpongSpec(layer="tcp", a=a, b=b, max_size=SWEEP_MAX_SIZE, timeout=timeout)
+    # a shaped virtual cluster reads bandwidth from messages >= min_size only
+    min_size = pingpong.bandwidth_min_size(cluster, a, b)
+    largest = (
+        max(SWEEP_MAX_SIZE, 1 << (2 * min_size - 1).bit_length()) if min_size else SWEEP_MAX_SIZE
+    )
+    spec = pingpong.PingpongSpec(layer="tcp", a=a, b=b, max_size=largest, timeout=timeout,
+                                 extra_args=SHORT)  # fmt: skip
     base = pingpong.run_pingpong(cluster, store, spec)
     f = base["figures"]
     if base["status"] != "ok" or not f.get("bandwidth_mbps") or not f.get("latency_us"):

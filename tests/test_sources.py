@@ -12,6 +12,15 @@ from clustertune import sources, vcluster
 from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.errors import ConfigError, UserError
 
+BUILT_IN = ("localhost", "file", "vcluster")
+
+
+@pytest.fixture(autouse=True)
+def built_in_sources_only(monkeypatch):
+    """The registry as this module defines it, whatever levels registered (the grid level
+    adds its own sources when another test imported it)."""
+    monkeypatch.setattr(sources, "SOURCES", [s for s in sources.SOURCES if s.name in BUILT_IN])
+
 
 @pytest.fixture
 def on_disk(tmp_path, monkeypatch):
@@ -100,7 +109,6 @@ def test_unknown_name_without_root_says_why_none_is_up(on_disk, monkeypatch):
 
 
 def test_a_new_source_registers_ahead_of_one_that_would_take_its_values(monkeypatch, tmp_path):
-    monkeypatch.setattr(sources, "SOURCES", list(sources.SOURCES))
     sources.register(GridFile(), before="file")
     assert [s.name for s in sources.SOURCES] == ["localhost", "grid", "file", "vcluster"]
     assert sources.resolve_cluster("sites.grid.toml").name == "sites.grid.toml"

@@ -287,6 +287,7 @@ static void emit_tcp_info(ct_json *j, int fd)
     ct_json_open_object(j, "tcp_info");
     ct_json_integer(j, "total_retrans", info.tcpi_total_retrans);
     ct_json_integer(j, "data_segs_out", info.tcpi_data_segs_out);
+    ct_json_integer(j, "dsack_dups", info.tcpi_dsack_dups); /* retransmissions not needed */
     ct_json_integer(j, "lost", info.tcpi_lost);
     ct_json_integer(j, "rtt_us", info.tcpi_rtt);
     ct_json_integer(j, "rttvar_us", info.tcpi_rttvar);

@@ -1,0 +1,203 @@
+"""Running a study: its virtual clusters built (and removed at the end), every point run
+through its kind, each record tagged ``meta.study`` = {name, variant, point, ...}, and the
+points whose record is already in the store skipped: a study killed mid-way and run
+again finishes without redoing finished points.
+
+A point is finished when the store holds its records with a status other than
+``interrupted`` (a failed point is finished: its failure is the result; ``redo_failed``
+runs it again).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .. import vcluster
+from ..cluster import Cluster
+from ..errors import UserError
+from ..results import Store
+from ..sources import resolve_cluster
+from ..units import parse_rate
+from .kinds import KINDS
+from .spec import ClusterSpec, Point, Study
+
+
+class TaggedStore(Store):
+    """The study's store seen by a level: every record saved carries the point's tag."""
+
+    def __init__(self, base: Store, tag: dict):  # shares the open connection
+        self.path, self.conn, self.tag, self.saved = base.path, base.conn, tag, []
+
+    def save(self, record: dict) -> int:
+        record["meta"]["study"] = dict(self.tag)
+        run_id = super().save(record)
+        self.saved.append(record)
+        return run_id
+
+    def close(self) -> None:  # the base store owns the connection
+        pass
+
+
+def variant(quick: bool) -> str:
+    return "quick" if quick else "full"
+
+
+def stored(store: Store, name: str, quick: bool) -> dict[str, list[dict]]:
+    """The study's records in the store, by point key, oldest first."""
+    rows = store.conn.execute(
+        "SELECT record FROM runs WHERE json_extract(record, '$.meta.study.name') = ? "
+        "AND json_extract(record, '$.meta.study.variant') = ? ORDER BY id",
+        (name, variant(quick)),
+    )
+    out: dict[str, list[dict]] = {}
+    for (text,) in rows:
+        record = json.loads(text)
+        out.setdefault(record["meta"]["study"]["point"], []).append(record)
+    return out
+
+
+def finished(records: list[dict], expected: int, redo_failed: bool = False) -> bool:
+    """The point's last attempt stored all its records, none interrupted (nor failed, with
+    ``redo_failed``)."""
+    if not records:
+        return False
+    attempt = records[-1]["meta"]["study"].get("attempt")
+    last = [r for r in records if r["meta"]["study"].get("attempt") == attempt]
+    bad = {"interrupted"} | ({"failed", "incomplete"} if redo_failed else set())
+    return len(last) >= expected and not any(r["status"] in bad for r in last)
+
+
+@dataclass
+class Outcome:
+    """What one ``study run`` did."""
+
+    study: str
+    variant: str
+    points: int = 0
+    ran: list[dict] = field(default_factory=list)  # {point, runs, status}
+    skipped: list[str] = field(default_factory=list)
+    errors: list[dict] = field(default_factory=list)  # {point, error}: nothing stored
+    not_run: list[dict] = field(default_factory=list)  # {point, reason}
+    stopped_after: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors and all(p["status"] == "ok" for p in self.ran)
+
+
+def summary(record: dict) -> str:
+    keys = ("latency_us", "bandwidth_mbps", "mops_per_process", "qcdflops_gflops", "gflops",
+            "write_mbps", "read_mbps")  # fmt: skip
+    figures = record.get("figures", {})
+    shown = [f"{k}={figures[k]:.4g}" for k in keys if isinstance(figures.get(k), int | float)]
+    return " ".join(shown)
+
+
+class Clusters:
+    """The study's clusters: the user's (``--cluster``) or virtual ones built on first use
+    and removed at the end."""
+
+    def __init__(self, study: Study, override: str | None, log: Callable[[str], None]):
+        self.study, self.override, self.log = study, override, log
+        self.built: dict[str, Cluster] = {}
+        self.names: list[str] = []
+
+    def unavailable(self, spec: ClusterSpec) -> str | None:
+        if self.override and spec.faults:
+            return (f"cluster {spec.name!r} injects faults ({spec.faults}): it runs on a "
+                    "virtual cluster only, not on --cluster")  # fmt: skip
+        return None
+
+    def get(self, spec: ClusterSpec) -> Cluster:
+        if spec.name in self.built:
+            return self.built[spec.name]
+        if self.override:
+            cluster = resolve_cluster(self.override)
+        else:
+            vcluster.require_root()
+            name = f"st{uuid.uuid4().hex[:8]}"
+            faults = {h: vcluster.parse_faults(f.split(","), f"faults.{h}")
+                      for h, f in spec.faults.items()}  # fmt: skip
+            link = parse_rate(spec.link) if spec.link else None
+            state = vcluster.plan(name, spec.hosts, link, cores=spec.cores, host_faults=faults)
+            self.names.append(name)
+            self.log(f"building virtual cluster {name} for {spec.name!r}: {spec.hosts} hosts, "
+                     f"link {spec.link or 'unlimited'}"
+                     + (f", faults {spec.faults}" if spec.faults else ""))  # fmt: skip
+            cluster = vcluster.cluster_from_state(vcluster.up(state))
+        self.built[spec.name] = cluster
+        return cluster
+
+    def close(self) -> None:
+        for name in self.names:
+            vcluster.down(name)
+
+
+def run(
+    study: Study, store: Store, *, cluster: str | None = None, max_points: int | None = None,
+    redo_failed: bool = False, log: Callable[[str], None] | None = None,
+) -> Outcome:  # fmt: skip
+    """Run the study's unfinished points; ``max_points`` stops after that many new points
+    (tests: a study cut off mid-way)."""
+    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+    points = study.points()
+    done = stored(store, study.name, study.quick)
+    out = Outcome(study.name, variant(study.quick), len(points))
+    clusters = Clusters(study, cluster, log)
+    attempt = uuid.uuid4().hex[:12]
+    try:
+        for index, point in enumerate(points, start=1):
+            where = f"[{index}/{len(points)}] {study.name} {point.key}"
+            kind = KINDS[point.step.kind]
+            if finished(done.get(point.key, []), kind.expected(point.values), redo_failed):
+                runs = ", ".join(str(r["id"]) for r in done[point.key])
+                log(f"{where}: done before (run {runs}), skipped")
+                out.skipped.append(point.key)
+                continue
+            spec = study.clusters[point.step.cluster]
+            if reason := clusters.unavailable(spec):
+                log(f"{where}: not run: {reason}")
+                out.not_run.append({"point": point.key, "reason": reason})
+                continue
+            if max_points is not None and len(out.ran) + len(out.errors) >= max_points:
+                out.stopped_after = max_points
+                log(f"{where}: stopped: --max-points {max_points} reached")
+                break
+            out.ran.append(run_point(study, store, point, clusters.get(spec), attempt, where, log))
+            if out.ran[-1]["status"] == "error":
+                out.errors.append({"point": point.key, "error": out.ran.pop()["error"]})
+    finally:
+        clusters.close()
+    return out
+
+
+def run_point(
+    study: Study, store: Store, point: Point, cluster: Cluster, attempt: str, where: str,
+    log: Callable[[str], None],
+) -> dict:  # fmt: skip
+    kind = KINDS[point.step.kind]
+    tag = {"name": study.name, "variant": variant(study.quick), "point": point.key,
+           "step": point.step.name, "kind": kind.name, "values": point.values,
+           "mpi": point.mpi, "rep": point.rep, "cluster": point.step.cluster,
+           "swept": list(point.step.sweep), "attempt": attempt}  # fmt: skip
+    tagged = TaggedStore(store, tag)
+    log(f"{where}: running on {cluster.name} ...")
+    begin = time.monotonic()
+    try:
+        kind.run(cluster, tagged, dict(point.values), point.mpi)
+    except UserError as exc:
+        if not tagged.saved:  # refused before anything ran: nothing stored
+            log(f"{where}: error: {exc}")
+            return {"point": point.key, "status": "error", "error": str(exc)}
+    records = tagged.saved
+    status = "ok" if records and all(r["status"] == "ok" for r in records) else (
+        records[-1]["status"] if records else "failed")  # fmt: skip
+    ids = ", ".join(str(r["id"]) for r in records)
+    figures = "; ".join(s for s in (summary(r) for r in records) if s)
+    log(f"{where}: {status} (run {ids}, {time.monotonic() - begin:.1f} s) {figures}".rstrip())
+    return {"point": point.key, "runs": [r["id"] for r in records], "status": status}

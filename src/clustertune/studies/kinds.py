@@ -1,0 +1,156 @@
+"""The kinds of point a study step can run: each calls the Python API its level's command
+calls (the same validation, the same stored record), with the study's values.
+
+A kind runs one point on a cluster and returns the records it stored (one, usually).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..cluster import Cluster
+from ..errors import UserError
+from ..results import Store
+from ..units import parse_size
+
+Runner = Callable[[Cluster, Store, dict, str], list[dict]]
+
+
+@dataclass
+class Kind:
+    name: str
+    level: str  # the records' level
+    params: frozenset[str]
+    run: Runner
+    help: str
+    expected: Callable[[dict], int] = lambda values: 1  # records one point stores
+
+
+def _int(values: dict, key: str, default: int) -> int:
+    value = values.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise UserError(f"{key}: expected an integer, got {value!r}")
+    return value
+
+
+def _pingpong(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+    from ..levels.network import pingpong
+
+    a, b = pingpong.parse_between(cluster, v.get("between"))
+    spec = pingpong.PingpongSpec(
+        layer=v.get("layer", "tcp"), a=a, b=b, mode=v.get("mode", "pingpong"), mpi=mpi,
+        max_size=parse_size(str(v.get("max_size", "8M"))), wait=v.get("wait", "block"),
+        sockbuf=parse_size(str(v["sockbuf"])) if v.get("sockbuf") else None,
+        timeout=v.get("timeout"), extra_args=tuple(v.get("extra_args", ())),
+    )  # fmt: skip
+    return [pingpong.run_pingpong(cluster, store, spec)]
+
+
+def _linpack(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+    from ..levels.linpack import run
+
+    kargs: list[str] = []
+    for key, flag in run.LIST_FLAGS.items():
+        if key in v:
+            kargs += [flag, str(v[key])]
+    kargs += ["--seed", str(_int(v, "seed", 42)), "--hpl-out", "-"]
+    return [
+        run.run_linpack(
+            cluster,
+            store,
+            _int(v, "np", 2),
+            mpi,
+            kargs,
+            timeout=float(v.get("timeout", run.TIMEOUT_S)),
+        )  # fmt: skip
+    ]
+
+
+def _gemm(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+    from ..levels.linpack import run
+
+    np = _int(v, "np", 2)
+    p = _int(v, "p", 1)
+    kargs = run.gemm_args(str(v.get("n", 1000)), _int(v, "nb", 192), str(v.get("type", "sdcz")),
+                          _int(v, "repeat", 1), bool(v.get("local", False)), p,
+                          _int(v, "q", max(1, np // p)))  # fmt: skip
+    return [run.run_gemm(cluster, store, np, mpi, kargs,
+                         timeout=float(v.get("timeout", run.TIMEOUT_S)))]  # fmt: skip
+
+
+def _blas(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+    from ..levels.linpack import blas
+
+    chosen = blas.select(v.get("blas"), blas.installed())
+    return blas.compare(
+        cluster, store, chosen, np=_int(v, "np", 2), mpi=mpi, n=_int(v, "n", 2000),
+        nb=_int(v, "nb", 128), gemm_n=_int(v, "gemm_n", 1000),
+    )  # fmt: skip
+
+
+def _blas_count(v: dict) -> int:
+    from ..levels.linpack import blas
+
+    return 2 * len(blas.select(v.get("blas"), blas.installed()))
+
+
+def _npb(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+    from ..levels.npb import run
+
+    return [run.run_npb(cluster, store, str(v.get("benchmark", "ep")).lower(),
+                        str(v.get("class", "S")).upper(), _int(v, "np", 1), mpi)]  # fmt: skip
+
+
+def _qcd(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+    from ..levels.qcd import run, study
+
+    np = _int(v, "np", 1)
+    lattice = run.parse_dims(str(v.get("lattice", "8x8x8x8")), "lattice")
+    if "dims" in v:
+        dims = _int(v, "dims", 1)
+        grid = study.decompositions(np, lattice, [dims]).get(dims)
+    else:
+        grid = run.default_grid(lattice, np)
+    spec = run.QcdSpec(lattice=lattice, grid=grid, sweeps=_int(v, "sweeps", 4),
+                       or_steps=_int(v, "or_steps", 4), start="hot", seed=_int(v, "seed", 1))  # fmt: skip
+    extra = {"oversubscribed": study.oversubscribed(cluster, np)}
+    return [run.run_qcd(cluster, store, spec, np=np, mpi=mpi, extra=extra)]
+
+
+def _netcdf(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+    from ..levels.io import netcdf
+
+    sizes = v.get("sizes", [16])
+    sizes = netcdf.parse_sizes(",".join(map(str, sizes if isinstance(sizes, list) else [sizes])))
+    return [
+        netcdf.measure(
+            cluster, store, np=_int(v, "np", 2), mpi=mpi, sizes=sizes,
+            mode=str(v.get("mode", "both")), ops=netcdf.parse_ops(str(v.get("ops", "write,read"))),
+            fmt=str(v.get("format", "cdf1")), reps=_int(v, "reps", 1),
+            remote=v.get("remote"), batch=bool(v.get("batch", True)),
+        )
+    ]  # fmt: skip
+
+
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("pingpong", "network", frozenset(
+            {"layer", "mode", "max_size", "wait", "sockbuf", "between", "timeout", "extra_args"}),
+            _pingpong, "net pingpong: one size sweep between two hosts"),
+        Kind("linpack", "linpack", frozenset(
+            {"np", "n", "nb", "p", "q", "pfact", "rfact", "nbmin", "ndiv", "bcast", "depth",
+             "seed", "timeout"}), _linpack, "linpack: ct-linpack (HPL-equivalent LU)"),
+        Kind("gemm", "linpack", frozenset({"np", "n", "nb", "p", "q", "type", "repeat", "local",
+                                           "timeout"}), _gemm, "gemm: ct-gemm in 1-4 types"),
+        Kind("blas", "linpack", frozenset({"np", "n", "nb", "gemm_n", "blas"}), _blas,
+             "blas compare: DGEMM and the LU with each installed BLAS", _blas_count),
+        Kind("npb", "npb", frozenset({"benchmark", "class", "np"}), _npb,
+             "npb: EP, LU or BT of a class on np ranks"),
+        Kind("qcd", "qcd", frozenset({"np", "lattice", "dims", "sweeps", "or_steps", "seed"}),
+             _qcd, "qcd: ct-qcd, the decomposition of `dims` split directions"),
+        Kind("netcdf", "io", frozenset({"np", "sizes", "mode", "ops", "format", "reps", "remote",
+                                        "batch"}), _netcdf, "io netcdf: PnetCDF write/read"),
+    )
+}  # fmt: skip

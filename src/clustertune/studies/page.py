@@ -1,0 +1,130 @@
+"""A study's HTML page: the paper's findings marked reproduced or not with the measured
+evidence, this cluster beside the paper's machines, a table and a plot per step. Self-
+contained (inline SVG, no external resource), drawn with clustertune.render's helpers."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .. import __version__
+from ..render import esc, svg, table
+from ..report import _CSS
+from ..runner import now_iso
+from . import findings, reference
+from .execute import summary
+from .spec import Study
+
+STATUS_CLASS = {"reproduced": "ok", "not reproduced": "failed", "no data": "incomplete"}
+
+
+def _findings(study: Study, records: list[dict]) -> tuple[str, list[dict]]:
+    results = [findings.evaluate(f, records) for f in study.findings]
+    rows = [
+        [r["text"], "" if r["paper"] is None else f"{r['paper']} {r['unit']}".strip(),
+         "-" if r["measured"] is None else f"{r['measured']:.3g} {r['unit']}".strip(),
+         r["status"], r["evidence"], ", ".join(map(str, r["runs"]))]
+        for r in results
+    ]  # fmt: skip
+    text = table(["finding (paper)", "paper", "here", "verdict", "evidence", "runs"], rows)
+    for status, css in STATUS_CLASS.items():
+        text = text.replace(f"<td>{status}</td>", f'<td class="{css}">{status}</td>')
+    return text, results
+
+
+def _beside(study: Study, records: list[dict]) -> str:
+    if study.reference is None:
+        return ""
+    rows = [[r["item"], r["machine"], r["quantity"], f"{r['value']:g}", r["unit"], r["source"]]
+            for r in reference.load(study.reference)]  # fmt: skip
+    for here in study.here:
+        value, runs = findings.select(records, here["a"])
+        scaled = None if value is None else value * here.get("scale", 1.0)
+        rows.append([here.get("item", ""), f"this cluster (runs {', '.join(map(str, runs))})",
+                     here["quantity"], findings.fmt(scaled), here.get("unit", ""),
+                     f"{here['a']['step']} {here['a'].get('where', {})}"])  # fmt: skip
+    rows.sort(key=lambda r: (r[2], r[0], r[1].startswith("this cluster")))
+    return "<h2>The paper's machines and this cluster</h2>" + table(
+        ["table/figure", "machine", "quantity", "value", "unit", "source"], rows
+    )
+
+
+def _plot(step_records: list[dict], kind: str, x: str | None) -> str:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0))
+    ax = fig.add_subplot()
+    ax.grid(True, which="both", alpha=0.3)
+    if kind == "pingpong":
+        for r in step_records:
+            pts = [(s["size"], s["size"] * 8 / s["t_min_s"] / 1e6) for s in r["samples"]
+                   if s.get("size") and s.get("t_min_s")]  # fmt: skip
+            if pts:
+                ax.plot(*zip(*pts, strict=True), marker=".", label=_label(r))
+        ax.set_xscale("log")
+        ax.set_xlabel("message size (bytes)")
+        ax.set_ylabel("throughput (Mbit/s)")
+    elif x is not None:
+        figure = {"npb": "mops_per_process", "qcd": "qcdflops_gflops"}.get(kind)
+        if figure is None:
+            return ""
+        by_mpi = defaultdict(list)
+        for r in step_records:
+            value = r["figures"].get(figure)
+            if isinstance(value, int | float):
+                by_mpi[_label(r, skip=x)].append((r["meta"]["study"]["values"][x], value))
+        for label, pts in by_mpi.items():
+            ax.plot(*zip(*sorted(pts), strict=True), marker="o", label=label)
+        ax.set_xlabel(x)
+        ax.set_ylabel(figure)
+    else:
+        return ""
+    if not ax.lines:
+        return ""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+    return svg(fig)
+
+
+def _label(record: dict, skip: str | None = None) -> str:
+    tag = record["meta"]["study"]
+    parts = [f"{k}={tag['values'][k]}" for k in tag.get("swept", ()) if k != skip]
+    return " ".join([*parts, tag["mpi"], tag["cluster"]])
+
+
+def _steps(study: Study, records: list[dict]) -> str:
+    parts = []
+    by_step = defaultdict(list)
+    for r in records:
+        by_step[r["meta"]["study"]["step"]].append(r)
+    for step in study.steps:
+        got = by_step.get(step.name, [])
+        parts.append(f"<h3 id='step-{esc(step.name)}'>{esc(step.title or step.name)} "
+                     f"<small>({esc(step.kind)} on {esc(step.cluster)})</small></h3>")  # fmt: skip
+        if not got:
+            parts.append("<p>No run stored yet.</p>")
+            continue
+        rows = [[r["meta"]["study"]["point"], r["id"], r["meta"]["cluster"]["name"], r["status"],
+                 summary(r), (r["error"] or "").split("\n")[0]] for r in got]  # fmt: skip
+        parts.append(table(["point", "run", "cluster", "status", "figures", "error"], rows))
+        x = next((k for k in step.sweep if k == "np"), None) or next(iter(step.sweep), None)
+        oks = [r for r in got if r["status"] == "ok"]
+        if oks and (plot := _plot(oks, step.kind, x)):
+            parts.append(plot)
+    return "<h2>Measurements</h2>" + "\n".join(parts)
+
+
+def build(study: Study, records: list[dict]) -> str:
+    """The page; ``records`` are the study's stored records (one variant)."""
+    found, results = _findings(study, records)
+    tally = {s: sum(r["status"] == s for r in results) for s in STATUS_CLASS}
+    head = (f"<p>{esc(study.description)}</p><p>Paper: {esc(study.paper)}. Variant: "
+            f"{'quick' if study.quick else 'full'}; {len(records)} stored run(s); findings "
+            f"reproduced {tally['reproduced']}, not reproduced {tally['not reproduced']}, "
+            f"without data {tally['no data']}. Generated {esc(now_iso())} by clustertune "
+            f"{esc(__version__)}.</p>")  # fmt: skip
+    return "\n".join([
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>clustertune study {esc(study.name)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Study {esc(study.name)}: {esc(study.title)}</h1>", head,
+        "<h2>The paper's findings</h2>", found, _beside(study, records),
+        _steps(study, records), "</body></html>",
+    ])  # fmt: skip

@@ -124,7 +124,9 @@ class Clusters:
             faults = {h: vcluster.parse_faults(f.split(","), f"faults.{h}")
                       for h, f in spec.faults.items()}  # fmt: skip
             link = parse_rate(spec.link) if spec.link else None
-            state = vcluster.plan(name, spec.hosts, link, cores=spec.cores, host_faults=faults)
+            wan = parse_rate(spec.wan_link) if spec.wan_link else None
+            state = vcluster.plan(name, spec.hosts, link, sites=spec.sites, wan_bps=wan,
+                                  cores=spec.cores, host_faults=faults)  # fmt: skip
             self.names.append(name)
             self.log(f"building virtual cluster {name} for {spec.name!r}: {spec.hosts} hosts, "
                      f"link {spec.link or 'unlimited'}"

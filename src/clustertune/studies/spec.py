@@ -43,7 +43,7 @@ from ..units import parse_rate
 
 BUILTIN_DIR = Path(__file__).with_name("data")
 STUDY_KEYS = {"name", "title", "paper", "description", "reference"}
-CLUSTER_KEYS = {"name", "hosts", "link", "faults", "cores", "quick", "note"}
+CLUSTER_KEYS = {"name", "hosts", "link", "faults", "cores", "quick", "note", "sites", "wan_link"}
 STEP_KEYS = {"name", "kind", "cluster", "mpi", "repeat", "params", "sweep", "quick", "full_only",
              "title"}  # fmt: skip
 QUICK_KEYS = {"repeat", "params", "sweep", "mpi", "hosts", "link"}
@@ -56,6 +56,8 @@ class ClusterSpec:
     link: str | None
     faults: dict[str, str] = field(default_factory=dict)
     cores: int = 1
+    sites: int = 1
+    wan_link: str | None = None
 
 
 @dataclass
@@ -173,7 +175,7 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         over = c.get("quick", {}) if quick else {}
         if not isinstance(over, dict):
             raise fail("cluster", i, "quick", "expected a table")
-        unknown("cluster", i, over, {"hosts", "link", "cores", "faults"})
+        unknown("cluster", i, over, {"hosts", "link", "cores", "faults", "wan_link"})
         merged = {**c, **over}
         cname = text("cluster", i, c, "name")
         if cname in clusters:
@@ -193,8 +195,15 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
             except UserError as exc:
                 raise fail("cluster", i, "faults", str(exc)) from None
         hosts = positive("cluster", i, merged, "hosts", 2)
-        clusters[cname] = ClusterSpec(cname, hosts, link, dict(faults),
-                                      positive("cluster", i, merged, "cores", 1))  # fmt: skip
+        clusters[cname] = ClusterSpec(
+            cname,
+            hosts,
+            link,
+            dict(faults),
+            positive("cluster", i, merged, "cores", 1),
+            positive("cluster", i, merged, "sites", 1),
+            merged.get("wan_link"),
+        )
 
     steps: list[StepSpec] = []
     for i, s in enumerate(doc.get("step", [])):

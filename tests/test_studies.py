@@ -1,0 +1,174 @@
+"""Studies: the built-in study files load; a bad study file is one line naming
+file:line:field (exit 2); a quick study runs on virtual clusters, stores every point as a
+tagged run, and a run cut off mid-way then rerun finishes without redoing finished points;
+the study page marks every finding and contains no external resource."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from clustertune import cli
+from clustertune.studies import execute, findings, page, spec
+
+BUILTIN = ("beowulf-tuning", "npb-qcd", "grid-linpack", "remote-netcdf-io")
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_builtin_studies_load(quick):
+    found = spec.builtin()
+    for name in BUILTIN:
+        study = spec.load(name, quick=quick)
+        assert study.name == name and study.points() and study.findings
+        keys = [p.key for p in study.points()]
+        assert len(keys) == len(set(keys))
+    assert set(BUILTIN) <= set(found)
+
+
+def test_quick_variant_is_smaller():
+    full, quick = spec.load("npb-qcd"), spec.load("npb-qcd", quick=True)
+    assert len(quick.points()) < len(full.points())
+    assert {p.values["class"] for p in quick.points() if p.step.kind == "npb"} == {"S"}
+    assert "bt" not in {s.name for s in quick.steps}  # full_only
+
+
+def test_study_list(capsys):
+    assert cli.main(["study", "list"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in BUILTIN)
+
+
+BAD = [
+    ('[study]\nname = "x"\n\n[[cluster]]\nname = "c"\nhostz = 2\n', 6, "cluster[0].hostz"),
+    ('[study]\nname = "x"\n[[cluster]]\nname = "c"\n[[step]]\nname = "s"\nkind = "nope"\n', 7,
+     "step[0].kind"),
+    ('[study]\nname = "x"\n[[cluster]]\nname = "c"\nlink = "fast"\n', 5, "cluster[0].link"),
+    ('[study]\nname = "x"\n[[cluster]]\nname = "c"\n[[step]]\nname = "s"\nkind = "npb"\n'
+     'sweep = { np = 4 }\n', 8, "step[0].sweep"),
+    ('[study]\nname = "x"\n[[cluster]]\nname = "c"\n[[step]]\nname = "s"\nkind = "npb"\n'
+     'params = { lattice = "8x8x8x8" }\n', 8, "step[0].params"),
+    ('[study]\nname = "x"\n[[cluster]]\nname = "c"\n[[step]]\nname = "s"\nkind = "npb"\n'
+     '[[finding]]\nid = "f"\ntext = "t"\ncheck = "ratio"\n'
+     'a = { step = "s", figure = "m" }\nb = { step = "t", figure = "m" }\nexpect = [0, 1]\n',
+     13, "finding[0].b"),
+    ('[study]\nname = "x"\n[[cluster]\n', 3, "syntax"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("text", "line", "field"), BAD)
+def test_bad_study_file_names_line_and_field(tmp_path, capsys, text, line, field):
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    assert cli.main(["study", "run", str(path), "--quick"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"{path}:{line}: {field}:" in err
+
+
+def test_unknown_study_is_a_user_error(capsys):
+    assert cli.main(["study", "report", "no-such-study"]) == 2
+    assert "not a built-in study" in capsys.readouterr().err
+
+
+def _record(point: str, status: str, attempt: str = "a1") -> dict:
+    return {"status": status, "meta": {"study": {"point": point, "attempt": attempt}}}
+
+
+def test_finished_rules():
+    assert not execute.finished([], 1)
+    assert execute.finished([_record("p", "ok")], 1)
+    assert execute.finished([_record("p", "failed")], 1)
+    assert not execute.finished([_record("p", "failed")], 1, redo_failed=True)
+    assert not execute.finished([_record("p", "interrupted")], 1)
+    # a two-record point cut after its first record is not finished; a later full attempt is
+    assert not execute.finished([_record("p", "ok")], 2)
+    assert execute.finished([_record("p", "ok"), _record("p", "ok", "a2"),
+                             _record("p", "ok", "a2")], 2)  # fmt: skip
+
+
+def _fake(step: str, values: dict, figures: dict, rid: int, samples=()) -> dict:
+    return {"id": rid, "status": "ok", "figures": figures, "samples": list(samples),
+            "meta": {"study": {"step": step, "values": values, "mpi": "openmpi"}}}  # fmt: skip
+
+
+def test_findings_checks_on_records():
+    records = [
+        _fake("pp", {"layer": "tcp"}, {"latency_us": 50.0, "dips": []}, 1),
+        _fake("pp", {"layer": "mpi"}, {"latency_us": 90.0, "dips": [[1, 2]]}, 2),
+        _fake("ep", {"np": 1}, {"m": 10.0}, 3),
+        _fake("ep", {"np": 2}, {"m": 4.0}, 4),
+    ]
+    ratio = {"id": "r", "text": "t", "check": "ratio", "expect": [1.0, float("inf")],
+             "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "latency_us"},
+             "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "latency_us"}}  # fmt: skip
+    got = findings.evaluate(ratio, records)
+    assert got["status"] == "reproduced" and got["measured"] == pytest.approx(1.8)
+    assert "1.80x" in got["evidence"] and got["runs"] == [2, 1]
+    assert findings.evaluate(ratio | {"expect": [0, 1]}, records)["status"] == "not reproduced"
+    dips = ratio | {"check": "greater", "a": {**ratio["a"], "figure": "dips"},
+                    "b": {**ratio["b"], "figure": "dips"}}  # fmt: skip
+    assert findings.evaluate(dips, records)["status"] == "reproduced"
+    flat = {"id": "f", "text": "t", "check": "flat", "expect": 1.5, "x": "np",
+            "a": {"step": "ep", "figure": "m"}}  # fmt: skip
+    got = findings.evaluate(flat, records)
+    assert got["status"] == "not reproduced" and got["measured"] == pytest.approx(2.5)
+    trend = flat | {"check": "trend", "expect": "lower"}
+    assert findings.evaluate(trend, records)["status"] == "reproduced"
+    missing = ratio | {"a": {**ratio["a"], "where": {"layer": "pvm"}}}
+    assert findings.evaluate(missing, records)["status"] == "no data"
+
+
+@pytest.mark.root
+def test_quick_study_cut_off_and_rerun_skips_finished_points(store, tmp_path):
+    study = spec.load("npb-qcd", quick=True)
+    n = len(study.points())
+    lines: list[str] = []
+    first = execute.run(study, store, max_points=3, log=lines.append)
+    assert first.stopped_after == 3 and len(first.ran) == 3 and first.ok
+    done = execute.stored(store, "npb-qcd", quick=True)
+    assert len(done) == 3
+    ids_before = {r["id"] for rs in done.values() for r in rs}
+    assert any("stopped" in line for line in lines)
+    assert sum("running on" in line for line in lines) == 3
+
+    second = execute.run(study, store, log=lines.append)
+    assert len(second.skipped) == 3 and len(second.ran) == n - 3 and second.ok
+    records = store.list()
+    assert len(records) == n  # nothing ran twice
+    assert ids_before <= {r["id"] for r in records}
+    for r in records:
+        tag = r["meta"]["study"]
+        assert tag["name"] == "npb-qcd" and tag["variant"] == "quick" and r["status"] == "ok"
+    assert len({r["meta"]["study"]["point"] for r in records}) == n
+
+    third = execute.run(study, store, log=lines.append)
+    assert len(third.skipped) == n and not third.ran and len(store.list()) == n
+
+    html = page.build(study, records)
+    assert html.count("<svg") >= 2  # EP/LU vs np, QCD vs dims
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    for finding in study.findings:
+        assert finding["text"].replace("'", "&#x27;") in html
+    out = tmp_path / "p.html"
+    assert cli.main(["study", "report", "npb-qcd", "--quick", "--db", str(store.path),
+                     "--out", str(out)]) == 0  # fmt: skip
+    assert "table 4" in out.read_text()  # the paper's machines beside this cluster
+
+
+@pytest.mark.root
+def test_beowulf_quick_end_to_end(tmp_path, capsys):
+    db = tmp_path / "b.db"
+    assert cli.main(["study", "run", "beowulf-tuning", "--quick", "--db", str(db)]) == 0
+    err = capsys.readouterr().err
+    assert "faults {'host1': 'loss=0.5%'}" in err  # the faulty-NIC cluster was built
+    assert re.search(r"\[\d/\d\] beowulf-tuning pingpong/layer=mpi/openmpi/r1: ok", err)
+    out = tmp_path / "b.html"
+    assert cli.main(["study", "report", "beowulf-tuning", "--quick", "--db", str(db),
+                     "--out", str(out)]) == 0  # fmt: skip
+    html = out.read_text()
+    verdicts = re.findall(r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
+                          r"no data)</td>", html)  # fmt: skip
+    assert len(verdicts) == len(spec.load("beowulf-tuning").findings)
+    assert verdicts.count("no data") <= 2  # PVM is full-only; everything else measured
+    assert "ERATO-1 via Catalyst 5505" in html and "this cluster (runs" in html

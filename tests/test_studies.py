@@ -172,3 +172,40 @@ def test_beowulf_quick_end_to_end(tmp_path, capsys):
     assert len(verdicts) == len(spec.load("beowulf-tuning").findings)
     assert verdicts.count("no data") <= 2  # PVM is full-only; everything else measured
     assert "ERATO-1 via Catalyst 5505" in html and "this cluster (runs" in html
+
+
+def test_cases_give_one_point_each_with_readable_keys():
+    study = spec.load("grid-linpack", quick=True)
+    keys = [p.key for p in study.points() if p.step.name == "placement"]
+    assert keys == [
+        "placement/np=1,pq=1x1,hosts=host0/openmpi/r1",
+        "placement/np=2,pq=1x2,hosts=host0+host1/openmpi/r1",
+        "placement/np=2,pq=1x2,hosts=host0/openmpi/r1",
+    ]
+
+
+def test_linpack_kind_refuses_bad_pq_and_mpich_tcp_buffer():
+    from clustertune.errors import UserError
+    from clustertune.studies import kinds
+
+    with pytest.raises(UserError, match="pq: expected PxQ"):
+        kinds.KINDS["linpack"].run(None, None, {"pq": "2by4"}, "openmpi")
+    with pytest.raises(UserError, match="tcp_buffer"):
+        kinds._tcp_buffer_env("mpich", "64K")
+    assert kinds._tcp_buffer_env("openmpi", "64K")["OMPI_MCA_btl_tcp_sndbuf"] == "65536"
+
+
+def test_sample_selectors_filter_and_nest():
+    rec = _fake(
+        "io",
+        {"sizes": 16},
+        {"w": {"16": 1.5}},
+        1,
+        samples=[
+            {"mode": "collective", "t": {"min": 1.0}},
+            {"mode": "independent", "t": {"min": 3.0}},
+        ],
+    )
+    sel = {"step": "io", "figure": "samples.t.min", "samples": {"mode": "independent"}}
+    assert findings.select([rec], sel) == (3.0, [1])
+    assert findings.select([rec], {"step": "io", "figure": "w.*"}) == (1.5, [1])

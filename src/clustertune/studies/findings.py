@@ -17,8 +17,9 @@
   starts (more split directions: more communication).
 
 A selector picks the study's ok records of one step whose point values match ``where``,
-reads ``figure`` (``samples.K``: the largest field K of the samples, those matching
-``samples = {field = value}`` if given; a list figure counts its entries) and aggregates them with ``agg`` (min, max, median, mean; default median).
+reads ``figure`` (``samples.K`` or ``samples.K.J``: field K (its J) of every sample,
+those matching ``samples = {field = value}`` if given; ``F.KEY`` / ``F.*``: entries of a
+figure that is a table, e.g. one per size; a list figure counts its entries) and aggregates them with ``agg`` (min, max, median, mean; default median).
 """
 
 from __future__ import annotations
@@ -82,12 +83,25 @@ def _matches(record: dict, sel: dict) -> bool:
 
 
 def _figure(record: dict, name: str, only: dict | None = None) -> list[float]:
-    if name.startswith("samples."):
-        key = name.split(".", 1)[1]
-        found = [s[key] for s in record["samples"] if isinstance(s.get(key), int | float)
-                 and all(s.get(k) == v for k, v in (only or {}).items())]  # fmt: skip
-        return [max(found)] if found else []
+    if name.startswith("samples."):  # every sample's field (a.b: nested), agg over them all
+        path = name.split(".")[1:]
+        found = []
+        for sample in record["samples"]:
+            if not all(sample.get(k) == v for k, v in (only or {}).items()):
+                continue
+            value: object = sample
+            for key in path:
+                value = value.get(key) if isinstance(value, dict) else None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                found.append(float(value))
+        return found
     value = record["figures"].get(name)
+    if value is None and "." in name:  # a figure per size: "name.KEY", "name.*" all of them
+        head, key = name.split(".", 1)
+        table = record["figures"].get(head)
+        if isinstance(table, dict):
+            found = table.values() if key == "*" else [table.get(key)]
+            return [float(v) for v in found if isinstance(v, int | float) and math.isfinite(v)]
     if isinstance(value, list):
         return [float(len(value))]
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
@@ -105,8 +119,10 @@ def select(records: list[dict], sel: dict) -> tuple[float | None, list[int]]:
 
 
 def series(records: list[dict], sel: dict, x: str) -> list[tuple[object, float, list[int]]]:
-    xs = sorted({r["meta"]["study"]["values"].get(x) for r in records if _matches(r, sel)},
-                key=lambda v: (str(type(v)), v))  # fmt: skip
+    xs = []  # in the order the points ran (the study's order): "4K" before "256K"
+    for r in sorted((r for r in records if _matches(r, sel)), key=lambda r: r["id"]):
+        if (value := r["meta"]["study"]["values"].get(x)) not in xs:
+            xs.append(value)
     out = []
     for value in xs:
         got, runs = select(records, {**sel, "where": {**sel.get("where", {}), x: value}})

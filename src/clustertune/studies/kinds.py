@@ -47,24 +47,41 @@ def _pingpong(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
     return [pingpong.run_pingpong(cluster, store, spec)]
 
 
+def _tcp_buffer_env(mpi: str, size: object) -> dict[str, str]:
+    """MPI's TCP socket buffers (seeds/000 table 4): Open MPI's TCP transport only."""
+    if mpi != "openmpi":
+        raise UserError(f"tcp_buffer: sets Open MPI's btl_tcp socket buffers; not for {mpi}")
+    n = str(parse_size(str(size)))
+    return {"OMPI_MCA_btl_tcp_sndbuf": n, "OMPI_MCA_btl_tcp_rcvbuf": n}
+
+
 def _linpack(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
     from ..levels.linpack import run
 
+    v = dict(v)
+    if "pq" in v:  # seeds/000 table 5: "2x4"
+        text = str(v.pop("pq"))
+        try:
+            v["p"], v["q"] = (int(x) for x in text.lower().split("x"))
+        except ValueError:
+            raise UserError(f"pq: expected PxQ such as 2x4, got {text!r}") from None
     kargs: list[str] = []
     for key, flag in run.LIST_FLAGS.items():
         if key in v:
             kargs += [flag, str(v[key])]
     kargs += ["--seed", str(_int(v, "seed", 42)), "--hpl-out", "-"]
-    return [
-        run.run_linpack(
-            cluster,
-            store,
-            _int(v, "np", 2),
-            mpi,
-            kargs,
-            timeout=float(v.get("timeout", run.TIMEOUT_S)),
-        )  # fmt: skip
-    ]
+    env = _tcp_buffer_env(mpi, v["tcp_buffer"]) if "tcp_buffer" in v else None
+    hosts = v.get("hosts")
+    if hosts is not None:
+        if not isinstance(hosts, list) or not hosts:
+            raise UserError(f"hosts: expected a list of host names, got {hosts!r}")
+        for host in hosts:
+            cluster.host(host)
+    record = run.run_linpack(
+        cluster, store, _int(v, "np", 2), mpi, kargs, env=env, hosts=hosts,
+        timeout=float(v.get("timeout", run.TIMEOUT_S)),
+    )  # fmt: skip
+    return [record]
 
 
 def _gemm(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
@@ -140,8 +157,8 @@ KINDS: dict[str, Kind] = {
             {"layer", "mode", "max_size", "wait", "sockbuf", "between", "timeout", "extra_args"}),
             _pingpong, "net pingpong: one size sweep between two hosts"),
         Kind("linpack", "linpack", frozenset(
-            {"np", "n", "nb", "p", "q", "pfact", "rfact", "nbmin", "ndiv", "bcast", "depth",
-             "seed", "timeout"}), _linpack, "linpack: ct-linpack (HPL-equivalent LU)"),
+            {"np", "n", "nb", "p", "q", "pq", "pfact", "rfact", "nbmin", "ndiv", "bcast",
+             "depth", "seed", "timeout", "hosts", "tcp_buffer"}), _linpack, "linpack: ct-linpack (HPL-equivalent LU)"),
         Kind("gemm", "linpack", frozenset({"np", "n", "nb", "p", "q", "type", "repeat", "local",
                                            "timeout"}), _gemm, "gemm: ct-gemm in 1-4 types"),
         Kind("blas", "linpack", frozenset({"np", "n", "nb", "gemm_n", "blas"}), _blas,

@@ -21,6 +21,8 @@ names file:line:field (tomlfile.read), and its points listed.
     repeat = 3                         # one point per repetition
     params = { max_size = "8M" }       # fixed
     sweep = { layer = ["tcp", "mpi"] } # one point per combination
+    cases = [{ np = 1, hosts = ["host0"] }, { np = 2, hosts = ["host0"] }]  # values that
+                                       # go together: one point per case (x the sweep)
     quick = { repeat = 1, params = { max_size = "64K" } }   # --quick overrides
 
     [[finding]]                        # a qualitative finding of the paper (findings.py)
@@ -44,9 +46,10 @@ from ..units import parse_rate
 BUILTIN_DIR = Path(__file__).with_name("data")
 STUDY_KEYS = {"name", "title", "paper", "description", "reference"}
 CLUSTER_KEYS = {"name", "hosts", "link", "faults", "cores", "quick", "note", "sites", "wan_link"}
-STEP_KEYS = {"name", "kind", "cluster", "mpi", "repeat", "params", "sweep", "quick", "full_only",
+STEP_KEYS = {"name", "kind", "cluster", "mpi", "repeat", "params", "sweep", "cases", "quick",
+             "full_only",
              "title"}  # fmt: skip
-QUICK_KEYS = {"repeat", "params", "sweep", "mpi", "hosts", "link"}
+QUICK_KEYS = {"repeat", "params", "sweep", "cases", "mpi"}
 
 
 @dataclass
@@ -71,6 +74,7 @@ class StepSpec:
     sweep: dict[str, list]
     full_only: bool = False
     title: str = ""
+    cases: list[dict] = field(default_factory=list)  # points whose values go together
 
 
 @dataclass
@@ -101,14 +105,18 @@ class Study:
         for step in self.steps:
             axes = list(step.sweep.items())
             combos = itertools.product(*(values for _, values in axes)) if axes else [()]
-            for combo in combos:
-                chosen = dict(zip((k for k, _ in axes), combo, strict=True))
+            for combo, case in itertools.product(combos, step.cases or [{}]):
+                chosen = dict(zip((k for k, _ in axes), combo, strict=True)) | case
                 for mpi in step.mpi:
                     for rep in range(1, step.repeat + 1):
-                        part = ",".join(f"{k}={v}" for k, v in chosen.items()) or "-"
+                        part = ",".join(f"{k}={_text(v)}" for k, v in chosen.items()) or "-"
                         key = f"{step.name}/{part}/{mpi}/r{rep}"
                         out.append(Point(step, {**step.params, **chosen}, mpi, rep, key))
         return out
+
+
+def _text(value: object) -> str:
+    return "+".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
 def builtin() -> dict[str, Path]:
@@ -231,15 +239,19 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         for key, values in sweep.items():
             if not isinstance(values, list) or not values:
                 raise fail("step", i, "sweep", f"{key}: expected a non-empty list of values")
+        cases = over.get("cases", s.get("cases", []))
+        if not isinstance(cases, list) or not all(isinstance(c, dict) and c for c in cases):
+            raise fail("step", i, "cases", "expected a list of tables of values")
         allowed = KINDS[kind].params
-        for key in (*params, *sweep):
+        for key in (*params, *sweep, *(k for c in cases for k in c)):
             if key not in allowed:
-                raise fail("step", i, "params" if key in params else "sweep",
+                raise fail("step", i,
+                           "params" if key in params else "sweep" if key in sweep else "cases",
                            f"{key!r} is not a parameter of kind {kind} "
                            f"(known: {', '.join(sorted(allowed))})")  # fmt: skip
         repeat = positive("step", i, {**s, **over}, "repeat", 1)
         steps.append(StepSpec(sname, kind, cluster, mpi, repeat, params, sweep,
-                              bool(s.get("full_only", False)), s.get("title", "")))  # fmt: skip
+                              bool(s.get("full_only", False)), s.get("title", ""), cases))  # fmt: skip
     if quick:
         steps = [s for s in steps if not s.full_only]
 

@@ -15,7 +15,7 @@ Prints three ratios:
      / the best DGEMM (ct-gemm --local, np ranks x 1 thread) of every BLAS that passed
      the tuner's checks: target >= 0.92.
   3. tuned Linpack / hpcc (Debian's hpcc, its default BLAS, the tuned HPL.dat: same N,
-     NB, P x Q, variant and ranks), alternating, --peak-repeat rounds.
+     NB, P x Q, variant, ranks and BLAS threads), alternating, --peak-repeat rounds.
 The machine is shared: the load average is printed before and after.
 
 Usage: bench/tune_linpack.py [--np 2] [--n 1024] [--space quick|full] [--budget 3]
@@ -160,7 +160,9 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
                 ok = sample["passed"] is True
                 ct_runs.append(sample["gflops"] if ok else 0.0)
             else:
-                got = hpcc.run_hpcc(dat, tuned.ranks, hpcc.environment(), args.timeout)
+                # its default BLAS, with the tuned ranks x threads
+                threads = {"OPENBLAS_NUM_THREADS": str(tuned.threads)}
+                got = hpcc.run_hpcc(dat, tuned.ranks, hpcc.environment() | threads, args.timeout)
                 hpcc_runs.append(got["gflops"] if got.get("passed") else 0.0)
             print(
                 f"round {i + 1}: {tool:<4} N={n} {(ct_runs if tool == 'ct' else hpcc_runs)[-1]:.2f} Gflop/s",

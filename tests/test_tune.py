@@ -242,3 +242,15 @@ def test_tune_tcp_on_a_slow_long_link(make_vcluster, store) -> None:
     rates = dict(summary["sweep"])
     assert rates[16384] < 0.8 * max(rates.values())
     assert [store.get(i)["status"] for i in summary["runs"]] == ["ok"] * len(summary["runs"])
+
+
+def test_section_shows_each_choice_and_the_hpl_dat() -> None:
+    from clustertune.levels.tune import section
+
+    cfg = Config("/x", 2, 1)
+    detail = {"session": "s1", "gflops_confirm": 50.0, "n_confirm": 4000, "dgemm_gflops": 70.0,
+              "why": {"blas": "OpenBLAS <fast>", "NB": "192 because"}, "runs": [1, 2],
+              "hpl_dat": hpldat.text(cfg, 1000)}  # fmt: skip
+    html = section.render([{"started": "t", "params": {"what": "linpack"}, "detail": detail}])
+    assert "OpenBLAS &lt;fast&gt;" in html and "192 because" in html and "HPLinpack" in html
+    assert html.index("<td>blas</td>") < html.index("<td>NB</td>")

@@ -149,16 +149,7 @@ class Tuner:
         excluded: list[str] = []
         p, q = space.grids(self.np)[0]
         for b in self.candidates():
-            params = self.tag("blas", None, b)
-            began = time.monotonic()
-            gemm = lprun.run_gemm(
-                self.cluster, self.store, self.np, self.mpi,
-                lprun.gemm_args(str(GEMM_N), 192, "d", 1, True, 1, self.np),
-                timeout=self.timeout, env=self.env(b, 1), params=params,
-                derive=blaslib.library_check(b), hosts=self.hosts,
-            )  # fmt: skip
-            self.timed("blas", began)
-            self.runs.append(gemm["id"])
+            gemm = self.dgemm(b, 1)
             cfg = Config(str(b.directory), self.np, 1, nb=128, p=p, q=q)
             lu = self.lu("blas", cfg, BLAS_LU_N)
             if gemm["status"] != "ok" or lu["status"] != "ok":
@@ -166,6 +157,18 @@ class Tuner:
                 excluded.append(f"{b.name} ({bad['kernel']}: {blaslib.failure(bad)})")
                 continue
             rates[str(b.directory)] = gemm["figures"]["best_dgemm_gflops"]
+        if not rates:
+            raise UserError("no BLAS passed its checks: " + "; ".join(excluded))
+        # the close ones again, best of 3 each, in reverse order: a load spike during
+        # one candidate's single product must not decide between two fast libraries
+        close = [d for d, r in rates.items() if r >= 0.75 * max(rates.values())]
+        for d in close[::-1] if len(close) > 1 else []:
+            again = self.dgemm(self.blas_of(d), 3)
+            if again["status"] == "ok":
+                rates[d] = max(rates[d], again["figures"]["best_dgemm_gflops"])
+            else:
+                excluded.append(f"{self.blas_of(d).name} (ct-gemm: {blaslib.failure(again)})")
+                del rates[d]
         if not rates:
             raise UserError("no BLAS passed its checks: " + "; ".join(excluded))
         best = max(rates, key=rates.__getitem__)
@@ -180,25 +183,46 @@ class Tuner:
         self.blas_rates = rates
         return self.blas_of(best), rates[best]
 
+    def dgemm(self, b: Blas, repeat: int) -> dict:
+        """Every rank its own DGEMM (the aggregate rate), checked against the library."""
+        began = time.monotonic()
+        record = lprun.run_gemm(
+            self.cluster, self.store, self.np, self.mpi,
+            lprun.gemm_args(str(GEMM_N), 192, "d", repeat, True, 1, self.np),
+            timeout=self.timeout, env=self.env(b, 1), params=self.tag("blas", None, b),
+            derive=blaslib.library_check(b), hosts=self.hosts,
+        )  # fmt: skip
+        self.timed("blas", began)
+        self.runs.append(record["id"])
+        return record
+
     def cores_per_host(self) -> int:
         return os.cpu_count() or 1  # the hosts of a virtual cluster share this machine
 
-    def choose_layout(self, blas: Blas, n: int, nb: int) -> tuple[Config, float]:
+    def choose_layout(self, blas: Blas, n: int, nbs: list[int]) -> tuple[Config, float]:
+        """Each (ranks, threads) with every NB candidate in one launch, in two rounds of
+        alternating order (the second while 70 % of the budget is left): a layout is
+        judged by its best NB, and a load spike during one launch does not decide."""
         hosts = len(self.hosts or self.cluster.hosts)
-        results = []
-        for ranks, threads in space.layouts(self.np, self.cores_per_host(), hosts):
-            p, q = space.grids(ranks)[0]
-            cfg = Config(str(blas.directory), ranks, threads, nb=nb, p=p, q=q)
-            got = self.best_of(self.lu("layout", cfg, n), cfg)
-            if got:
-                results.append(got)
-        if not results:
+        layouts = space.layouts(self.np, self.cores_per_host(), hosts)
+        best: dict[tuple[int, int], tuple[Config, float]] = {}
+        for round_ in range(2):
+            if round_ and (len(layouts) < 2 or self.left() < 0.7 * self.budget_s):
+                break
+            for ranks, threads in layouts if round_ == 0 else layouts[::-1]:
+                p, q = space.grids(ranks)[0]
+                cfg = Config(str(blas.directory), ranks, threads, nb=nbs[0], p=p, q=q)
+                extra = {"--nb": ",".join(map(str, nbs))}
+                got = self.best_of(self.lu("layout", cfg, n, extra), cfg)
+                if got and got[1] > best.get((ranks, threads), (cfg, 0.0))[1]:
+                    best[(ranks, threads)] = got
+        if not best:
             raise UserError("no rank/thread layout ran: see the stored runs " + self.ids())
-        cfg, rate = max(results, key=lambda t: t[1])
-        said = ", ".join(f"{c.ranks}x{c.threads} {r:.1f}" for c, r in results)
+        cfg, rate = max(best.values(), key=lambda t: t[1])
+        said = ", ".join(f"{c.ranks}x{c.threads} {r:.1f}" for c, r in best.values())
         self.why["layout"] = (
             f"{cfg.ranks} rank(s) x {cfg.threads} BLAS thread(s): {rate:.1f} Gflop/s at "
-            f"N={n} (ranks x threads: {said})"
+            f"N={n}, best NB of each (ranks x threads: {said})"
         )
         return cfg, rate
 
@@ -295,7 +319,7 @@ class Tuner:
         self.trials.clear()
         n_half = network_n_half(self.store, self.cluster.name)
         nbs = space.nb_candidates(space.DEFAULT_BLOCK, n_half, n_small)
-        cfg, rate0 = self.choose_layout(blas, n_small, nbs[len(nbs) // 2])
+        cfg, rate0 = self.choose_layout(blas, n_small, nbs)
         best, rate = self.descend(cfg, rate0, n_small, nbs)
         n_big = self.n_confirm or space.n_for_time(
             0.7 * dgemm, max(0.1, self.budget_s / 10), best.nb, n_mem, n_small

@@ -209,3 +209,38 @@ def test_sample_selectors_filter_and_nest():
     sel = {"step": "io", "figure": "samples.t.min", "samples": {"mode": "independent"}}
     assert findings.select([rec], sel) == (3.0, [1])
     assert findings.select([rec], {"step": "io", "figure": "w.*"}) == (1.5, [1])
+
+
+@pytest.mark.root
+def test_study_killed_by_a_signal_then_rerun_finishes_without_redoing(tmp_path):
+    import collections
+    import signal
+    import subprocess
+    import sys
+
+    from clustertune.results import Store
+
+    db = tmp_path / "k.db"
+    argv = [sys.executable, "-m", "clustertune.cli", "study", "run", "npb-qcd", "--quick",
+            "--db", str(db)]  # fmt: skip
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    oks = 0
+    for line in proc.stderr:
+        oks += ": ok (run" in line
+        if oks == 2:
+            proc.send_signal(signal.SIGTERM)
+            break
+    proc.stderr.read()
+    assert proc.wait(timeout=120) in (128 + signal.SIGTERM, 0)
+    store = Store(db)
+    before = {r["id"]: r["meta"]["study"]["point"] for r in store.list() if r["status"] == "ok"}
+    assert len(before) >= 2
+    assert cli.main(["study", "run", "npb-qcd", "--quick", "--db", str(db)]) == 0
+    records = store.list()
+    ok_points = collections.Counter(
+        r["meta"]["study"]["point"] for r in records if r["status"] == "ok"
+    )
+    n = len(spec.load("npb-qcd", quick=True).points())
+    assert len(ok_points) == n and set(ok_points.values()) == {1}  # none ran twice
+    assert all(r["status"] in ("ok", "interrupted") for r in records)
+    store.close()

@@ -10,6 +10,7 @@ runs it again).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -120,7 +121,15 @@ class Clusters:
             cluster = resolve_cluster(self.override)
         else:
             vcluster.require_root()
-            name = f"st{uuid.uuid4().hex[:8]}"
+            # one name per study, cluster and variant: a run killed with SIGKILL left its
+            # cluster up; the next run of the study removes it before building its own
+            digest = hashlib.sha1(
+                f"{self.study.name}/{spec.name}/{self.study.quick}".encode()
+            ).hexdigest()
+            name = f"st{digest[:8]}"
+            if vcluster.load_state(name) is not None:
+                self.log(f"removing virtual cluster {name} left by an earlier run")
+                vcluster.down(name)
             faults = {h: vcluster.parse_faults(f.split(","), f"faults.{h}")
                       for h, f in spec.faults.items()}  # fmt: skip
             link = parse_rate(spec.link) if spec.link else None
@@ -186,7 +195,7 @@ def run_point(
     tag = {"name": study.name, "variant": variant(study.quick), "point": point.key,
            "step": point.step.name, "kind": kind.name, "values": point.values,
            "mpi": point.mpi, "rep": point.rep, "cluster": point.step.cluster,
-           "swept": list(point.step.sweep), "attempt": attempt}  # fmt: skip
+           "swept": [*point.step.sweep, *dict.fromkeys(k for c in point.step.cases for k in c)], "attempt": attempt}  # fmt: skip
     tagged = TaggedStore(store, tag)
     log(f"{where}: running on {cluster.name} ...")
     begin = time.monotonic()

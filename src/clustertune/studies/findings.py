@@ -136,6 +136,16 @@ def _describe(sel: dict, value: float) -> str:
     return f"{sel['step']} {sel['figure']} {fmt(value)}" + (f" ({where})" if where else "")
 
 
+def values_of(record: dict, figure: str) -> list[float]:
+    """A record's values of ``figure`` (the same reading as a selector's)."""
+    return _figure(record, figure)
+
+
+def text_of(value: object) -> object:
+    """A point value as a plot or key shows it: lists joined with '+'."""
+    return "+".join(map(str, value)) if isinstance(value, list) else value
+
+
 def fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}"
 

@@ -64,18 +64,27 @@ def _plot(step_records: list[dict], kind: str, x: str | None) -> str:
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("throughput (Mbit/s)")
     elif x is not None:
-        figure = {"npb": "mops_per_process", "qcd": "qcdflops_gflops"}.get(kind)
+        figure = {"npb": "mops_per_process", "qcd": "qcdflops_gflops",
+                  "linpack": "samples.gflops"}.get(kind)  # fmt: skip
         if figure is None:
             return ""
-        by_mpi = defaultdict(list)
-        for r in step_records:
-            value = r["figures"].get(figure)
-            if isinstance(value, int | float):
-                by_mpi[_label(r, skip=x)].append((r["meta"]["study"]["values"][x], value))
-        for label, pts in by_mpi.items():
-            ax.plot(*zip(*sorted(pts), strict=True), marker="o", label=label)
+        order: list = []  # x in the order the points ran ("4K" before "256K")
+        by_label = defaultdict(dict)
+        for r in sorted(step_records, key=lambda r: r["id"]):
+            got = findings.values_of(r, figure)
+            xv = findings.text_of(r["meta"]["study"]["values"].get(x))
+            if got:
+                order += [xv] if xv not in order else []
+                by_label[_label(r, skip=x)][xv] = max(got)
+        numeric = all(isinstance(v, int | float) for v in order)
+        for label, pts in by_label.items():
+            xs = [v for v in order if v in pts]
+            ax.plot(xs if numeric else [order.index(v) for v in xs], [pts[v] for v in xs],
+                    marker="o", label=label)  # fmt: skip
+        if not numeric:
+            ax.set_xticks(range(len(order)), [str(v) for v in order])
         ax.set_xlabel(x)
-        ax.set_ylabel(figure)
+        ax.set_ylabel(figure.removeprefix("samples."))
     else:
         return ""
     if not ax.lines:
@@ -86,7 +95,7 @@ def _plot(step_records: list[dict], kind: str, x: str | None) -> str:
 
 def _label(record: dict, skip: str | None = None) -> str:
     tag = record["meta"]["study"]
-    parts = [f"{k}={tag['values'][k]}" for k in tag.get("swept", ()) if k != skip]
+    parts = [f"{k}={findings.text_of(tag['values'][k])}" for k in tag.get("swept", ()) if k != skip]
     return " ".join([*parts, tag["mpi"], tag["cluster"]])
 
 
@@ -105,7 +114,8 @@ def _steps(study: Study, records: list[dict]) -> str:
         rows = [[r["meta"]["study"]["point"], r["id"], r["meta"]["cluster"]["name"], r["status"],
                  summary(r), (r["error"] or "").split("\n")[0]] for r in got]  # fmt: skip
         parts.append(table(["point", "run", "cluster", "status", "figures", "error"], rows))
-        x = next((k for k in step.sweep if k == "np"), None) or next(iter(step.sweep), None)
+        varying = [*step.sweep, *dict.fromkeys(k for c in step.cases for k in c)]
+        x = "np" if "np" in varying else next(iter(varying), None)
         oks = [r for r in got if r["status"] == "ok"]
         if oks and (plot := _plot(oks, step.kind, x)):
             parts.append(plot)

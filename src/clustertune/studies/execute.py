@@ -103,7 +103,7 @@ class Clusters:
     """The study's clusters: the user's (``--cluster``) or virtual ones built on first use
     and removed at the end."""
 
-    def __init__(self, study: Study, override: str | None, log: Callable[[str], None]):
+    def __init__(self, study: Study, override: str | Cluster | None, log: Callable[[str], None]):
         self.study, self.override, self.log = study, override, log
         self.built: dict[str, Cluster] = {}
         self.names: list[str] = []
@@ -117,7 +117,9 @@ class Clusters:
     def get(self, spec: ClusterSpec) -> Cluster:
         if spec.name in self.built:
             return self.built[spec.name]
-        if self.override:
+        if isinstance(self.override, Cluster):
+            cluster = self.override
+        elif self.override:
             cluster = resolve_cluster(self.override)
         else:
             vcluster.require_root()
@@ -150,7 +152,8 @@ class Clusters:
 
 
 def run(
-    study: Study, store: Store, *, cluster: str | None = None, max_points: int | None = None,
+    study: Study, store: Store, *, cluster: str | Cluster | None = None,
+    max_points: int | None = None,
     redo_failed: bool = False, log: Callable[[str], None] | None = None,
 ) -> Outcome:  # fmt: skip
     """Run the study's unfinished points; ``max_points`` stops after that many new points

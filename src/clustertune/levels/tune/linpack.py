@@ -159,9 +159,9 @@ class Tuner:
             rates[str(b.directory)] = gemm["figures"]["best_dgemm_gflops"]
         if not rates:
             raise UserError("no BLAS passed its checks: " + "; ".join(excluded))
-        # the close ones again, best of 3 each, in reverse order: a load spike during
+        # the close ones (within half) again, best of 3 each, in reverse order: a load spike during
         # one candidate's single product must not decide between two fast libraries
-        close = [d for d, r in rates.items() if r >= 0.75 * max(rates.values())]
+        close = [d for d, r in rates.items() if r >= 0.5 * max(rates.values())]
         for d in close[::-1] if len(close) > 1 else []:
             again = self.dgemm(self.blas_of(d), 3)
             if again["status"] == "ok":

@@ -442,7 +442,10 @@ def test_mpi_matrix_leaves_an_unreachable_host_out_in_bounded_time(make_vcluster
         assert time.monotonic() - start < 60, mpi
         assert out.returncode == 1, out.stderr
         doc = json.loads(out.stdout)
-        assert doc["status"] == "incomplete" and doc["error"].startswith("host2: "), doc
+        # the error leads with host2, unless the live hosts' job also had a problem of its
+        # own (CI once saw its launcher exit 1 after the pair was measured)
+        assert doc["status"] == "incomplete", doc
+        assert "host2: no TCP connection with host0, host1, left out" in doc["error"], doc
         assert [f.get("host") for f in doc["flagged"] if f["figure"] == "reachable"] == ["host2"], (
             doc["flagged"]
         )

@@ -6,6 +6,9 @@ a level. The helpers the sections draw with are in :mod:`clustertune.render`.
 
 from __future__ import annotations
 
+from contextlib import suppress
+from urllib.parse import quote
+
 from . import __version__, levels
 from .render import esc, table
 from .results import STATUSES, Store
@@ -49,6 +52,58 @@ def _problems(records: list[dict]) -> str:
     return f"<h2>Runs that did not succeed</h2><ul>{items}</ul>"
 
 
+def study_page(name: str, variant: str) -> str:
+    """The file name ``clustertune study report NAME [--quick]`` and the demo write a
+    study's page to (levels/study): the main report links to it relatively, so both
+    belong in one directory."""
+    return f"clustertune-study-{name}{'-quick' if variant == 'quick' else ''}.html"
+
+
+def _studies(records: list[dict]) -> str:
+    """The studies whose points are among the records (``meta.study``), each linked to
+    its page."""
+    found: dict[tuple[str, str], dict] = {}
+    for r in records:
+        tag = r["meta"].get("study")
+        if not isinstance(tag, dict) or not tag.get("name"):
+            continue
+        entry = found.setdefault((str(tag["name"]), str(tag.get("variant") or "full")),
+                                 {"points": set(), "runs": 0, "not_ok": 0})  # fmt: skip
+        entry["points"].add(tag.get("point"))
+        entry["runs"] += 1
+        entry["not_ok"] += r["status"] != "ok"
+    if not found:
+        return ""
+    titles = _study_titles()
+    rows = []
+    for (name, variant), e in sorted(found.items()):
+        href = quote(study_page(name, variant))
+        rows.append(
+            f"<tr><td><a href='{esc(href)}'>{esc(name)}</a></td><td>{esc(variant)}</td>"
+            f"<td>{esc(titles.get(name, ''))}</td><td>{len(e['points'])}</td>"
+            f"<td>{e['runs']}</td><td>{e['not_ok']}</td></tr>"
+        )
+    head = "".join(f"<th>{h}</th>" for h in
+                   ("study", "variant", "title", "points", "runs", "runs not ok"))  # fmt: skip
+    return (
+        "<h2 id='studies'>Studies</h2><p>The papers' experiments among these runs; each "
+        "study's page (<code>clustertune study report NAME [--quick]</code>, written beside "
+        f"this report) has its findings, tables and plots.</p><table><thead><tr>{head}</tr>"
+        f"</thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _study_titles() -> dict[str, str]:
+    from .errors import UserError
+    from .studies import spec  # local: studies.page imports this module
+
+    titles = {}
+    for name in spec.builtin():
+        with suppress(UserError):
+            titles[name] = spec.load(name).title
+    return titles
+
+
 def build(store: Store, run_ids: list[int] | None = None) -> str:
     records = store.list()
     if run_ids:
@@ -72,6 +127,7 @@ def build(store: Store, run_ids: list[int] | None = None) -> str:
             by_level[level.name] = level_records
     for level, level_records in sorted(by_level.items()):  # levels without a renderer
         parts.append(f"<h2>{esc(level)}</h2><p>{len(level_records)} run(s); no renderer.</p>")
+    parts.append(_studies(records))
     parts.append("<h2>All runs</h2>" + _run_table(records))
     parts.append(_problems(records))
     parts.append("</body></html>")

@@ -58,13 +58,14 @@ def cmd_run(args: argparse.Namespace) -> Output:
 
 
 def cmd_report(args: argparse.Namespace) -> Output:
+    from ...report import study_page
     from ...studies import execute, page, spec
 
     study = spec.load(args.study, quick=args.quick)
     records = [r for rs in execute.stored(open_store(args), study.name, args.quick).values()
                for r in rs]  # fmt: skip
     records.sort(key=lambda r: r["id"])
-    out = Path(args.out or f"clustertune-study-{study.name}{'-quick' * args.quick}.html")
+    out = Path(args.out or study_page(study.name, execute.variant(args.quick)))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page.build(study, records))
     return Output({"report": str(out.resolve()), "runs": len(records)},
@@ -101,6 +102,7 @@ def demo(cluster, store) -> list[dict]:
     import os
     import sys
 
+    from ...report import study_page
     from ...studies import execute, page, spec
 
     records = []
@@ -111,7 +113,7 @@ def demo(cluster, store) -> list[dict]:
         stored = sorted((r for rs in execute.stored(store, name, True).values() for r in rs),
                         key=lambda r: r["id"])  # fmt: skip
         DEMO_DIR.mkdir(parents=True, exist_ok=True)
-        path = DEMO_DIR / f"clustertune-study-{name}-quick.html"
+        path = DEMO_DIR / study_page(name, "quick")  # beside the report, which links it
         path.write_text(page.build(study, stored))
         print(f"[demo] study {name}: {path.resolve()}", file=sys.stderr, flush=True)
     return records

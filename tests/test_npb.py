@@ -140,6 +140,7 @@ def test_ep_injected_fault_is_unsuccessful_and_stored_failed(store, mpi: str) ->
     assert not compared(record)["sx"]["passed"]
     assert store.get(record["id"])["status"] == "failed"
     assert "UNSUCCESSFUL" in npbrun.text(record)
+    assert "exit status 1" in record["error"]  # the kernel fails its job too, as ct-linpack
 
 
 @pytest.mark.root

@@ -120,6 +120,7 @@ def test_injected_fault_fails_verification(mpi: str, np_: int) -> None:
     proc = launch(mpi, np_, "--class", "S", "--inject-fault")
     res = result(proc)
     assert res["verification"] == "failed" and res["figures"]["verified"] is False
+    assert proc.returncode != 0  # the job fails with its verification
     c = compared(res)
     assert not any(x["passed"] for x in c.values())  # one value moves every norm
     assert all(x["rel_error"] > 1e-6 for x in c.values())

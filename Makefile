@@ -14,7 +14,7 @@ APT_PACKAGES := build-essential cmake pkg-config python3 python3-venv \
 	libpnetcdf-dev pnetcdf-bin netcdf-bin hwloc libssl-dev openssl gfortran \
 	iproute2 iptables util-linux hostname iputils-ping procps \
 	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev slurm-wlm munge \
-	openssh-server openssh-client
+	openssh-server openssh-client chromium
 
 FLAVOURS := serial openmpi mpich
 

@@ -3,12 +3,15 @@
 ``clustertune tune linpack`` searches the BLAS, ranks x BLAS threads, NB, P x Q and
 HPL's algorithm variants with ct-linpack/ct-gemm runs (each stored at level
 ``linpack``, tagged with the session), writes an HPL.dat and stores one ``tune`` record
-per session whose section explains each choice in one line.
+per session whose section explains each choice in one line. ``tune tcp`` chooses a
+socket buffer size, ``tune qcd`` a QCD decomposition, each from its level's runs.
 
 shim.py      the PyPI OpenBLAS (scipy-openblas32) as a libblas.so.3
 space.py     the search space and the derivations (no running)
 linpack.py   the stages of the search
 hpldat.py    the HPL.dat writer
+tcp.py       the TCP socket buffer
+qcd.py       the QCD process grid
 cli.py       the command
 section.py   the report section
 """

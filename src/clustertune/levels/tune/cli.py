@@ -99,6 +99,42 @@ def cmd_tcp(args: argparse.Namespace) -> Output:
     return Output(summary | {"record": run.record["id"]}, "\n".join(lines))
 
 
+def cmd_qcd(args: argparse.Namespace) -> Output:
+    from ..qcd import run as qrun
+    from . import qcd
+
+    lattice = qrun.parse_dims(args.lattice, "--lattice")
+    if args.np < 1:
+        raise UserError(f"--np must be at least 1, got {args.np}")
+    qcd.candidates(args.np, lattice)  # no grid divides the lattice: one line, nothing run
+    cluster = cluster_of(args)
+    store = open_store(args)
+    summary = qcd.tune(
+        cluster, store, lattice=lattice, np=args.np, mpi=args.mpi, sweeps=args.sweeps,
+        or_steps=args.or_steps, timeout=args.timeout, hosts=args.hosts,
+        max_candidates=args.max_candidates,
+    )  # fmt: skip
+    with runner.Run(
+        cluster, store, level=LEVEL.name, kernel=qrun.KERNEL, composite=True,
+        params={"tune": summary["session"], "what": "qcd", "np": args.np,
+                "lattice": summary["lattice"], "sweeps": args.sweeps},
+        np=args.np, mpi=args.mpi, hosts=summary["hosts"],
+    ) as run:  # fmt: skip
+        run.result = {
+            "verification": "failed" if summary["series_identical"] is False else "passed",
+            "detail": summary,
+            "figures": {"gflops": summary["gflops"], "split_dims": summary["split_dims"],
+                        "no_overlap_gflops": summary["no_overlap_gflops"]},
+        }  # fmt: skip
+    record = run.record
+    lines = [f"tune qcd {summary['session']} (record {record['id']})",
+             *("  " + line for line in summary["lines"]), f"  run: {summary['command']}",
+             f"  evidence: runs {', '.join(map(str, summary['runs']))} "
+             f"(params.tune = {summary['session']})"]  # fmt: skip
+    return Output(summary | {"record": record["id"]}, "\n".join(lines),
+                  0 if record["status"] == "ok" else 1)  # fmt: skip
+
+
 @LEVEL.commands
 def add_commands(sub, common) -> None:
     t = sub.add_parser("tune", help="measure and write tuned settings")
@@ -113,6 +149,17 @@ def add_commands(sub, common) -> None:
     p.add_argument("--n-search", type=int, help="N of the search trials (default: from budget)")
     p.add_argument("--n-confirm", type=int, help="N of the confirmation (default: from budget)")
     p.set_defaults(func=cmd_linpack)
+
+    q = tsub.add_parser("qcd", parents=[common],
+                        help="QCD decomposition for a lattice and rank count on this network")  # fmt: skip
+    add_job_options(q, timeout=600.0)
+    q.add_argument("--lattice", default="8x8x8x8", help="XxYxZxT (default 8x8x8x8)")
+    q.add_argument("--sweeps", type=int, default=2, help="sweeps per candidate (default 2)")
+    q.add_argument("--or-steps", type=int, default=4,
+                   help="over-relaxation passes per heat-bath pass (default 4)")  # fmt: skip
+    q.add_argument("--max-candidates", type=int, default=6,
+                   help="decompositions measured, least halo first (default 6)")  # fmt: skip
+    q.set_defaults(func=cmd_qcd)
 
     c = tsub.add_parser("tcp", parents=[common], help="TCP socket buffer size for a host pair")
     c.add_argument("--between", metavar="HOST,HOST", help="the pair (default: first two hosts)")

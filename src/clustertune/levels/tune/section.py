@@ -17,6 +17,12 @@ def render(records: list[dict]) -> str:
             parts.append(f"<h3>TCP socket buffer, {esc(pair)}, session {esc(d['session'])}</h3>")
             parts.append("<pre>" + esc("\n".join(d["lines"] + d["sysctl"])) + "</pre>")
             continue
+        if r["params"].get("what") == "qcd" and d.get("lines"):
+            lattice = "x".join(map(str, d["lattice"]))
+            parts.append(f"<h3>QCD decomposition, lattice {esc(lattice)} on {d['np']} rank(s), "
+                         f"session {esc(d['session'])}</h3>")  # fmt: skip
+            parts.append("<pre>" + esc("\n".join([*d["lines"], d["command"]])) + "</pre>")
+            continue
         if not d.get("why"):
             continue
         parts.append(

@@ -25,6 +25,7 @@ from clustertune.grid import daemons, jobs, slurm, ssh, virtual
 from clustertune.grid.coalloc import FAIL_SWITCH, coallocate_jobs
 from clustertune.grid.jobs import NEVER_START
 from clustertune.grid.source import cluster_from_grid
+from clustertune.levels.grid import compare, section
 from clustertune.sources import resolve_cluster
 
 GOOD = """\
@@ -316,6 +317,62 @@ def test_subjob_refused_cancels_the_others(grid):
     assert not out["started"] and out["error"].startswith("site2: submission refused: job: hosts")
     assert out["subjobs"][0]["result"]["state"] == "failed"
     assert out["subjobs"][0]["result"]["stdout"] == ""
+
+
+@pytest.mark.root
+@needs_tools
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_linpack_within_one_site_and_across_two(grid, store, mpi):
+    """seeds/000: the same LU on 2 ranks inside site0 (plain launcher) and over site0 and
+    site1 (grid stack): both pass the residual check, only the second is co-allocated
+    (an allocation granted on each site, released after), and the report section sets
+    the two rates side by side as the records hold them."""
+    within, across = [
+        compare.run_case(grid, store, compare.Case("linpack", placement, path, mpi, n=480,
+                                                   nb=32), timeout=60)
+        for placement, path in (("within", "plain"), ("across", "grid"))
+    ]  # fmt: skip
+    for r in (within, across):
+        assert r["status"] == "ok" and r["verification"] == "passed", r["error"]
+        assert r["level"] == "grid" and r["samples"][0]["passed"] is True
+    assert within["meta"]["hosts"] == ["host0", "host1"] and "coalloc" not in within["meta"]
+    assert across["meta"]["hosts"] == ["host0", "host2"]
+    sites = across["meta"]["coalloc"]["sites"]
+    assert sorted(sites) == ["site0", "site1"]
+    assert [sites[s]["hosts"] for s in ("site0", "site1")] == [["host0"], ["host2"]]
+    for s in sites.values():
+        assert s["requested"] <= s["granted"] <= s["started"] <= s["ended"]
+        assert s["allocation"].isdigit() and "released" in s
+    assert across["figures"]["allocation_s"] >= 0 and across["figures"]["job_s"] > 0
+    for site in grid["sites"][:2]:
+        assert slurm.run_client(site, ["squeue", "-h"]).stdout.strip() == ""
+    html = section.render([within, across])
+    rates = [f"{r['samples'][0]['gflops']:.3f} Gflops" for r in (within, across)]
+    row = html[html.index("Linpack N=480") :].split("</tr>")[0]
+    assert rates[0] in row and rates[1] in row and row.index(rates[0]) < row.index(rates[1])
+    for site in grid["sites"]:
+        assert f"<td>{site['name']}</td><td>{site['scheduler']}</td>" in html
+    assert f"<td>{sites['site1']['allocation']}</td>" in html  # the jobs' timeline
+
+
+@pytest.mark.root
+@needs_tools
+def test_pingpong_across_sites_is_held_to_the_wan(grid, store):
+    """The MPI ping-pong over the WAN: its bandwidth is read from messages many WAN tbf
+    buckets long and stays under the WAN's nominal rate, unlike inside a site."""
+    within, across = [  # the largest message: a few of each path's bandwidth floor
+        compare.run_case(grid, store, compare.Case("pingpong", placement, path,
+                                                   max_size=size), timeout=120)
+        for placement, path, size in (("within", "plain", 4 << 20), ("across", "grid", 1 << 20))
+    ]  # fmt: skip
+    for r in (within, across):
+        assert r["status"] == "ok", r["error"]
+    assert {s["site"] for s in across["samples"] if "site" in s} <= {"site0", "site1"}
+    wan = grid["wan_bps"] / 1e6
+    assert across["figures"]["bandwidth_mbps"] <= wan
+    assert within["figures"]["bandwidth_mbps"] > wan
+    assert across["params"]["bandwidth_min_size"] < within["params"]["bandwidth_min_size"]
+    assert across["figures"]["latency_us"] > 0
 
 
 @pytest.mark.root

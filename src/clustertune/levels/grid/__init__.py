@@ -5,7 +5,10 @@ submission interface, co-allocation, the grid launcher, the grid description); t
 package is the level: its commands, and the cluster sources it registers (a running
 virtual grid, a grid description file), so every other level runs on a grid unchanged.
 
-commands.py  `clustertune grid up|down|status|submit`
+commands.py  `clustertune grid up|down|status|submit|compare`
+compare.py   seeds/000's comparison: a kernel inside one site vs across sites
+section.py   the report section
+demo.py      the step in `make demo`
 """
 
 from ... import sources
@@ -17,4 +20,4 @@ LEVEL = register(Level("grid", "Grid: several sites as one machine", order=70))
 sources.register(source.VirtualGrid(), before="vcluster")
 sources.register(description.GridFile(), before="file")
 
-from . import commands  # noqa: E402, F401  (hangs its parts on LEVEL)
+from . import commands, demo, section  # noqa: E402, F401  (they hang their parts on LEVEL)

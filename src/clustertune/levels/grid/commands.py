@@ -1,4 +1,4 @@
-"""``clustertune grid up|down|status|submit``."""
+"""``clustertune grid up|down|status|submit|compare``."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 import json
 from dataclasses import asdict
 
-from ...commands import Output
+from ...commands import Output, open_store
 from ...errors import UserError
 from ...grid import jobs, virtual
 from ...units import format_rate, parse_rate
-from . import LEVEL
+from . import LEVEL, compare
 
 
 def cmd_up(args: argparse.Namespace) -> Output:
@@ -85,6 +85,37 @@ def cmd_submit(args: argparse.Namespace) -> Output:
     return Output(payload, text, 0 if result.state == "done" else 1)
 
 
+def compare_text(records: list[dict]) -> str:
+    lines = []
+    for r in records:
+        p, f = r["params"], r["figures"]
+        if p["comparison"] == "linpack":
+            best = max((s["gflops"] for s in r["samples"] if s.get("passed")), default=None)
+            shown = f"N={p['n']} " + (f"{best:.3f} Gflops" if best is not None else "no result")
+        else:
+            lat, bw = f.get("latency_us"), f.get("bandwidth_mbps")
+            shown = (f"{p['mode']} latency {lat:.1f} us, bandwidth {bw:.1f} Mbit/s"
+                     if lat is not None and bw is not None else "no figures")  # fmt: skip
+        startup = f", allocation {f['allocation_s']:.2f} s" if "allocation_s" in f else ""
+        lines.append(f"run {r['id']}: {p['comparison']:8} {p['placement']:6} ({p['path']}, "
+                     f"{','.join(r['meta']['hosts'])}, {r['meta']['mpi']['flavour']}) "
+                     f"{shown}{startup} -> {r['status']}")  # fmt: skip
+        if r["error"]:
+            lines.append(f"  error: {r['error'].splitlines()[0]}")
+    return "\n".join(lines)
+
+
+def cmd_compare(args: argparse.Namespace) -> Output:
+    kinds = tuple(k.strip() for k in args.kernels.split(",") if k.strip())
+    mpis = tuple(m.strip() for m in args.mpi.split(",") if m.strip())
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    cases = compare.default_cases(kinds, mpis, args.n, args.nb, modes, args.max_size,
+                                  not args.full_sweep)  # fmt: skip
+    records = compare.run_cases(args.name, open_store(args), cases, args.timeout)
+    ok = all(r["status"] == "ok" for r in records)
+    return Output(records, compare_text(records), 0 if ok else 1)
+
+
 @LEVEL.commands
 def add_commands(sub, common) -> None:
     p = sub.add_parser("grid", help="virtual grid: sites with their own schedulers; jobs on them")
@@ -125,3 +156,16 @@ def add_commands(sub, common) -> None:
     j.add_argument("executable")
     j.add_argument("arguments", nargs=argparse.REMAINDER)
     j.set_defaults(func=cmd_submit)
+
+    c = gsub.add_parser("compare", parents=[common],
+                        help="seeds/000: a kernel inside one site vs across two sites")  # fmt: skip
+    c.add_argument("--name", required=True, help="the grid (two sites or more)")
+    c.add_argument("--kernels", default="linpack,pingpong", help="linpack, pingpong or both")
+    c.add_argument("--mpi", default="openmpi", help="openmpi, mpich or both (comma-separated)")
+    c.add_argument("--modes", default="pingpong", help="ping-pong modes: pingpong,nonblocking")
+    c.add_argument("-N", "--n", type=int, default=2000, help="Linpack order")
+    c.add_argument("--nb", type=int, default=64)
+    c.add_argument("--max-size", type=int, default=4 << 20, help="ping-pong's largest message")
+    c.add_argument("--full-sweep", action="store_true", help="the ping-pong's full sweep")
+    c.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+    c.set_defaults(func=cmd_compare)

@@ -129,7 +129,67 @@ def test_plan_records_faults_and_the_cluster_exposes_them():
     assert "faults loss=1%,delay=5us" in vcluster.describe(state)
 
 
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("host1=loss=1%", "expected HOSTA-HOSTB=FIELD=VALUE"),
+        ("host1-host1=loss=1%", "expected two different hosts of the cluster"),
+        ("host1-host9=loss=1%", "expected two different hosts of the cluster"),
+        ("host0-host1=rate=10mbit", "'rate=10mbit': expected FIELD=VALUE with FIELD one of loss"),
+        ("host0-host1=loss=2", "loss: expected a fraction from 0 to 1"),
+    ],
+)
+def test_bad_link_fault_is_one_line_naming_the_field(spec, message, capsys):
+    argv = ["vcluster", "up", "--name", "x", "--hosts", "3", "--link-fault", spec]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and spec.split("=")[0] in err and message in err
+
+
+def test_plan_keys_a_link_by_its_hosts_in_order_and_merges_repeats():
+    state = vcluster.plan(
+        "ok", 3, 10**9,
+        link_faults={"host2-host0": {"loss": 0.01}, "host0-host2": {"delay_us": 300}},
+    )  # fmt: skip
+    assert state["link_faults"] == {"host0-host2": {"loss": 0.01, "delay_us": 300}}
+    assert all(h["faults"] == {} for h in state["hosts"])  # neither host is faulty
+    cluster = vcluster.cluster_from_state({**state, "agent": "/run/agent"})
+    assert cluster.extra["faults"] == {"host0-host2": {"loss": 0.01, "delay_us": 300}}
+    assert "link host0-host2  faults loss=1%,delay=300us" in vcluster.describe(state)
+
+
 # --- on a cluster (root) --------------------------------------------------------------
+
+
+@pytest.mark.root
+def test_link_fault_hits_only_its_pair_both_ways_and_composes_with_a_host_fault(make_vcluster):
+    cluster = make_vcluster(hosts=3, link_faults={"host0-host1": {"delay_us": 2000}})
+    _, slow = ping(cluster, "host0", "host1", 20, 0.01)
+    _, fast = ping(cluster, "host0", "host2", 20, 0.01)
+    _, other = ping(cluster, "host1", "host2", 20, 0.01)
+    assert min(slow) >= 3.9, slow  # 2 ms each way: both ends hold what they send
+    assert max(fast) < 1.5 and max(other) < 1.5, (fast, other)
+    cluster = set_faults(cluster, "host0", "delay=1ms")  # host0 to everyone, link too
+    _, slow = ping(cluster, "host0", "host1", 20, 0.01)
+    _, fast = ping(cluster, "host0", "host2", 20, 0.01)
+    assert min(slow) >= 3.9 and min(fast) >= 0.9 and max(fast) < 2.5, (slow, fast)
+    state = vcluster.set_link_faults(cluster.name, "host1-host0", ["delay=off", "loss=50%"])
+    assert state["link_faults"] == {"host0-host1": {"loss": 0.5}}
+    got, rtts = ping(cluster, "host0", "host1", 200, 0.005)
+    # 50 % each way; the link's daemon keeps host0's own 1 ms delay on what host0 sends
+    assert 20 <= len(got) <= 80 and min(rtts) >= 0.9, (len(got), min(rtts))
+    pids = [pid for key, pid in state["delay_pids"].items() if ">" in key]
+    assert len(pids) == 2
+    vcluster.set_link_faults(cluster.name, "host0-host1", ["clear"])
+    state = vcluster.load_state(cluster.name)
+    assert state["link_faults"] == {} and list(state["delay_pids"]) == ["host0"]
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    for host in cluster.hosts[:2]:
+        rules = netns.run("ip", "netns", "exec", host.namespace, "iptables", "-t", "mangle",
+                          "-S").stdout  # fmt: skip
+        assert " -d " not in rules, rules
+    got, _ = ping(cluster, "host1", "host0", 100, 0.005)
+    assert len(got) == 100
 
 
 @pytest.mark.root

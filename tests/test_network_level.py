@@ -485,6 +485,23 @@ def test_matrix_names_the_faulty_host_and_no_other(make_vcluster, store, kind):
     assert flagged == [("host2", None, figure)], doc["flagged"]
 
 
+LINK_FAULTS = {  # one fault kind on the link host1-host2 only (a bad route between them)
+    "loss 0.1%": ({"loss": 0.001}, "retransmissions"),
+    "delay 500 µs": ({"delay_us": 500}, "latency_us"),
+}
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("kind", LINK_FAULTS)
+def test_matrix_names_the_faulty_link_and_neither_of_its_hosts(make_vcluster, store, kind):
+    faults, figure = LINK_FAULTS[kind]
+    cluster = make_vcluster(hosts=4, link_bps=10**9, link_faults={"host2-host1": faults})
+    assert cluster.extra["faults"] == {"host1-host2": faults}  # what records' meta carry
+    doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    flagged = [(f.get("host"), f.get("pair"), f["figure"]) for f in doc["flagged"]]
+    assert flagged == [(None, ["host1", "host2"], figure)], doc["flagged"]
+
+
 @pytest.mark.root
 def test_a_healthy_cluster_comes_out_clean_run_after_run(make_vcluster, store):
     for link in (10**9, 10**8):

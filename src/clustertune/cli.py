@@ -46,9 +46,13 @@ def cmd_vcluster_up(args: argparse.Namespace) -> Output:
     if args.sites > 1 and args.wan_link is None:
         raise UserError("--sites needs --wan-link RATE (the link between sites)")
     links, faults = _host_links(args.host_link)
+    link_faults: dict[str, dict] = {}
+    for item in args.link_fault:
+        pair, changes = vcluster.parse_link_fault(item)
+        link_faults.setdefault(pair, {}).update(changes)
     state = vcluster.plan(
         args.name, args.hosts, link, links, args.sites, wan, args.delay_us, args.cores, faults,
-        args.wire,
+        args.wire, link_faults,
     )  # fmt: skip
     vcluster.require_root()
     state = vcluster.up(state)
@@ -62,10 +66,16 @@ def cmd_vcluster_down(args: argparse.Namespace) -> Output:
 
 
 def cmd_vcluster_set(args: argparse.Namespace) -> Output:
-    state = vcluster.set_faults(args.name, args.host, args.change)
-    host = vcluster.cluster_from_state(state).extra["faults"].get(args.host, {})
-    text = f"{args.name} {args.host}: faults {vcluster.format_faults(host) or 'none'}"
-    return Output({"name": args.name, "host": args.host, "faults": host}, text)
+    if args.link:
+        state = vcluster.set_link_faults(args.name, args.link, args.change)
+        target = vcluster.link_key(state["hosts"], args.link, "--link")
+    else:
+        state = vcluster.set_faults(args.name, args.host, args.change)
+        target = args.host
+    faults = vcluster.cluster_from_state(state).extra["faults"].get(target, {})
+    text = f"{args.name} {target}: faults {vcluster.format_faults(faults) or 'none'}"
+    kind = "link" if args.link else "host"
+    return Output({"name": args.name, kind: target, "faults": faults}, text)
 
 
 def cmd_vcluster_status(args: argparse.Namespace) -> Output:
@@ -160,6 +170,14 @@ def build_parser() -> argparse.ArgumentParser:
         "host2=1gbit,loss=0.1%%,delay=200us,jitter=50us,rate=100mbit,flap=300ms/5s "
         "(repeatable; docs/faults.md)",
     )
+    p.add_argument(
+        "--link-fault",
+        action="append",
+        default=[],
+        metavar="A-B=SPEC",
+        help="faults of the link between two hosts only, e.g. host1-host2=loss=0.1%%,delay=200us "
+        f"(fields {', '.join(vcluster.LINK_FAULT_FIELDS)}; repeatable; docs/faults.md)",
+    )
     p.add_argument("--sites", type=int, default=1, help="split the hosts into S sites")
     p.add_argument("--wan-link", help="rate of the link between sites")
     p.add_argument("--delay-us", type=int, default=0, help="per-packet delay on each host's egress")
@@ -176,15 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True)
     p.set_defaults(func=cmd_vcluster_down)
     p = vc_sub.add_parser(
-        "set", parents=[common], help="change one host's faults on a running cluster"
+        "set", parents=[common], help="change one host's or link's faults on a running cluster"
     )
     p.add_argument("--name", required=True)
-    p.add_argument("--host", required=True)
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--host", help="a host: every packet it sends")
+    target.add_argument("--link", metavar="A-B", help="a pair of hosts: the packets between them")
     p.add_argument(
         "change",
         nargs="+",
         metavar="FIELD=VALUE|clear",
-        help=f"fields {', '.join(vcluster.FAULT_FIELDS)}; FIELD=off removes one, clear all",
+        help=f"fields {', '.join(vcluster.FAULT_FIELDS)} (a --link: "
+        f"{', '.join(vcluster.LINK_FAULT_FIELDS)}); FIELD=off removes one, clear all",
     )
     p.set_defaults(func=cmd_vcluster_set)
     p = vc_sub.add_parser("status", parents=[common], help="list virtual clusters")

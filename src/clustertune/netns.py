@@ -18,7 +18,6 @@ from .errors import UserError
 
 NETNS_DIR = Path("/run/netns")
 NETNS_ETC = Path("/etc/netns")
-NFQUEUE_RULE = ("POSTROUTING", "-o", "eth0", "-j", "NFQUEUE", "--queue-num", "0", "--queue-bypass")
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _IFREQ = struct.Struct("16sH22x")  # struct ifreq with ifr_flags
 
@@ -132,10 +131,17 @@ def cap_gso(ns: str, dev: str, bits_per_second: int | None) -> None:
         str(gso_cap_bytes(bits_per_second)))  # fmt: skip
 
 
-def nfqueue(ns: str, on: bool) -> None:
-    """Send (or stop sending) every IPv4 packet leaving the namespace's eth0 to NFQUEUE 0;
-    ``--queue-bypass`` lets packets through untouched while no daemon listens."""
-    run("ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-A" if on else "-D", *NFQUEUE_RULE)
+def nfqueue(ns: str, on: bool, queue: int = 0, dest: str | None = None) -> None:
+    """Send (or stop sending) IPv4 packets leaving the namespace's eth0 to an NFQUEUE:
+    all of them to queue 0, or (``dest``) those to one address to their own queue, ahead
+    of the rule for all; ``--queue-bypass`` lets packets through while no daemon listens."""
+    match = ("-o", "eth0", *(("-d", dest) if dest else ()))
+    target = ("-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass")
+    if not on:
+        where: tuple[str, ...] = ("-D", "POSTROUTING")
+    else:  # a rule for one address goes first, or the rule for all would take its packets
+        where = ("-I", "POSTROUTING", "1") if dest else ("-A", "POSTROUTING")
+    run("ip", "netns", "exec", ns, "iptables", "-t", "mangle", *where, *match, *target)
 
 
 def set_link_up(sock: socket.socket, dev: str, up: bool) -> None:

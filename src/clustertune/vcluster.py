@@ -16,6 +16,8 @@ tbf remains the limit of what a host takes from several senders at once.
 Faults (docs/faults.md) are per host: loss, delay and jitter through that host's daemon
 (parameters changed on SIGHUP), a rate below nominal through the pacer and tbf, and a
 flapping link through a small process that takes the host's switch port down and up.
+Per link (one pair of hosts, e.g. a bad route between them): loss, delay and jitter
+through one more daemon on each end, on its own queue, for the packets to the other end.
 
 State lives in /run/clustertune/vcluster/<name>/state.json, written *before* anything is
 created, so ``down`` can remove every piece after a crash, and ``up`` removes stale
@@ -44,7 +46,6 @@ from .units import format_rate, parse_rate
 RUN_DIR = Path(os.environ.get("CLUSTERTUNE_RUN_DIR", "/run/clustertune")) / "vcluster"
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 SUBNET_PREFIX = 16
-NFQUEUE_NUM = "0"
 MAX_DELAY_US = 1_000_000
 
 
@@ -112,10 +113,12 @@ def plan(
     cores: int = 1,
     host_faults: dict[str, dict] | None = None,
     wire: str = "tbf",
+    link_faults: dict[str, dict] | None = None,
 ) -> dict:
     """The state of a cluster about to be built: pure, so it can be checked without root.
 
-    ``host_faults`` maps host names to faults as :func:`parse_faults` returns them;
+    ``host_faults`` maps host names to faults as :func:`parse_faults` returns them,
+    ``link_faults`` pairs ``"hostA-hostB"`` to link faults (:func:`parse_link_fault`);
     ``wire`` is the link model (:data:`WIRES`)."""
     validate_name(name)
     if wire not in WIRES:
@@ -152,6 +155,10 @@ def plan(
             f"--host-link names unknown host(s) {', '.join(unknown)} "
             f"(hosts are host0..host{hosts - 1})"
         )
+    links: dict[str, dict] = {}
+    for pair, faults in (link_faults or {}).items():
+        key = link_key(host_list, pair, f"--link-fault {pair}")
+        links[key] = {k: v for k, v in {**links.get(key, {}), **faults}.items() if v}
     return {
         "name": name,
         "status": "building",
@@ -162,6 +169,7 @@ def plan(
         "wan_bps": wan_bps if sites > 1 else None,
         "delay_us": delay_us,
         "wire": wire,
+        "link_faults": {k: v for k, v in links.items() if v},
         "delay_pids": {},
         "flap_pids": {},
         "created": time.time(),
@@ -171,6 +179,7 @@ def plan(
 # --- faults (docs/faults.md) ------------------------------------------------------------
 
 FAULT_FIELDS = ("rate", "loss", "delay", "jitter", "flap", "seed")
+LINK_FAULT_FIELDS = ("loss", "delay", "jitter", "seed")  # what a per-destination queue can do
 _FAULT_KEYS = {"rate": "rate_bps", "loss": "loss", "delay": "delay_us", "jitter": "jitter_us",
                "flap": "flap", "seed": "seed"}  # fmt: skip
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(us|ms|s)$")
@@ -225,7 +234,7 @@ def _parse_field(field: str, text: str):
     return seed
 
 
-def parse_faults(items: list[str], where: str) -> dict:
+def parse_faults(items: list[str], where: str, fields: tuple[str, ...] = FAULT_FIELDS) -> dict:
     """FIELD=VALUE items into faults (state keys); ``FIELD=off`` maps to None (remove).
 
     A bad item raises a one-line UserError naming ``where`` and the field."""
@@ -233,9 +242,9 @@ def parse_faults(items: list[str], where: str) -> dict:
     for item in items:
         field, sep, text = item.partition("=")
         field = field.strip().lower()
-        if field not in FAULT_FIELDS or not sep:
+        if field not in fields or not sep:
             raise UserError(
-                f"{where}: {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(FAULT_FIELDS)}"
+                f"{where}: {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(fields)}"
             )
         if text.strip().lower() == OFF:
             faults[_FAULT_KEYS[field]] = None
@@ -263,6 +272,30 @@ def parse_host_link(text: str) -> tuple[str, dict]:
             raise UserError(f"{where}: link: {exc}") from None
     changes["faults"] = parse_faults(items, where)
     return host.strip(), changes
+
+
+def parse_link_fault(text: str) -> tuple[str, dict]:
+    """``HOSTA-HOSTB=FIELD=VALUE[,...]`` -> (pair as given, faults of LINK_FAULT_FIELDS)."""
+    where = f"--link-fault {text!r}"
+    pair, sep, spec = text.partition("=")
+    if not sep or "-" not in pair or not spec:
+        raise UserError(
+            f"{where}: expected HOSTA-HOSTB=FIELD=VALUE[,...], e.g. host1-host2=loss=0.1%"
+        )
+    items = [item for item in spec.split(",") if item.strip()]
+    return pair.strip(), parse_faults(items, where, LINK_FAULT_FIELDS)
+
+
+def link_key(hosts: list[dict], pair: str, where: str) -> str:
+    """``hostA-hostB`` of two different hosts of the cluster, lower index first."""
+    index = {h["name"]: i for i, h in enumerate(hosts)}
+    ends = pair.split("-")
+    if len(ends) != 2 or ends[0] == ends[1] or not all(e in index for e in ends):
+        raise UserError(
+            f"{where}: expected two different hosts of the cluster joined by '-', e.g. "
+            f"host0-host1 (hosts are host0..host{len(hosts) - 1})"
+        )
+    return "-".join(sorted(ends, key=index.get))
 
 
 def merge_faults(host: dict, faults: dict, where: str = "--host-link") -> None:
@@ -338,9 +371,35 @@ def set_faults(name: str, host_name: str, items: list[str]) -> dict:
         _shape(state, index)
     if changed & {"rate_bps", "delay_us", "jitter_us", "loss", "seed"}:
         started |= _apply_packet_faults(state, index)
+        for key in state.get("link_faults", {}):  # they build on the host's own
+            if host_name in key.split("-"):
+                started |= _apply_link_faults(state, key)
     if "flap" in changed:
         started |= _apply_flap(state, index)
     _check_started(started)
+    return state
+
+
+def set_link_faults(name: str, pair: str, items: list[str]) -> dict:
+    """``vcluster set --link A-B``: change one link's faults on a running cluster, as
+    :func:`set_faults` does a host's (``clear`` first removes them all)."""
+    require_root()
+    validate_name(name)
+    state = load_state(name)
+    if state is None or not _is_healthy(state):
+        raise UserError(f"no running virtual cluster {name!r} (see 'clustertune vcluster status')")
+    if not items:
+        raise UserError("vcluster set: nothing to change: give FIELD=VALUE items or clear")
+    key = link_key(state["hosts"], pair, f"vcluster set --link {pair}")
+    clear = [item for item in items if item.strip().lower() == "clear"]
+    faults = parse_faults([i for i in items if i not in clear], "vcluster set", LINK_FAULT_FIELDS)
+    links = state.setdefault("link_faults", {})
+    merged = {**({} if clear else links.get(key, {})), **faults}
+    links[key] = {k: v for k, v in merged.items() if v}
+    if not links[key]:
+        del links[key]
+    _save_state(state)
+    _check_started(_apply_link_faults(state, key))
     return state
 
 
@@ -408,6 +467,8 @@ def _build(state: dict) -> None:
     started: dict[str, int] = {}
     for i in range(len(state["hosts"])):
         started |= _apply_packet_faults(state, i) | _apply_flap(state, i)
+    for key in state.get("link_faults", {}):
+        started |= _apply_link_faults(state, key)
     _check_started(started)
 
 
@@ -464,27 +525,70 @@ def _daemon_params(state: dict, index: int) -> dict:
     }
 
 
-def _daemon_files(state: dict, host_name: str) -> tuple[Path, Path]:
+def _daemon_files(state: dict, key: str) -> tuple[Path, Path]:
     directory = state_dir(state["name"])
-    return directory / f"{host_name}.nfq", directory / f"{host_name}.nfq.json"
+    return directory / f"{key}.nfq", directory / f"{key}.nfq.json"
+
+
+_NEEDS_DAEMON = ("rate_bps", "delay_us", "jitter_us", "loss")
 
 
 def _apply_packet_faults(state: dict, index: int) -> dict[str, int]:
-    """Start, retune (SIGHUP) or stop the host's daemon so it applies _daemon_params;
-    returns what it started, for :func:`_check_started`."""
+    """Start, retune or stop the host's daemon (queue 0, every packet it sends) so it
+    applies _daemon_params; returns what it started, for :func:`_check_started`."""
     host = state["hosts"][index]
-    params = _daemon_params(state, index)
-    needed = any(params[k] for k in ("rate_bps", "delay_us", "jitter_us", "loss"))
-    pid = state["delay_pids"].get(host["name"])
-    params_file, stats_file = _daemon_files(state, host["name"])
+    return _apply_daemon(state, host["name"], host["namespace"], 0, None,
+                         _daemon_params(state, index), f"fault daemon on {host['name']}")  # fmt: skip
+
+
+def _link_params(state: dict, sender: int, faults: dict, seed: int) -> dict:
+    """What the daemon for one direction of a faulty link applies: the sender's own
+    daemon's parameters (its packets to that peer no longer pass that daemon), the
+    link's delay and jitter in place of the host's, and both losses."""
+    params = _daemon_params(state, sender)
+    for key in ("delay_us", "jitter_us"):
+        params[key] = faults.get(key, params[key])
+    params["loss"] = 1 - (1 - params["loss"]) * (1 - faults.get("loss", 0.0))
+    params["seed"] = faults.get("seed", seed)
+    return params
+
+
+def _apply_link_faults(state: dict, key: str) -> dict[str, int]:
+    """Start, retune or stop the two daemons of link ``key``: one per end, on queue
+    1 + the peer's index, for the packets to the peer."""
+    index = {h["name"]: i for i, h in enumerate(state["hosts"])}
+    faults = state.get("link_faults", {}).get(key)
+    started: dict[str, int] = {}
+    a, b = key.split("-")
+    for src, dst in ((a, b), (b, a)):
+        i, j = index[src], index[dst]
+        if faults is None:
+            params = dict.fromkeys(_NEEDS_DAEMON, 0)
+        else:
+            params = _link_params(state, i, faults, seed=1000 * (i + 1) + j + 1)
+        started |= _apply_daemon(state, f"{src}>{dst}", state["hosts"][i]["namespace"], 1 + j,
+                                 state["hosts"][j]["address"], params,
+                                 f"fault daemon of link {key} on {src}")  # fmt: skip
+    return started
+
+
+def _apply_daemon(
+    state: dict, key: str, namespace: str, queue: int, dest: str | None, params: dict, what: str
+) -> dict[str, int]:
+    """One ct-nfq-delay (state["delay_pids"][key]) behind its NFQUEUE rule: started when
+    ``params`` need it, retuned by SIGHUP, stopped with its rule when they no longer do.
+    Returns what it started, for :func:`_check_started`."""
+    needed = any(params[k] for k in _NEEDS_DAEMON)
+    pid = state["delay_pids"].get(key)
+    params_file, stats_file = _daemon_files(state, key)
     if pid is not None and needed:
         params_file.write_text("".join(f"{k}={v}\n" for k, v in params.items()))
         os.kill(pid, signal.SIGHUP)
         return {}
     if pid is not None:
-        netns.nfqueue(host["namespace"], False)
+        netns.nfqueue(namespace, False, queue, dest)
         _stop(pid)
-        del state["delay_pids"][host["name"]]
+        del state["delay_pids"][key]
         _save_state(state)
         return {}
     if not needed:
@@ -493,15 +597,15 @@ def _apply_packet_faults(state: dict, index: int) -> dict[str, int]:
         raise UserError(
             "a shaped link, delay, jitter and loss need iptables (NFQUEUE): install it with 'make setup'"
         )
-    netns.nfqueue(host["namespace"], True)
+    netns.nfqueue(namespace, True, queue, dest)
     daemon = kernels.kernel_path("ct-nfq-delay", "serial")
-    argv = [str(daemon), NFQUEUE_NUM, str(params["delay_us"]), "--rate-bps",
+    argv = [str(daemon), str(queue), str(params["delay_us"]), "--rate-bps",
             str(params["rate_bps"]), "--jitter-us",
             str(params["jitter_us"]), "--loss", repr(params["loss"]), "--seed",
             str(params["seed"]), "--params", str(params_file), "--stats", str(stats_file)]  # fmt: skip
-    state["delay_pids"][host["name"]] = _start_beside(host["namespace"], argv)
+    state["delay_pids"][key] = _start_beside(namespace, argv)
     _save_state(state)
-    return {f"fault daemon on {host['name']}": state["delay_pids"][host["name"]]}
+    return {what: state["delay_pids"][key]}
 
 
 def _apply_flap(state: dict, index: int) -> dict[str, int]:
@@ -633,8 +737,9 @@ def cluster_from_state(state: dict) -> Cluster:
         extra={
             "agent": state["agent"],
             "state_dir": str(state_dir(state["name"])),
-            # per host, as `vcluster set` last left them (docs/faults.md)
-            "faults": {h["name"]: h["faults"] for h in state["hosts"] if h.get("faults")},
+            # per host and per link ("hostA-hostB"), as `vcluster set` last left them
+            "faults": {h["name"]: h["faults"] for h in state["hosts"] if h.get("faults")}
+            | state.get("link_faults", {}),
         },
     )
 
@@ -679,6 +784,8 @@ def describe(state: dict) -> str:
                 else ""
             )
         )
+    for key, faults in state.get("link_faults", {}).items():
+        lines.append(f"  link {key}  faults {format_faults(faults)}")
     return "\n".join(lines)
 
 

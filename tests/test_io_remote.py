@@ -92,6 +92,28 @@ def test_mpich_client_openmpi_server_write_and_read(server, ca, tmp_path) -> Non
     assert record["status"] == "ok", record["error"]
 
 
+@pytest.mark.parametrize("round_bytes", [4096, 0])
+def test_rounds_and_store_and_forward_with_aggregation(ca, tmp_path, round_bytes) -> None:
+    """One server rank for two client ranks of 13 and 12 planes of 25^2 ints: in rounds of one
+    plane (more rounds for one client than the other) and whole blocks (--round 0)."""
+    export = tmp_path / "export"
+    export.mkdir()
+    argv = remote.server_argv(1, export, ca, idle_timeout=5, round_bytes=round_bytes)
+    service = launcher_for(local_cluster()).service(
+        local_cluster().hosts[0].name, argv, ready=remote.READY, env=remote.server_env(),
+        lifetime=120, stop_grace=0.5,
+    )  # fmt: skip
+    with service as s:
+        port = int(s.ready_match.group(1))
+        record = measure(port, ca, db=tmp_path / "r.db", sizes=[25], mpi="openmpi",
+                         directory=".")  # fmt: skip
+        assert record["status"] == "ok", f"{record['error']}\n{log_of(s)}"
+    assert all(r["valid"] for r in netcdf.results(record))
+    for mode in ("collective", "independent"):
+        with netCDF4.Dataset(export / f"ct_io_netcdf_25_{mode}.nc") as ds:
+            assert np.array_equal(ds["data"][:], validate.expected(25))
+
+
 def frame(op: int, payload: bytes = b"", *, magic: bytes = b"CTIO", version: int = 1) -> bytes:
     return magic + struct.pack("<HHI", version, op, len(payload)) + payload
 

@@ -5,6 +5,7 @@
  *
  *   mpirun -np S ct-io-server --export DIR --cert C --key K --ca CA --gridmap FILE
  *                             [--port P] [--idle-timeout 60] [--sessions N] [--max-request B]
+ *                             [--round 4M]
  *
  * Rank 0 listens on --port (0: any; the ready line on stderr says which), every other rank on
  * a port of its own. A session: client rank 0 says HELLO on rank 0's port; the grid-mapfile
@@ -15,7 +16,9 @@
  * Serving: the server ranks take one request from each of their clients, agree (one
  * allreduce) that all of them are well formed and the same operation, and perform it together
  * (create/def/enddef/open/close collectively on the server ranks, puts and gets as one
- * non-blocking request per client completed by wait_all, so S < P aggregates). A malformed,
+ * non-blocking request per client completed by wait_all, so S < P aggregates; in rounds of
+ * --round bytes per client, received or sent while the other rounds travel, so the link
+ * stays busy: see transfer()). A malformed,
  * truncated or oversized frame, a refused path, a client that stops talking for
  * --idle-timeout seconds or disconnects with a file open, ends that session only: its files
  * are aborted, and the server takes the next session.
@@ -42,6 +45,7 @@
 #include <netinet/in.h>
 #include <pnetcdf.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +63,7 @@ typedef struct {
     int port, sessions, help;
     double idle;
     uint64_t max_request;
+    uint64_t round; /* bytes per client per round of a put/get; 0: whole requests */
 } options;
 
 typedef struct {
@@ -81,6 +86,7 @@ typedef struct {
     int conn_rank[MAX_CLIENTS];
     ncfwd_conn conn[MAX_CLIENTS];
     file_slot files[MAX_FILES];
+    char replaced[PATH_MAX]; /* rank 0: the file a close replaced, unlinked after the reply */
 } server;
 
 static void refused(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -417,6 +423,7 @@ typedef struct {
     MPI_Offset start[NCFWD_MAX_DIMS], count[NCFWD_MAX_DIMS];
     uint64_t bytes;
     int *data;
+    uint64_t frame_left; /* of the DATA frame being received (streamed put) */
 } request;
 
 static file_slot *slot(server *s, int32_t handle)
@@ -455,7 +462,8 @@ static int read_transfer(server *s, ncfwd_conn *c, request *q, char *why, size_t
         snprintf(why, whylen, "no memory for %llu bytes", (unsigned long long)q->bytes);
         return -1;
     }
-    if (q->op == NCFWD_PUT && ncfwd_recv_data(c, q->data, q->bytes)) {
+    q->frame_left = 0;
+    if (q->op == NCFWD_PUT && s->o.round == 0 && ncfwd_recv_data(c, q->data, q->bytes)) {
         snprintf(why, whylen, "%s", c->error);
         return -1;
     }
@@ -645,6 +653,15 @@ static int metadata(server *s, int op, const unsigned char *payload, uint32_t le
         int rc = ncmpi_close(f->ncid), all;
         CT_MPI_CHECK(MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
         if (f->writing && s->rank == 0) {
+            /* an older NAME is kept under a second name, so that freeing its pages (tens of
+             * ms for 64 MiB on a loaded machine) is done beside the next requests, after the
+             * client has its reply */
+            snprintf(s->replaced, sizeof s->replaced, "%s", f->temp);
+            char *base = strrchr(s->replaced, '/'), *mark = strstr(base ? base : "", ".ct-partial-");
+            if (mark)
+                memcpy(mark, ".ct-replace-", strlen(".ct-replace-"));
+            if (!mark || all != NC_NOERR || link(f->final, s->replaced) != 0)
+                s->replaced[0] = '\0';
             if (all == NC_NOERR && rename(f->temp, f->final) != 0) {
                 say("rename %s -> %s: %s", f->temp, f->final, strerror(errno));
                 all = NC_EFILE;
@@ -660,8 +677,28 @@ static int metadata(server *s, int op, const unsigned char *payload, uint32_t le
     return NC_EINVAL;
 }
 
-/* Puts or gets of every client of this rank, collectively over the server ranks. */
-static void transfer(server *s, int op, request *q)
+/* The rows of client i's request in round r (rows: slices along the first dimension): the
+ * first and the number; 0 rows when the request has ended before r. */
+static MPI_Offset rows_of(const request *q, MPI_Offset per_round, int r, MPI_Offset *first)
+{
+    MPI_Offset rows = q->ndims ? q->count[0] : 1;
+    *first = (MPI_Offset)r * per_round;
+    if (*first >= rows)
+        return 0;
+    return rows - *first < per_round ? rows - *first : per_round;
+}
+
+/* Puts or gets of every client of this rank, collectively over the server ranks, in rounds:
+ * each round takes the next --round bytes (whole rows) of every client's block, one
+ * non-blocking PnetCDF request per client completed by wait_all (collective) or wait
+ * (independent), so S < P aggregates. A put's round is received just before it is written and
+ * a get's round sent just after it is read, so the server's file I/O overlaps the transfer
+ * of the other rounds on the link (the kernel's socket buffers carry them meanwhile); with
+ * --round 0 the whole block crosses the link before (put) or after (get) one call, as the
+ * paper's servers did. The status goes back before a get's data and after a put's. 0, or -1
+ * when a client's stream failed (malformed, truncated, gone): the session must end, on every
+ * rank (agreed here); who and why name the client on the rank that saw it. */
+static int transfer(server *s, int op, request *q, int *who, char *why, size_t whylen)
 {
     int collective = 1, handle = -1;
     for (int i = 0; i < s->nconn; i++)
@@ -687,24 +724,115 @@ static void transfer(server *s, int op, request *q)
         else if (collective && f->indep)
             status = ncmpi_end_indep_data(f->ncid), f->indep = 0;
     }
-    int reqs[MAX_CLIENTS], stats[MAX_CLIENTS], n = 0;
-    for (int i = 0; status == NC_NOERR && i < s->nconn; i++, n++)
-        status = op == NCFWD_PUT ? ncmpi_iput_vara_int(f->ncid, q[i].varid, q[i].start,
-                                                       q[i].count, q[i].data, &reqs[i])
-                                 : ncmpi_iget_vara_int(f->ncid, q[i].varid, q[i].start,
-                                                       q[i].count, q[i].data, &reqs[i]);
-    if (f) {
-        int rc = collective ? ncmpi_wait_all(f->ncid, n, reqs, stats)
-                            : ncmpi_wait(f->ncid, n, reqs, stats);
-        status = status == NC_NOERR ? rc : status;
-        for (int i = 0; status == NC_NOERR && i < n; i++)
-            status = stats[i];
-    }
+    /* rounds: every rank takes part in as many as the longest block needs */
+    MPI_Offset per_round[MAX_CLIENTS];
+    int rounds = 1, streamed = s->o.round > 0;
     for (int i = 0; i < s->nconn; i++) {
-        send_status(&s->conn[i], status);
-        if (op == NCFWD_GET && status == NC_NOERR)
-            ncfwd_send_data(&s->conn[i], q[i].data, q[i].bytes);
+        MPI_Offset rows = q[i].ndims ? q[i].count[0] : 1;
+        uint64_t row = rows ? q[i].bytes / (uint64_t)rows : 0;
+        per_round[i] = rows;
+        if (streamed && row > 0 && rows > 0) {
+            uint64_t k = (uint64_t)s->o.round / row;
+            per_round[i] = k < 1 ? 1 : k < (uint64_t)rows ? (MPI_Offset)k : rows;
+        }
+        int r = rows ? (int)((rows + per_round[i] - 1) / per_round[i]) : 1;
+        rounds = r > rounds ? r : rounds;
     }
+    if (!streamed)
+        rounds = 1;
+    int all_rounds;
+    CT_MPI_CHECK(MPI_Allreduce(&rounds, &all_rounds, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    int failed = 0;
+    for (int r = 0; r < all_rounds; r++) {
+        int reqs[MAX_CLIENTS], stats[MAX_CLIENTS], n = 0;
+        MPI_Offset first[MAX_CLIENTS], rows[MAX_CLIENTS];
+        for (int i = 0; i < s->nconn; i++) {
+            rows[i] = rows_of(&q[i], per_round[i], r, &first[i]);
+            if (failed || rows[i] == 0)
+                continue;
+            uint64_t row = q[i].ndims && q[i].count[0] ? q[i].bytes / (uint64_t)q[i].count[0]
+                                                       : q[i].bytes;
+            unsigned char *at = (unsigned char *)q[i].data + (uint64_t)first[i] * row;
+            /* a put's data are read off the stream even when the put fails (status) */
+            if (op == NCFWD_PUT && streamed &&
+                ncfwd_recv_data_part(&s->conn[i], at, (uint64_t)rows[i] * row, &q[i].frame_left,
+                                     q[i].bytes - (uint64_t)first[i] * row)) {
+                snprintf(why, whylen, "%s", s->conn[i].error);
+                *who = i, failed = 1;
+                continue;
+            }
+            if (status != NC_NOERR)
+                continue;
+            MPI_Offset start[NCFWD_MAX_DIMS], count[NCFWD_MAX_DIMS];
+            memcpy(start, q[i].start, sizeof start);
+            memcpy(count, q[i].count, sizeof count);
+            if (q[i].ndims)
+                start[0] += first[i], count[0] = rows[i];
+            status = op == NCFWD_PUT
+                         ? ncmpi_iput_vara_int(f->ncid, q[i].varid, start, count, (int *)at,
+                                               &reqs[n])
+                         : ncmpi_iget_vara_int(f->ncid, q[i].varid, start, count, (int *)at,
+                                               &reqs[n]);
+            if (status == NC_NOERR)
+                n++;
+        }
+        if (f) {
+            int rc = collective ? ncmpi_wait_all(f->ncid, n, reqs, stats)
+                                : ncmpi_wait(f->ncid, n, reqs, stats);
+            status = status == NC_NOERR ? rc : status;
+            for (int k = 0; status == NC_NOERR && k < n; k++)
+                status = stats[k];
+        }
+        if (op != NCFWD_GET || failed)
+            continue;
+        /* a get: the status before the first round's data; a failure after it has no reply
+         * left to travel in, so it ends the session */
+        if (r > 0 && status != NC_NOERR) {
+            snprintf(why, whylen, "get failed after its data began: %s", ncmpi_strerror(status));
+            *who = 0, failed = 1;
+            continue;
+        }
+        for (int i = 0; i < s->nconn; i++) { /* a client gone shows at its next request */
+            if (r == 0)
+                send_status(&s->conn[i], status);
+            if (status == NC_NOERR && rows[i] > 0) {
+                uint64_t row = q[i].ndims && q[i].count[0]
+                                   ? q[i].bytes / (uint64_t)q[i].count[0]
+                                   : q[i].bytes;
+                ncfwd_send_data(&s->conn[i], (unsigned char *)q[i].data + (uint64_t)first[i] * row,
+                                (uint64_t)rows[i] * row);
+            }
+        }
+    }
+    int any_failed;
+    CT_MPI_CHECK(MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (any_failed)
+        return -1;
+    if (op == NCFWD_PUT)
+        for (int i = 0; i < s->nconn; i++)
+            send_status(&s->conn[i], status);
+    return 0;
+}
+
+static void *unlinker(void *path)
+{
+    unlink(path);
+    free(path);
+    return NULL;
+}
+
+/* Removes a file on a thread of its own (no MPI there): the next requests need not wait for
+ * the kernel to free its pages; unlinked here when no thread can start. */
+static void unlink_behind(const char *path)
+{
+    pthread_t t;
+    char *copy = strdup(path);
+    if (copy && pthread_create(&t, NULL, unlinker, copy) == 0) {
+        pthread_detach(t);
+        return;
+    }
+    free(copy);
+    unlink(path);
 }
 
 /* Serves one session until BYE, or ends it at the first fault anywhere. */
@@ -738,14 +866,17 @@ static void serve(server *s)
         int v[3] = {!ok, -op_lo, op_hi}, agreed[3];
         CT_MPI_CHECK(MPI_Allreduce(v, agreed, 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
         int op = agreed[2];
-        if (agreed[0] || -agreed[1] != op) {
+        int fault = agreed[0] || -agreed[1] != op;
+        if (!fault && (op == NCFWD_PUT || op == NCFWD_GET))
+            fault = transfer(s, op, q, &who, why, sizeof why) != 0;
+        if (fault) {
             int open = 0;
             for (int i = 0; i < MAX_FILES; i++)
                 open |= s->files[i].used;
             if (who >= 0 && !(open == 0 && strstr(why, "closed by the peer")))
                 refused(s->conn[who].peer, "client rank %d: %s; session ended",
                         s->conn_rank[who], why);
-            else if (!agreed[0])
+            else if (who < 0 && !agreed[0] && -agreed[1] != op)
                 refused(s->subject, "client ranks sent different requests; session ended");
             abort_files(s);
             for (int i = 0; i < s->nconn; i++)
@@ -754,9 +885,7 @@ static void serve(server *s)
         }
         if (op == NCFWD_BYE)
             break;
-        if (op == NCFWD_PUT || op == NCFWD_GET) {
-            transfer(s, op, q);
-        } else {
+        if (op != NCFWD_PUT && op != NCFWD_GET) {
             unsigned char payload[NCFWD_MAX_CONTROL];
             uint32_t len;
             share_payload(s->nconn ? &q[0] : NULL, payload, &len);
@@ -776,6 +905,10 @@ static void serve(server *s)
             }
             for (int i = 0; i < s->nconn; i++)
                 ncfwd_send_wr(&s->conn[i], NCFWD_REPLY, &w);
+            if (s->replaced[0]) {
+                unlink_behind(s->replaced);
+                s->replaced[0] = '\0';
+            }
         }
         for (int i = 0; i < s->nconn; i++)
             free(q[i].data), q[i].data = NULL;
@@ -787,7 +920,7 @@ static void serve(server *s)
 
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
 {
-    *o = (options){.idle = 60.0, .max_request = (uint64_t)1 << 31};
+    *o = (options){.idle = 60.0, .max_request = (uint64_t)1 << 31, .round = 4 << 20};
     const ct_opt table[] = {
         {"--export", CT_OPT_STRING, .dest = &o->export_dir},
         {"--cert", CT_OPT_STRING, .dest = &o->cert},
@@ -798,6 +931,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"--sessions", CT_OPT_INT, .dest = &o->sessions, .min = 0, .max = INT_MAX},
         {"--idle-timeout", CT_OPT_SECONDS, .dest = &o->idle, .max = 86400},
         {"--max-request", CT_OPT_BYTES, .dest = &o->max_request, .max = (double)((uint64_t)1 << 40)},
+        {"--round", CT_OPT_BYTES, .dest = &o->round, .max = (double)((uint64_t)1 << 40)},
         {"--help", CT_OPT_FLAG, .dest = &o->help},
         {.type = CT_OPT_END},
     };
@@ -822,7 +956,7 @@ int main(int argc, char **argv)
     }
     if (s.o.help) {
         printf("usage: %s --export DIR --cert C --key K --ca CA --gridmap FILE [--port P] "
-               "[--sessions N] [--idle-timeout S] [--max-request BYTES]\n", ct_basename(argv[0]));
+               "[--sessions N] [--idle-timeout S] [--max-request BYTES] [--round BYTES]\n", ct_basename(argv[0]));
         return 0;
     }
     if (!realpath(s.o.export_dir, s.export_real)) {

@@ -264,32 +264,43 @@ int ncfwd_send_data(ncfwd_conn *c, const void *buf, uint64_t bytes)
     return 0;
 }
 
-int ncfwd_recv_data(ncfwd_conn *c, void *buf, uint64_t bytes)
+int ncfwd_recv_data_part(ncfwd_conn *c, void *buf, uint64_t want, uint64_t *frame_left,
+                         uint64_t total_left)
 {
     unsigned char *p = buf;
-    while (bytes > 0) {
-        unsigned char h[NCFWD_HEADER];
-        int op;
-        uint32_t len;
-        char why[160];
-        if (io_all(c, h, NCFWD_HEADER, 0))
-            return -1;
-        if (ncfwd_parse_header(h, &op, &len, why, sizeof why)) {
-            snprintf(c->error, sizeof c->error, "malformed frame: %s", why);
-            return -1;
+    while (want > 0) {
+        if (*frame_left == 0) {
+            unsigned char h[NCFWD_HEADER];
+            int op;
+            uint32_t len;
+            char why[160];
+            if (io_all(c, h, NCFWD_HEADER, 0))
+                return -1;
+            if (ncfwd_parse_header(h, &op, &len, why, sizeof why)) {
+                snprintf(c->error, sizeof c->error, "malformed frame: %s", why);
+                return -1;
+            }
+            if (op != NCFWD_DATA || len == 0 || len > total_left) {
+                snprintf(c->error, sizeof c->error,
+                         "malformed frame: %s of %u bytes where DATA of %llu more bytes was due",
+                         ncfwd_op_name(op), len, (unsigned long long)total_left);
+                return -1;
+            }
+            *frame_left = len;
         }
-        if (op != NCFWD_DATA || len == 0 || len > bytes) {
-            snprintf(c->error, sizeof c->error,
-                     "malformed frame: %s of %u bytes where DATA of %llu more bytes was due",
-                     ncfwd_op_name(op), len, (unsigned long long)bytes);
+        size_t n = (size_t)(want < *frame_left ? want : *frame_left);
+        if (io_all(c, p, n, 0))
             return -1;
-        }
-        if (io_all(c, p, len, 0))
-            return -1;
-        p += len;
-        bytes -= len;
+        p += n;
+        want -= n, total_left -= n, *frame_left -= n;
     }
     return 0;
+}
+
+int ncfwd_recv_data(ncfwd_conn *c, void *buf, uint64_t bytes)
+{
+    uint64_t frame_left = 0;
+    return ncfwd_recv_data_part(c, buf, bytes, &frame_left, bytes);
 }
 
 void ncfwd_close(ncfwd_conn *c)

@@ -114,6 +114,11 @@ int ncfwd_recv(ncfwd_conn *c, int *op, void *buf, size_t cap, uint32_t *len);
 /* Streams `bytes` from buf as DATA frames; receives exactly `bytes` of DATA frames into buf. */
 int ncfwd_send_data(ncfwd_conn *c, const void *buf, uint64_t bytes);
 int ncfwd_recv_data(ncfwd_conn *c, void *buf, uint64_t bytes);
+/* Receives the next `want` bytes of a stream of DATA frames that has `total_left` bytes
+ * still due (frames may straddle calls: *frame_left, 0 at the start, carries the rest of the
+ * current frame), so a receiver can act on a transfer's first part while the rest travels. */
+int ncfwd_recv_data_part(ncfwd_conn *c, void *buf, uint64_t want, uint64_t *frame_left,
+                         uint64_t total_left);
 void ncfwd_close(ncfwd_conn *c);
 
 /* ------------------------------------------------------------ TLS (OpenSSL, TLS 1.3) */

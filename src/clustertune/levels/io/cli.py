@@ -34,6 +34,9 @@ def add_commands(sub, common) -> None:
                    help="one round trip per metadata call (the paper's forwarding)")  # fmt: skip
     n.add_argument("--session", choices=("job", "file"), default="job",
                    help="one connection per job, or per open/close (the paper)")  # fmt: skip
+    n.add_argument("--server-round", metavar="BYTES",
+                   help="with --remote SITE: the server's put/get rounds per client (default "
+                        "4M; 0: each block crosses whole, then one PnetCDF call)")  # fmt: skip
     n.add_argument("--ca-dir", help="CA directory (default $CLUSTERTUNE_CA or "
                    "~/.local/share/clustertune/ca)")  # fmt: skip
     n.add_argument("--identity", default="client", help="the client's certificate name")
@@ -49,6 +52,8 @@ def add_commands(sub, common) -> None:
                    "silent before its session is ended")  # fmt: skip
     s.add_argument("--lifetime", type=float, help="stop after this many seconds")
     s.add_argument("--driver", choices=tuple(netcdf.DRIVERS), default="romio")
+    s.add_argument("--round", metavar="BYTES", help="put/get bytes per client per round "
+                   "(default 4M; 0: each block crosses whole, then one PnetCDF call)")  # fmt: skip
     s.add_argument("--ca-dir", help="CA directory with server.pem/key and the grid-mapfile")
     s.set_defaults(func=commands_io.cmd_serve)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from ... import security
 from ...commands import Output, cluster_of
 from ...errors import UserError
+from ...units import parse_size
 from . import remote
 
 
@@ -26,6 +27,7 @@ def cmd_serve(args: argparse.Namespace) -> Output:
         cluster, host, np=args.np, export=Path(args.export), ca_dir=ca_dir_of(args),
         port=args.port, sessions=args.sessions, idle_timeout=args.idle_timeout,
         lifetime=args.lifetime, driver=args.driver,
+        round_bytes=None if args.round is None else parse_size(args.round),
     )  # fmt: skip
     return Output({"host": host, "status": status}, f"ct-io-server on {host} ended", status)
 

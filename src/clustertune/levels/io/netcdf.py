@@ -26,6 +26,7 @@ from ...errors import UserError
 from ...launch import Job
 from ...results import Store
 from ...runner import Run
+from ...units import parse_size
 from . import FORWARD_KERNEL, LEVEL, NETCDF_KERNEL, validate
 from . import remote as fwd
 
@@ -115,7 +116,7 @@ def measure(
     hosts: list[str] | None = None, timeout: float = TIMEOUT_S, directory: str | None = None,
     keep_files: bool = False, inject_fault: bool = False, remote: str | None = None,
     servers: int | None = None, batch: bool = True, session: str = "job",
-    ca_dir: Path | None = None, identity: str = "client",
+    ca_dir: Path | None = None, identity: str = "client", server_round: int | None = None,
 ) -> dict:  # fmt: skip
     """One stored record: ct-io-netcdf (or, with ``remote``, ct-io-fwd against ct-io-server)
     on ``np`` ranks, then the checks of its files."""
@@ -143,6 +144,8 @@ def measure(
               "raw": raw, "driver": driver, "remote": remote, "dir": workdir}  # fmt: skip
     if remote:
         params.update(servers=servers or np, batch=batch, session=session, identity=identity)
+        if site:
+            params["server_round"] = server_round
     env = {} if remote else driver_env(mpi, driver)
     args = kernel_args(sizes, mode, ops, fmt, reps, workdir, raw, inject_fault)
     try:
@@ -159,7 +162,8 @@ def measure(
             else:
                 argv = fwd.server_argv(servers or np, Path(workdir), ca_dir,
                                        sessions=1 if session == "job" else 0,
-                                       env=fwd.server_env(driver))  # fmt: skip
+                                       env=fwd.server_env(driver),
+                                       round_bytes=server_round)  # fmt: skip
                 with run.service(server_host, argv, ready=fwd.READY, env=fwd.server_env(driver),
                                  start_timeout=fwd.SERVER_START_S, stop_grace=2.0,
                                  what=f"ct-io-server on {server_host}") as server:  # fmt: skip
@@ -254,6 +258,7 @@ def cmd_netcdf(args: argparse.Namespace) -> Output:
         inject_fault=args.inject_fault, remote=args.remote, servers=args.servers,
         batch=not args.no_batch, session=args.session,
         ca_dir=Path(args.ca_dir) if args.ca_dir else None, identity=args.identity,
+        server_round=None if args.server_round is None else parse_size(args.server_round),
     )  # fmt: skip
     payload = {"run": record["id"], "status": record["status"],
                "verification": record["verification"],

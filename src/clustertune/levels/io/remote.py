@@ -10,7 +10,8 @@ its grid-mapfile line are made when missing.
 
 Knobs (recorded in params and, as CT_NCFWD_*, in the record's env): ``--servers S`` server
 ranks (default: one per client rank, the paper; fewer aggregates), ``--no-batch`` (one round
-trip per metadata call, the paper) and ``--session file`` (a session per open/close).
+trip per metadata call, the paper), ``--session file`` (a session per open/close) and
+``--server-round B`` (the server's put/get rounds; 0: store and forward, the paper).
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ def server_env(driver: str = "romio") -> dict[str, str]:
 
 def server_argv(
     np: int, export: Path, ca_dir: Path, *, port: int = 0, sessions: int = 0,
-    idle_timeout: float = 60.0, env: dict[str, str] | None = None,
+    idle_timeout: float = 60.0, env: dict[str, str] | None = None, round_bytes: int | None = None,
 ) -> list[str]:  # fmt: skip
-    """mpirun of ct-io-server's ranks on one host (an I/O node), its certificate from ca_dir."""
+    """mpirun of ct-io-server's ranks on one host (an I/O node), its certificate from ca_dir.
+    ``round_bytes``: a put's or get's bytes per client per round (the server's default, 4 MiB,
+    when None; 0: each block crosses the link whole before its write or after its read)."""
     creds = security.credentials(ca_dir, SERVER_NAME)
     head = mpi_flags.openmpi(np, env or server_env())
     return head + [
@@ -50,7 +53,7 @@ def server_argv(
         "--cert", str(creds.cert), "--key", str(creds.key), "--ca", str(creds.ca),
         "--gridmap", str(ca_dir / security.GRIDMAP), "--port", str(port),
         "--sessions", str(sessions), "--idle-timeout", f"{idle_timeout:g}",
-    ]  # fmt: skip
+    ] + (["--round", str(round_bytes)] if round_bytes is not None else [])  # fmt: skip
 
 
 def prepare_ca(ca_dir: Path, identity: str) -> security.Credentials:
@@ -107,6 +110,7 @@ def client_env(creds: security.Credentials, server: str, batch: bool, session: s
 def serve(
     cluster: Cluster, host: str, *, np: int, export: Path, ca_dir: Path, port: int,
     sessions: int, idle_timeout: float, lifetime: float | None, driver: str = "romio",
+    round_bytes: int | None = None,
 ) -> int:  # fmt: skip
     """``clustertune io serve``: the server in the foreground until it ends (after
     ``sessions``), ``lifetime`` passes, or Ctrl-C. Its exit status."""
@@ -117,7 +121,8 @@ def serve(
         raise UserError(f"--export {export}: not a directory")
     security.credentials(ca_dir, SERVER_NAME)  # its certificate exists
     argv = server_argv(np, export.resolve(), ca_dir, port=port, sessions=sessions,
-                       idle_timeout=idle_timeout, env=server_env(driver))  # fmt: skip
+                       idle_timeout=idle_timeout, env=server_env(driver),
+                       round_bytes=round_bytes)  # fmt: skip
     launcher = launcher_for(cluster)
     service = launcher.service(host, argv, ready=READY, env=server_env(driver),
                                start_timeout=SERVER_START_S, lifetime=lifetime,

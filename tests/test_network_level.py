@@ -468,38 +468,31 @@ def test_retransmissions_count_both_ends_and_fill_a_symmetric_grid():
     assert grid == [[None, 0, 5], [0, None, None], [5, None, None]]
 
 
-FAULTS = {  # one fault kind on host2 of four 1 Gbit hosts, and what must name it
-    "loss 0.1%": ({"loss": 0.001}, "retransmissions"),
-    "rate 100 Mbit": ({"rate_bps": 10**8}, "bandwidth_mbps"),
-    "delay 500 µs": ({"delay_us": 500}, "latency_us"),
-}
+LOSS, DELAY = {"loss": 0.001}, {"delay_us": 500}
+FAULTS = {  # one fault on four 1 Gbit hosts: on host2, or on the link host1-host2 only
+    "host loss 0.1%": ({"host_faults": {"host2": LOSS}}, ("host2", None, "retransmissions")),
+    "host rate 100 Mbit": (
+        {"host_faults": {"host2": {"rate_bps": 10**8}}}, ("host2", None, "bandwidth_mbps")
+    ),
+    "host delay 500 µs": ({"host_faults": {"host2": DELAY}}, ("host2", None, "latency_us")),
+    # a bad route between two hosts: that pair is named, neither host
+    "link loss 0.1%": (
+        {"link_faults": {"host2-host1": LOSS}}, (None, ["host1", "host2"], "retransmissions")
+    ),
+    "link delay 500 µs": (
+        {"link_faults": {"host2-host1": DELAY}}, (None, ["host1", "host2"], "latency_us")
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.root
 @pytest.mark.parametrize("kind", FAULTS)
-def test_matrix_names_the_faulty_host_and_no_other(make_vcluster, store, kind):
-    faults, figure = FAULTS[kind]
-    cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": faults})
+def test_matrix_names_the_faulty_host_or_link_and_no_other(make_vcluster, store, kind):
+    faults, named = FAULTS[kind]
+    cluster = make_vcluster(hosts=4, link_bps=10**9, **faults)
     doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
     flagged = [(f.get("host"), f.get("pair"), f["figure"]) for f in doc["flagged"]]
-    assert flagged == [("host2", None, figure)], doc["flagged"]
-
-
-LINK_FAULTS = {  # one fault kind on the link host1-host2 only (a bad route between them)
-    "loss 0.1%": ({"loss": 0.001}, "retransmissions"),
-    "delay 500 µs": ({"delay_us": 500}, "latency_us"),
-}
-
-
-@pytest.mark.root
-@pytest.mark.parametrize("kind", LINK_FAULTS)
-def test_matrix_names_the_faulty_link_and_neither_of_its_hosts(make_vcluster, store, kind):
-    faults, figure = LINK_FAULTS[kind]
-    cluster = make_vcluster(hosts=4, link_bps=10**9, link_faults={"host2-host1": faults})
-    assert cluster.extra["faults"] == {"host1-host2": faults}  # what records' meta carry
-    doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
-    flagged = [(f.get("host"), f.get("pair"), f["figure"]) for f in doc["flagged"]]
-    assert flagged == [(None, ["host1", "host2"], figure)], doc["flagged"]
+    assert flagged == [named], doc["flagged"]
 
 
 @pytest.mark.root

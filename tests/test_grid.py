@@ -8,10 +8,12 @@ process, namespace or file."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -21,11 +23,12 @@ from conftest import unique_name
 import clustertune.levels.grid  # noqa: F401  (registers the grid sources)
 from clustertune import kernels, runner
 from clustertune.errors import ConfigError, UserError
-from clustertune.grid import daemons, jobs, slurm, ssh, virtual
+from clustertune.grid import coalloc, daemons, heartbeat, jobs, slurm, ssh, virtual
 from clustertune.grid.coalloc import FAIL_SWITCH, coallocate_jobs
 from clustertune.grid.jobs import NEVER_START
 from clustertune.grid.source import cluster_from_grid
 from clustertune.levels.grid import compare, section
+from clustertune.results import Store
 from clustertune.sources import resolve_cluster
 
 GOOD = """\
@@ -373,6 +376,58 @@ def test_pingpong_across_sites_is_held_to_the_wan(grid, store):
     assert within["figures"]["bandwidth_mbps"] > wan
     assert across["params"]["bandwidth_min_size"] < within["params"]["bandwidth_min_size"]
     assert across["figures"]["latency_us"] > 0
+
+
+def _kernel_running(ns: str, kernel: str) -> bool:
+    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+    for pid in out.split():
+        with contextlib.suppress(OSError):
+            if kernel in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
+                return True
+    return False
+
+
+@pytest.mark.root
+@needs_tools
+def test_heartbeat_names_a_daemon_killed_mid_run_and_keeps_the_samples(grid, store):
+    """HBM's role: a full ping-pong sweep across site0 (host1) and site1 (host2); once its
+    ranks run, site0's slurmd on host1 is killed: the heartbeat names it while the job
+    runs, the job is stopped long before its sweep would end, the record is failed with
+    that reason, and the sizes measured before stay in it. Last but one: host1 keeps a
+    dead slurmd."""
+    case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False,
+                        hosts=("host1", "host2"))  # fmt: skip
+    out: dict = {}
+
+    def run() -> None:  # a store of its own: SQLite objects stay in their thread
+        mine = Store(store.path)
+        out["r"] = compare.run_case(grid, mine, case)
+        mine.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    ns = grid["sites"][1]["hosts"][0]["namespace"]  # host2
+    deadline = time.monotonic() + 60
+    while not _kernel_running(ns, "ct-mpi-pingpong") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _kernel_running(ns, "ct-mpi-pingpong"), "the ping-pong never started"
+    time.sleep(2.0)  # a few sizes measured
+    pid = grid["sites"][0]["pids"]["slurmd-host1"]
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    worker.join(timeout=120)
+    stopped_s = time.monotonic() - killed
+    record = out["r"]
+    assert record["status"] == "failed"
+    said = f"site0: slurmd-host1 (pid {pid}) is not running"
+    assert f"heartbeat: {said}" in record["error"]
+    assert record["meta"]["coalloc"]["heartbeat"] == said
+    assert record["samples"] and all(s["t_min_s"] > 0 for s in record["samples"])
+    assert max(s["size"] for s in record["samples"]) < case.max_size  # cut short
+    assert stopped_s < heartbeat.INTERVAL_S + coalloc.STOP_GRACE_S + 10
+    assert slurm.run_client(grid["sites"][1], ["squeue", "-h"]).stdout.strip() == ""
+    left = slurm.run_client(grid["sites"][0], ["squeue", "-h", "-o", "%t %N"]).stdout.split("\n")
+    assert all(line in ("", "CG host1") for line in left), left  # released; host1 cannot answer
 
 
 @pytest.mark.root

@@ -11,6 +11,12 @@ through it unchanged. It reports on stderr one line ``clustertune-coalloc: {json
 site the allocation id and the times of request and grant (the job's timeline), or why
 it did not start. Exit 97 when the co-allocation failed (nothing was started).
 
+While the job runs a heartbeat (grid/heartbeat.py) checks every ``--heartbeat`` seconds
+the daemons, hosts and WAN links it stands on; the first dead one is named on stderr
+(``clustertune-coalloc: heartbeat: site1: slurmd-host2 (pid N) is not running``), the MPI
+launcher is stopped, and the exit status is 96; what the kernel wrote before stays in
+its output (the runner keeps those samples).
+
 A test switch: ``CT_GRID_FAIL_SITE=siteK`` makes that site's request impossible (an
 unknown node), so the all-or-none path can be seen.
 """
@@ -31,9 +37,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import UserError
-from . import jobs, slurm, virtual
+from . import heartbeat, jobs, slurm, virtual
 
 FAILED_TO_START = 97
+HEARTBEAT_LOST = 96  # a daemon, host or the WAN died during the job: stopped
+STOP_GRACE_S = 10.0
 GRANTED = re.compile(r"Granted job allocation (\d+)")
 QUEUED = re.compile(r"job allocation (\d+)")
 FAIL_SWITCH = "CT_GRID_FAIL_SITE"
@@ -159,6 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--barrier", type=float, default=30.0)
     parser.add_argument("--minutes", type=int, default=60)
     parser.add_argument("--sites", action="append", default=[])
+    parser.add_argument("--heartbeat", type=float, default=heartbeat.INTERVAL_S,
+                        help="seconds between checks of the job's daemons, hosts, WAN (0: off)")  # fmt: skip
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -180,21 +190,79 @@ def main(argv: list[str] | None = None) -> int:
     timeline: dict = {}
     code = FAILED_TO_START
     why = None
+    lost = None
     try:
         timeline, why = coallocate(grid, wanted, args.workdir, args.barrier, name, args.minutes)
         if why is None:
             started = time.time()
-            code = subprocess.run(command).returncode
+            code, lost = run_watched(command, grid, wanted, args.heartbeat)
             for entry in timeline.values():
                 entry.update(started=started, ended=time.time())
     finally:
         release(grid, timeline, name)
-        report = {"sites": timeline, "started": why is None, "error": why}
+        report = {"sites": timeline, "started": why is None, "error": why, "heartbeat": lost}
         print(f"clustertune-coalloc: {json.dumps(report)}", file=sys.stderr, flush=True)
     if why is not None:
         print(f"clustertune-coalloc: co-allocation failed, nothing started: {why}",
               file=sys.stderr)  # fmt: skip
+    if lost is not None:
+        print(f"clustertune-coalloc: heartbeat lost: {lost}; the job was stopped",
+              file=sys.stderr)  # fmt: skip
+        return HEARTBEAT_LOST
     return code
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def run_watched(command: list[str], grid: dict, wanted: dict[str, list[str]],
+                interval: float) -> tuple[int, str | None]:  # fmt: skip
+    """Run the MPI launcher under the heartbeat: when a part of the job dies it is named
+    on stderr at once and the launcher is stopped (SIGTERM, SIGKILL after a grace).
+    Returns (exit status, what died or None). A job that failed by itself is checked once
+    more, so a dead part is still named when the launcher noticed it first."""
+    proc = subprocess.Popen(command, process_group=0)  # the launcher and its remote shells
+    begin = time.monotonic()
+
+    def signal_group(sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+
+    def on_lost(message: str) -> None:
+        print(f"clustertune-coalloc: heartbeat: {message} "
+              f"({time.monotonic() - begin:.1f} s into the job); stopping it",
+              file=sys.stderr, flush=True)  # fmt: skip
+        signal_group(signal.SIGTERM)
+
+    if interval <= 0:
+        try:
+            return proc.wait(), None
+        except BaseException:
+            signal_group(signal.SIGTERM)
+            raise
+    with heartbeat.Heartbeat(grid, wanted, interval, on_lost) as beat:
+        try:
+            code = proc.wait()
+        except BaseException:
+            signal_group(signal.SIGTERM)
+            raise
+        if beat.lost is not None:  # the launcher is gone: its stragglers go too
+            deadline = time.monotonic() + STOP_GRACE_S
+            while time.monotonic() < deadline and _group_alive(proc.pid):
+                time.sleep(0.1)
+            signal_group(signal.SIGKILL)
+    lost = beat.lost
+    if lost is None and code != 0:
+        lost = beat.check()
+        if lost is not None:
+            print(f"clustertune-coalloc: heartbeat: {lost} (found after the job failed)",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    return code, lost
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ verdict), from which ``figures["allocation_s"]`` (first request to last grant) a
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 
@@ -51,6 +52,7 @@ class Case:
     mode: str = "pingpong"  # ping-pong: "pingpong" (blocking) | "nonblocking"
     max_size: int = 4 << 20
     quick: bool = True  # ping-pong: the short sweep
+    hosts: tuple[str, ...] = ()  # other hosts than the placement's first ones
 
 
 def grid_summary(state: dict) -> dict:
@@ -138,7 +140,7 @@ def linpack_args(case: Case) -> list[str]:
 def run_case(state: dict, store: Store, case: Case, timeout: float = 300.0) -> dict:
     """One case as one stored record of the grid level."""
     cluster = cluster_for(state, case.path)
-    hosts = placement_hosts(state, case.placement, case.ranks)
+    hosts = list(case.hosts) or placement_hosts(state, case.placement, case.ranks)
     params = {"comparison": case.kernel, "placement": case.placement, "path": case.path,
               "grid": grid_summary(state), "ranks": case.ranks}  # fmt: skip
     if case.kernel == "linpack":
@@ -159,19 +161,25 @@ def run_case(state: dict, store: Store, case: Case, timeout: float = 300.0) -> d
         params |= spec.params(min_size)
     else:
         raise UserError(f"kernel {case.kernel!r}: expected linpack or pingpong")
-    with Run(cluster, store, level=LEVEL.name, kernel=kernel, params=params, hosts=hosts,
-             np=case.ranks, mpi=case.mpi, env=env, derive=derive) as run:  # fmt: skip
+    run = Run(cluster, store, level=LEVEL.name, kernel=kernel, params=params, hosts=hosts,
+              np=case.ranks, mpi=case.mpi, env=env, derive=derive)  # fmt: skip
+    with contextlib.suppress(GridLost), run:
         step = run.mpi(kernel, np=case.ranks, mpi=case.mpi, args=kargs, hosts=hosts,
                        timeout=timeout)  # fmt: skip
         report = coalloc_report(step.completed.stderr)
         if report is not None:
             run.record["meta"]["coalloc"] = report
             run.figures.update(timeline_figures(report))
-            if report.get("heartbeat"):
-                run.problems.append(f"heartbeat: {report['heartbeat']}")
-            elif report.get("error"):
-                run.problems.append(f"co-allocation: {report['error']}")
+            if report.get("heartbeat"):  # failed, whatever the kernel had measured
+                raise GridLost(f"heartbeat: {report['heartbeat']}; the job was stopped")
+            if report.get("error"):
+                raise GridLost(f"co-allocation: {report['error']}")
     return run.record
+
+
+class GridLost(UserError):
+    """A part of the grid died under the job, or the job never started: the run is
+    failed with this reason (the samples measured before are kept)."""
 
 
 def default_cases(kernels_: tuple[str, ...], mpis: tuple[str, ...], n: int, nb: int,

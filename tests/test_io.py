@@ -73,6 +73,19 @@ def test_cdf5_one_mode_one_op(built, tmp_path) -> None:
     assert kind.stdout.strip() == "cdf5"
 
 
+def test_variants_run_in_the_order_asked(built, store) -> None:
+    record = netcdf.measure(local_cluster(), store, np=1, mpi="openmpi", sizes=[12],
+                            mode="collective", ops=["write"], fmt="cdf1", reps=1,
+                            variants=["rawswap", "netcdf"])  # fmt: skip
+    assert record["status"] == "ok", record["error"]
+    assert [r["variant"] for r in netcdf.results(record)] == ["rawswap", "netcdf"]
+    path = kernels.kernel_path(netcdf.NETCDF_KERNEL, "openmpi")
+    for bad in ("netcdf,netcdf", "raw,zip", "raw,"):
+        out = subprocess.run([str(path), "--variants", bad, "--dir", "/tmp"],
+                             capture_output=True, text=True)  # fmt: skip
+        assert out.returncode == 2 and "--variants" in out.stderr, bad
+
+
 def test_a_corrupted_value_fails_the_run_and_its_files(built, store, tmp_path) -> None:
     tmp_path = tmp_path / "files"
     tmp_path.mkdir()

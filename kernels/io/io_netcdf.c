@@ -3,7 +3,8 @@
  *
  *   mpirun -np P ct-io-netcdf --dir DIR [--sizes 16,64,100,128,256] [--mode both]
  *                             [--ops write,read] [--format cdf1|cdf2|cdf5] [--reps 20]
- *                             [--raw] [--keep] [--inject-fault]
+ *                             [--raw] [--variants netcdf,raw,rawswap] [--keep]
+ *                             [--inject-fault]
  *
  * The same source is built twice: linked with PnetCDF (ct-io-netcdf, local files; OpenMPI
  * only, as Debian builds PnetCDF) and linked with the forwarding client ncfwd (ct-io-fwd:
@@ -29,6 +30,8 @@
  *   rawswap  the same with the 4-byte big-endian swap netCDF needs on this machine, done in
  *            place before the write and undone after (what PnetCDF does), after the read.
  * The netCDF files' data sections are byte-identical to rawswap's files (offset: header).
+ * --variants names the variants and their order (a benchmark alternates it between runs, so
+ * that neither side always runs first on a warm or a cold page cache).
  *
  * Verification: every repetition's read is compared with the pattern on every rank; after
  * the last write repetition the file is read back (untimed) and compared. A mismatch makes
@@ -88,7 +91,12 @@ typedef struct {
 } size_list;
 
 typedef struct {
+    int count, v[V_COUNT]; /* in the order they run */
+} variant_list;
+
+typedef struct {
     size_list sizes;
+    variant_list variants;
     int mode, format, reps, raw, keep, inject_fault, help;
     int ops[2]; /* write, read requested */
     const char *dir;
@@ -149,6 +157,33 @@ static int parse_ops(const ct_opt *opt, const char *text, char *expected, size_t
     return 0;
 }
 
+static int parse_variants(const ct_opt *opt, const char *text, char *expected, size_t len)
+{
+    variant_list l = {0};
+    int ok = *text != '\0';
+    for (const char *p = text; ok && *p;) {
+        size_t n = strcspn(p, ",");
+        int found = -1;
+        for (int v = 0; v < V_COUNT; v++)
+            if (strlen(variant_names[v]) == n && strncmp(p, variant_names[v], n) == 0)
+                found = v;
+        for (int i = 0; i < l.count; i++)
+            ok &= l.v[i] != found;
+        ok &= found >= 0;
+        if (ok)
+            l.v[l.count++] = found;
+        p += n;
+        if (*p == ',' && *++p == '\0')
+            ok = 0;
+    }
+    if (!ok) {
+        snprintf(expected, len, "netcdf, raw, rawswap in any order, each at most once");
+        return -1;
+    }
+    *(variant_list *)opt->dest = l;
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
 {
     *o = (options){.sizes = {5, {16, 64, 100, 128, 256}}, .mode = MODE_BOTH, .reps = 20,
@@ -161,6 +196,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"--reps", CT_OPT_INT, .dest = &o->reps, .min = 1, .max = 100000},
         {"--dir", CT_OPT_STRING, .dest = &o->dir},
         {"--raw", CT_OPT_FLAG, .dest = &o->raw},
+        {"--variants", CT_OPT_CUSTOM, .dest = &o->variants, .parse = parse_variants},
         {"--keep", CT_OPT_FLAG, .dest = &o->keep},
         {"--inject-fault", CT_OPT_FLAG, .dest = &o->inject_fault},
         {"--help", CT_OPT_FLAG, .dest = &o->help},
@@ -173,6 +209,11 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
                  ct_basename(argv[0]));
         return -1;
     }
+    if (o->variants.count == 0) /* netcdf, then with --raw the raw variants */
+        for (int v = 0; v < (o->raw ? V_COUNT : 1); v++)
+            o->variants.v[o->variants.count++] = v;
+    for (int i = 0; i < o->variants.count; i++)
+        o->raw |= o->variants.v[i] != V_NETCDF;
 #ifdef CT_IO_FORWARDED
     if (o->raw) {
         snprintf(err, errlen, "%s: --raw: raw MPI-IO runs locally only (ct-io-netcdf)",
@@ -541,8 +582,8 @@ int main(int argc, char **argv)
     }
     if (o.help) {
         printf("usage: %s --dir DIR [--sizes 16,64,100,128,256] [--mode collective|independent"
-               "|both] [--ops write,read] [--format cdf1|cdf2|cdf5] [--reps 20] [--raw] [--keep]"
-               " [--inject-fault]\n", ct_basename(argv[0]));
+               "|both] [--ops write,read] [--format cdf1|cdf2|cdf5] [--reps 20] [--raw]"
+               " [--variants netcdf,raw,rawswap] [--keep] [--inject-fault]\n", ct_basename(argv[0]));
         return 0;
     }
     run_info ri = {.o = &o};
@@ -563,7 +604,7 @@ int main(int argc, char **argv)
 
     int first = o.mode == MODE_BOTH ? MODE_COLLECTIVE : o.mode;
     int last = o.mode == MODE_BOTH ? MODE_INDEPENDENT : o.mode;
-    int variants = o.raw ? V_COUNT : 1, all_ok = 1;
+    int all_ok = 1;
     double *times[P_COUNT];
     for (int p = 0; p < P_COUNT; p++)
         times[p] = ct_mpi_alloc((size_t)o.reps * sizeof(double), "timings");
@@ -581,7 +622,8 @@ int main(int argc, char **argv)
         b.buf = ct_mpi_try_alloc(&f, b.count ? b.count * sizeof(int) : 1, "the array block");
         ct_mpi_agree(MPI_COMM_WORLD, &f);
         for (int mode = first; mode <= last; mode++)
-            for (int v = 0; v < variants; v++) {
+            for (int i = 0; i < o.variants.count; i++) {
+                enum variant v = o.variants.v[i];
                 if (o.ops[OP_WRITE])
                     all_ok &= measure(&ri, &b, v, OP_WRITE, mode, times);
                 if (o.ops[OP_READ]) {

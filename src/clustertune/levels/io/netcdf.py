@@ -35,6 +35,7 @@ MAX_SIZE = 2048  # the kernel's limit
 MODES = ("collective", "independent", "both")
 OPS = ("write", "read")
 FORMATS = ("cdf1", "cdf2", "cdf5")
+VARIANTS = ("netcdf", "raw", "rawswap")  # the format; the same bytes raw; raw + byte swap
 DRIVERS = {"romio": "romio321", "ompio": "ompio"}  # --driver -> OMPI_MCA_io
 REPS = 20
 TIMEOUT_S = 1800.0
@@ -63,10 +64,14 @@ def parse_ops(text: str) -> list[str]:
 
 def kernel_args(
     sizes: list[int], mode: str, ops: list[str], fmt: str, reps: int, directory: str,
-    raw: bool, inject_fault: bool = False,
+    raw: bool, inject_fault: bool = False, variants: list[str] | None = None,
 ) -> list[str]:  # fmt: skip
+    """``variants``: which run and in what order (netcdf, raw, rawswap); default netcdf, then
+    raw and rawswap when ``raw``."""
     args = ["--dir", directory, "--sizes", ",".join(map(str, sizes)), "--mode", mode,
             "--ops", ",".join(ops), "--format", fmt, "--reps", str(reps), "--keep"]  # fmt: skip
+    if variants:
+        args += ["--variants", ",".join(variants)]
     return args + ["--raw"] * raw + ["--inject-fault"] * inject_fault
 
 
@@ -117,9 +122,13 @@ def measure(
     keep_files: bool = False, inject_fault: bool = False, remote: str | None = None,
     servers: int | None = None, batch: bool = True, session: str = "job",
     ca_dir: Path | None = None, identity: str = "client", server_round: int | None = None,
+    variants: list[str] | None = None,
 ) -> dict:  # fmt: skip
     """One stored record: ct-io-netcdf (or, with ``remote``, ct-io-fwd against ct-io-server)
-    on ``np`` ranks, then the checks of its files."""
+    on ``np`` ranks, then the checks of its files. ``variants``: local runs only, which of
+    netcdf, raw, rawswap and in what order (bench/io_local_vs_raw.py alternates it)."""
+    if variants and (remote or any(v not in VARIANTS for v in variants)):
+        raise UserError(f"variants {variants}: local runs of {', '.join(VARIANTS)} only")
     site = address = None
     if remote:
         site, address = fwd.parse_remote(cluster, remote)
@@ -142,12 +151,15 @@ def measure(
         Path(workdir).chmod(0o755)
     params = {"sizes": sizes, "mode": mode, "ops": ops, "format": fmt, "reps": reps,
               "raw": raw, "driver": driver, "remote": remote, "dir": workdir}  # fmt: skip
+    if variants:
+        params["variants"] = variants
     if remote:
         params.update(servers=servers or np, batch=batch, session=session, identity=identity)
         if site:
             params["server_round"] = server_round
     env = {} if remote else driver_env(mpi, driver)
-    args = kernel_args(sizes, mode, ops, fmt, reps, workdir, raw, inject_fault)
+    args = kernel_args(sizes, mode, ops, fmt, reps, workdir, raw and not variants, inject_fault,
+                       variants)  # fmt: skip
     try:
         with Run(cluster, store, level=LEVEL.name, kernel=kernel, params=params,
                  hosts=job_hosts, np=np, mpi=mpi, env=env, derive=derive) as run:  # fmt: skip

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from clirun import assert_refused_before_launch, cli
 
 from clustertune import kernels, report
 from clustertune.cluster import local_cluster
@@ -71,13 +71,6 @@ def test_unchecked_and_blown_up_residuals_are_shown_not_fatal() -> None:
 DATA = Path(__file__).with_name("test_linpack_data")
 SEED_FILES = ["seed000_fig11.dat", "seed000_fig12.dat", "seed001_fig9.dat", "seed001_fig10.dat"]
 REDUCED_N = 288  # 4 blocks of NB=72 over P=2 rows: every rank owns a block
-
-
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "clustertune.cli", *args],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
 
 
 def with_n(source: Path, target: Path, n: int) -> Path:
@@ -291,11 +284,4 @@ def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -
     text = (DATA / "seed000_fig11.dat").read_text().splitlines()
     bad.write_text("\n".join([*text[:7], "xx           NBs", *text[8:]]) + "\n")
     args = [str(bad) if a == "BAD_DAT" else a for a in args]
-    db = tmp_path / "r.db"
-    out = cli("linpack", *args, "--db", str(db), timeout=60)
-    assert out.returncode == 2, out.stdout + out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("clustertune: error: "), out.stderr
-    assert named in lines[0], lines[0]
-    assert out.stdout == "" and "mpirun" not in out.stderr
-    assert not db.exists() or Store(db).list() == []
+    assert_refused_before_launch(["linpack", *args], tmp_path / "r.db", named)

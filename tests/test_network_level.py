@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -15,6 +13,7 @@ from itertools import combinations
 from pathlib import Path
 
 import pytest
+from clirun import cli
 
 from clustertune import kernels, netns, runner, vcluster
 from clustertune.cluster import Cluster, Host, Site, local_cluster
@@ -26,13 +25,6 @@ from clustertune.runner import Run
 
 MBIT = 10**6
 CONTRACT = ("latency_us", "bandwidth_mbps", "saturation_point_bytes", "n_half_bytes", "dips")
-
-
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "clustertune.cli", *args],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
 
 
 def fake_vcluster(rate_bps: int | None, hosts: int = 2) -> Cluster:

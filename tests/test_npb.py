@@ -4,11 +4,10 @@ before launch, NPB's text from the record, the report section and the demo step.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
+from clirun import assert_refused_before_launch
 
 from clustertune import report
 from clustertune.cluster import local_cluster
@@ -16,16 +15,8 @@ from clustertune.errors import UserError
 from clustertune.levels import npb
 from clustertune.levels.npb import paper, section
 from clustertune.levels.npb import run as npbrun
-from clustertune.results import Store
 
 MPIS = ("openmpi", "mpich")
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "clustertune.cli", *args],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
 
 
 def synthetic(verified: bool, **figures) -> dict:
@@ -91,14 +82,7 @@ def test_bad_class_and_unavailable_benchmark_are_user_errors() -> None:
 def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -> None:
     if args[0] not in npb.AVAILABLE:
         pytest.skip(f"{args[0]} not built in this version")
-    db = tmp_path / "r.db"
-    out = cli("npb", *args, "--db", str(db), timeout=60)
-    assert out.returncode == 2, out.stdout + out.stderr
-    lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("clustertune: error: "), out.stderr
-    assert named in lines[0], lines[0]
-    assert out.stdout == "" and "mpirun" not in out.stderr
-    assert not db.exists() or Store(db).list() == []
+    assert_refused_before_launch(["npb", *args], tmp_path / "r.db", named)
 
 
 def compared(record: dict) -> dict[str, dict]:

@@ -9,6 +9,7 @@ process, namespace or file."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import subprocess
@@ -23,7 +24,7 @@ from conftest import unique_name
 import clustertune.levels.grid  # noqa: F401  (registers the grid sources)
 from clustertune import kernels, runner
 from clustertune.errors import ConfigError, UserError
-from clustertune.grid import coalloc, daemons, heartbeat, jobs, slurm, ssh, virtual
+from clustertune.grid import coalloc, daemons, heartbeat, jobs, slurm, ssh, staging, virtual
 from clustertune.grid.coalloc import FAIL_SWITCH, coallocate_jobs
 from clustertune.grid.jobs import NEVER_START
 from clustertune.grid.source import cluster_from_grid
@@ -376,6 +377,55 @@ def test_pingpong_across_sites_is_held_to_the_wan(grid, store):
     assert within["figures"]["bandwidth_mbps"] > wan
     assert across["params"]["bandwidth_min_size"] < within["params"]["bandwidth_min_size"]
     assert across["figures"]["latency_us"] > 0
+
+
+@pytest.mark.root
+@needs_tools
+@pytest.mark.parametrize("site", ["site0", "site2"])
+def test_staging_in_job_and_out_verified(grid, site, tmp_path):
+    """GASS's role: an input reaches the site's run directory through its access path
+    (Slurm login node, ssh), a job there reads it and writes results, the results come
+    back; every transfer's SHA-256 is the file's."""
+    data = os.urandom(300_000)
+    src = tmp_path / "input.bin"
+    src.write_bytes(data)
+    target, sent = staging.stage_in(grid, site, [src])
+    assert target.startswith(grid["sites"][int(site[-1])]["dir"])
+    assert [(t.name, t.direction, t.bytes) for t in sent] == [("input.bin", "in", len(data))]
+    assert sent[0].sha256 == hashlib.sha256(data).hexdigest()
+    backend = jobs.backend(grid, site)
+    job = jobs.GridJob("/bin/sh", ["-c", "sha256sum input.bin > sum.txt && "
+                                         "cat input.bin input.bin > out.bin"], directory=target)  # fmt: skip
+    result = jobs.wait(backend, backend.submit(job), 60)
+    assert result.state == "done", result.stderr
+    back = staging.stage_out(grid, site, target, ["sum.txt", "out.bin"], tmp_path / "back")
+    assert [t.name for t in back] == ["sum.txt", "out.bin"]
+    assert (tmp_path / "back" / "sum.txt").read_text().split()[0] == sent[0].sha256
+    out = (tmp_path / "back" / "out.bin").read_bytes()
+    assert out == data + data and back[1].sha256 == hashlib.sha256(out).hexdigest()
+    staging.remove(grid, site, target)
+    assert not Path(target).exists()
+
+
+@pytest.mark.root
+@needs_tools
+def test_corrupted_transfers_name_the_file(grid, tmp_path, monkeypatch):
+    """A byte flipped in transit: staging in fails naming the file and leaves no copy on
+    the site; staging out fails naming the file and writes nothing locally."""
+    (tmp_path / "good.dat").write_bytes(b"g" * 5000)
+    (tmp_path / "hpl.dat").write_bytes(b"HPL input\n" * 500)
+    monkeypatch.setenv(staging.CORRUPT_SWITCH, "hpl.dat")
+    with pytest.raises(staging.StagingError) as err:
+        staging.stage_in(grid, "site0", [tmp_path / "good.dat", tmp_path / "hpl.dat"], "t1")
+    assert "site0: hpl.dat: checksum mismatch after the transfer in" in str(err.value)
+    target = staging.run_dir(grid["sites"][0], "t1")
+    assert sorted(p.name for p in Path(target).iterdir()) == ["good.dat"]
+    monkeypatch.setenv(staging.CORRUPT_SWITCH, "good.dat")
+    with pytest.raises(staging.StagingError) as err:
+        staging.stage_out(grid, "site0", target, ["good.dat"], tmp_path / "back")
+    assert "site0: good.dat: checksum mismatch after the transfer out" in str(err.value)
+    assert list((tmp_path / "back").iterdir()) == []
+    staging.remove(grid, "site0", target)
 
 
 def _kernel_running(ns: str, kernel: str) -> bool:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
+from pathlib import Path
 
 from ...commands import Output, open_store
 from ...errors import UserError
-from ...grid import jobs, virtual
+from ...grid import jobs, staging, virtual
 from ...units import format_rate, parse_rate
 from . import LEVEL, compare
 
@@ -75,13 +76,30 @@ def cmd_submit(args: argparse.Namespace) -> Output:
     )  # fmt: skip
     job.check()
     backend = jobs.backend(state, args.site)
+    staged: list = []
+    target = None
+    if args.stage_in or args.stage_out:
+        if args.no_wait and args.stage_out:
+            raise UserError("--stage-out needs the job's end: drop --no-wait")
+        target, staged = staging.stage_in(state, args.site, args.stage_in)
+        job.directory = job.directory or target
     handle = backend.submit(job)
     if args.no_wait:
         return Output(asdict(handle), json.dumps(asdict(handle)))
-    result = jobs.wait(backend, handle, args.timeout)
-    payload = {"handle": asdict(handle), **asdict(result)}
+    try:
+        result = jobs.wait(backend, handle, args.timeout)
+        if args.stage_out and result.state == "done":
+            results = args.results or f"grid-results/{Path(handle.dir).name}"
+            staged += staging.stage_out(state, args.site, target, args.stage_out, results)
+    finally:
+        if target is not None:
+            staging.remove(state, args.site, target)
+    payload = {"handle": asdict(handle), **asdict(result), "staged": staging.as_dicts(staged)}
+    lines = [f"{t.direction:3} {t.name} {t.bytes} B sha256 {t.sha256[:16]}... verified"
+             for t in staged]  # fmt: skip
     text = (f"{handle.site} ({handle.backend}) job {handle.id}: {result.state}, exit "
             f"{result.exit_status}\n{result.stdout}{result.stderr}").rstrip()  # fmt: skip
+    text = "\n".join([*lines, text])
     return Output(payload, text, 0 if result.state == "done" else 1)
 
 
@@ -153,6 +171,11 @@ def add_commands(sub, common) -> None:
     j.add_argument("--hosts", help="hosts of the site (default: all)")
     j.add_argument("--timeout", type=float, default=120.0)
     j.add_argument("--no-wait", action="store_true", help="print the handle and return")
+    j.add_argument("--stage-in", action="append", default=[], metavar="FILE",
+                   help="copy FILE to the job's run directory on the site first (checksummed)")  # fmt: skip
+    j.add_argument("--stage-out", action="append", default=[], metavar="NAME",
+                   help="fetch NAME from the run directory after the job (checksummed)")  # fmt: skip
+    j.add_argument("--results", help="where --stage-out files go (default grid-results/<job>)")
     j.add_argument("executable")
     j.add_argument("arguments", nargs=argparse.REMAINDER)
     j.set_defaults(func=cmd_submit)

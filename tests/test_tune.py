@@ -142,6 +142,32 @@ def test_pypi_openblas_shim_forwards_the_fortran_blas() -> None:
     assert "PyPI" in blas.name and blas.directory.parent == shim.shim_root()
 
 
+def test_openblas_candidates_run_the_core_they_name() -> None:
+    """Each OpenBLAS is a candidate with the core it picks itself and with Haswell (one
+    candidate if those are the same); a run with a candidate's environment reports that
+    core, whatever OPENBLAS_CORETYPE the caller has (the Makefile exports Haswell); a
+    singleton MPI process each."""
+    from clustertune.levels.linpack import blas as blaslib
+
+    found = {b.directory.name: b for b in blaslib.installed()}
+    if OPENBLAS not in found:
+        pytest.skip("Debian's OpenBLAS not installed")
+    variants = blaslib.core_variants(found[OPENBLAS])
+    cores = [v.coretype for v in variants]
+    assert cores[0] and cores == list(dict.fromkeys([cores[0], "Haswell"]))
+    assert len({v.key for v in variants}) == len(variants)
+    if REFERENCE in found:
+        assert blaslib.core_variants(found[REFERENCE]) == [found[REFERENCE]]  # not OpenBLAS
+    for v in variants:
+        env = {**os.environ, **blaslib.environment(v), "OPENBLAS_NUM_THREADS": "1"}
+        argv = [str(kernels.kernel_path("ct-gemm", "openmpi")), "-N", "64", "--type", "d",
+                "--local"]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+        result = [json.loads(line) for line in done.stdout.splitlines() if '"result"' in line]
+        assert done.returncode == 0 and result, done.stderr[-1000:]
+        assert result[-1]["detail"]["blas"]["core"].lower() == v.coretype.lower()
+
+
 # ------------------------------------------------------------------ bad input
 
 
@@ -179,8 +205,10 @@ def test_tiny_session_never_chooses_a_blas_that_fails_verification(tmp_path) -> 
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert Path(doc["blas_directory"]).name == REFERENCE
-    assert len(doc["excluded"]) == 1 and "OpenBLAS" in doc["excluded"][0]
-    assert "verification failed" in doc["excluded"][0]
+    # every OpenBLAS candidate (its own core, Haswell) excluded, nothing else
+    assert doc["excluded"] and all(e.startswith("OpenBLAS") for e in doc["excluded"])
+    assert all("verification failed" in e for e in doc["excluded"])
+    assert doc["env"]["LD_LIBRARY_PATH"].endswith(REFERENCE) and "env" in doc["why"]
     assert all(k in doc["why"] for k in ("blas", "layout", "N", "NB", "PxQ", "BCAST", "confirm"))
     store = Store(db)
     trials = [r for r in store.list("linpack") if r["params"].get("tune") == doc["session"]]

@@ -16,8 +16,10 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 from pathlib import Path
 
 from ...cluster import Cluster
@@ -40,8 +42,12 @@ NAMES = {
     "atlas": "ATLAS",
     "blas": "reference BLAS",
 }
-# what Debian's OpenBLAS 0.3.21 needs on these CPUs (README); kept when already set
+# the OpenBLAS core when a Blas names none and OPENBLAS_CORETYPE is not set: what Debian's
+# OpenBLAS 0.3.21 needed on an Intel Sapphire Rapids VM (a CPU newer than it knows); on
+# an AMD EPYC (Zen) its own choice runs as fast. The tuner measures both (core_variants).
 CORETYPE_DEFAULT = "Haswell"
+# cores an OpenBLAS is also measured with, beside the one it picks by itself
+FORCED_CORES = ("Haswell",)
 MISSING_SYMBOL = re.compile(r"undefined symbol: (\S+)")
 
 
@@ -49,10 +55,59 @@ MISSING_SYMBOL = re.compile(r"undefined symbol: (\S+)")
 class Blas:
     name: str
     directory: Path
+    # OPENBLAS_CORETYPE to run with; None: the caller's, else CORETYPE_DEFAULT
+    coretype: str | None = None
 
     @property
     def library(self) -> Path:
         return self.directory / "libblas.so.3"
+
+    @property
+    def key(self) -> str:
+        """One candidate: the library, and the OpenBLAS core when one is named."""
+        return str(self.directory) + (f"#{self.coretype}" if self.coretype else "")
+
+    @property
+    def label(self) -> str:
+        return self.name + (f" ({self.coretype} kernels)" if self.coretype else "")
+
+
+_CORENAME = """
+import ctypes, sys
+try:
+    lib = ctypes.CDLL(sys.argv[1])
+    get = lib.openblas_get_corename
+except (OSError, AttributeError):
+    sys.exit(3)
+get.restype = ctypes.c_char_p
+print(get().decode())
+"""
+
+
+@cache
+def own_core(library: Path) -> str | None:
+    """The core an OpenBLAS picks by itself on this CPU (``openblas_get_corename`` in a
+    child process without OPENBLAS_CORETYPE: an empty value is not the same as none, 0.3.21
+    then runs Haswell kernels); None for a library that is not OpenBLAS."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    try:
+        done = subprocess.run([sys.executable, "-c", _CORENAME, str(library)], env=env,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    name = done.stdout.strip()
+    return name if done.returncode == 0 and name else None
+
+
+def core_variants(blas: Blas) -> list[Blas]:
+    """The candidates of one library: an OpenBLAS with the core it picks by itself (named
+    explicitly, so the run does not depend on the caller's OPENBLAS_CORETYPE) and with each
+    of FORCED_CORES it did not pick; any other library as it is."""
+    own = own_core(blas.library)
+    if own is None:
+        return [blas]
+    cores = [own, *(c for c in FORCED_CORES if c.lower() != own.lower())]
+    return [replace(blas, coretype=c) for c in cores]
 
 
 def alternatives() -> list[Path]:
@@ -88,10 +143,8 @@ def select(wanted: str | None, available: list[Blas]) -> list[Blas]:
 
 
 def environment(blas: Blas) -> dict[str, str]:
-    return {
-        "LD_LIBRARY_PATH": str(blas.directory),
-        "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE") or CORETYPE_DEFAULT,
-    }
+    core = blas.coretype or os.environ.get("OPENBLAS_CORETYPE") or CORETYPE_DEFAULT
+    return {"LD_LIBRARY_PATH": str(blas.directory), "OPENBLAS_CORETYPE": core}
 
 
 def grid(np: int) -> tuple[int, int]:

@@ -15,7 +15,7 @@ from ..network import pingpong
 from . import LEVEL, linpack, tcp
 from .space import Config
 
-ORDER = ("blas", "layout", "N", "NB", "PxQ", "DEPTH", "BCAST", "SWAP", "PFACT", "RFACT",
+ORDER = ("blas", "env", "layout", "N", "NB", "PxQ", "DEPTH", "BCAST", "SWAP", "PFACT", "RFACT",
          "NBMIN", "confirm")  # fmt: skip
 
 

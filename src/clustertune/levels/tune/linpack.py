@@ -3,8 +3,9 @@
 Stages, each a set of stored ct-linpack / ct-gemm runs tagged ``params.tune = <session>``
 and ``params.stage``:
 
-1. BLAS: every installed libblas.so.3 and the PyPI OpenBLAS (shim.py) runs the local
-   DGEMM (ct-gemm --local) and a small LU; a candidate whose either run is not ok
+1. BLAS: every installed libblas.so.3 and the PyPI OpenBLAS (shim.py), an OpenBLAS once
+   with the core it picks itself and once with each forced core it did not pick
+   (blas.core_variants), runs the local DGEMM (ct-gemm --local) and a small LU; a candidate whose either run is not ok
    (verification failed, wrong library loaded, could not start) is excluded; the fastest
    DGEMM of the rest is chosen.
 2. Ranks x BLAS threads: the layouts of space.layouts, each a small LU.
@@ -79,9 +80,7 @@ class Tuner:
         return self.budget_s - (time.monotonic() - self._t0)
 
     def env(self, cfg_blas: Blas, threads: int) -> dict[str, str]:
-        env = blaslib.environment(cfg_blas)
-        if cfg_blas.directory.parent == shim.shim_root():
-            env["OPENBLAS_CORETYPE"] = ""  # a current OpenBLAS detects the core itself
+        env = blaslib.environment(cfg_blas)  # an OpenBLAS candidate names its core
         t = str(threads)
         return env | {"OPENBLAS_NUM_THREADS": t, "OMP_NUM_THREADS": t, "BLIS_NUM_THREADS": t}
 
@@ -113,7 +112,8 @@ class Tuner:
 
     def tag(self, stage: str, cfg: Config | None, blas: Blas) -> dict:
         out = {"tune": self.session, "stage": stage,
-               "blas": {"name": blas.name, "directory": str(blas.directory)}}  # fmt: skip
+               "blas": {"name": blas.name, "directory": str(blas.directory),
+                        "coretype": blas.coretype}}  # fmt: skip
         if cfg is not None:
             out["config"] = asdict(cfg)
         return out
@@ -138,11 +138,16 @@ class Tuner:
         chosen = blaslib.select(self.blas_filter, found)
         if not chosen:
             raise UserError("no BLAS found (install libopenblas0 or run make setup)")
-        self._blases = {str(b.directory): b for b in chosen}
+        # an OpenBLAS once with the core it picks itself, once with each forced core (Debian's
+        # 0.3.21 needed Haswell on a CPU newer than it knows): measured, not assumed
+        chosen = [v for b in chosen for v in blaslib.core_variants(b)]
+        self._blases = {b.key: b for b in chosen}
         return chosen
 
-    def blas_of(self, directory: str) -> Blas:
-        return self._blases[directory]
+    def blas_of(self, key: str) -> Blas:
+        """A candidate by its key (Config.blas): the library's directory, ``#core`` for an
+        OpenBLAS run with a named core."""
+        return self._blases[key]
 
     def choose_blas(self) -> tuple[Blas, float]:
         rates: dict[str, float] = {}
@@ -150,13 +155,13 @@ class Tuner:
         p, q = space.grids(self.np)[0]
         for b in self.candidates():
             gemm = self.dgemm(b, 1)
-            cfg = Config(str(b.directory), self.np, 1, nb=128, p=p, q=q)
+            cfg = Config(b.key, self.np, 1, nb=128, p=p, q=q)
             lu = self.lu("blas", cfg, BLAS_LU_N)
             if gemm["status"] != "ok" or lu["status"] != "ok":
                 bad = gemm if gemm["status"] != "ok" else lu
-                excluded.append(f"{b.name} ({bad['kernel']}: {blaslib.failure(bad)})")
+                excluded.append(f"{b.label} ({bad['kernel']}: {blaslib.failure(bad)})")
                 continue
-            rates[str(b.directory)] = gemm["figures"]["best_dgemm_gflops"]
+            rates[b.key] = gemm["figures"]["best_dgemm_gflops"]
         if not rates:
             raise UserError("no BLAS passed its checks: " + "; ".join(excluded))
         # the close ones (within half) again, best of 3 each, in reverse order: a load spike during
@@ -167,14 +172,16 @@ class Tuner:
             if again["status"] == "ok":
                 rates[d] = max(rates[d], again["figures"]["best_dgemm_gflops"])
             else:
-                excluded.append(f"{self.blas_of(d).name} (ct-gemm: {blaslib.failure(again)})")
+                excluded.append(f"{self.blas_of(d).label} (ct-gemm: {blaslib.failure(again)})")
                 del rates[d]
         if not rates:
             raise UserError("no BLAS passed its checks: " + "; ".join(excluded))
         best = max(rates, key=rates.__getitem__)
-        others = ", ".join(f"{self.blas_of(d).name} {r:.1f}" for d, r in rates.items() if d != best)
+        others = ", ".join(
+            f"{self.blas_of(d).label} {r:.1f}" for d, r in rates.items() if d != best
+        )
         self.why["blas"] = (
-            f"{self.blas_of(best).name}: DGEMM {rates[best]:.1f} Gflop/s on {self.np} ranks, "
+            f"{self.blas_of(best).label}: DGEMM {rates[best]:.1f} Gflop/s on {self.np} ranks, "
             f"the fastest that passed"
             + (f" (others: {others})" if others else "")
             + (f"; excluded: {'; '.join(excluded)}" if excluded else "")
@@ -211,7 +218,7 @@ class Tuner:
                 break
             for ranks, threads in layouts if round_ == 0 else layouts[::-1]:
                 p, q = space.grids(ranks)[0]
-                cfg = Config(str(blas.directory), ranks, threads, nb=nbs[0], p=p, q=q)
+                cfg = Config(blas.key, ranks, threads, nb=nbs[0], p=p, q=q)
                 extra = {"--nb": ",".join(map(str, nbs))}
                 got = self.best_of(self.lu("layout", cfg, n, extra), cfg)
                 if got and got[1] > best.get((ranks, threads), (cfg, 0.0))[1]:
@@ -326,10 +333,13 @@ class Tuner:
         )
         final, final_rate, confirmed = self.confirm(best, n_big)
         n_out = max(final.nb, self.memory_n(final.nb))
+        env = self.env(blas, final.threads)
+        self.why["env"] = " ".join(f"{k}={v}" for k, v in env.items()) + " (run the HPL.dat so)"
         self.explain(final, best, rate, n_small, n_big, final_rate, confirmed, nbs, n_half, n_out)
         return {
-            "session": self.session, "config": asdict(final), "blas": blas.name,
-            "blas_directory": str(blas.directory), "n": n_out, "n_search": n_small,
+            "session": self.session, "config": asdict(final), "blas": blas.label,
+            "blas_directory": str(blas.directory), "blas_coretype": blas.coretype,
+            "env": env, "n": n_out, "n_search": n_small,
             "n_confirm": n_big, "gflops_search": rate, "gflops_confirm": final_rate,
             "dgemm_gflops": dgemm, "passes": self.passes, "why": self.why,
             "excluded": self.excluded, "blas_rates": self.blas_rates,

@@ -44,7 +44,7 @@ NOISE = 0.02
 
 @dataclass(frozen=True)
 class Config:
-    blas: str  # the BLAS directory (LD_LIBRARY_PATH)
+    blas: str  # the BLAS candidate's key: its directory (LD_LIBRARY_PATH)[#OpenBLAS core]
     ranks: int
     threads: int
     nb: int = 192

@@ -19,7 +19,7 @@ import pytest
 from clustertune import kernels, security
 from clustertune.cluster import local_cluster
 from clustertune.launch import launcher_for
-from clustertune.levels.io import netcdf, remote, validate
+from clustertune.levels.io import netcdf, remote, section, validate
 
 NC_INT, NC_EACCESS = 4, -77
 
@@ -244,7 +244,7 @@ def test_malformed_frames_and_fuzz_leave_the_server_serving(server, ca, tmp_path
 
 @pytest.mark.root
 def test_across_two_sites_mpich_client_openmpi_server(ca, make_vcluster, store) -> None:
-    cluster = make_vcluster(2, 1_000_000_000, sites=2)
+    cluster = make_vcluster(2, 1_000_000_000, sites=2, wan_bps=1_000_000_000)
     site = cluster.sites[1].name
     record = netcdf.measure(cluster, store, np=2, mpi="mpich", sizes=[16, 32], mode="both",
                             ops=["write", "read"], fmt="cdf1", reps=2, remote=site, ca_dir=ca,
@@ -256,3 +256,22 @@ def test_across_two_sites_mpich_client_openmpi_server(ca, make_vcluster, store) 
                                    for v in files.values())  # fmt: skip
     server_host = [h.name for h in cluster.hosts if h.site == site][0]
     assert record["meta"]["hosts"] == [h.name for h in cluster.hosts if h.name != server_host]
+    assert record["figures"]["wan_bps"] == cluster.wan_bps
+    assert set(record["figures"]["link_share"]) == {"16", "32"}
+    html = section.render([record])
+    assert "Remote collective I/O" in html and "mpich" in html and "of 1gbit" in html
+
+
+def test_link_share_and_forwarding_label() -> None:
+    samples = [{"size": 8, "op": "write", "mode": "collective", "bytes": 1e6,
+                "open_to_close_s": {"min": 0.01}},
+               {"size": 8, "op": "write", "mode": "independent", "bytes": 1e6,
+                "open_to_close_s": {"min": 0.02}},
+               {"size": 8, "op": "read", "mode": "collective", "bytes": 1e6,
+                "open_to_close_s": {"min": 0.016}}]  # fmt: skip
+    assert remote.link_shares(samples, 10**9) == {"8": {"write": 0.8, "read": 0.5}}
+    assert remote.link_shares(samples, None) == {}
+    label = section.forwarding({"params": {"servers": 1, "batch": False, "session": "file",
+                                           "server_round": 0}})  # fmt: skip
+    assert label == "1 server rank(s), per-call (paper), session per file, store-and-forward"
+    assert "rounds of 4 MiB" in section.forwarding({"params": {"server_round": None}})

@@ -26,7 +26,7 @@ from ...errors import UserError
 from ...launch import Job
 from ...results import Store
 from ...runner import Run
-from ...units import parse_size
+from ...units import format_rate, parse_size
 from . import FORWARD_KERNEL, LEVEL, NETCDF_KERNEL, validate
 from . import remote as fwd
 
@@ -188,6 +188,10 @@ def measure(
                     step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout,
                                    args=args)  # fmt: skip
                 run.figures["files"] = check_files(run, server_host, step.output.samples)
+                if cluster.wan_bps:
+                    run.figures["wan_bps"] = cluster.wan_bps
+                    run.figures["link_share"] = fwd.link_shares(step.output.samples,
+                                                                cluster.wan_bps)  # fmt: skip
     finally:
         if not keep_files and not address:
             if made or site:
@@ -242,6 +246,12 @@ def text(record: dict) -> str:
     if ratios:
         lines.append("netCDF collective write / raw MPI-IO + swap: "
                      + ", ".join(f"N={k}: {v:.2f}" for k, v in ratios.items()))  # fmt: skip
+    shares = record["figures"].get("link_share") or {}
+    if shares:
+        lines.append(f"share of the {format_rate(record['figures']['wan_bps'])} inter-site link "
+                     "(collective, open-to-close min): " + ", ".join(
+                         f"N={n} {op} {v:.0%}" for n, ops in shares.items()
+                         for op, v in ops.items()))  # fmt: skip
     if record["error"]:
         lines.append(f"error: {record['error']}")
     return "\n".join(lines)

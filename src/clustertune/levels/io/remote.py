@@ -102,6 +102,19 @@ def export_dir() -> Path:
     return path
 
 
+def link_shares(samples: list[dict], link_bps: int | None) -> dict[str, dict[str, float]]:
+    """Per size and op: throughput over the open-to-close minimum as a share of the nominal
+    inter-site link (8 * bytes / time / link_bps; the issue's target: >= 0.8 at 256^3)."""
+    if not link_bps:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for s in samples:
+        if "open_to_close_s" in s and s.get("mode") == "collective":
+            share = 8 * s["bytes"] / s["open_to_close_s"]["min"] / link_bps
+            out.setdefault(str(s["size"]), {})[s["op"]] = share
+    return out
+
+
 def client_env(creds: security.Credentials, server: str, batch: bool, session: str) -> dict:
     return {**creds.env(), "CT_NCFWD_SERVER": server, "CT_NCFWD_BATCH": "1" if batch else "0",
             "CT_NCFWD_SESSION": session}  # fmt: skip

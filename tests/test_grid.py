@@ -25,6 +25,7 @@ import clustertune.levels.grid  # noqa: F401  (registers the grid sources)
 from clustertune import kernels, runner
 from clustertune.errors import ConfigError, UserError
 from clustertune.grid import coalloc, daemons, heartbeat, jobs, slurm, ssh, staging, virtual
+from clustertune.grid import info as grid_info
 from clustertune.grid.coalloc import FAIL_SWITCH, coallocate_jobs
 from clustertune.grid.jobs import NEVER_START
 from clustertune.grid.source import cluster_from_grid
@@ -381,10 +382,10 @@ def test_pingpong_across_sites_is_held_to_the_wan(grid, store):
 
 @pytest.mark.root
 @needs_tools
-@pytest.mark.parametrize("site", ["site0", "site2"])
-def test_staging_in_job_and_out_verified(grid, site, tmp_path):
+@pytest.mark.parametrize("site,job", [("site0", True), ("site2", False)])
+def test_staging_in_job_and_out_verified(grid, site, job, tmp_path):
     """GASS's role: an input reaches the site's run directory through its access path
-    (Slurm login node, ssh), a job there reads it and writes results, the results come
+    (Slurm login node, ssh), a job there reads it and writes results (site0), files come
     back; every transfer's SHA-256 is the file's."""
     data = os.urandom(300_000)
     src = tmp_path / "input.bin"
@@ -393,16 +394,21 @@ def test_staging_in_job_and_out_verified(grid, site, tmp_path):
     assert target.startswith(grid["sites"][int(site[-1])]["dir"])
     assert [(t.name, t.direction, t.bytes) for t in sent] == [("input.bin", "in", len(data))]
     assert sent[0].sha256 == hashlib.sha256(data).hexdigest()
-    backend = jobs.backend(grid, site)
-    job = jobs.GridJob("/bin/sh", ["-c", "sha256sum input.bin > sum.txt && "
-                                         "cat input.bin input.bin > out.bin"], directory=target)  # fmt: skip
-    result = jobs.wait(backend, backend.submit(job), 60)
-    assert result.state == "done", result.stderr
-    back = staging.stage_out(grid, site, target, ["sum.txt", "out.bin"], tmp_path / "back")
-    assert [t.name for t in back] == ["sum.txt", "out.bin"]
-    assert (tmp_path / "back" / "sum.txt").read_text().split()[0] == sent[0].sha256
-    out = (tmp_path / "back" / "out.bin").read_bytes()
-    assert out == data + data and back[1].sha256 == hashlib.sha256(out).hexdigest()
+    if job:
+        backend = jobs.backend(grid, site)
+        script = "sha256sum input.bin > sum.txt && cat input.bin input.bin > out.bin"
+        result = jobs.wait(backend, backend.submit(jobs.GridJob("/bin/sh", ["-c", script],
+                                                                directory=target)), 60)  # fmt: skip
+        assert result.state == "done", result.stderr
+        back = staging.stage_out(grid, site, target, ["sum.txt", "out.bin"], tmp_path / "back")
+        assert [t.name for t in back] == ["sum.txt", "out.bin"]
+        assert (tmp_path / "back" / "sum.txt").read_text().split()[0] == sent[0].sha256
+        out = (tmp_path / "back" / "out.bin").read_bytes()
+        assert out == data + data and back[1].sha256 == hashlib.sha256(out).hexdigest()
+    else:
+        back = staging.stage_out(grid, site, target, ["input.bin"], tmp_path / "back")
+        assert (tmp_path / "back" / "input.bin").read_bytes() == data
+        assert back[0].sha256 == sent[0].sha256
     staging.remove(grid, site, target)
     assert not Path(target).exists()
 
@@ -426,6 +432,42 @@ def test_corrupted_transfers_name_the_file(grid, tmp_path, monkeypatch):
     assert "site0: good.dat: checksum mismatch after the transfer out" in str(err.value)
     assert list((tmp_path / "back").iterdir()) == []
     staging.remove(grid, "site0", target)
+
+
+@pytest.mark.root
+@needs_tools
+def test_info_per_site_cached_and_used_to_pick_a_site(grid):
+    """MDS's role: per site the head's CPU, cores, memory, load and the scheduler's node
+    and queue state; a cached answer says its age; a job filling site1 makes site1 show
+    no free CPU and the submission layer pick another site."""
+    fresh = grid_info.info(grid, max_age=0)
+    assert not fresh["cached"] and [s["name"] for s in fresh["sites"]] == ["site0", "site1",
+                                                                           "site2"]  # fmt: skip
+    for s in fresh["sites"]:
+        assert s["head"]["cores"] == os.cpu_count() and s["head"]["memory_bytes"] > 0
+        assert len(s["head"]["load"]) == 3
+    site1 = fresh["sites"][1]
+    assert sorted(site1["batch"]["nodes"]) == ["host2", "host3"]
+    total = sum(n["cpus"] for n in site1["batch"]["nodes"].values())
+    assert "batch" not in fresh["sites"][2]  # the ssh site has no batch system
+    again = grid_info.info(grid, max_age=3600)
+    assert again["cached"] and again["gathered"] == fresh["gathered"] and again["age_s"] >= 0
+    backend = jobs.backend(grid, "site1")
+    handle = backend.submit(jobs.GridJob("/bin/sleep", ["60"], count=total))
+    try:
+        deadline = time.monotonic() + 20
+        while backend.poll(handle) != "active" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        busy = grid_info.info(grid, max_age=0)
+        batch = busy["sites"][1]["batch"]
+        assert batch["jobs_running"] == 1 and grid_info.free_cpus(busy["sites"][1]) == 0
+        picked, _ = grid_info.pick_site(grid, 1, max_age=0)
+        assert picked != "site1"
+        with pytest.raises(UserError, match="no site can start .* site1: 0"):
+            grid_info.pick_site(grid, 10_000, max_age=60)
+    finally:
+        backend.cancel(handle)
+        jobs.wait(backend, handle, 20)
 
 
 def _kernel_running(ns: str, kernel: str) -> bool:

@@ -1,4 +1,4 @@
-"""``clustertune grid up|down|status|submit|compare``."""
+"""``clustertune grid up|down|status|info|submit|compare``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...commands import Output, open_store
 from ...errors import UserError
-from ...grid import jobs, staging, virtual
+from ...grid import info, jobs, staging, virtual
 from ...units import format_rate, parse_rate
 from . import LEVEL, compare
 
@@ -55,6 +55,14 @@ def describe(state: dict) -> str:
     return "\n".join(lines)
 
 
+def cmd_info(args: argparse.Namespace) -> Output:
+    state = virtual.load(args.name)
+    if state is None:
+        raise UserError(f"no virtual grid {args.name!r} (see 'clustertune grid status')")
+    known = info.info(state, args.max_age)
+    return Output(known, info.describe(known))
+
+
 def _env(items: list[str]) -> dict[str, str]:
     env = {}
     for item in items:
@@ -75,6 +83,10 @@ def cmd_submit(args: argparse.Namespace) -> Output:
         mpi=args.mpi, hosts=args.hosts.split(",") if args.hosts else None,
     )  # fmt: skip
     job.check()
+    picked = ""
+    if args.site == "auto":  # MDS's use in the seed: the site that can start it now
+        args.site, _ = info.pick_site(state, job.count if job.jobtype == "mpi" else 1)
+        picked = f"site chosen from the grid's information: {args.site}\n"
     backend = jobs.backend(state, args.site)
     staged: list = []
     target = None
@@ -99,7 +111,7 @@ def cmd_submit(args: argparse.Namespace) -> Output:
              for t in staged]  # fmt: skip
     text = (f"{handle.site} ({handle.backend}) job {handle.id}: {result.state}, exit "
             f"{result.exit_status}\n{result.stdout}{result.stderr}").rstrip()  # fmt: skip
-    text = "\n".join([*lines, text])
+    text = picked + "\n".join([*lines, text])
     return Output(payload, text, 0 if result.state == "done" else 1)
 
 
@@ -160,9 +172,16 @@ def add_commands(sub, common) -> None:
     s = gsub.add_parser("status", parents=[common], help="the virtual grids and their daemons")
     s.set_defaults(func=cmd_status)
 
+    i = gsub.add_parser("info", parents=[common],
+                        help="resources per site: CPU, memory, load, scheduler state, MPI, links")  # fmt: skip
+    i.add_argument("--name", required=True)
+    i.add_argument("--max-age", type=float, default=30.0,
+                   help="answer from the cache while younger than this (s; 0: ask now)")  # fmt: skip
+    i.set_defaults(func=cmd_info)
+
     j = gsub.add_parser("submit", parents=[common], help="run a job on one site (RSL's attributes)")
     j.add_argument("--name", required=True, help="the grid")
-    j.add_argument("--site", required=True)
+    j.add_argument("--site", required=True, help="a site, or auto: the one with most free CPUs")
     j.add_argument("--count", type=int, default=1)
     j.add_argument("--jobtype", choices=jobs.JOBTYPES, default="single")
     j.add_argument("--mpi", choices=jobs.MPIS, default="openmpi")

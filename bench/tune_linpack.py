@@ -144,9 +144,9 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
     dgemm = {}
     rates = summary["blas_rates"]
     # a BLAS below half the best's rate in the tuner's check cannot be the best here
-    for directory in [d for d, r in rates.items() if r >= 0.5 * max(rates.values())]:
-        env = hpcc.environment() | tuner.env(tuner.blas_of(directory), 1)
-        dgemm[tuner.blas_of(directory).name] = hpcc.run_dgemm(
+    for key in [d for d, r in rates.items() if r >= 0.5 * max(rates.values())]:
+        env = hpcc.environment() | tuner.env(tuner.blas_of(key), 1)
+        dgemm[tuner.blas_of(key).label] = hpcc.run_dgemm(
             args.dgemm_n, args.np, 5, env, args.timeout
         )
     best_blas = max(dgemm, key=dgemm.__getitem__)

@@ -16,7 +16,7 @@ from . import LEVEL, linpack, tcp
 from .space import Config
 
 ORDER = ("blas", "env", "layout", "N", "NB", "PxQ", "DEPTH", "BCAST", "SWAP", "PFACT", "RFACT",
-         "NBMIN", "confirm")  # fmt: skip
+         "NBMIN", "confirm", "NB at N")  # fmt: skip
 
 
 def check(args: argparse.Namespace) -> Path:

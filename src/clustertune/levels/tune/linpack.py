@@ -45,7 +45,11 @@ INJECT_ENV = "CT_TUNE_INJECT_FAULT"
 GEMM_N = 1536
 BLAS_LU_N = 1200
 N_MIN = 256
-CONFIRM_TOP = 3
+CONFIRM_TOP = 4
+# samples of each value in a descent sweep (-N n,n: the kernel runs the list's product
+# with N outside the variants, so the values alternate): one sample at a small N is one
+# tenth of a second, and a load spike in it decided PFACT/RFACT in the bench
+SWEEP_SAMPLES = 2
 
 
 @dataclass
@@ -71,6 +75,7 @@ class Tuner:
     dimensions: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(space.DIMENSIONS))
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)
     stage_s: dict[str, float] = field(default_factory=dict)  # launch time per stage
+    confirm_launches: int = 0
     _blases: dict[str, Blas] = field(default_factory=dict)
     _t0: float = field(default_factory=time.monotonic)
 
@@ -238,16 +243,17 @@ class Tuner:
     ) -> tuple[Config, float] | None:
         """One dimension: all its values in one launch (SWAP is not a list: one each).
         Keeps the spread of the rates over the values, for the report's one line."""
+        ns = {"-N": ",".join([str(n)] * SWEEP_SAMPLES)}
         if dim == "grid":
             extra = {"-P": ",".join(str(p) for p, _ in values),
                      "-Q": ",".join(str(q) for _, q in values)}  # fmt: skip
-            runs = [(self.lu(stage, cfg, n, extra), cfg)]
+            runs = [(self.lu(stage, cfg, n, extra | ns), cfg)]
         elif dim == "swap":
-            runs = [(self.lu(stage, replace(cfg, swap=v), n), replace(cfg, swap=v))
+            runs = [(self.lu(stage, replace(cfg, swap=v), n, ns), replace(cfg, swap=v))
                     for v in values]  # fmt: skip
         else:
             extra = {space.FLAGS[dim]: ",".join(str(v) for v in values)}
-            runs = [(self.lu(stage, cfg, n, extra), cfg)]
+            runs = [(self.lu(stage, cfg, n, extra | ns), cfg)]
         got = [g for record, base in runs for g in self.passing(record, base)]
         if not got:
             return None
@@ -288,6 +294,7 @@ class Tuner:
             if round_ and self.left() < 0.5 * self.budget_s:
                 break
             for cfg in top if round_ % 2 == 0 else top[::-1]:
+                self.confirm_launches += 1
                 got = self.best_of(self.lu("confirm", cfg, n), cfg)
                 if got:
                     rates[cfg.key()] = max(rates.get(cfg.key(), 0.0), got[1])
@@ -296,6 +303,22 @@ class Tuner:
             raise UserError("no configuration passed at the confirmation N: " + self.ids())
         cfg, rate = max(measured, key=lambda t: t[1])
         return cfg, rate, measured
+
+    def nb_at_scale(self, cfg: Config, rate: float, n: int, nbs: list[int]) -> tuple[Config, float]:
+        """NB again at the confirmation N, every candidate in one launch with the rest of
+        ``cfg`` (the search chose it at a smaller N, where smaller blocks do better), when
+        the budget has room for it; the launch's best is taken as is."""
+        per_run = self.stage_s.get("confirm", 0.0) / max(1, self.confirm_launches)
+        if len(nbs) < 2 or self.left() < len(nbs) * per_run:
+            self.why["NB at N"] = "not re-measured at the confirmation N (no budget left)"
+            return cfg, rate
+        got = self.best_of(self.lu("nb", cfg, n, {"--nb": ",".join(map(str, nbs))}), cfg)
+        if got is None:
+            return cfg, rate
+        said = "kept" if got[0].nb == cfg.nb else f"changed from {cfg.nb}"
+        self.why["NB at N"] = (f"{got[0].nb} ({said}): best of {nbs} at N={n} in one launch, "
+                               f"{got[1]:.1f} Gflop/s")  # fmt: skip
+        return got
 
     def spread_text(self, dim: str, n: int) -> str:
         if dim not in self.spread:
@@ -332,6 +355,7 @@ class Tuner:
             0.7 * dgemm, max(0.1, self.budget_s / 10), best.nb, n_mem, n_small
         )
         final, final_rate, confirmed = self.confirm(best, n_big)
+        final, final_rate = self.nb_at_scale(final, final_rate, n_big, nbs)
         n_out = max(final.nb, self.memory_n(final.nb))
         env = self.env(blas, final.threads)
         self.why["env"] = " ".join(f"{k}={v}" for k, v in env.items()) + " (run the HPL.dat so)"

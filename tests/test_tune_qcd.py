@@ -87,3 +87,22 @@ def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys
 
     html = section.render([tune_record])
     assert "QCD decomposition, lattice 4x4x4x8 on 2 rank(s)" in html and "excluded" in html
+
+
+def test_demo_step_on_this_host(store, monkeypatch, capsys) -> None:
+    """The tuning level's demo step on one host: the QCD session is stored and shown, the
+    TCP tuning (it needs two hosts) is left out and says so."""
+    from clustertune import levels
+    from clustertune.cluster import local_cluster
+    from clustertune.levels.tune import demo
+
+    monkeypatch.setattr(demo, "DEMO_NP", 2)
+    monkeypatch.setattr(demo, "DEMO_LATTICE", (4, 4, 4, 8))
+    (level,) = [lv for lv in levels.all_levels() if lv.name == "tune"]
+    assert level.demo is demo.demo
+    records = level.demo(local_cluster(), store)
+    tune = [r for r in records if r["level"] == "tune"]
+    assert len(tune) == 1 and tune[0]["params"]["what"] == "qcd" and tune[0]["status"] == "ok"
+    assert {r["id"] for r in records} == {r["id"] for r in store.list()}
+    err = capsys.readouterr().err
+    assert "choose 1x1x" in err and "tune tcp: one host only" in err

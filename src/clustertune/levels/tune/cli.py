@@ -79,13 +79,9 @@ def cmd_linpack(args: argparse.Namespace) -> Output:
                   0 if record["status"] == "ok" else 1)  # fmt: skip
 
 
-def cmd_tcp(args: argparse.Namespace) -> Output:
-    cluster = cluster_of(args)
-    a, b = pingpong.parse_between(cluster, args.between)
-    if a == b:
-        raise UserError("tune tcp needs two hosts (--cluster with two or more, or --between)")
-    store = open_store(args)
-    summary = tcp.tune(cluster, store, a, b, args.timeout)
+def store_tcp(cluster, store, summary: dict) -> dict:
+    """The session's ``tune`` record (params.what = tcp)."""
+    a, b = summary["pair"]
     with runner.Run(
         cluster, store, level=LEVEL.name, kernel=pingpong.TCP_KERNEL, composite=True,
         params={"tune": summary["session"], "what": "tcp", "between": [a, b]}, hosts=[a, b],
@@ -93,10 +89,26 @@ def cmd_tcp(args: argparse.Namespace) -> Output:
         run.result = {"verification": "passed", "detail": summary,
                       "figures": {"sockbuf": summary["sockbuf"], "mbps": summary["mbps"],
                                   "bdp_bytes": summary["bdp_bytes"]}}  # fmt: skip
-    head = f"tune tcp {summary['session']} (record {run.record['id']}) {a} -> {b}"
+    return run.record
+
+
+def tcp_text(summary: dict, record: dict) -> str:
+    a, b = summary["pair"]
+    head = f"tune tcp {summary['session']} (record {record['id']}) {a} -> {b}"
     lines = [head, *("  " + line for line in summary["lines"]), *summary["sysctl"]]
     lines.append(f"  evidence: runs {', '.join(map(str, summary['runs']))}")
-    return Output(summary | {"record": run.record["id"]}, "\n".join(lines))
+    return "\n".join(lines)
+
+
+def cmd_tcp(args: argparse.Namespace) -> Output:
+    cluster = cluster_of(args)
+    a, b = pingpong.parse_between(cluster, args.between)
+    if a == b:
+        raise UserError("tune tcp needs two hosts (--cluster with two or more, or --between)")
+    store = open_store(args)
+    summary = tcp.tune(cluster, store, a, b, args.timeout)
+    record = store_tcp(cluster, store, summary)
+    return Output(summary | {"record": record["id"]}, tcp_text(summary, record))
 
 
 def cmd_qcd(args: argparse.Namespace) -> Output:
@@ -114,11 +126,21 @@ def cmd_qcd(args: argparse.Namespace) -> Output:
         or_steps=args.or_steps, timeout=args.timeout, hosts=args.hosts,
         max_candidates=args.max_candidates,
     )  # fmt: skip
+    record = store_qcd(cluster, store, summary, args.sweeps)
+    return Output(summary | {"record": record["id"]}, qcd_text(summary, record),
+                  0 if record["status"] == "ok" else 1)  # fmt: skip
+
+
+def store_qcd(cluster, store, summary: dict, sweeps: int) -> dict:
+    """The session's ``tune`` record (params.what = qcd); failed verification if the
+    plaquette series differed between grids."""
+    from ..qcd import run as qrun
+
     with runner.Run(
         cluster, store, level=LEVEL.name, kernel=qrun.KERNEL, composite=True,
-        params={"tune": summary["session"], "what": "qcd", "np": args.np,
-                "lattice": summary["lattice"], "sweeps": args.sweeps},
-        np=args.np, mpi=args.mpi, hosts=summary["hosts"],
+        params={"tune": summary["session"], "what": "qcd", "np": summary["np"],
+                "lattice": summary["lattice"], "sweeps": sweeps},
+        np=summary["np"], mpi=summary["mpi"], hosts=summary["hosts"],
     ) as run:  # fmt: skip
         run.result = {
             "verification": "failed" if summary["series_identical"] is False else "passed",
@@ -126,13 +148,15 @@ def cmd_qcd(args: argparse.Namespace) -> Output:
             "figures": {"gflops": summary["gflops"], "split_dims": summary["split_dims"],
                         "no_overlap_gflops": summary["no_overlap_gflops"]},
         }  # fmt: skip
-    record = run.record
-    lines = [f"tune qcd {summary['session']} (record {record['id']})",
-             *("  " + line for line in summary["lines"]), f"  run: {summary['command']}",
-             f"  evidence: runs {', '.join(map(str, summary['runs']))} "
-             f"(params.tune = {summary['session']})"]  # fmt: skip
-    return Output(summary | {"record": record["id"]}, "\n".join(lines),
-                  0 if record["status"] == "ok" else 1)  # fmt: skip
+    return run.record
+
+
+def qcd_text(summary: dict, record: dict) -> str:
+    return "\n".join([
+        f"tune qcd {summary['session']} (record {record['id']})",
+        *("  " + line for line in summary["lines"]), f"  run: {summary['command']}",
+        f"  evidence: runs {', '.join(map(str, summary['runs']))} "
+        f"(params.tune = {summary['session']})"])  # fmt: skip
 
 
 @LEVEL.commands

@@ -479,6 +479,53 @@ def _kernel_running(ns: str, kernel: str) -> bool:
     return False
 
 
+def _run_in_thread(grid, store, case) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+
+    def run() -> None:  # a store of its own: SQLite objects stay in their thread
+        mine = Store(store.path)
+        out["r"] = compare.run_case(grid, mine, case)
+        mine.close()
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    return worker, out
+
+
+def _wait_for_kernel(ns: str, kernel: str) -> None:
+    deadline = time.monotonic() + 60
+    while not _kernel_running(ns, kernel) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _kernel_running(ns, kernel), f"{kernel} never started"
+    time.sleep(2.0)  # a few sizes measured
+
+
+@pytest.mark.root
+@needs_tools
+def test_heartbeat_names_a_cut_wan_and_stops_the_job(grid, store):
+    """The WAN between the sites is cut during a ping-pong across them: the heartbeat
+    names it, the hung job is stopped, the record is failed with that reason and keeps
+    the sizes measured before; the WAN restored, a job across the sites runs again."""
+    case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False)
+    worker, out = _run_in_thread(grid, store, case)
+    _wait_for_kernel(grid["sites"][1]["hosts"][0]["namespace"], "ct-mpi-pingpong")
+    try:
+        virtual.set_wan(grid["name"], "site1", up=False)
+        cut = time.monotonic()
+        worker.join(timeout=120)
+        stopped_s = time.monotonic() - cut
+    finally:
+        virtual.set_wan(grid["name"], "site1", up=True)
+    record = out["r"]
+    assert record["status"] == "failed"
+    assert "heartbeat: WAN: site1's link to the WAN is DOWN" in record["error"]
+    assert record["samples"] and max(s["size"] for s in record["samples"]) < case.max_size
+    assert stopped_s < heartbeat.INTERVAL_S + coalloc.STOP_GRACE_S + 10
+    again = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", n=240,
+                                                       nb=32), timeout=60)  # fmt: skip
+    assert again["status"] == "ok", again["error"]
+
+
 @pytest.mark.root
 @needs_tools
 def test_heartbeat_names_a_daemon_killed_mid_run_and_keeps_the_samples(grid, store):
@@ -489,21 +536,8 @@ def test_heartbeat_names_a_daemon_killed_mid_run_and_keeps_the_samples(grid, sto
     dead slurmd."""
     case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False,
                         hosts=("host1", "host2"))  # fmt: skip
-    out: dict = {}
-
-    def run() -> None:  # a store of its own: SQLite objects stay in their thread
-        mine = Store(store.path)
-        out["r"] = compare.run_case(grid, mine, case)
-        mine.close()
-
-    worker = threading.Thread(target=run)
-    worker.start()
-    ns = grid["sites"][1]["hosts"][0]["namespace"]  # host2
-    deadline = time.monotonic() + 60
-    while not _kernel_running(ns, "ct-mpi-pingpong") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _kernel_running(ns, "ct-mpi-pingpong"), "the ping-pong never started"
-    time.sleep(2.0)  # a few sizes measured
+    worker, out = _run_in_thread(grid, store, case)
+    _wait_for_kernel(grid["sites"][1]["hosts"][0]["namespace"], "ct-mpi-pingpong")  # host2
     pid = grid["sites"][0]["pids"]["slurmd-host1"]
     os.kill(pid, signal.SIGKILL)
     killed = time.monotonic()

@@ -161,3 +161,16 @@ def healthy(state: dict) -> dict[str, list[str]]:
         s["name"]: [what for what, pid in s["pids"].items() if not daemons.alive(pid)]
         for s in state["sites"]
     }
+
+
+def set_wan(name: str, site: str, up: bool) -> None:
+    """Fault injection: cut (``up=False``) or restore a site's link to the WAN (both ends
+    of the veth pair between the site's bridge and the WAN bridge)."""
+    cstate = vcluster.load_state(name)
+    if cstate is None or cstate.get("sites", 1) < 2:
+        raise UserError(f"grid {name!r} has no WAN")
+    k = site.removeprefix("site")
+    if not k.isdigit() or int(k) >= cstate["sites"]:
+        raise UserError(f"grid {name!r} has no site {site!r}")
+    for dev in (f"s{k}w", f"w{k}s"):
+        netns.run("ip", "-n", cstate["switch_ns"], "link", "set", dev, "up" if up else "down")

@@ -362,6 +362,19 @@ def test_linpack_within_one_site_and_across_two(grid, store, mpi):
 
 @pytest.mark.root
 @needs_tools
+def test_linpack_across_a_slurm_and_an_ssh_site(grid, store):
+    """The LU over site0 (Slurm: srun --jobid) and site2 (ssh with the grid's key): only
+    the Slurm site is allocated, the ssh site is reached directly."""
+    r = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", "mpich", n=480,
+                                                   nb=32, hosts=("host1", "host4")), timeout=60)  # fmt: skip
+    assert r["status"] == "ok" and r["verification"] == "passed", r["error"]
+    sites = r["meta"]["coalloc"]["sites"]
+    assert sites["site0"]["allocation"].isdigit() and "allocation" not in sites["site2"]
+    assert sites["site2"]["scheduler"] == "ssh" and sites["site2"]["hosts"] == ["host4"]
+
+
+@pytest.mark.root
+@needs_tools
 def test_pingpong_across_sites_is_held_to_the_wan(grid, store):
     """The MPI ping-pong over the WAN: its bandwidth is read from messages many WAN tbf
     buckets long and stays under the WAN's nominal rate, unlike inside a site."""

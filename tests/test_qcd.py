@@ -66,7 +66,7 @@ def test_mpich_gives_the_same_series(store) -> None:
 
 
 def test_both_builds_of_the_update_give_the_same_bits(store) -> None:
-    """AVX-512 (where this CPU has it) and the x86-64 baseline build of the update."""
+    """AVX2 (where this CPU has it) and the x86-64 baseline build of the update."""
     a = qcd(store, 1, start="hot", seed=9, isa="baseline")
     b = qcd(store, 1, start="hot", seed=9)
     assert a["detail"]["isa"] == "baseline"

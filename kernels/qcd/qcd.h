@@ -5,7 +5,7 @@
  *   qcd_su3.c     SU(3) algebra: products, reunitarisation, unitarity/determinant checks
  *   qcd_rng.c     Philox4x32-10 counter-based random numbers keyed to (site, link, sweep)
  *   qcd_update.c  staples, Cabibbo-Marinari heat bath (Kennedy-Pendleton), over-relaxation,
- *                 plaquette
+ *                 plaquette (qcd_update_body.h, built twice: baseline and qcd_update_avx.c)
  *   qcd_halo.c    geometry, ghost layers and the halo exchange (non-blocking, checksummed)
  *   qcd_ckpt.c    checkpoint file: gauge field + RNG state (seed, sweep) + checksum
  *   qcd.c         options, the sweep loop, verification, JSON output
@@ -158,8 +158,8 @@ typedef struct {
     long long kp_trials, kp_accepted, kp_given_up;
 } qcd_update_stats;
 
-/* Which build of the update runs: AVX-512 where the CPU has it, unless want_baseline;
- * returns its name ("x86-64-v4" or "baseline"). Both give the same bits. */
+/* Which build of the update runs: AVX2 (qcd_update_avx.c, no FMA) where the CPU has it,
+ * unless want_baseline; returns its name ("avx2" or "baseline"). Both give the same bits. */
 const char *qcd_isa(int want_baseline);
 
 /* Update U_mu on the given sites (extended indices, global indices): heat bath (hb != 0,

@@ -10,12 +10,125 @@
 #define RE(m, i, j) (m)[2 * (3 * (i) + (j))]
 #define IM(m, i, j) (m)[2 * (3 * (i) + (j)) + 1]
 
+/* c (+)= a b, a b^+, a^+ b. Two builds of the same arithmetic: every element of c is
+ * the same sums of the same products in the same order, so both give the same bits.
+ *
+ * AVX (the translation unit qcd_update_avx.c, built with -mavx2 but without FMA): two
+ * complex numbers per 256-bit register, columns 0 and 1 of a row of c together and column
+ * 2 in the low half. For a b the real and imaginary parts of a_ik are broadcast and
+ * multiplied by row k of b (columns 0-1 and 2) and by that row with each complex number's
+ * halves swapped; the two sums meet once per element with one sign flip. ADD is 0 or 1,
+ * known at compile time. */
+#if defined(__AVX__)
+#include <immintrin.h>
+
+#define SWAP4(x) _mm256_permute_pd((x), 5)
+#define SWAP2(x) _mm_permute_pd((x), 1)
+
+static inline __attribute__((always_inline)) void su3_store_row_(double *c, int i, __m256d t01,
+                                                                 __m256d u01, __m128d t2,
+                                                                 __m128d u2, __m256d sign,
+                                                                 int add)
+{
+    __m256d r01 = _mm256_add_pd(t01, _mm256_xor_pd(u01, sign));
+    __m128d r2 = _mm_add_pd(t2, _mm_xor_pd(u2, _mm256_castpd256_pd128(sign)));
+    double *p = c + 6 * i;
+    if (add) {
+        r01 = _mm256_add_pd(_mm256_loadu_pd(p), r01);
+        r2 = _mm_add_pd(_mm_loadu_pd(p + 4), r2);
+    }
+    _mm256_storeu_pd(p, r01);
+    _mm_storeu_pd(p + 4, r2);
+}
+
+/* c = a b (DAG 0) or a^+ b (DAG 1): the broadcasts come from row i or column i of a */
+static inline __attribute__((always_inline)) void su3_mul_xn_(const double *restrict a,
+                                                              const double *restrict b,
+                                                              double *restrict c, int dag,
+                                                              int add)
+{
+    const __m256d sign = dag ? _mm256_set_pd(-0.0, 0.0, -0.0, 0.0)
+                             : _mm256_set_pd(0.0, -0.0, 0.0, -0.0);
+    const __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 6), b2 = _mm256_loadu_pd(b + 12);
+    const __m128d c0 = _mm_loadu_pd(b + 4), c1 = _mm_loadu_pd(b + 10), c2 = _mm_loadu_pd(b + 16);
+    const __m256d s0 = SWAP4(b0), s1 = SWAP4(b1), s2 = SWAP4(b2);
+    const __m128d d0 = SWAP2(c0), d1 = SWAP2(c1), d2 = SWAP2(c2);
+    for (int i = 0; i < 3; i++) {
+        const double *a0 = dag ? &RE(a, 0, i) : &RE(a, i, 0);
+        const double *a1 = dag ? &RE(a, 1, i) : &RE(a, i, 1);
+        const double *a2 = dag ? &RE(a, 2, i) : &RE(a, i, 2);
+        __m256d r = _mm256_broadcast_sd(a0), m = _mm256_broadcast_sd(a0 + 1);
+        __m256d t01 = _mm256_mul_pd(r, b0), u01 = _mm256_mul_pd(m, s0);
+        __m128d t2 = _mm_mul_pd(_mm256_castpd256_pd128(r), c0);
+        __m128d u2 = _mm_mul_pd(_mm256_castpd256_pd128(m), d0);
+        r = _mm256_broadcast_sd(a1), m = _mm256_broadcast_sd(a1 + 1);
+        t01 = _mm256_add_pd(t01, _mm256_mul_pd(r, b1));
+        u01 = _mm256_add_pd(u01, _mm256_mul_pd(m, s1));
+        t2 = _mm_add_pd(t2, _mm_mul_pd(_mm256_castpd256_pd128(r), c1));
+        u2 = _mm_add_pd(u2, _mm_mul_pd(_mm256_castpd256_pd128(m), d1));
+        r = _mm256_broadcast_sd(a2), m = _mm256_broadcast_sd(a2 + 1);
+        t01 = _mm256_add_pd(t01, _mm256_mul_pd(r, b2));
+        u01 = _mm256_add_pd(u01, _mm256_mul_pd(m, s2));
+        t2 = _mm_add_pd(t2, _mm_mul_pd(_mm256_castpd256_pd128(r), c2));
+        u2 = _mm_add_pd(u2, _mm_mul_pd(_mm256_castpd256_pd128(m), d2));
+        su3_store_row_(c, i, t01, u01, t2, u2, sign, add);
+    }
+}
+
+static inline __attribute__((always_inline)) void su3_mul_nn_(const double *restrict a, const double *restrict b,
+                               double *restrict c, int add)
+{
+    su3_mul_xn_(a, b, c, 0, add);
+}
+
+static inline __attribute__((always_inline)) void su3_mul_dn_(const double *restrict a, const double *restrict b,
+                               double *restrict c, int add)
+{
+    su3_mul_xn_(a, b, c, 1, add);
+}
+
+/* sum_k a_ik conj(b_jk): t = a Re(b), u = swap(a) Im(b), c = t + (u.re, -u.im). Row k's
+ * pair (Re b_0k, Re b_0k, Re b_1k, Re b_1k) and its Im twin are built once per product;
+ * a_ik is broadcast to both halves. */
+static inline __attribute__((always_inline)) void su3_mul_nd_(const double *restrict a, const double *restrict b,
+                               double *restrict c, int add)
+{
+    const __m256d sign = _mm256_set_pd(-0.0, 0.0, -0.0, 0.0);
+    __m256d re[3], im[3];
+    __m128d re2[3], im2[3];
+    for (int k = 0; k < 3; k++) {
+        __m256d x = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(&RE(b, 0, k))),
+                                         _mm_loadu_pd(&RE(b, 1, k)), 1);
+        re[k] = _mm256_movedup_pd(x);
+        im[k] = _mm256_permute_pd(x, 15);
+        re2[k] = _mm_set1_pd(RE(b, 2, k));
+        im2[k] = _mm_set1_pd(IM(b, 2, k));
+    }
+    for (int i = 0; i < 3; i++) {
+        __m256d x = _mm256_broadcast_pd((const __m128d *)&RE(a, i, 0)), y = SWAP4(x);
+        __m256d t01 = _mm256_mul_pd(x, re[0]), u01 = _mm256_mul_pd(y, im[0]);
+        __m128d t2 = _mm_mul_pd(_mm256_castpd256_pd128(x), re2[0]);
+        __m128d u2 = _mm_mul_pd(_mm256_castpd256_pd128(y), im2[0]);
+        for (int k = 1; k < 3; k++) {
+            x = _mm256_broadcast_pd((const __m128d *)&RE(a, i, k));
+            y = SWAP4(x);
+            t01 = _mm256_add_pd(t01, _mm256_mul_pd(x, re[k]));
+            u01 = _mm256_add_pd(u01, _mm256_mul_pd(y, im[k]));
+            t2 = _mm_add_pd(t2, _mm_mul_pd(_mm256_castpd256_pd128(x), re2[k]));
+            u2 = _mm_add_pd(u2, _mm_mul_pd(_mm256_castpd256_pd128(y), im2[k]));
+        }
+        su3_store_row_(c, i, t01, u01, t2, u2, sign, add);
+    }
+}
+
+/* SSE2 (the x86-64 baseline): one complex number per register, the same sums as above.
+ * The same flops as the textbook loop (198), about half its instructions. */
 /* c (+)= a b, a b^+, a^+ b with SSE2 (the x86-64 baseline): one complex number per
  * register. For a b the real and imaginary parts of a_ik are broadcast and multiplied by
  * b_kj and by b_kj with its halves swapped; the two sums meet once per element with one
  * sign flip. The same flops as the textbook loop (198), about half the instructions.
  * ADD is 0 or 1, known at compile time. */
-#if defined(__SSE2__)
+#elif defined(__SSE2__)
 #include <emmintrin.h>
 
 #define CPLX(m, i, j) _mm_loadu_pd((m) + 2 * (3 * (i) + (j)))

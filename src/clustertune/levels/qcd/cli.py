@@ -33,7 +33,7 @@ def add_commands(sub, common) -> None:
     p.add_argument("--checkpoint", help="write the field and RNG state here at the end")
     p.add_argument("--resume", help="continue from this checkpoint")
     p.add_argument("--isa", choices=("auto", "baseline"), default="auto",
-                   help="build of the update: AVX-512 where present (auto) or the x86-64 "
+                   help="build of the update: AVX2 where present (auto) or the x86-64 "
                    "baseline; both give the same bits")  # fmt: skip
     p.add_argument("--inject-fault", action="store_true",
                    help="tests: corrupt one halo message; the run must FAIL")  # fmt: skip

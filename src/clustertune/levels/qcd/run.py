@@ -88,7 +88,7 @@ class QcdSpec:
     resume: str | None = None
     overlap: bool = True
     inject_fault: bool = False
-    isa: str = "auto"  # "baseline": the x86-64 build of the update even on AVX-512 CPUs
+    isa: str = "auto"  # "baseline": the x86-64 build of the update even on AVX2 CPUs
 
     def kernel_args(self) -> list[str]:
         if self.sweeps < 0:

@@ -187,6 +187,7 @@ def test_probe_across_two_slurm_sites(grid, store, mpi):
     site_of = {h.name: h.site for h in cluster.hosts}
     assert {s["rank"]: site_of[s["host"]] for s in record["samples"]} == {
         0: "site0", 1: "site0", 2: "site1", 3: "site1"}  # fmt: skip
+    assert all(s["site"] == site_of[s["host"]] for s in record["samples"])  # the rank's site
     assert "clustertune.grid.coalloc" in record["meta"]["commands"][0]
     for site in grid["sites"][:2]:  # allocations released
         assert slurm.run_client(site, ["squeue", "-h"]).stdout.strip() == ""

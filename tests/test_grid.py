@@ -149,6 +149,83 @@ def test_bad_grid_up_is_one_line_before_anything(capsys):
     assert "bad cluster name" in capsys.readouterr().err
 
 
+def _record(rid, kernel, placement, figures=None, samples=None, coalloc=None, status="ok"):
+    meta = {"hosts": ["host0", "host2" if placement == "across" else "host1"],
+            "mpi": {"flavour": "openmpi"}}  # fmt: skip
+    if coalloc:
+        meta["coalloc"] = coalloc
+    grid = {"name": "g", "wan_bps": 100_000_000, "link_bps": 10**9,
+            "sites": [{"name": "site0", "scheduler": "slurm", "contact": "host0:6817",
+                       "hosts": ["host0", "host1"]},
+                      {"name": "site1", "scheduler": "ssh", "contact": "host2:22",
+                       "hosts": ["host2", "host3"]}]}  # fmt: skip
+    params = {"comparison": kernel, "placement": placement, "grid": grid, "n": 1000,
+              "path": "grid" if placement == "across" else "plain"}  # fmt: skip
+    if kernel == "pingpong":
+        params["mode"] = "pingpong"
+    return {"id": rid, "kernel": "ct-linpack" if kernel == "linpack" else "ct-mpi-pingpong",
+            "status": status, "params": params, "meta": meta, "figures": figures or {},
+            "samples": samples or []}  # fmt: skip
+
+
+def test_section_sets_within_and_across_side_by_side():
+    """The latest ok record per placement fills the row; a failed run does not; the
+    co-allocation timeline is shown from the first request."""
+    lu = [_record(1, "linpack", "within", samples=[{"gflops": 8.0, "passed": True}]),
+          _record(2, "linpack", "across", samples=[{"gflops": 2.0, "passed": True}]),
+          _record(3, "linpack", "across", samples=[{"gflops": 9.9, "passed": True}],
+                  status="failed")]  # fmt: skip
+    pp = [_record(4, "pingpong", "within", {"latency_us": 20.0, "bandwidth_mbps": 900.0}),
+          _record(5, "pingpong", "across", {"latency_us": 50.0, "bandwidth_mbps": 90.0},
+                  coalloc={"sites": {"site0": {"requested": 100.0, "granted": 100.25,
+                                               "started": 100.5, "ended": 103.0,
+                                               "allocation": "7", "hosts": ["host0"],
+                                               "scheduler": "slurm"}},
+                           "heartbeat": "site0: slurmd-host0 (pid 1) is not running"})]  # fmt: skip
+    rows = compare.pairs(lu + pp)
+    assert [(r["kernel"], r.get("within_gflops"), r.get("across_gflops")) for r in rows[:1]] == [
+        ("linpack", 8.0, 2.0)]  # fmt: skip
+    assert rows[1]["within_bandwidth_mbps"] == 900.0 and rows[1]["across_latency_us"] == 50.0
+    html = section.render(lu + pp)
+    assert "<td>8.000 Gflops</td><td>2.000 Gflops</td><td>0.25</td>" in html
+    assert "<td>900.0 Mbit/s</td><td>90.0 Mbit/s</td><td>0.10</td>" in html
+    assert "<td>+0.25</td><td>+0.50</td><td>+3.00</td>" in html
+    assert "slurmd-host0 (pid 1) is not running" in html
+    assert "<td>site1</td><td>ssh</td><td>host2:22</td>" in html
+
+
+def test_coalloc_report_and_timeline_figures():
+    stderr = ('noise\nclustertune-coalloc: {"sites": {"a": {"requested": 1.0, "granted": 1.5, '
+              '"started": 2.0, "ended": 5.0}, "b": {"requested": 1.2, "granted": 1.25, '
+              '"started": 2.0, "ended": 5.5}}, "started": true, "error": null}\nmore\n')  # fmt: skip
+    report = compare.coalloc_report(stderr)
+    assert report["started"] is True and sorted(report["sites"]) == ["a", "b"]
+    assert compare.timeline_figures(report) == {"allocation_s": 0.5, "job_s": 3.5}
+    assert compare.coalloc_report("no report\n") is None
+
+
+def test_heartbeat_watches_the_jobs_daemons_only():
+    grid = {"name": "nogrid", "sites": [
+        {"name": "site0", "hosts": [], "pids": {"munged": 1, "slurmctld": 2, "slurmd-host0": 3,
+                                                "slurmd-host1": 4}},
+        {"name": "site1", "hosts": [], "pids": {"sshd-host2": 5, "sshd-host3": 6}},
+        {"name": "site2", "hosts": [], "pids": {"munged": 7}}]}  # fmt: skip
+    beat = heartbeat.Heartbeat(grid, {"site0": ["host1"], "site1": ["host2"]})
+    assert beat.daemons() == [("site0", "munged", 1), ("site0", "slurmctld", 2),
+                              ("site0", "slurmd-host1", 4), ("site1", "sshd-host2", 5)]  # fmt: skip
+
+
+def test_info_free_cpus():
+    probe = grid_info._parse_probe("cores 4\nmodel name\t: CPU X\nMemTotal: 1024 kB\n"
+                                   "load 1.6 1.0 0.5\n")  # fmt: skip
+    assert probe == {"cores": 4, "cpu": "CPU X", "memory_bytes": 1 << 20, "load": [1.6, 1.0, 0.5]}
+    assert grid_info.free_cpus({"head": probe, "hosts": ["a", "b"]}) == 4  # (4 - 2) x 2
+    nodes = {"a": {"state": "idle", "cpus_idle": 2}, "b": {"state": "mix", "cpus_idle": 1},
+             "c": {"state": "down", "cpus_idle": 2}}  # fmt: skip
+    assert grid_info.free_cpus({"batch": {"answering": True, "nodes": nodes}}) == 3
+    assert grid_info.free_cpus({"batch": {"answering": False}}) == 0
+
+
 # --------------------------------------------------------------------------- live
 
 

@@ -404,6 +404,32 @@ def test_subjob_refused_cancels_the_others(grid):
 
 @pytest.mark.root
 @needs_tools
+def test_subjobs_under_the_heartbeat_are_cancelled_when_the_wan_is_cut(grid):
+    """Co-allocated subjobs on site0 (Slurm) and site2 (ssh) run under the heartbeat; the
+    WAN of site2 is cut: both are cancelled long before their end, and the result says
+    what died."""
+    sleeper = [("site0", jobs.GridJob("/bin/sleep", ["30"], hosts=["host0"])),
+               ("site2", jobs.GridJob("/bin/sleep", ["30"]))]  # fmt: skip
+    out: dict = {}
+    worker = threading.Thread(target=lambda: out.update(coallocate_jobs(grid, sleeper, 20, 60)))
+    worker.start()
+    time.sleep(3)
+    try:
+        virtual.set_wan(grid["name"], "site2", up=False)
+        worker.join(timeout=60)
+    finally:
+        virtual.set_wan(grid["name"], "site2", up=True)
+    assert out["started"] and out["heartbeat"] == "WAN: site2's link to the WAN is DOWN"
+    assert out["error"].startswith("heartbeat: WAN: site2")
+    for sub in out["subjobs"]:
+        assert sub["result"]["state"] == "failed" and "(cancelled: WAN" in sub["result"]["stderr"]
+        assert sub["ended"] - sub["started"] < 30
+    for site in grid["sites"][:1]:
+        assert slurm.run_client(site, ["squeue", "-h"]).stdout.strip() == ""
+
+
+@pytest.mark.root
+@needs_tools
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_linpack_within_one_site_and_across_two(grid, store, mpi):
     """seeds/000: the same LU on 2 ranks inside site0 (plain launcher) and over site0 and

@@ -106,12 +106,37 @@ def release(grid: dict, timeline: dict, name: str) -> None:
             timeline[site["name"]].setdefault("released", time.time())
 
 
+def _wait_all(entries: list[dict], timeout: float, beat: heartbeat.Heartbeat | None) -> str | None:
+    """Every released subjob to its end, under the heartbeat: when a part they stand on
+    dies (or ``timeout`` passes) the ones still running are cancelled. What died, or None."""
+    deadline = time.monotonic() + timeout
+    running = list(entries)
+    while running:
+        for e in list(running):
+            if e["backend"].poll(e["handle"]) in ("done", "failed"):
+                e["result"], e["ended"] = e["backend"].result(e["handle"]), time.time()
+                running.remove(e)
+        lost = beat.lost if beat is not None else None
+        if running and (lost is not None or time.monotonic() > deadline):
+            for e in running:
+                e["backend"].cancel(e["handle"])
+                e["result"], e["ended"] = jobs.wait(e["backend"], e["handle"], 20), time.time()
+                e["result"].state = "failed"
+                e["result"].stderr += "\n(cancelled: " + (lost or f"past {timeout:g} s") + ")"
+            return lost
+        time.sleep(0.2)
+    return beat.lost if beat is not None else None
+
+
 def coallocate_jobs(grid: dict, subjobs: list[tuple[str, jobs.GridJob]], barrier: float,
-                    timeout: float) -> dict:  # fmt: skip
+                    timeout: float, heartbeat_s: float = heartbeat.INTERVAL_S) -> dict:  # fmt: skip
     """Subjobs (site, job) started all or none: each checks in at a start barrier and waits
     there; when all have checked in within ``barrier`` seconds they are released together,
     else (a submission refused, a subjob that never starts or dies first) every subjob is
-    cancelled. Returns {"started", "error", "subjobs": [{site, handle, result, times}]}."""
+    cancelled. Once released they run under the heartbeat: a daemon, host or WAN link they
+    stand on found dead cancels the subjobs still running (``error`` and ``heartbeat`` say
+    what died). Returns {"started", "error", "heartbeat", "subjobs": [{site, handle,
+    result, times}]}."""
     d = Path(grid["dir"]) / "coalloc" / uuid.uuid4().hex[:12]
     d.mkdir(parents=True)
     d.chmod(0o755)
@@ -138,13 +163,22 @@ def coallocate_jobs(grid: dict, subjobs: list[tuple[str, jobs.GridJob]], barrier
             why = (f"{', '.join(e['site'] for e in waiting)}: not started within the "
                    f"{barrier:g} s start barrier")  # fmt: skip
         time.sleep(0.1)
-    if why is None:
+    started = why is None
+    lost = None
+    if started:
         (d / "go").touch()
         released = time.time()
-        for e in entries:
+        wanted: dict[str, list[str]] = {}
+        for (site, job), e in zip(subjobs, entries, strict=True):
             e["started"] = released
-            e["result"] = jobs.wait(e["backend"], e["handle"], timeout)
-            e["ended"] = time.time()
+            wanted.setdefault(site, []).extend(e["backend"].hosts(job))
+        if heartbeat_s > 0:
+            with heartbeat.Heartbeat(grid, wanted, heartbeat_s) as beat:
+                lost = _wait_all(entries, timeout, beat)
+        else:
+            lost = _wait_all(entries, timeout, None)
+        if lost is not None:
+            why = f"heartbeat: {lost}; every subjob still running was cancelled"
     else:
         (d / "abort").touch()
         for e in entries:
@@ -152,7 +186,7 @@ def coallocate_jobs(grid: dict, subjobs: list[tuple[str, jobs.GridJob]], barrier
                 e["backend"].cancel(e["handle"])
                 e["result"] = jobs.wait(e["backend"], e["handle"], 20)
     return {
-        "started": why is None, "error": why,
+        "started": started, "error": why, "heartbeat": lost,
         "subjobs": [{"site": e["site"], "handle": asdict(e["handle"]) if "handle" in e else None,
                      "result": asdict(e["result"]) if "result" in e else None,
                      **{k: e[k] for k in ("submitted", "started", "ended") if k in e}}

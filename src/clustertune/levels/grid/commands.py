@@ -140,7 +140,7 @@ def cmd_compare(args: argparse.Namespace) -> Output:
     mpis = tuple(m.strip() for m in args.mpi.split(",") if m.strip())
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     cases = compare.default_cases(kinds, mpis, args.n, args.nb, modes, args.max_size,
-                                  not args.full_sweep)  # fmt: skip
+                                  not args.full_sweep, args.ranks)  # fmt: skip
     records = compare.run_cases(args.name, open_store(args), cases, args.timeout)
     ok = all(r["status"] == "ok" for r in records)
     return Output(records, compare_text(records), 0 if ok else 1)
@@ -207,6 +207,8 @@ def add_commands(sub, common) -> None:
     c.add_argument("--modes", default="pingpong", help="ping-pong modes: pingpong,nonblocking")
     c.add_argument("-N", "--n", type=int, default=2000, help="Linpack order")
     c.add_argument("--nb", type=int, default=64)
+    c.add_argument("--ranks", type=int, default=2,
+                   help="Linpack's ranks, one per host (within: that many hosts in site0)")  # fmt: skip
     c.add_argument("--max-size", type=int, default=4 << 20, help="ping-pong's largest message")
     c.add_argument("--full-sweep", action="store_true", help="the ping-pong's full sweep")
     c.add_argument("--timeout", type=float, default=300.0, help="seconds per run")

@@ -184,14 +184,16 @@ class GridLost(UserError):
 
 def default_cases(kernels_: tuple[str, ...], mpis: tuple[str, ...], n: int, nb: int,
                   modes: tuple[str, ...] = ("pingpong",), max_size: int = 4 << 20,
-                  quick: bool = True) -> list[Case]:  # fmt: skip
-    """Within one site (plain launcher) then across sites (grid stack), per kernel, MPI."""
+                  quick: bool = True, ranks: int = 2) -> list[Case]:  # fmt: skip
+    """Within one site (plain launcher) then across sites (grid stack), per kernel, MPI;
+    Linpack on ``ranks`` ranks (one per host), the ping-pong on two."""
     cases = []
     for mpi in mpis:
         for kernel in kernels_:
             for mode in modes if kernel == "pingpong" else ("pingpong",):
+                np = ranks if kernel == "linpack" else 2
                 for placement, path in (("within", "plain"), ("across", "grid")):
-                    cases.append(Case(kernel, placement, path, mpi, 2, n, nb, mode, max_size,
+                    cases.append(Case(kernel, placement, path, mpi, np, n, nb, mode, max_size,
                                       quick))  # fmt: skip
     return cases
 
@@ -215,11 +217,12 @@ def pairs(records: list[dict]) -> list[dict]:
             continue
         key = (p["grid"]["name"], p["grid"].get("wan_bps"), p["comparison"],
                p.get("mode") or "-", (r["meta"].get("mpi") or {}).get("flavour"),
-               p.get("n"))  # fmt: skip
+               p.get("n"), p.get("ranks", 2))  # fmt: skip
         latest.setdefault(key, {})[p["placement"]] = r
     rows = []
-    for (grid, wan, what, mode, mpi, n), by in latest.items():
-        row = {"grid": grid, "wan_bps": wan, "kernel": what, "mode": mode, "mpi": mpi, "n": n}
+    for (grid, wan, what, mode, mpi, n, ranks), by in latest.items():
+        row = {"grid": grid, "wan_bps": wan, "kernel": what, "mode": mode, "mpi": mpi, "n": n,
+               "ranks": ranks}  # fmt: skip
         for placement, r in by.items():
             f = r["figures"]
             if what == "linpack":

@@ -71,7 +71,8 @@ def comparison_table(records: list[dict]) -> str:
     for p in pairs(records):
         if p["kernel"] == "linpack":
             w, a = p.get("within_gflops"), p.get("across_gflops")
-            rows.append([p["grid"], _rate(p["wan_bps"]), f"Linpack N={p['n']}", p["mpi"],
+            rows.append([p["grid"], _rate(p["wan_bps"]), f"Linpack N={p['n']} np={p['ranks']}",
+                         p["mpi"],
                          _num(w, ".3f") + " Gflops", _num(a, ".3f") + " Gflops",
                          _num(a / w, ".2f") if w and a else "-"])  # fmt: skip
         else:

@@ -25,18 +25,20 @@ from . import daemons
 INTERVAL_S = 0.5
 
 
-def _link_state(ns: str, dev: str) -> str | None:
-    """The device's operational state in namespace ``ns`` (UP, DOWN, LOWERLAYERDOWN...),
-    None if the device or namespace is gone."""
+def _link_states(ns: str, dev: str | None = None) -> dict[str, str]:
+    """Operational state (UP, DOWN, LOWERLAYERDOWN...) of the devices of namespace ``ns``
+    (one ``ip`` call), or of ``dev`` only; {} when the namespace or device is gone."""
+    argv = ["ip", "-n", ns, "-o", "link", "show"] + (["dev", dev] if dev else [])
     try:
-        out = subprocess.run(["ip", "-n", ns, "-o", "link", "show", "dev", dev],
-                             capture_output=True, text=True, timeout=5)  # fmt: skip
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=5)
     except subprocess.TimeoutExpired:
-        return "UNANSWERED"
-    if out.returncode != 0:
-        return None
-    words = out.stdout.split()
-    return words[words.index("state") + 1] if "state" in words else "UNKNOWN"
+        return {dev or "*": "UNANSWERED"}
+    states = {}
+    for line in out.stdout.splitlines() if out.returncode == 0 else []:
+        words = line.split()
+        name = words[1].rstrip(":").split("@")[0]
+        states[name] = words[words.index("state") + 1] if "state" in words else "UNKNOWN"
+    return states
 
 
 class Heartbeat:
@@ -77,14 +79,15 @@ class Heartbeat:
                     continue
                 if not netns.exists(h["namespace"]):
                     return f"{site['name']}: host {h['name']} is gone (no namespace)"
-                state = _link_state(h["namespace"], "eth0")
+                state = _link_states(h["namespace"], "eth0").get("eth0")
                 if state not in ("UP", "UNKNOWN"):
                     return f"{site['name']}: host {h['name']}: its link is {state or 'gone'}"
         if self._sw is not None and len(self._sites) > 1:
+            states = _link_states(self._sw)
             for site in self._sites:
                 k = site["name"].removeprefix("site")
                 for dev in (f"s{k}w", f"w{k}s"):
-                    state = _link_state(self._sw, dev)
+                    state = states.get(dev, states.get("*"))
                     if state not in ("UP", "UNKNOWN"):
                         return f"WAN: {site['name']}'s link to the WAN is {state or 'gone'}"
         return None

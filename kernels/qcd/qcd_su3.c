@@ -51,14 +51,14 @@ void su3_reunit(double *u)
 
 double su3_unitarity_error(const double *u)
 {
-    double p[QCD_SU3], worst = 0.0;
+    double p[QCD_SU3], worst = 0.0; /* of the squares: sqrt is monotonic, so one suffices */
     su3_mul_nd(u, u, p);
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++) {
-            double dr = RE(p, i, j) - (i == j), di = IM(p, i, j), e = sqrt(dr * dr + di * di);
+            double dr = RE(p, i, j) - (i == j), di = IM(p, i, j), e = dr * dr + di * di;
             worst = e > worst ? e : worst;
         }
-    return worst;
+    return sqrt(worst);
 }
 
 double su3_det_error(const double *u)

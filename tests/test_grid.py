@@ -413,7 +413,7 @@ def test_subjobs_under_the_heartbeat_are_cancelled_when_the_wan_is_cut(grid):
     out: dict = {}
     worker = threading.Thread(target=lambda: out.update(coallocate_jobs(grid, sleeper, 20, 60)))
     worker.start()
-    time.sleep(3)
+    time.sleep(1)
     try:
         virtual.set_wan(grid["name"], "site2", up=False)
         worker.join(timeout=60)
@@ -585,6 +585,20 @@ def test_info_per_site_cached_and_used_to_pick_a_site(grid):
     finally:
         backend.cancel(handle)
         jobs.wait(backend, handle, 20)
+
+
+@pytest.mark.root
+@needs_tools
+def test_heartbeat_check_names_a_host_whose_link_is_down(grid):
+    beat = heartbeat.Heartbeat(grid, {"site2": ["host5"], "site1": ["host2"]})
+    assert beat.check() is None
+    ns = grid["sites"][2]["hosts"][1]["namespace"]  # host5
+    subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "down"], check=True)
+    try:
+        assert beat.check() == "site2: host host5: its link is DOWN"
+    finally:
+        subprocess.run(["ip", "-n", ns, "link", "set", "eth0", "up"], check=True)
+    assert beat.check() is None
 
 
 def _kernel_running(ns: str, kernel: str) -> bool:

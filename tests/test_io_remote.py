@@ -10,6 +10,7 @@ import re
 import socket
 import ssl
 import struct
+import time
 from pathlib import Path
 
 import netCDF4
@@ -58,10 +59,16 @@ def server(ca, tmp_path_factory):
     assert s.completed is not None
 
 
-def log_of(service) -> str:
-    """What the server has said so far (stderr after the ready line is drained in a thread)."""
-    chunks = service._drains["stderr"][1]
-    return (service._early_stderr + b"".join(chunks)).decode(errors="replace")
+def log_of(service, until: str | None = None, timeout: float = 10.0) -> str:
+    """What the server has said so far (stderr after the ready line is drained in a thread);
+    with ``until``, waits up to ``timeout`` for that text (the thread may lag the reply)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        chunks = service._drains["stderr"][1]
+        log = (service._early_stderr + b"".join(chunks)).decode(errors="replace")
+        if until is None or until in log or time.monotonic() > deadline:
+            return log
+        time.sleep(0.05)
 
 
 def measure(port: int, ca: Path, **kw) -> dict:
@@ -162,7 +169,7 @@ def test_clients_without_a_valid_certificate_are_refused(server, ca, tmp_path) -
     s = tls(ca, "mallory", port)
     assert hello(s) == NC_EACCESS
     s.close()
-    log = log_of(service)
+    log = log_of(service, until="CN=mallory: subject not in the grid-mapfile")
     assert "refused" in log and "CN=mallory: subject not in the grid-mapfile" in log
     assert re.search(r"refused .*(certificate|handshake|no certificate)", log, re.I)
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
@@ -178,7 +185,7 @@ def test_path_escapes_are_refused(server, ca, tmp_path, directory, why) -> None:
     record = measure(port, ca, db=tmp_path / "r.db", sizes=[16], mode="collective",
                      ops=["write"], directory=directory)  # fmt: skip
     assert record["status"] == "failed" and "access refused" in record["error"]
-    assert why in log_of(service)
+    assert why in log_of(service, until=why)
     outside = export.parent / "outside0"
     assert not any(outside.glob("ct_io_*")) if outside.exists() else True
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
@@ -209,7 +216,7 @@ def test_a_client_killed_mid_write_leaves_no_file_and_the_server_serves(server, 
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
     assert (export / "sub" / "victim.nc").read_bytes() == b"an older complete file"
     assert not list((export / "sub").glob(".victim.nc.ct-partial*"))
-    assert "aborted" in log_of(service)
+    assert "aborted" in log_of(service, until="aborted")
 
 
 def test_malformed_frames_and_fuzz_leave_the_server_serving(server, ca, tmp_path) -> None:
@@ -238,7 +245,7 @@ def test_malformed_frames_and_fuzz_leave_the_server_serving(server, ca, tmp_path
     with pytest.raises((ConnectionError, ssl.SSLError, OSError)):
         reply(s)
         reply(s)
-    assert "refused" in log_of(service)
+    assert "refused" in log_of(service, until="refused")
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
 
 

@@ -299,17 +299,23 @@ static void end_session(server *s)
     s->nconn = 0;
 }
 
-/* Waits, without spinning, for a request every rank takes part in. */
-static void wait_quietly(MPI_Request *rq)
+/* Waits, without spinning, for a request every rank takes part in (test, then sleep
+ * `nap_ns`). */
+static void wait_napping(MPI_Request *rq, long nap_ns)
 {
     for (;;) {
         int done;
         CT_MPI_CHECK(MPI_Test(rq, &done, MPI_STATUS_IGNORE));
         if (done)
             return;
-        struct timespec ts = {0, 2000000};
+        struct timespec ts = {0, nap_ns};
         nanosleep(&ts, NULL);
     }
+}
+
+static void wait_quietly(MPI_Request *rq)
+{
+    wait_napping(rq, 2000000);
 }
 
 /* Collective: a session formed on every rank (1), or none (0: try again). */
@@ -775,6 +781,14 @@ static int transfer(server *s, int op, request *q, int *who, char *why, size_t w
                                                &reqs[n]);
             if (status == NC_NOERR)
                 n++;
+        }
+        if (f && s->size > 1) {
+            /* a rank that has its round waits asleep for the others: MPI spins in
+             * collectives, and a spinning rank takes the CPU that the others' TLS and
+             * copies need (2 cores for clients and servers here) */
+            MPI_Request rq;
+            CT_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &rq));
+            wait_napping(&rq, 200000);
         }
         if (f) {
             int rc = collective ? ncmpi_wait_all(f->ncid, n, reqs, stats)

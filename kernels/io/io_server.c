@@ -659,18 +659,22 @@ static int metadata(server *s, int op, const unsigned char *payload, uint32_t le
         int rc = ncmpi_close(f->ncid), all;
         CT_MPI_CHECK(MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
         if (f->writing && s->rank == 0) {
-            /* an older NAME is kept under a second name, so that freeing its pages (tens of
-             * ms for 64 MiB on a loaded machine) is done beside the next requests, after the
-             * client has its reply */
+            /* An older NAME is first renamed aside, then the new file renamed to NAME: a
+             * rename over an existing file makes ext4 (auto_da_alloc) flush the new file's
+             * data first, 4-40 ms for 64 MiB here. NAME is absent for the microseconds between
+             * the two renames. The older file's pages are freed (another 14-46 ms) on a
+             * thread after the client has its reply. */
             snprintf(s->replaced, sizeof s->replaced, "%s", f->temp);
             char *base = strrchr(s->replaced, '/'), *mark = strstr(base ? base : "", ".ct-partial-");
             if (mark)
                 memcpy(mark, ".ct-replace-", strlen(".ct-replace-"));
-            if (!mark || all != NC_NOERR || link(f->final, s->replaced) != 0)
+            if (!mark || all != NC_NOERR || rename(f->final, s->replaced) != 0)
                 s->replaced[0] = '\0';
             if (all == NC_NOERR && rename(f->temp, f->final) != 0) {
                 say("rename %s -> %s: %s", f->temp, f->final, strerror(errno));
                 all = NC_EFILE;
+                if (s->replaced[0] && rename(s->replaced, f->final) == 0) /* the older back */
+                    s->replaced[0] = '\0';
             }
             if (all != NC_NOERR)
                 unlink(f->temp);

@@ -7,8 +7,9 @@ ways in one launch: netcdf (PnetCDF, collective by default), raw (MPI_File_write
 read_at_all of the same bytes at the same offsets) and rawswap (raw plus the 4-byte
 big-endian swap netCDF needs on x86, what PnetCDF does in place). --repeat rounds; the
 variants' order is reversed every other round (so neither side always runs first) and the
-process counts interleave. Each launch gives the minimum over --reps repetitions of the
-open-to-close time; the bench prints, per (np, N, op), the best and the median over rounds
+process counts interleave. Each variant runs --warmup untimed repetitions (the first
+variant of a launch pays for a cold start), then --reps timed ones: the launch's minimum of
+the open-to-close time; the bench prints, per (np, N, op), the best and the median over rounds
 of each variant, and the ratios netcdf/rawswap and netcdf/raw: best (of the best times),
 median of the rounds' ratios, and their spread (lowest..highest round).
 
@@ -70,7 +71,7 @@ def measure_all(cluster, store, args, sizes, nps, hosts) -> dict:
             record = netcdf.measure(
                 cluster, store, np=np_, mpi="openmpi", sizes=sizes, mode=args.mode,
                 ops=["write", "read"], fmt=args.format, reps=args.reps, variants=variants,
-                hosts=hosts, directory=args.dir, driver=args.driver,
+                hosts=hosts, directory=args.dir, driver=args.driver, warmup=args.warmup,
             )  # fmt: skip
             if record["status"] != "ok":
                 raise SystemExit(f"np={np_} round {k + 1}: {record['error']}")
@@ -111,7 +112,8 @@ def render(rows: list[dict], args, where: str, loads: tuple[str, str]) -> str:
 
     lines = [
         f"PnetCDF ({args.mode}, {args.format}) vs raw MPI-IO of the same bytes on {where}; "
-        f"driver {args.driver}; {args.repeat} rounds x min of {args.reps} reps, open-to-close",
+        f"driver {args.driver}; {args.repeat} rounds x min of {args.reps} reps (after "
+        f"{args.warmup} untimed), open-to-close",
         f"load average before: {loads[0]}   after: {loads[1]}",
         "",
         f"{'np':>2} {'N':>4} {'MiB':>6} {'op':<5} | {'netcdf ms':^17} | {'rawswap ms':^17} | "
@@ -144,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--np", default="1,2,4", help="process counts")
     ap.add_argument("--repeat", type=int, default=5, help="rounds (order alternates)")
     ap.add_argument("--reps", type=int, default=10, help="repetitions per launch (min)")
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="untimed repetitions before each variant's timed ones")  # fmt: skip
     ap.add_argument("--mode", choices=("collective", "independent"), default="collective")
     ap.add_argument("--format", choices=netcdf.FORMATS, default="cdf1")
     ap.add_argument("--driver", choices=tuple(netcdf.DRIVERS), default="romio")

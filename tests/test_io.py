@@ -75,10 +75,12 @@ def test_cdf5_one_mode_one_op(built, tmp_path) -> None:
 
 def test_variants_run_in_the_order_asked(built, store) -> None:
     record = netcdf.measure(local_cluster(), store, np=1, mpi="openmpi", sizes=[12],
-                            mode="collective", ops=["write"], fmt="cdf1", reps=1,
-                            variants=["rawswap", "netcdf"])  # fmt: skip
+                            mode="collective", ops=["write", "read"], fmt="cdf1", reps=1,
+                            variants=["rawswap", "netcdf"], warmup=1)  # fmt: skip
     assert record["status"] == "ok", record["error"]
-    assert [r["variant"] for r in netcdf.results(record)] == ["rawswap", "netcdf"]
+    rows = netcdf.results(record)
+    assert [r["variant"] for r in rows] == ["rawswap", "rawswap", "netcdf", "netcdf"]
+    assert all(r["reps"] == 1 for r in rows) and record["params"]["warmup"] == 1
     path = kernels.kernel_path(netcdf.NETCDF_KERNEL, "openmpi")
     for bad in ("netcdf,netcdf", "raw,zip", "raw,"):
         out = subprocess.run([str(path), "--variants", bad, "--dir", "/tmp"],

@@ -3,6 +3,7 @@
  *
  *   mpirun -np P ct-io-netcdf --dir DIR [--sizes 16,64,100,128,256] [--mode both]
  *                             [--ops write,read] [--format cdf1|cdf2|cdf5] [--reps 20]
+ *                             [--warmup 0]
  *                             [--raw] [--variants netcdf,raw,rawswap] [--keep]
  *                             [--inject-fault]
  *
@@ -21,15 +22,19 @@
  *          begin_indep_data + put_vara_int + end_indep_data (independent) | close
  *   read   open(NC_NOWRITE) -> inq_dimid + inq_dimlen z, y, x -> inq_varid | get_vara_int_all
  *          or begin_indep_data + get_vara_int + end_indep_data | close
- * "open_to_close" is the whole, "io_only" the middle part. (The paper names put_var_int
+ * "open_to_close" is the whole, "io_only" the middle part. Every write repetition of every
+ * variant writes a new file (the previous one is deleted before the timer starts), so create
+ * with NC_CLOBBER and raw's open with MPI_MODE_CREATE do the same file-system work. (The paper names put_var_int
  * for the independent write; a z-block needs the subarray form, hence vara for both.)
  *
  * --raw adds two variants of the same bytes at the same offsets without the format:
- *   raw      MPI_File_delete (as NC_CLOBBER) + open + write_at_all / write_at + close,
- *            read: open + read_at_all / read_at + close;
+ *   raw      open + write_at_all / write_at + close, read: open + read_at_all / read_at
+ *            + close;
  *   rawswap  the same with the 4-byte big-endian swap netCDF needs on this machine, done in
  *            place before the write and undone after (what PnetCDF does), after the read.
  * The netCDF files' data sections are byte-identical to rawswap's files (offset: header).
+ * --warmup W runs W untimed repetitions before the R timed ones of each (variant, op, mode):
+ * the first of a launch pays for a cold start the others do not.
  * --variants names the variants and their order (a benchmark alternates it between runs, so
  * that neither side always runs first on a warm or a cold page cache).
  *
@@ -98,7 +103,7 @@ typedef struct {
 typedef struct {
     size_list sizes;
     variant_list variants;
-    int mode, format, reps, raw, keep, inject_fault, help;
+    int mode, format, reps, warmup, raw, keep, inject_fault, help;
     int ops[2]; /* write, read requested */
     const char *dir;
 } options;
@@ -195,6 +200,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"--ops", CT_OPT_CUSTOM, .dest = o->ops, .parse = parse_ops},
         {"--format", CT_OPT_CHOICE, .dest = &o->format, .choices = format_names},
         {"--reps", CT_OPT_INT, .dest = &o->reps, .min = 1, .max = 100000},
+        {"--warmup", CT_OPT_INT, .dest = &o->warmup, .min = 0, .max = 1000},
         {"--dir", CT_OPT_STRING, .dest = &o->dir},
         {"--raw", CT_OPT_FLAG, .dest = &o->raw},
         {"--variants", CT_OPT_CUSTOM, .dest = &o->variants, .parse = parse_variants},
@@ -330,11 +336,6 @@ static void raw_io(const block *b, const char *path, enum op op, int mode, int s
     MPI_Offset offset = b->z0 * (MPI_Offset)b->n * b->n * (MPI_Offset)sizeof(int);
     int count = (int)b->count;
     double t0 = ct_now();
-    if (op == OP_WRITE) {
-        if (b->rank == 0)
-            MPI_File_delete(path, MPI_INFO_NULL); /* as NC_CLOBBER; absent is fine */
-        CT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    }
     int amode = op == OP_WRITE ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY;
     CT_MPI_CHECK(MPI_File_open(MPI_COMM_WORLD, path, amode, MPI_INFO_NULL, &fh));
     double t1 = ct_now();
@@ -470,7 +471,7 @@ static int measure(const run_info *ri, const block *b, enum variant v, enum op o
     char path[4096];
     path_of(path, sizeof path, o, v, b->n, mode);
     int ok = 1;
-    for (int r = 0; r < o->reps; r++) {
+    for (int r = -o->warmup; r < o->reps; r++) { /* r < 0: untimed warm-up */
         double t[P_COUNT], tmax[P_COUNT];
         int corrupt = o->inject_fault && b->rank == b->np - 1 && b->count > 0 &&
                       ((op == OP_WRITE && r == o->reps - 1) || (op == OP_READ && r == 0));
@@ -478,6 +479,11 @@ static int measure(const run_info *ri, const block *b, enum variant v, enum op o
             fill(b);
             if (corrupt)
                 b->buf[0] ^= 1;
+            /* every variant writes a new file: the previous repetition's is removed untimed
+             * (truncating it, as NC_CLOBBER would, costs ext4 a flush at close and freeing
+             * its pages 14-46 ms on a loaded machine, which timed the file system instead) */
+            if (!FORWARDED && b->rank == 0)
+                MPI_File_delete(path, MPI_INFO_NULL); /* absent is fine */
         } else {
             memset(b->buf, 0, b->count * sizeof(int));
         }
@@ -486,7 +492,7 @@ static int measure(const run_info *ri, const block *b, enum variant v, enum op o
         if (FORWARDED)
             quiet_barrier();
         CT_MPI_CHECK(MPI_Allreduce(t, tmax, P_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-        for (int p = 0; p < P_COUNT; p++)
+        for (int p = 0; r >= 0 && p < P_COUNT; p++)
             times[p][r] = tmax[p];
         if (op == OP_READ) {
             if (corrupt)
@@ -600,7 +606,7 @@ int main(int argc, char **argv)
     }
     if (o.help) {
         printf("usage: %s --dir DIR [--sizes 16,64,100,128,256] [--mode collective|independent"
-               "|both] [--ops write,read] [--format cdf1|cdf2|cdf5] [--reps 20] [--raw]"
+               "|both] [--ops write,read] [--format cdf1|cdf2|cdf5] [--reps 20] [--warmup 0] [--raw]"
                " [--variants netcdf,raw,rawswap] [--keep] [--inject-fault]\n", ct_basename(argv[0]));
         return 0;
     }

@@ -64,7 +64,7 @@ def parse_ops(text: str) -> list[str]:
 
 def kernel_args(
     sizes: list[int], mode: str, ops: list[str], fmt: str, reps: int, directory: str,
-    raw: bool, inject_fault: bool = False, variants: list[str] | None = None,
+    raw: bool, inject_fault: bool = False, variants: list[str] | None = None, warmup: int = 0,
 ) -> list[str]:  # fmt: skip
     """``variants``: which run and in what order (netcdf, raw, rawswap); default netcdf, then
     raw and rawswap when ``raw``."""
@@ -72,6 +72,8 @@ def kernel_args(
             "--ops", ",".join(ops), "--format", fmt, "--reps", str(reps), "--keep"]  # fmt: skip
     if variants:
         args += ["--variants", ",".join(variants)]
+    if warmup:
+        args += ["--warmup", str(warmup)]
     return args + ["--raw"] * raw + ["--inject-fault"] * inject_fault
 
 
@@ -122,7 +124,7 @@ def measure(
     keep_files: bool = False, inject_fault: bool = False, remote: str | None = None,
     servers: int | None = None, batch: bool = True, session: str = "job",
     ca_dir: Path | None = None, identity: str = "client", server_round: int | None = None,
-    variants: list[str] | None = None,
+    variants: list[str] | None = None, warmup: int = 0,
 ) -> dict:  # fmt: skip
     """One stored record: ct-io-netcdf (or, with ``remote``, ct-io-fwd against ct-io-server)
     on ``np`` ranks, then the checks of its files. ``variants``: local runs only, which of
@@ -153,13 +155,15 @@ def measure(
               "raw": raw, "driver": driver, "remote": remote, "dir": workdir}  # fmt: skip
     if variants:
         params["variants"] = variants
+    if warmup:
+        params["warmup"] = warmup
     if remote:
         params.update(servers=servers or np, batch=batch, session=session, identity=identity)
         if site:
             params["server_round"] = server_round
     env = {} if remote else driver_env(mpi, driver)
     args = kernel_args(sizes, mode, ops, fmt, reps, workdir, raw and not variants, inject_fault,
-                       variants)  # fmt: skip
+                       variants, warmup)  # fmt: skip
     try:
         with Run(cluster, store, level=LEVEL.name, kernel=kernel, params=params,
                  hosts=job_hosts, np=np, mpi=mpi, env=env, derive=derive) as run:  # fmt: skip

@@ -601,6 +601,35 @@ def test_heartbeat_check_names_a_host_whose_link_is_down(grid):
     assert beat.check() is None
 
 
+@pytest.mark.root
+@needs_tools
+def test_cli_submit_stages_and_stores_the_job(grid, tmp_path, capsys):
+    """grid submit --stage-in/--stage-out: the job reads its input in its run directory,
+    the result comes back verified, the job is a record of the grid level that the
+    report section lists with its site and exit status."""
+    import json
+
+    from clustertune.cli import main
+
+    (tmp_path / "in.txt").write_text("hello grid\n")
+    code = main(["grid", "submit", "--name", grid["name"], "--site", "site1", "--json",
+                 "--stage-in", str(tmp_path / "in.txt"), "--stage-out", "out.txt",
+                 "--results", str(tmp_path / "back"), "/bin/sh", "-c",
+                 "tr a-z A-Z < in.txt > out.txt"])  # fmt: skip
+    payload = json.loads(capsys.readouterr().out)
+    assert code == 0 and payload["state"] == "done", payload
+    assert (tmp_path / "back" / "out.txt").read_text() == "HELLO GRID\n"
+    assert [(t["name"], t["direction"]) for t in payload["staged"]] == [("in.txt", "in"),
+                                                                       ("out.txt", "out")]  # fmt: skip
+    record = Store(os.environ["CLUSTERTUNE_DB"]).get(payload["run_id"])
+    assert (record["level"], record["kernel"], record["status"]) == ("grid", "grid-job", "ok")
+    assert record["figures"]["exit_status"] == 0 and record["params"]["site"] == "site1"
+    timeline = record["meta"]["coalloc"]["sites"]["site1"]
+    assert timeline["requested"] <= timeline["started"] <= timeline["ended"]
+    html = section.render([record])
+    assert f"<td>{record['id']}</td><td>grid-job</td><td>submitted</td><td>site1</td>" in html
+
+
 def _kernel_running(ns: str, kernel: str) -> bool:
     out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
     for pid in out.split():

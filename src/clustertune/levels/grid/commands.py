@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -73,6 +74,44 @@ def _env(items: list[str]) -> dict[str, str]:
     return env
 
 
+def _mtime(path: Path) -> float | None:
+    return path.stat().st_mtime if path.exists() else None
+
+
+def store_job(args: argparse.Namespace, state: dict, job: jobs.GridJob, handle: jobs.Handle,
+              result: jobs.Result, staged: list, requested: float) -> dict:  # fmt: skip
+    """The submitted job as a record of the grid level (kernel ``grid-job``): its RSL
+    attributes, the site's answer and its timeline (submitted, started, ended from the
+    job's own files), so the report lists it beside the co-allocated runs."""
+    from ...grid.source import cluster_from_grid
+    from ...runner import new_record
+
+    d = Path(handle.dir)
+    site = next(s for s in state["sites"] if s["name"] == handle.site)
+    params = {"job": {k: v for k, v in asdict(job).items() if k != "barrier"},
+              "site": handle.site, "backend": handle.backend,
+              "grid": compare.grid_summary(state)}  # fmt: skip
+    record = new_record(LEVEL.name, "grid-job", cluster_from_grid(state), params,
+                        job.hosts or [h["name"] for h in site["hosts"]])  # fmt: skip
+    started, ended = _mtime(d / "started"), _mtime(d / "exit")
+    record["meta"]["coalloc"] = {"sites": {handle.site: {
+        "scheduler": site["scheduler"], "allocation": handle.id,
+        "hosts": job.hosts or [h["name"] for h in site["hosts"]],
+        "requested": requested, "granted": started, "started": started,
+        "ended": ended}}, "started": started is not None, "error": None}  # fmt: skip
+    record["status"] = "ok" if result.state == "done" else "failed"
+    record["verification"] = "not-verified"
+    record["figures"] = {"exit_status": result.exit_status,
+                         "job_s": round(ended - started, 3) if started and ended else None}  # fmt: skip
+    record["detail"] = {"staged": staging.as_dicts(staged)}
+    record["elapsed_s"] = round(time.time() - requested, 3)
+    if record["status"] != "ok":
+        record["error"] = (f"{result.state}, exit status {result.exit_status}\n"
+                           f"{result.stderr[-2000:]}").strip()  # fmt: skip
+    open_store(args).save(record)
+    return record
+
+
 def cmd_submit(args: argparse.Namespace) -> Output:
     state = virtual.load(args.name)
     if state is None:
@@ -95,6 +134,7 @@ def cmd_submit(args: argparse.Namespace) -> Output:
             raise UserError("--stage-out needs the job's end: drop --no-wait")
         target, staged = staging.stage_in(state, args.site, args.stage_in)
         job.directory = job.directory or target
+    requested = time.time()
     handle = backend.submit(job)
     if args.no_wait:
         return Output(asdict(handle), json.dumps(asdict(handle)))
@@ -106,7 +146,9 @@ def cmd_submit(args: argparse.Namespace) -> Output:
     finally:
         if target is not None:
             staging.remove(state, args.site, target)
-    payload = {"handle": asdict(handle), **asdict(result), "staged": staging.as_dicts(staged)}
+    record = store_job(args, state, job, handle, result, staged, requested)
+    payload = {"handle": asdict(handle), **asdict(result), "staged": staging.as_dicts(staged),
+               "run_id": record["id"]}  # fmt: skip
     lines = [f"{t.direction:3} {t.name} {t.bytes} B sha256 {t.sha256[:16]}... verified"
              for t in staged]  # fmt: skip
     text = (f"{handle.site} ({handle.backend}) job {handle.id}: {result.state}, exit "

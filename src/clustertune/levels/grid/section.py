@@ -53,14 +53,14 @@ def jobs_table(records: list[dict]) -> str:
         t0 = min((s["requested"] for s in sites.values() if "requested" in s), default=0.0)
         verdict = report.get("heartbeat") or report.get("error") or "ok"
         for name, s in sites.items():
-            rows.append([r["id"], r["kernel"], r["params"].get("placement", "-"), name,
+            rows.append([r["id"], r["kernel"], r["params"].get("placement", "submitted"), name,
                          s.get("scheduler", "-"), s.get("allocation", "-"),
                          ", ".join(s.get("hosts", [])), _since(s.get("granted"), t0),
                          _since(s.get("started"), t0), _since(s.get("ended"), t0),
                          r["status"], verdict])  # fmt: skip
     if not rows:
         return ""
-    return "<h3>Co-allocated jobs (seconds from the first request)</h3>" + html.table(
+    return "<h3>Jobs and co-allocated runs (seconds from the request)</h3>" + html.table(
         ["run", "kernel", "placement", "site", "scheduler", "allocation", "hosts", "granted",
          "started", "ended", "status", "co-allocation / heartbeat"], rows,
     )  # fmt: skip
@@ -99,19 +99,24 @@ def runs_table(records: list[dict]) -> str:
     rows = []
     for r in records:
         p, f = r["params"], r["figures"]
-        if r["kernel"].endswith("linpack"):
+        if r["kernel"] == "grid-job":
+            j = p["job"]
+            shown = (f"{j['jobtype']} x{j['count']} {j['executable']}: exit "
+                     f"{f.get('exit_status')}")  # fmt: skip
+        elif r["kernel"].endswith("linpack"):
             best = max((s["gflops"] for s in r["samples"] if s.get("passed")), default=None)
             shown = f"{_num(best, '.3f')} Gflops"
         else:
             shown = (f"{_num(f.get('latency_us'), '.1f')} us, "
                      f"{_num(f.get('bandwidth_mbps'), '.1f')} Mbit/s")  # fmt: skip
-        rows.append([r["id"], r["kernel"], p.get("placement", "-"), p.get("path", "-"),
+        rows.append([r["id"], r["kernel"], p.get("placement", p.get("site", "-")),
+                     p.get("path", p.get("backend", "-")),
                      ", ".join(r["meta"].get("hosts", [])),
                      (r["meta"].get("mpi") or {}).get("flavour"), shown,
                      _num(f.get("allocation_s"), ".2f"), _num(f.get("job_s"), ".2f"),
                      r["status"]])  # fmt: skip
     return "<h3>Runs</h3>" + html.table(
-        ["run", "kernel", "placement", "path", "hosts", "MPI", "result", "allocation s",
+        ["run", "kernel", "placement / site", "path / backend", "hosts", "MPI", "result", "allocation s",
          "job s", "status"], rows,
     )  # fmt: skip
 

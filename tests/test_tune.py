@@ -209,7 +209,8 @@ def test_tiny_session_never_chooses_a_blas_that_fails_verification(tmp_path) -> 
     assert doc["excluded"] and all(e.startswith("OpenBLAS") for e in doc["excluded"])
     assert all("verification failed" in e for e in doc["excluded"])
     assert doc["env"]["LD_LIBRARY_PATH"].endswith(REFERENCE) and "env" in doc["why"]
-    assert all(k in doc["why"] for k in ("blas", "layout", "N", "NB", "PxQ", "BCAST", "confirm"))
+    assert all(k in doc["why"] for k in ("blas", "layout", "N", "NB", "PxQ", "BCAST", "confirm",
+                                         "NB at N"))  # fmt: skip
     store = Store(db)
     trials = [r for r in store.list("linpack") if r["params"].get("tune") == doc["session"]]
     assert sorted(r["id"] for r in trials) == sorted(doc["runs"])

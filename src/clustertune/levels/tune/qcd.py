@@ -9,9 +9,9 @@ which of the 1-, 2-, 3-, 4-dimensional splits is fastest depends on the network)
    (t, z, ... split first). Ordered by halo surface; ``max_candidates`` of them.
 2. Each candidate runs ``sweeps`` sweeps from the same hot start and seed, with overlap
    (the kernel's default). A run that is not ok (a failed check, a timeout) excludes its
-   grid. Those within ``CLOSE`` of the fastest are measured again in reverse order (a
-   load that drifts during the first round favours no position); each grid's best run
-   counts.
+   grid. Every grid that ran is measured again in reverse order (the first launch of a
+   session can be slow, and a load that drifts during the first round favours no
+   position); each grid's best run counts.
 3. The winner once more without overlap (``--no-overlap``): kept on unless that is
    faster by more than ``OVERLAP_MARGIN``.
 4. The plaquette series must be bitwise the same on every grid (the kernel's design): a
@@ -31,7 +31,6 @@ from ...results import Store
 from ..qcd import run as qrun
 from ..qcd import study as qstudy
 
-CLOSE = 0.85  # grids within 15 % of the fastest are measured again
 OVERLAP_MARGIN = 0.05  # overlap stays on unless switching it off wins by more
 MAX_CANDIDATES = 6
 FIGURE = "qcdflops_gflops"
@@ -117,15 +116,13 @@ def tune(
         rates[g].append(rate(r))
         by_grid[g].append(r)
     best = choose(rates)
-    if best is not None:
-        top = max(x for x in rates[best] if x is not None)
-        close = [g for g in grids if (x := rates[g][0]) is not None and x >= CLOSE * top]
-        if len(close) > 1:
-            for g in reversed(close):
-                r = measure(g, "grid-again")
-                rates[g].append(rate(r))
-                by_grid[g].append(r)
-            best = choose(rates)
+    ran = [g for g in grids if rates[g][0] is not None]
+    if len(ran) > 1:
+        for g in reversed(ran):
+            r = measure(g, "grid-again")
+            rates[g].append(rate(r))
+            by_grid[g].append(r)
+        best = choose(rates)
     if best is None:
         failed = "; ".join(f"{qrun.dims_text(r['params']['grid'])} run {r['id']}: "
                            f"{(r['error'] or r['status']).splitlines()[0]}" for r in records)  # fmt: skip

@@ -630,6 +630,34 @@ def test_cli_submit_stages_and_stores_the_job(grid, tmp_path, capsys):
     assert f"<td>{record['id']}</td><td>grid-job</td><td>submitted</td><td>site1</td>" in html
 
 
+@pytest.mark.root
+@needs_tools
+def test_stage_binary_only_where_it_can_run(grid, tmp_path):
+    """A kernel binary reaches a site checksummed and executable; a binary whose
+    shared library the site lacks is refused, naming the library, and not left there."""
+    import shutil
+
+    probe = kernels.kernel_path("ct-probe", "openmpi")
+    target, sent = staging.stage_binary(grid, "site0", probe)
+    copy = Path(target) / probe.name
+    assert sent.sha256 == hashlib.sha256(probe.read_bytes()).hexdigest()
+    assert os.access(copy, os.X_OK)
+    staging.remove(grid, "site0", target)
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler for the binary with a missing library")
+    (tmp_path / "gone.c").write_text("int gone(void) { return 7; }\n")
+    (tmp_path / "main.c").write_text("int gone(void);\nint main(void) { return gone(); }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libctgone.so"),
+                    str(tmp_path / "gone.c")], check=True)  # fmt: skip
+    subprocess.run(["cc", "-o", str(tmp_path / "needsgone"), str(tmp_path / "main.c"),
+                    f"-L{tmp_path}", "-lctgone"], check=True)  # fmt: skip
+    with pytest.raises(staging.StagingError, match="needsgone cannot run there: libctgone.so "
+                                                    "not found on the site"):  # fmt: skip
+        staging.stage_binary(grid, "site0", tmp_path / "needsgone", "t-bin")
+    assert not (Path(staging.run_dir(grid["sites"][0], "t-bin")) / "needsgone").exists()
+    staging.remove(grid, "site0", staging.run_dir(grid["sites"][0], "t-bin"))
+
+
 def _kernel_running(ns: str, kernel: str) -> bool:
     out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
     for pid in out.split():

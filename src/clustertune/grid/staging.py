@@ -10,7 +10,9 @@ naming the site, the file and both digests, and the bad copy is removed.
 
 A site's run directory is ``<site dir>/stage/<id>/``; ``stage_in`` returns it (use it as
 the job's ``directory``), ``stage_out`` fetches named files from it into a local
-directory, ``remove`` deletes it on the site.
+directory, ``remove`` deletes it on the site. ``stage_binary`` sends a kernel binary
+only to a site that can run it (same architecture, its shared libraries there), else
+says why not.
 
 Test switch: ``CT_GRID_CORRUPT=NAME`` flips one byte of file NAME in transit (either
 direction), so a corrupted transfer can be seen.
@@ -165,6 +167,35 @@ def stage_out(grid: dict, site_name: str, target: str, names: list[str], local_d
         tmp.replace(local / name)
         done.append(Transfer(site_name, name, "out", len(data), digest, round(seconds, 4)))
     return done
+
+
+def stage_binary(grid: dict, site_name: str, binary: str | Path, target: str | None = None,
+                 timeout: float = TIMEOUT_S) -> tuple[str, Transfer]:  # fmt: skip
+    """A kernel binary to the site, checksummed like any input, once the site is known to
+    run it: same machine architecture, and every shared library it needs found there
+    (``ldd`` on the site). Otherwise a StagingError says why not (build it on the site).
+    Returns (the run directory, the transfer); the copy is made executable."""
+    import platform
+
+    site = _site(grid, site_name)
+    path = Path(binary)
+    here = platform.machine()
+    arch = _run(shell(grid, site, "uname -m"), None, f"{site_name}: uname", timeout).decode()
+    if arch.strip() != here:
+        raise StagingError(f"staging: {site_name}: {path.name} is built for {here}, the site "
+                           f"runs {arch.strip()}: build the kernels on the site")  # fmt: skip
+    stage_id = Path(target).name if target else None
+    target, (sent,) = stage_in(grid, site_name, [path], stage_id, timeout)
+    dest = shlex.quote(f"{target}/{path.name}")
+    said = _run(shell(grid, site, f"chmod 755 {dest} && ldd {dest} || true"), None,
+                f"{site_name}: ldd", timeout).decode(errors="replace")  # fmt: skip
+    missing = sorted({line.split()[0] for line in said.splitlines() if "not found" in line})
+    if missing:
+        _run(shell(grid, site, f"rm -f {dest}"), None, f"{site_name}: rm", timeout)
+        raise StagingError(f"staging: {site_name}: {path.name} cannot run there: "
+                           f"{', '.join(missing)} not found on the site; build the kernels "
+                           "on the site or install those libraries")  # fmt: skip
+    return target, sent
 
 
 def remove(grid: dict, site_name: str, target: str, timeout: float = TIMEOUT_S) -> None:

@@ -20,7 +20,8 @@ the launches' best. For scale, iperf3 over the same WAN (what TCP itself gets th
 Then the small sizes (--small 16, OpenMPI client): open-to-close of the batched protocol
 (define calls pipelined, one session per job) beside the paper's forwarding (one round trip
 per call, --no-batch; and a session per open/close, --session file): the small-size overhead
-and what batching saves.
+and what batching saves. --small-delay-us D rebuilds the cluster for them with D us of delay
+on every host's egress, so that a round trip costs what a WAN's does.
 
 Target (issue 12): >= 80 % of the link rate at 256^3. The machine is shared: the load
 average is printed with the result.
@@ -179,9 +180,10 @@ def small_rows(cases, results, sizes) -> list[dict]:
     return rows
 
 
-def render_small(rows) -> list[str]:
+def render_small(rows, delay_us: int) -> list[str]:
     lines = ["", "Small sizes: open-to-close (ms), the batched protocol (define calls pipelined, "
-             "a session per job) beside the paper's per-call forwarding", f"{'case':<52} {'N':>4} {'op':<5} {'best':>8} {'median':>8}"]  # fmt: skip
+             "a session per job) beside the paper's per-call forwarding; per-packet delay "
+             f"{delay_us} us on every host's egress", f"{'case':<52} {'N':>4} {'op':<5} {'best':>8} {'median':>8}"]  # fmt: skip
     base = {(r["size"], r["op"]): r for r in rows if "per-call" not in r["case"]}
     for r in rows:
         b = base[(r["size"], r["op"])]
@@ -208,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", default="16", help="small sizes for the batching comparison "
                     "('' to skip)")  # fmt: skip
     ap.add_argument("--small-reps", type=int, default=10)
+    ap.add_argument("--small-delay-us", type=int, default=0,
+                    help="for the small sizes, a cluster of its own with this per-packet delay "
+                         "on every host's egress (a WAN's round trip)")  # fmt: skip
     ap.add_argument("--no-iperf", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
@@ -243,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
             small = []
             if args.small:
                 ssizes = netcdf.parse_sizes(args.small)
+                if args.small_delay_us:
+                    vcluster.down(name)
+                    state = vcluster.plan(name, 4, parse_rate(args.link), sites=2,
+                                          wan_bps=wan_bps, delay_us=args.small_delay_us)  # fmt: skip
+                    vcluster.up(state)
+                    cluster = vcluster.cluster_from_state(state)
                 sres = rounds(cluster, store, site, small_cases, ssizes, args.repeat,
                               args.small_reps, ca_dir)  # fmt: skip
                 small = small_rows(small_cases, sres, ssizes)
@@ -251,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     after = load()
     lines = render_throughput(rows, args.wan_link, tcp, args)
     if small:
-        lines += render_small(small)
+        lines += render_small(small, args.small_delay_us)
     lines += ["", f"load average before: {before}   after: {after}"]
     print("\n".join(lines))
     if args.json:

@@ -40,6 +40,30 @@ void ct_mpi_init(int *argc, char ***argv)
     CT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 }
 
+int ct_mpi_start(const ct_mpi_start_args *a, int *argc, char ***argv, int *rank, int *size)
+{
+    const char *prog = ct_basename((*argv)[0]);
+    if (a->help) {
+        a->usage();
+        return 0;
+    }
+    if (a->check_only->on)
+        return ct_check_only_exit(
+            a->parse_failed || a->check(a->opts, a->check_only->np, prog, a->err, a->errlen)
+                ? a->err
+                : NULL);
+    ct_mpi_init(argc, argv);
+    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
+    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, size));
+    if (a->parse_failed || a->check(a->opts, *size, prog, a->err, a->errlen)) {
+        if (*rank == 0)
+            ct_report_error("%s", a->err);
+        CT_MPI_CHECK(MPI_Finalize());
+        return CT_EXIT_USAGE;
+    }
+    return CT_MPI_RUN;
+}
+
 void ct_mpi_check(int rc, const char *call, const char *file, int line)
 {
     if (rc == MPI_SUCCESS)

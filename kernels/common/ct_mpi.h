@@ -11,6 +11,7 @@
 #define CT_MPI_H
 
 #include "ct.h"
+#include "ct_opt.h"
 
 #include <mpi.h>
 #include <stddef.h>
@@ -35,13 +36,41 @@ enum ct_mpi_tag {
      * (at most depth + 2 panels are in flight, so tags never repeat among them) */
     CT_TAG_LP_PANEL = 1000,
     CT_TAG_LP_PANELS = 20000,
-    CT_TAG_END = CT_TAG_LP_PANEL + CT_TAG_LP_PANELS /* first tag not in use */
+    /* ct-qcd halo messages (qcd_halo.c): CT_TAG_QCD_HALO + the index of the ghost region,
+     * one of the 3^4 offsets in {-1, 0, 1}^4 */
+    CT_TAG_QCD_HALO = CT_TAG_LP_PANEL + CT_TAG_LP_PANELS,
+    CT_TAG_QCD_HALO_END = CT_TAG_QCD_HALO + 81,
+    CT_TAG_END = CT_TAG_QCD_HALO_END /* first tag not in use */
 };
 _Static_assert(CT_TAG_END <= 32767, "tags must stay below the smallest MPI_TAG_UB");
 
 /* MPI_Init, and MPI_ERRORS_RETURN on MPI_COMM_WORLD; remembers the kernel's name for
  * messages. */
 void ct_mpi_init(int *argc, char ***argv);
+
+/* The start every MPI kernel's main shares, once its options are parsed (before MPI, so
+ * that --help and --check-only never start it):
+ *   --help: usage() is printed; returns 0.
+ *   --check-only --np N: a parse error, else check(opts, N), is the one line on stderr;
+ *     returns 0 or CT_EXIT_USAGE (ct_check_only_exit).
+ *   Otherwise MPI starts (ct_mpi_init), *rank and *size are set and check(opts, size)
+ *   runs; a parse error or a failed check is printed by rank 0 (ct_report_error), MPI is
+ *   finalised and CT_EXIT_USAGE returned. CT_MPI_RUN when the run goes ahead.
+ * check returns 0, or -1 with its one line in err; it may complete opts for the job's
+ * size (a default grid). Whatever it returns, main returns unless it is CT_MPI_RUN. */
+#define CT_MPI_RUN (-1)
+typedef int (*ct_mpi_check_fn)(void *opts, int np, const char *prog, char *err, size_t errlen);
+typedef struct {
+    int parse_failed; /* the parser's message is in err */
+    int help;
+    void (*usage)(void);
+    const ct_check_only *check_only;
+    ct_mpi_check_fn check;
+    void *opts;
+    char *err;
+    size_t errlen;
+} ct_mpi_start_args;
+int ct_mpi_start(const ct_mpi_start_args *a, int *argc, char ***argv, int *rank, int *size);
 
 /* Wraps every MPI call that returns an error code. */
 #define CT_MPI_CHECK(call) ct_mpi_check((call), #call, __FILE__, __LINE__)

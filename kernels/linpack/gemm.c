@@ -334,30 +334,23 @@ static void usage(void)
            "               [--seed S] [--check-all N] [--check-only --np N] [--inject-fault]\n");
 }
 
+static int check_grid(void *o, int np, const char *prog, char *err, size_t errlen)
+{
+    return grid_of(o, np, prog, err, errlen);
+}
+
 int main(int argc, char **argv)
 {
-    const char *prog = ct_basename(argv[0]);
     options o;
     char err[1024];
     /* read before MPI starts, so that --check-only and --help never start it */
     int bad = parse_options(argc, argv, &o, err, sizeof err) != 0;
-    if (o.help) {
-        usage();
-        return 0;
-    }
-    if (o.check.on)
-        return ct_check_only_exit(bad || grid_of(&o, o.check.np, prog, err, sizeof err) ? err
-                                                                                        : NULL);
-    ct_mpi_init(&argc, &argv);
     int rank, size;
-    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    if (bad || grid_of(&o, size, prog, err, sizeof err)) {
-        if (rank == 0)
-            ct_report_error("%s", err);
-        CT_MPI_CHECK(MPI_Finalize());
-        return CT_EXIT_USAGE;
-    }
+    int status = ct_mpi_start(&(ct_mpi_start_args){bad, o.help, usage, &o.check, check_grid,
+                                                   &o, err, sizeof err},
+                              &argc, &argv, &rank, &size);
+    if (status != CT_MPI_RUN)
+        return status;
     lp_grid g;
     int in = lp_grid_init(&g, MPI_COMM_WORLD, o.p, o.q, 0);
     summary sum = {.all_ok = 1};

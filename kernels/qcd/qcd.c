@@ -137,6 +137,15 @@ static int check_run(const options *o, int np, const char *prog, char *err, size
     return 0;
 }
 
+/* check_run for a job of np processes; without --grid all of them lie along t (ct_mpi_start) */
+static int check_job(void *opts, int np, const char *prog, char *err, size_t errlen)
+{
+    options *o = opts;
+    if (!o->grid_seen && np > 1)
+        o->grid[3] = np;
+    return check_run(o, np, prog, err, errlen);
+}
+
 /* ------------------------------------------------------------------ the run */
 typedef struct {
     options *o;
@@ -472,25 +481,12 @@ int main(int argc, char **argv)
     options o;
     char err[1024];
     int bad = parse_options(argc, argv, &o, err, sizeof err) != 0;
-    if (o.help) {
-        usage();
-        return 0;
-    }
-    if (o.check.on)
-        return ct_check_only_exit(bad || check_run(&o, o.check.np, prog, err, sizeof err) ? err
-                                                                                          : NULL);
-    ct_mpi_init(&argc, &argv);
     int rank, size;
-    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    if (!o.grid_seen && size > 1) /* default: all ranks along t */
-        o.grid[3] = size;
-    if (bad || check_run(&o, size, prog, err, sizeof err)) {
-        if (rank == 0)
-            ct_report_error("%s", err);
-        CT_MPI_CHECK(MPI_Finalize());
-        return CT_EXIT_USAGE;
-    }
+    int status = ct_mpi_start(&(ct_mpi_start_args){bad, o.help, usage, &o.check, check_job, &o,
+                                                   err, sizeof err},
+                              &argc, &argv, &rank, &size);
+    if (status != CT_MPI_RUN)
+        return status;
     run r = {.o = &o};
     r.isa = qcd_isa(o.isa == 1);
     r.act = (qcd_action){o.beta, (uint64_t)o.seed, o.nhit};

@@ -39,10 +39,11 @@
 #define QCD_FLOPS_HB 3318.0
 #define QCD_NOMINAL_FLOPS 5700.0
 
-/* Tags of the halo messages: QCD_TAG_HALO + the index of the ghost region (< 81). The
- * range continues ct_mpi.h's list, which ends below CT_TAG_END. */
-enum { QCD_TAG_HALO = CT_TAG_END, QCD_TAG_HALO_END = QCD_TAG_HALO + 81 };
-_Static_assert(QCD_TAG_HALO_END <= 32767, "tags must stay below the smallest MPI_TAG_UB");
+/* Ghost regions of a rank's block: the offsets in {-1, 0, 1}^4 (base-3 index). A halo
+ * message's tag is ct_mpi.h's CT_TAG_QCD_HALO + its region's index. */
+#define QCD_REGIONS 81
+_Static_assert(CT_TAG_QCD_HALO_END - CT_TAG_QCD_HALO == QCD_REGIONS,
+               "one halo tag per ghost region");
 
 #include "qcd_su3.h"
 

@@ -171,10 +171,10 @@ static void append_copies(qcd_copylist *cl, const qcd_lattice *lat, const int o[
 static void plan_init(qcd_halo_plan *pl, const qcd_lattice *lat, int mu, int p)
 {
     memset(pl, 0, sizeof *pl);
-    pl->msg = ct_mpi_alloc(81 * sizeof *pl->msg, "halo plan");
+    pl->msg = ct_mpi_alloc(QCD_REGIONS * sizeof *pl->msg, "halo plan");
     /* early and late copies go in this order: a late copy reads a received ghost */
     for (int pass = 0; pass < 2; pass++)
-        for (int r = 0; r < 81; r++) {
+        for (int r = 0; r < QCD_REGIONS; r++) {
             int o[QCD_DIM], nsplit = 0, nunsplit = 0;
             region_offset(r, o);
             if (r == 40 || !needed(mu, o))
@@ -317,7 +317,7 @@ void qcd_halo_init(qcd_halo *h, qcd_lattice *lat, double *const *u, ct_phases *p
     h->phases = phases;
     h->active_mu = h->active_p = -1;
     h->overlap = 1;
-    h->req = ct_mpi_alloc(2 * 81 * sizeof *h->req, "halo requests");
+    h->req = ct_mpi_alloc(2 * QCD_REGIONS * sizeof *h->req, "halo requests");
 }
 
 void qcd_halo_free(qcd_halo *h) { free(h->req); }
@@ -349,7 +349,7 @@ void qcd_halo_start(qcd_halo *h, int mu, int p)
     for (int i = 0; i < pl->nmsg; i++) {
         const qcd_message *m = &pl->msg[i];
         CT_MPI_CHECK(MPI_Irecv(m->rbuf, m->n * QCD_SU3 + 1, MPI_DOUBLE, m->from,
-                               QCD_TAG_HALO + m->region, h->lat->comm, &h->req[2 * i]));
+                               CT_TAG_QCD_HALO + m->region, h->lat->comm, &h->req[2 * i]));
     }
     ct_phase_start(h->phases, QCD_PH_PACK);
     for (int i = 0; i < pl->nmsg; i++) {
@@ -364,7 +364,7 @@ void qcd_halo_start(qcd_halo *h, int mu, int p)
             h->injected = 1;
         }
         CT_MPI_CHECK(MPI_Isend(m->sbuf, m->n * QCD_SU3 + 1, MPI_DOUBLE, m->to,
-                               QCD_TAG_HALO + m->region, h->lat->comm, &h->req[2 * i + 1]));
+                               CT_TAG_QCD_HALO + m->region, h->lat->comm, &h->req[2 * i + 1]));
         h->messages++;
         h->bytes += (long long)(m->n * QCD_SU3 + 1) * (long long)sizeof(double);
     }

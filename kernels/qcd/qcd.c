@@ -293,29 +293,10 @@ static void link_errors(run *r, double *unit_err, double *det_err)
     *det_err = de;
 }
 
-/* Reunitarisation of every link, ghosts too (they are exact copies of their owners'
- * links, so the same function gives the same result, and no exchange is needed), in
- * memory order; the local links' errors (link_errors) are measured in the same pass,
- * just before each is reunitarised. */
 static void reunit_all(run *r, double *unit_err, double *det_err)
 {
     ct_phase_start(&r->ph, QCD_PH_REUNIT);
-    const int64_t *local = r->lat.all_local, *end = local + r->lat.volume; /* ascending */
-    double ue = 0.0, de = 0.0;
-    for (int64_t e = 0; e < r->lat.next; e++) {
-        int mine = local < end && *local == e;
-        local += mine;
-        for (int mu = 0; mu < QCD_DIM; mu++) {
-            double *l = r->u[mu] + e * QCD_SITE;
-            if (mine) {
-                ue = fmax(ue, su3_unitarity_error(l));
-                de = fmax(de, su3_det_error(l));
-            }
-            su3_reunit(l);
-        }
-    }
-    *unit_err = ue;
-    *det_err = de;
+    qcd_reunit_check(&r->lat, r->u, unit_err, det_err);
     ct_phase_stop(&r->ph, QCD_PH_REUNIT);
 }
 

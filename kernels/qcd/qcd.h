@@ -175,6 +175,11 @@ void qcd_update_sites(const qcd_lattice *lat, double *const *u, int mu, int64_t 
 #define QCD_PLAQ_SCALE 0x1p50
 void qcd_plaquette_local(const qcd_lattice *lat, double *const *u, __int128 sum[2]);
 
+/* Reunitarises every link, ghosts too (exact copies of their owners' links: the same
+ * function gives the same result, and no exchange is needed), in memory order; the local
+ * links' worst |U U^+ - 1| and |det U - 1| are measured just before each is reunitarised. */
+void qcd_reunit_check(const qcd_lattice *lat, double *const *u, double *unit_err, double *det_err);
+
 /* ------------------------------------------------------------------ checkpoint (qcd_ckpt.c) */
 typedef struct {
     int global[QCD_DIM];

@@ -224,9 +224,78 @@ static inline double su3_retr_mul_nd(const double *restrict a, const double *res
 }
 
 void su3_unit(double *u);
-void su3_reunit(double *u);                  /* rows 0, 1 orthonormal; row 2 = conj(r0 x r1) */
-double su3_unitarity_error(const double *u); /* max |(u u^+ - 1)_ij| */
-double su3_det_error(const double *u);       /* |det u - 1| */
+
+/* Reunitarisation and the SU(3) checks, inline so that the AVX build of the update
+ * (qcd_update_body.h: qcd_reunit_check) compiles them too; scalar code without FMA, the
+ * same bits in either build. */
+#include <math.h>
+
+static inline void su3_normalise_row_(double *u, int i)
+{
+    double n = 0.0;
+    for (int k = 0; k < 3; k++)
+        n += RE(u, i, k) * RE(u, i, k) + IM(u, i, k) * IM(u, i, k);
+    n = 1.0 / sqrt(n);
+    for (int k = 0; k < 3; k++) {
+        RE(u, i, k) *= n;
+        IM(u, i, k) *= n;
+    }
+}
+
+/* Purpose: project back onto SU(3) after round-off has drifted a link away from it.
+ * Row 0 is normalised, row 1 made orthogonal to it and normalised, row 2 set to the
+ * complex conjugate of their cross product, so that det u = 1 to round-off. */
+static inline void su3_reunit(double *u)
+{
+    su3_normalise_row_(u, 0);
+    double pr = 0.0, pi = 0.0; /* <row0, row1> = sum conj(r0) r1 */
+    for (int k = 0; k < 3; k++) {
+        pr += RE(u, 0, k) * RE(u, 1, k) + IM(u, 0, k) * IM(u, 1, k);
+        pi += RE(u, 0, k) * IM(u, 1, k) - IM(u, 0, k) * RE(u, 1, k);
+    }
+    for (int k = 0; k < 3; k++) {
+        RE(u, 1, k) -= pr * RE(u, 0, k) - pi * IM(u, 0, k);
+        IM(u, 1, k) -= pr * IM(u, 0, k) + pi * RE(u, 0, k);
+    }
+    su3_normalise_row_(u, 1);
+    for (int k = 0; k < 3; k++) { /* row2_k = conj(r0_a r1_b - r0_b r1_a) */
+        int a = (k + 1) % 3, b = (k + 2) % 3;
+        double re = RE(u, 0, a) * RE(u, 1, b) - IM(u, 0, a) * IM(u, 1, b) -
+                    (RE(u, 0, b) * RE(u, 1, a) - IM(u, 0, b) * IM(u, 1, a));
+        double im = RE(u, 0, a) * IM(u, 1, b) + IM(u, 0, a) * RE(u, 1, b) -
+                    (RE(u, 0, b) * IM(u, 1, a) + IM(u, 0, b) * RE(u, 1, a));
+        RE(u, 2, k) = re;
+        IM(u, 2, k) = -im;
+    }
+}
+
+static inline double su3_unitarity_error(const double *u)
+{
+    double p[QCD_SU3], worst = 0.0; /* of the squares: sqrt is monotonic, so one suffices */
+    su3_mul_nd(u, u, p);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            double dr = RE(p, i, j) - (i == j), di = IM(p, i, j), e = dr * dr + di * di;
+            worst = e > worst ? e : worst;
+        }
+    return sqrt(worst);
+}
+
+static inline double su3_det_error(const double *u)
+{
+    double re = 0.0, im = 0.0;
+    for (int k = 0; k < 3; k++) { /* u_0k times the cofactor of (0, k) */
+        int a = (k + 1) % 3, b = (k + 2) % 3;
+        double cr = RE(u, 1, a) * RE(u, 2, b) - IM(u, 1, a) * IM(u, 2, b) -
+                    (RE(u, 1, b) * RE(u, 2, a) - IM(u, 1, b) * IM(u, 2, a));
+        double ci = RE(u, 1, a) * IM(u, 2, b) + IM(u, 1, a) * RE(u, 2, b) -
+                    (RE(u, 1, b) * IM(u, 2, a) + IM(u, 1, b) * RE(u, 2, a));
+        re += RE(u, 0, k) * cr - IM(u, 0, k) * ci;
+        im += RE(u, 0, k) * ci + IM(u, 0, k) * cr;
+    }
+    return hypot(re - 1.0, im);
+}
+
 /* u = g u h^+ (a gauge transformation of one link) */
 void su3_transform(const double *g, double *u, const double *h);
 

@@ -49,3 +49,11 @@ void qcd_plaquette_local(const qcd_lattice *lat, double *const *u, __int128 sum[
     else
         qcd_plaquette_local_base(lat, u, sum);
 }
+
+void qcd_reunit_check(const qcd_lattice *lat, double *const *u, double *unit_err, double *det_err)
+{
+    if (use_avx)
+        qcd_reunit_check_avx(lat, u, unit_err, det_err);
+    else
+        qcd_reunit_check_base(lat, u, unit_err, det_err);
+}

@@ -21,6 +21,10 @@ void qcd_update_sites_avx(const qcd_lattice *lat, double *const *u, int mu, int6
                           int hb, long long hb_index, qcd_update_stats *st);
 void qcd_plaquette_local_base(const qcd_lattice *lat, double *const *u, __int128 sum[2]);
 void qcd_plaquette_local_avx(const qcd_lattice *lat, double *const *u, __int128 sum[2]);
+void qcd_reunit_check_base(const qcd_lattice *lat, double *const *u, double *unit_err,
+                           double *det_err);
+void qcd_reunit_check_avx(const qcd_lattice *lat, double *const *u, double *unit_err,
+                          double *det_err);
 
 #ifdef QCD_VARIANT
 #define QCD_BODY static inline __attribute__((always_inline))
@@ -192,6 +196,27 @@ void QCD_VARIANT(qcd_update_sites)(const qcd_lattice *lat, double *const *u, int
 void QCD_VARIANT(qcd_plaquette_local)(const qcd_lattice *lat, double *const *u, __int128 sum[2])
 {
     plaquette_local(lat, u, sum);
+}
+
+void QCD_VARIANT(qcd_reunit_check)(const qcd_lattice *lat, double *const *u, double *unit_err,
+                                   double *det_err)
+{
+    const int64_t *local = lat->all_local, *end = local + lat->volume; /* ascending */
+    double ue = 0.0, de = 0.0;
+    for (int64_t e = 0; e < lat->next; e++) {
+        int mine = local < end && *local == e;
+        local += mine;
+        for (int mu = 0; mu < QCD_DIM; mu++) {
+            double *l = u[mu] + e * QCD_SITE;
+            if (mine) {
+                ue = fmax(ue, su3_unitarity_error(l));
+                de = fmax(de, su3_det_error(l));
+            }
+            su3_reunit(l);
+        }
+    }
+    *unit_err = ue;
+    *det_err = de;
 }
 
 #endif /* QCD_VARIANT */

@@ -219,6 +219,40 @@ static void plan_init(qcd_halo_plan *pl, const qcd_lattice *lat, int mu, int p)
         }
 }
 
+/* The order of the update lists: the links of one step (direction, parity) read none of
+ * each other, so any order gives the same numbers; blocks of QCD_BLOCK^3 in y, z, t keep
+ * the sites whose staples share links close in time (on 16^4 the +-t neighbours of a
+ * lexicographic walk lie 3.4 MB apart and fall out of the caches). */
+#define QCD_BLOCK 4
+typedef struct {
+    int64_t key, e, g;
+} keyed_site;
+
+static int by_key(const void *a, const void *b)
+{
+    int64_t x = ((const keyed_site *)a)->key, y = ((const keyed_site *)b)->key;
+    return (x > y) - (x < y);
+}
+
+static void block_order(const qcd_lattice *lat, int64_t n, int64_t *e, int64_t *g)
+{
+    keyed_site *ks = ct_mpi_alloc((size_t)(n ? n : 1) * sizeof *ks, "site order");
+    for (int64_t k = 0; k < n; k++) {
+        int c[QCD_DIM];
+        ext_coords(lat, e[k], c);
+        int64_t key = 0;
+        for (int d = QCD_DIM - 1; d >= 1; d--) /* the block of y, z, t */
+            key = key * lat->ext[d] + c[d] / QCD_BLOCK;
+        ks[k] = (keyed_site){key * lat->next + e[k], e[k], g[k]}; /* then memory order */
+    }
+    qsort(ks, (size_t)n, sizeof *ks, by_key);
+    for (int64_t k = 0; k < n; k++) {
+        e[k] = ks[k].e;
+        g[k] = ks[k].g;
+    }
+    free(ks);
+}
+
 void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM],
                       const int grid[QCD_DIM])
 {
@@ -277,6 +311,10 @@ void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM]
                         lat->gbd[p][lat->nbd[p]++] = gi;
                     }
                 }
+    for (int p = 0; p < 2; p++) {
+        block_order(lat, lat->nin[p], lat->in[p], lat->gin[p]);
+        block_order(lat, lat->nbd[p], lat->bd[p], lat->gbd[p]);
+    }
     for (int mu = 0; mu < QCD_DIM; mu++)
         for (int p = 0; p < 2; p++)
             plan_init(&lat->plan[mu][p], lat, mu, p);

@@ -80,7 +80,8 @@ def iperf(cluster, client: str, server: str, reverse: bool, seconds: float = 3.0
         srv.wait()
 
 
-def run_case(cluster, store, site, case: dict, sizes, reps, ca_dir) -> dict:
+def run_case(cluster, store, site, case: dict, sizes, reps, ca_dir) -> dict | None:
+    """{(size, op): result row}, or None (said on stderr) when the launch failed."""
     record = netcdf.measure(
         cluster, store, np=case["np"], mpi=case["mpi"], sizes=sizes, mode="collective",
         ops=["write", "read"], fmt="cdf1", reps=reps, remote=site, ca_dir=ca_dir,
@@ -88,7 +89,8 @@ def run_case(cluster, store, site, case: dict, sizes, reps, ca_dir) -> dict:
         session=case.get("session", "job"),
     )  # fmt: skip
     if record["status"] != "ok":
-        raise SystemExit(f"{case}: {record['error']}")
+        print(f"  {label(case)}: run {record['id']} FAILED: {record['error']}", file=sys.stderr)
+        return None
     return {(r["size"], r["op"]): r for r in netcdf.results(record)}
 
 
@@ -118,7 +120,10 @@ def rounds(cluster, store, site, cases, sizes, repeat, reps, ca_dir) -> list[lis
 
 def throughput_rows(cases, results, sizes, wan_bps) -> list[dict]:
     rows = []
-    for case, runs in zip(cases, results, strict=True):
+    for case, all_runs in zip(cases, results, strict=True):
+        runs = [run for run in all_runs if run is not None]
+        if not runs:
+            continue
         for n in sizes:
             for op in ("write", "read"):
                 rs = [run[(n, op)] for run in runs]
@@ -129,6 +134,7 @@ def throughput_rows(cases, results, sizes, wan_bps) -> list[dict]:
                 share = [8 * nbytes / r["open_to_close_s_min"] / wan_bps for r in rs]
                 rows.append({
                     "case": label(case), **case, "size": n, "op": op, "bytes": nbytes,
+                    "failed_launches": len(all_runs) - len(runs),
                     "best_s": best, "median_s": median, "io_only_best_s": io_best,
                     "share_best": 8 * nbytes / best / wan_bps,
                     "share_median": 8 * nbytes / median / wan_bps,
@@ -157,6 +163,8 @@ def render_throughput(rows, wan: str, tcp: dict, args) -> list[str]:
             verdict = (f">= {TARGET:.0%}: best {'yes' if r['share_best'] >= TARGET else 'NO'}, "
                        f"median {'yes' if r['share_median'] >= TARGET else 'NO'}")  # fmt: skip
         spread = "/".join(f"{s:.0%}" for s in r["share_rounds"])
+        if r["failed_launches"]:
+            verdict += f" ({r['failed_launches']} launch(es) failed)"
         lines.append(
             f"{r['case']:<42} {r['size']:>4} {r['op']:<5} {1e3 * r['best_s']:>8.1f} "
             f"{1e3 * r['median_s']:>8.1f} {1e3 * r['io_only_best_s']:>8.1f} "
@@ -168,7 +176,10 @@ def render_throughput(rows, wan: str, tcp: dict, args) -> list[str]:
 
 def small_rows(cases, results, sizes) -> list[dict]:
     rows = []
-    for case, runs in zip(cases, results, strict=True):
+    for case, all_runs in zip(cases, results, strict=True):
+        runs = [run for run in all_runs if run is not None]
+        if not runs:
+            continue
         for n in sizes:
             for op in ("write", "read"):
                 rs = [run[(n, op)] for run in runs]
@@ -186,7 +197,7 @@ def render_small(rows, delay_us: int) -> list[str]:
              f"{delay_us} us on every host's egress", f"{'case':<52} {'N':>4} {'op':<5} {'best':>8} {'median':>8}"]  # fmt: skip
     base = {(r["size"], r["op"]): r for r in rows if "per-call" not in r["case"]}
     for r in rows:
-        b = base[(r["size"], r["op"])]
+        b = base.get((r["size"], r["op"]), r)
         extra = ""
         if r is not b:
             extra = (f"  {1e3 * (r['best_s'] - b['best_s']):+.2f} ms best, "

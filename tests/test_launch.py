@@ -2,6 +2,7 @@
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -38,6 +39,20 @@ def test_probe_across_namespaces(make_vcluster, store, mpi):
     assert placement == {r: f"host{r % 3}" for r in range(6)}
     expected = "Open MPI" if mpi == "openmpi" else "MPICH"
     assert all(expected in s["library"] for s in record["samples"])
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("mpi", MPIS)
+def test_ranks_on_virtual_hosts_are_not_bound_to_one_core(make_vcluster, mpi):
+    """Every virtual host is this machine: OpenMPI bound each host's one rank to its core
+    0, so both ranks of a 2-host job shared one core."""
+    cluster = make_vcluster(hosts=2)
+    job = Job(Path("/bin/grep"), ["Cpus_allowed_list", "/proc/self/status"], 2, mpi, timeout=60)
+    done = launcher_for(cluster).run_mpi(job)
+    assert done.returncode == 0, done.stderr
+    allowed = sorted(line.split()[-1] for line in done.stdout.splitlines())
+    everything = f"0-{os.cpu_count() - 1}" if os.cpu_count() > 1 else "0"
+    assert allowed == [everything, everything], allowed
 
 
 @pytest.mark.root
@@ -104,9 +119,12 @@ def test_command_lines_per_launcher(tmp_path):
     ):
         assert flag in inner
     openmpi = launcher_for(vc).mpi_argv(Job(kernel, [], 3, "openmpi"), tmp_path)[2]
-    for flag in ("plm_rsh_agent /run/agent", "mpi_yield_when_idle 1", "btl_tcp_if_include eth0"):
+    for flag in ("plm_rsh_agent /run/agent", "mpi_yield_when_idle 1", "btl_tcp_if_include eth0",
+                 "--bind-to none"):  # fmt: skip
         assert flag in openmpi
     assert (tmp_path / "hostfile.openmpi").read_text() == "n1 slots=2\nn2 slots=2\n"
+    real_openmpi = launcher_for(real).mpi_argv(Job(kernel, [], 4, "openmpi"), tmp_path)
+    assert "--bind-to" not in real_openmpi  # real hosts keep OpenMPI's binding
 
 
 def test_environment_knobs_are_recorded(store, monkeypatch):

@@ -220,7 +220,9 @@ class ShellBackend(Backend):
             hostfile = d / f"hostfile.{job.mpi}"
             if job.mpi == "openmpi":
                 hostfile.write_text(mpi_flags.openmpi_hostfile(hosts, slots))
-                launch = mpi_flags.openmpi(job.count, env, hostfile, self.rsh_agent(), VIRTUAL_NIC)
+                launch = mpi_flags.openmpi(
+                    job.count, env, hostfile, self.rsh_agent(), VIRTUAL_NIC, bind=False
+                )
                 env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
             else:
                 hostfile.write_text(mpi_flags.mpich_hostfile(hosts))

@@ -26,6 +26,7 @@ START_BARRIER_S = 30.0
 class GridLauncher(HostfileLauncher):
     name = "grid"
     interface = VIRTUAL_NIC
+    binds_ranks = False  # the sites' hosts are this machine's namespaces
 
     @property
     def grid(self) -> dict:
@@ -78,7 +79,9 @@ class GridLauncher(HostfileLauncher):
         hostfile = workdir / f"hostfile.{job.mpi}"
         if job.mpi == "openmpi":
             hostfile.write_text(mpi_flags.openmpi_hostfile(hosts, job.ranks_per_host(self.cluster)))
-            head = mpi_flags.openmpi(job.np, job.env, hostfile, str(agent), self.interface)
+            head = mpi_flags.openmpi(
+                job.np, job.env, hostfile, str(agent), self.interface, self.binds_ranks
+            )
         else:
             hostfile.write_text(mpi_flags.mpich_hostfile(hosts))
             head = mpi_flags.mpich(job.np, job.env, hostfile, str(agent), self.interface)

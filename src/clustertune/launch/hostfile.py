@@ -14,6 +14,7 @@ class HostfileLauncher(Launcher):
     name = "hostfile"
     agent: str | None = None  # None: the MPI's default remote shell (ssh)
     interface: str | None = None
+    binds_ranks = True  # False where the hosts share one machine's cores (mpi_flags)
 
     def contact(self, host: str) -> str:
         """How the MPI launcher names a host in its hostfile."""
@@ -24,7 +25,9 @@ class HostfileLauncher(Launcher):
         hostfile = workdir / f"hostfile.{job.mpi}"
         if job.mpi == "openmpi":
             hostfile.write_text(mpi_flags.openmpi_hostfile(hosts, job.ranks_per_host(self.cluster)))
-            head = mpi_flags.openmpi(job.np, job.env, hostfile, self.agent, self.interface)
+            head = mpi_flags.openmpi(
+                job.np, job.env, hostfile, self.agent, self.interface, self.binds_ranks
+            )
         else:
             hostfile.write_text(mpi_flags.mpich_hostfile(hosts))
             head = mpi_flags.mpich(job.np, job.env, hostfile, self.agent, self.interface)

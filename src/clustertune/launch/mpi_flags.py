@@ -6,7 +6,10 @@ Traps measured on these machines (../shared/research/virtual-cluster.md):
   * OpenMPI's transport is pinned (ob1 over tcp/self/vader) so a run measures what it says;
   * MPICH over UCX treats namespaces on one machine as one host and uses shared memory
     unless ``UCX_TLS=tcp,self``; with TCP, MPICH 4.0.2 sometimes hangs in MPI_Finalize,
-    hence the finalize shim preloaded in that case.
+    hence the finalize shim preloaded in that case;
+  * OpenMPI binds the ranks of a small job to cores, counted per node: with one rank per
+    virtual host every rank went to core 0 of this machine (``bind=False`` for hosts that
+    share one machine's cores; MPICH's hydra does not bind by default).
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ def openmpi(
     hostfile: Path | None = None,
     agent: str | None = None,
     interface: str | None = None,
+    bind: bool = True,
 ) -> list[str]:
     argv = ["mpirun.openmpi", "-np", str(np), "--mca", "pml", "ob1",
             "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle", "1"]  # fmt: skip
+    if not bind:
+        argv += ["--bind-to", "none"]
     if hostfile is None:
         argv += ["--oversubscribe"]
     else:

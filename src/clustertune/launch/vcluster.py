@@ -17,6 +17,7 @@ VIRTUAL_NIC = "eth0"
 class VClusterLauncher(HostfileLauncher):
     name = "vcluster"
     interface = VIRTUAL_NIC
+    binds_ranks = False  # every virtual host is this machine
 
     @property
     def agent(self) -> str:  # type: ignore[override]

@@ -33,12 +33,6 @@ from ..network import MPI_KERNEL, analysis, pingpong
 from . import LEVEL
 
 PLACEMENTS = ("within", "across")
-# Open MPI binds a job of 2 ranks to cores, and with one rank per (virtual) host every
-# rank is bound to core 0 of its "node": on a virtual cluster or grid all of them share
-# one core of this machine (measured: MPI latency across sites 900 us bound, 31 us not).
-# The hosts of a virtual grid are one machine's cores: ranks are left unbound, with
-# either launcher, so both placements run alike.
-OPENMPI_UNBOUND = {"OMPI_MCA_hwloc_base_binding_policy": "none"}
 PATHS = ("plain", "grid")
 COALLOC_TAG = "clustertune-coalloc: {"
 # a short sweep: enough points for latency and bandwidth, seconds even at 100 Mbit
@@ -167,8 +161,6 @@ def run_case(state: dict, store: Store, case: Case, timeout: float = 300.0) -> d
         params |= spec.params(min_size)
     else:
         raise UserError(f"kernel {case.kernel!r}: expected linpack or pingpong")
-    if case.mpi == "openmpi":
-        env = {**env, **OPENMPI_UNBOUND}
     run = Run(cluster, store, level=LEVEL.name, kernel=kernel, params=params, hosts=hosts,
               np=case.ranks, mpi=case.mpi, env=env, derive=derive)  # fmt: skip
     with contextlib.suppress(GridLost), run:

@@ -173,6 +173,19 @@ def test_cli_bad_input_is_one_line(args, fragment):
     assert len(lines) == 1 and fragment in lines[0], out.stderr
 
 
+@pytest.mark.parametrize("launcher", ("vcluster", "grid"))
+def test_a_pair_across_sites_is_held_to_the_wan_rate(launcher):
+    """A 1 Gbit host pair in two sites joined by 100 Mbit: the WAN is the pair's rate, and
+    shaped virtual hosts (cluster or grid) quote bandwidth only from the large sizes (a
+    grid once read 202 Mbit/s over its 100 Mbit WAN)."""
+    hosts = tuple(Host(f"h{i}", f"10.0.0.{i}", site=f"s{i // 2}", link_bps=10**9) for i in range(4))
+    sites = tuple(Site(f"s{k}", launcher, 10**8) for k in range(2))
+    cluster = Cluster("g", hosts, sites)
+    assert pingpong.pair_rate_bps(cluster, "h0", "h1") == 10**9
+    assert pingpong.pair_rate_bps(cluster, "h1", "h2") == 10**8
+    assert pingpong.bandwidth_min_size(cluster, "h1", "h2") > 0
+
+
 # --------------------------------------------------------------------------- virtual clusters
 
 

@@ -70,20 +70,28 @@ def check_size(max_size: int) -> None:
         raise UserError(f"--max-size {max_size} B: must be between 1 B and 1 GiB")
 
 
+SHAPED_LAUNCHERS = ("vcluster", "grid")  # hosts whose links are tbf-shaped namespaces
+
+
 def pair_rate_bps(cluster: Cluster, a: str, b: str) -> int | None:
-    """The slowest nominal link on the path a-b; None when neither is known."""
-    rates = [r for r in (cluster.host(a).link_bps, cluster.host(b).link_bps) if r]
+    """The slowest nominal link on the path a-b (the sites' WAN links too when a and b are
+    in different sites); None when none is known."""
+    links = [cluster.host(a).link_bps, cluster.host(b).link_bps]
+    site_a, site_b = cluster.host(a).site, cluster.host(b).site
+    if site_a != site_b:
+        links += [cluster.site(site_a).wan_bps, cluster.site(site_b).wan_bps]
+    rates = [r for r in links if r]
     return min(rates) if rates else None
 
 
 def bandwidth_min_size(cluster: Cluster, a: str, b: str) -> int:
     """Smallest message whose throughput counts as bandwidth on this pair (0: all do).
 
-    Only a shaped virtual cluster has the tbf artefact; real links and unshaped veths
-    quote bandwidth from every size, as NetPIPE does.
+    Only shaped virtual hosts (a virtual cluster or grid) have the tbf artefact; real
+    links and unshaped veths quote bandwidth from every size, as NetPIPE does.
     """
     rate = pair_rate_bps(cluster, a, b)
-    if cluster.launcher_of(a) != "vcluster" or rate is None:
+    if cluster.launcher_of(a) not in SHAPED_LAUNCHERS or rate is None:
         return 0
     return max(analysis.TBF_BANDWIDTH_MIN_SIZE_BYTES, TBF_BUCKETS * tbf_burst_bytes(rate))
 

@@ -13,7 +13,7 @@ import pytest
 from clirun import assert_refused_before_launch, cli
 
 from clustertune import kernels, report
-from clustertune.cluster import local_cluster
+from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.errors import UserError
 from clustertune.levels.linpack import blas, section
 from clustertune.levels.linpack import run as linpack
@@ -30,6 +30,11 @@ def test_n_for_memory_fits_and_is_a_multiple_of_nb() -> None:
 
 def test_ranks_on_one_machine_share_its_memory() -> None:
     assert linpack.machines(local_cluster(), 8) == 1
+    hosts = tuple(Host(f"h{i}", site=f"s{i % 2}") for i in range(4))
+    virtual_grid = Cluster("g", hosts, (Site("s0", "grid"), Site("s1", "grid")))
+    assert linpack.machines(virtual_grid, 4) == 1  # namespaces of this machine
+    real = Cluster("r", hosts, (Site("s0", "slurm"), Site("s1", "slurm")))
+    assert linpack.machines(real, 4) == 4
 
 
 def sample(variant: str, gflops: float, passed: object, update: list[float]) -> dict:

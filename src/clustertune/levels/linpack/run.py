@@ -36,9 +36,9 @@ LIST_FLAGS = {
 
 
 def machines(cluster: Cluster, np: int) -> int:
-    """Physical machines whose memory the ranks share: one for this host or a virtual
-    cluster (namespaces of one machine), else the hosts the ranks land on."""
-    if cluster.launcher in ("local", "vcluster"):
+    """Physical machines whose memory the ranks share: one for this host, a virtual
+    cluster or a virtual grid (namespaces of one machine), else the hosts the ranks land on."""
+    if cluster.launcher in ("local", "vcluster", "grid"):
         return 1
     return max(1, min(np, len(cluster.hosts)))
 

@@ -128,6 +128,40 @@ def test_descent_finds_a_separable_optimum_and_stops_early(monkeypatch) -> None:
     assert {k: getattr(cfg, k) for k in best} == best
 
 
+def test_blas_choice_remeasures_an_openblas_other_core(monkeypatch) -> None:
+    """A load spike during the single product of one core of an OpenBLAS (below half the
+    best) does not decide the core: both cores of that library are measured again, best
+    of 3, and the faster on that evidence is chosen; a library far below is not."""
+    from pathlib import Path as P
+
+    from clustertune.levels.linpack.blas import Blas
+
+    lib, slow = P("/x/openblas-pthread"), P("/x/blas")
+    cands = [Blas("OpenBLAS", lib, "Zen"), Blas("OpenBLAS", lib, "Haswell"), Blas("ref", slow)]
+    first = {"/x/openblas-pthread#Zen": 20.0, "/x/openblas-pthread#Haswell": 45.0, "/x/blas": 2.0}
+    again = {"/x/openblas-pthread#Zen": 50.0, "/x/openblas-pthread#Haswell": 46.0, "/x/blas": 2.0}
+    calls: list[tuple[str, int]] = []
+
+    def candidates(self):
+        self._blases = {b.key: b for b in cands}
+        return cands
+
+    def dgemm(self, b, repeat):
+        calls.append((b.key, repeat))
+        rate = (first if repeat == 1 else again)[b.key]
+        return {"status": "ok", "kernel": "ct-gemm", "figures": {"best_dgemm_gflops": rate}}
+
+    monkeypatch.setattr(linpack.Tuner, "candidates", candidates)
+    monkeypatch.setattr(linpack.Tuner, "dgemm", dgemm)
+    monkeypatch.setattr(linpack.Tuner, "lu", lambda self, *a, **k: {"status": "ok"})
+    tuner = linpack.Tuner(None, None, 2, "openmpi", 600.0)
+    best, rate = tuner.choose_blas()
+    assert (best.coretype, rate) == ("Zen", 50.0)
+    assert sorted(k for k, r in calls if r == 3) == [
+        "/x/openblas-pthread#Haswell", "/x/openblas-pthread#Zen"]  # fmt: skip
+    assert "OpenBLAS (Zen kernels): DGEMM 50.0" in tuner.why["blas"]
+
+
 # ------------------------------------------------------------------ the shim
 
 

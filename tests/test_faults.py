@@ -222,9 +222,10 @@ def test_delay_and_jitter_spread_rtt_and_jitter_reorders(make_vcluster):
     def inversions(order: list[int]) -> int:
         return sum(1 for a, b in zip(order, order[1:], strict=False) if b < a)
 
-    # (a datagram may be lost to the receiver's socket buffer, never to the fault)
-    assert len(jittered) >= 290 and inversions(jittered) > 0
-    assert len(steady) >= 290 and inversions(steady) == 0, "a fixed delay keeps packets in order"
+    # (a datagram may be lost to the receiver's socket buffer, never to the fault: the full
+    # suite once lost 11 of 300)
+    assert len(jittered) >= 270 and inversions(jittered) > 0
+    assert len(steady) >= 270 and inversions(steady) == 0, "a fixed delay keeps packets in order"
 
 
 @pytest.mark.root

@@ -18,6 +18,7 @@ from clustertune.launch import launcher_for
 RECEIVE = """
 import json, socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 5998)); s.settimeout(2)
+s.setsockopt(socket.SOL_SOCKET, 33, 1 << 22)  # SO_RCVBUFFORCE: a held burst fits whole
 print("listening", file=sys.stderr, flush=True)
 order = []
 try:
@@ -222,10 +223,9 @@ def test_delay_and_jitter_spread_rtt_and_jitter_reorders(make_vcluster):
     def inversions(order: list[int]) -> int:
         return sum(1 for a, b in zip(order, order[1:], strict=False) if b < a)
 
-    # (a datagram may be lost to the receiver's socket buffer, never to the fault: the full
-    # suite once lost 11 of 300)
-    assert len(jittered) >= 270 and inversions(jittered) > 0
-    assert len(steady) >= 270 and inversions(steady) == 0, "a fixed delay keeps packets in order"
+    # (the delay releases 300 datagrams in a burst: a default socket buffer lost up to 44)
+    assert len(jittered) >= 290 and inversions(jittered) > 0
+    assert len(steady) >= 290 and inversions(steady) == 0, "a fixed delay keeps packets in order"
 
 
 @pytest.mark.root

@@ -497,7 +497,10 @@ def test_matrix_names_the_faulty_host_or_link_and_no_other(make_vcluster, store,
     cluster = make_vcluster(hosts=4, link_bps=10**9, **faults)
     doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
     flagged = [(f.get("host"), f.get("pair"), f["figure"]) for f in doc["flagged"]]
-    assert flagged == [named], doc["flagged"]
+    assert named in flagged, doc["flagged"]
+    # nothing else is blamed; a link's faults go through a daemon hop of their own, which
+    # adds ~10 us, so an idle machine may also flag that pair's latency
+    assert {(h, tuple(p or ())) for h, p, _ in flagged} == {(named[0], tuple(named[1] or ()))}
 
 
 @pytest.mark.root

@@ -158,7 +158,7 @@ def plan(
     links: dict[str, dict] = {}
     for pair, faults in (link_faults or {}).items():
         key = link_key(host_list, pair, f"--link-fault {pair}")
-        links[key] = {k: v for k, v in {**links.get(key, {}), **faults}.items() if v}
+        links[key] = _merged_link_faults(links.get(key, {}), faults)
     return {
         "name": name,
         "status": "building",
@@ -342,23 +342,16 @@ def format_faults(faults: dict) -> str:
 def set_faults(name: str, host_name: str, items: list[str]) -> dict:
     """``vcluster set``: change one host's faults on a running cluster. ``clear`` (first)
     removes them all; FIELD=VALUE items then set fields and FIELD=off removes one."""
-    require_root()
-    validate_name(name)
-    state = load_state(name)
-    if state is None or not _is_healthy(state):
-        raise UserError(f"no running virtual cluster {name!r} (see 'clustertune vcluster status')")
+    state = _running_state(name)
     index = next((i for i, h in enumerate(state["hosts"]) if h["name"] == host_name), None)
     if index is None:
         raise UserError(
             f"vcluster set: --host {host_name!r} is not a host of {name} "
             f"(hosts are host0..host{len(state['hosts']) - 1})"
         )
-    clear = [item for item in items if item.strip().lower() == "clear"]
-    if not items:
-        raise UserError("vcluster set: nothing to change: give FIELD=VALUE items or clear")
+    clear, faults = _set_items(items, FAULT_FIELDS)
     host = state["hosts"][index]
     before = dict(host["faults"])
-    faults = parse_faults([i for i in items if i not in clear], "vcluster set")
     if clear:
         host["faults"] = {}
     merge_faults(host, faults, "vcluster set")
@@ -383,24 +376,39 @@ def set_faults(name: str, host_name: str, items: list[str]) -> dict:
 def set_link_faults(name: str, pair: str, items: list[str]) -> dict:
     """``vcluster set --link A-B``: change one link's faults on a running cluster, as
     :func:`set_faults` does a host's (``clear`` first removes them all)."""
-    require_root()
-    validate_name(name)
-    state = load_state(name)
-    if state is None or not _is_healthy(state):
-        raise UserError(f"no running virtual cluster {name!r} (see 'clustertune vcluster status')")
-    if not items:
-        raise UserError("vcluster set: nothing to change: give FIELD=VALUE items or clear")
+    state = _running_state(name)
     key = link_key(state["hosts"], pair, f"vcluster set --link {pair}")
-    clear = [item for item in items if item.strip().lower() == "clear"]
-    faults = parse_faults([i for i in items if i not in clear], "vcluster set", LINK_FAULT_FIELDS)
+    clear, faults = _set_items(items, LINK_FAULT_FIELDS)
     links = state.setdefault("link_faults", {})
-    merged = {**({} if clear else links.get(key, {})), **faults}
-    links[key] = {k: v for k, v in merged.items() if v}
+    links[key] = _merged_link_faults({} if clear else links.get(key, {}), faults)
     if not links[key]:
         del links[key]
     _save_state(state)
     _check_started(_apply_link_faults(state, key))
     return state
+
+
+def _running_state(name: str) -> dict:
+    """The state of running cluster ``name``, for ``vcluster set``."""
+    require_root()
+    validate_name(name)
+    state = load_state(name)
+    if state is None or not _is_healthy(state):
+        raise UserError(f"no running virtual cluster {name!r} (see 'clustertune vcluster status')")
+    return state
+
+
+def _set_items(items: list[str], fields: tuple[str, ...]) -> tuple[bool, dict]:
+    """``vcluster set`` items: whether ``clear`` is among them, and the parsed rest."""
+    if not items:
+        raise UserError("vcluster set: nothing to change: give FIELD=VALUE items or clear")
+    clear = [item for item in items if item.strip().lower() == "clear"]
+    return bool(clear), parse_faults([i for i in items if i not in clear], "vcluster set", fields)
+
+
+def _merged_link_faults(old: dict, new: dict) -> dict:
+    """A link's faults with ``new`` over ``old``; a field set to off or 0 is gone."""
+    return {k: v for k, v in {**old, **new}.items() if v}
 
 
 def _all_namespaces(state: dict) -> list[str]:

@@ -118,29 +118,35 @@ def rounds(cluster, store, site, cases, sizes, repeat, reps, ca_dir) -> list[lis
     return out
 
 
-def throughput_rows(cases, results, sizes, wan_bps) -> list[dict]:
-    rows = []
+def cells(cases, results, sizes):
+    """(case, failed launches, size, op, that cell's figures of every launch that ran) for
+    each case with a launch that ran, size and operation."""
     for case, all_runs in zip(cases, results, strict=True):
         runs = [run for run in all_runs if run is not None]
         if not runs:
             continue
         for n in sizes:
             for op in ("write", "read"):
-                rs = [run[(n, op)] for run in runs]
-                nbytes = rs[0]["bytes"]
-                best = min(r["open_to_close_s_min"] for r in rs)
-                median = statistics.median(r["open_to_close_s_median"] for r in rs)
-                io_best = min(r["io_only_s_min"] for r in rs)
-                share = [8 * nbytes / r["open_to_close_s_min"] / wan_bps for r in rs]
-                rows.append({
-                    "case": label(case), **case, "size": n, "op": op, "bytes": nbytes,
-                    "failed_launches": len(all_runs) - len(runs),
-                    "best_s": best, "median_s": median, "io_only_best_s": io_best,
-                    "share_best": 8 * nbytes / best / wan_bps,
-                    "share_median": 8 * nbytes / median / wan_bps,
-                    "share_io_only_best": 8 * nbytes / io_best / wan_bps,
-                    "share_rounds": share,
-                })  # fmt: skip
+                yield case, len(all_runs) - len(runs), n, op, [run[(n, op)] for run in runs]
+
+
+def throughput_rows(cases, results, sizes, wan_bps) -> list[dict]:
+    rows = []
+    for case, failed, n, op, rs in cells(cases, results, sizes):
+        nbytes = rs[0]["bytes"]
+        best = min(r["open_to_close_s_min"] for r in rs)
+        median = statistics.median(r["open_to_close_s_median"] for r in rs)
+        io_best = min(r["io_only_s_min"] for r in rs)
+        share = [8 * nbytes / r["open_to_close_s_min"] / wan_bps for r in rs]
+        rows.append({
+            "case": label(case), **case, "size": n, "op": op, "bytes": nbytes,
+            "failed_launches": failed,
+            "best_s": best, "median_s": median, "io_only_best_s": io_best,
+            "share_best": 8 * nbytes / best / wan_bps,
+            "share_median": 8 * nbytes / median / wan_bps,
+            "share_io_only_best": 8 * nbytes / io_best / wan_bps,
+            "share_rounds": share,
+        })  # fmt: skip
     return rows
 
 
@@ -175,20 +181,12 @@ def render_throughput(rows, wan: str, tcp: dict, args) -> list[str]:
 
 
 def small_rows(cases, results, sizes) -> list[dict]:
-    rows = []
-    for case, all_runs in zip(cases, results, strict=True):
-        runs = [run for run in all_runs if run is not None]
-        if not runs:
-            continue
-        for n in sizes:
-            for op in ("write", "read"):
-                rs = [run[(n, op)] for run in runs]
-                rows.append({
-                    "case": label(case), "size": n, "op": op,
-                    "best_s": min(r["open_to_close_s_min"] for r in rs),
-                    "median_s": statistics.median(r["open_to_close_s_median"] for r in rs),
-                })  # fmt: skip
-    return rows
+    return [
+        {"case": label(case), "size": n, "op": op,
+         "best_s": min(r["open_to_close_s_min"] for r in rs),
+         "median_s": statistics.median(r["open_to_close_s_median"] for r in rs)}
+        for case, _, n, op, rs in cells(cases, results, sizes)
+    ]  # fmt: skip
 
 
 def render_small(rows, delay_us: int) -> list[str]:

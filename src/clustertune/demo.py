@@ -70,7 +70,7 @@ def main() -> int:
     REPORT_PATH.parent.mkdir(parents=True, exist_ok=True)
     REPORT_PATH.write_text(report.build(store, run_ids))
     failed = [rid for rid in run_ids if store.get(rid)["status"] != "ok"]
-    log(f"{len(run_ids)} run(s) stored in {store.path}; not ok: {failed or 'none'}")
+    log(f"{len(run_ids)} run(s) stored in {store.path}; runs not ok: {failed or 'none'}")
     print(REPORT_PATH.resolve())
     return 1 if failed else 0
 

@@ -14,7 +14,9 @@ APT_PACKAGES := build-essential cmake pkg-config python3 python3-venv \
 	libpnetcdf-dev pnetcdf-bin netcdf-bin hwloc libssl-dev openssl gfortran \
 	iproute2 iptables util-linux hostname iputils-ping procps \
 	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev slurm-wlm munge \
-	openssh-server openssh-client chromium
+	openssh-server openssh-client chromium \
+	globus-gatekeeper globus-gram-job-manager globus-gram-job-manager-fork-setup-poll \
+	globus-gram-client-tools globus-proxy-utils globus-gsi-cert-utils-progs
 
 FLAVOURS := serial openmpi mpich
 

@@ -6,12 +6,14 @@ mapped subject runs jobs). Nothing here knows about either.
 Layout of a CA directory (``clustertune io ca init``; default ``$CLUSTERTUNE_CA`` or
 ``~/.local/share/clustertune/ca``)::
 
-    ca.pem ca.key            the authority (EC P-256, self-signed)
+    ca.pem ca.key            the authority (EC P-256, self-signed; RSA 2048 with ``rsa``)
     NAME.pem NAME.key        certificates it issued (``io ca issue NAME [--server]``)
     grid-mapfile             "SUBJECT" AREA [rw|ro], one line per subject (``io ca grant``)
 
 Subjects are written as OpenSSL's one-line form (``/C=JP/O=clustertune/OU=user/CN=alice``),
-the form the server compares. Keys are made with the ``openssl`` command (Debian's), mode 0600.
+the form the server compares. Keys are made with the ``openssl`` command (Debian's), mode 0600:
+EC P-256 by default (remote I/O), RSA 2048 with ``rsa=True`` (GSI: the Grid Community
+Toolkit's proxies are RSA and signed by the user's key; the grid's GRAM sites use it).
 """
 
 from __future__ import annotations
@@ -58,18 +60,19 @@ def _openssl(*args: str) -> None:
         raise UserError(f"openssl {shlex.join(args[:2])}: {out.stderr.strip()[-300:]}")
 
 
-def _key(path: Path) -> None:
-    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-             "-out", str(path))  # fmt: skip
+def _key(path: Path, rsa: bool = False) -> None:
+    algorithm = ["RSA", "-pkeyopt", "rsa_keygen_bits:2048"] if rsa else [
+        "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]  # fmt: skip
+    _openssl("genpkey", "-algorithm", *algorithm, "-out", str(path))
     path.chmod(0o600)
 
 
-def init_ca(directory: Path) -> Path:
+def init_ca(directory: Path, rsa: bool = False) -> Path:
     """The CA in ``directory`` (made once; an existing one is kept). Its certificate."""
     directory.mkdir(parents=True, exist_ok=True)
     cert, key = directory / "ca.pem", directory / "ca.key"
     if not cert.is_file():
-        _key(key)
+        _key(key, rsa)
         _openssl("req", "-x509", "-new", "-key", str(key), "-subj", CA_SUBJECT, "-days",
                  str(DAYS), "-out", str(cert), "-addext", "basicConstraints=critical,CA:TRUE",
                  "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
@@ -81,8 +84,10 @@ def subject_of(name: str, server: bool = False) -> str:
     return f"{ORG}/OU={'server' if server else 'user'}/CN={name}"
 
 
-def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS) -> Credentials:
-    """A certificate for ``name`` signed by the CA in ``directory`` (re-issued if present)."""
+def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS,
+          rsa: bool = False) -> Credentials:  # fmt: skip
+    """A certificate for ``name`` signed by the CA in ``directory`` (re-issued if present).
+    A negative ``days`` gives one that expired that many days ago (tests of refusal)."""
     if not NAME.match(name):
         raise UserError(f"certificate name {name!r}: letters, digits, '.', '_', '-' only")
     if name == "ca":
@@ -91,7 +96,7 @@ def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS)
     if not ca.is_file():
         raise UserError(f"no CA in {directory}: run 'clustertune io ca init' first")
     key, cert, csr = directory / f"{name}.key", directory / f"{name}.pem", directory / f"{name}.csr"
-    _key(key)
+    _key(key, rsa)
     _openssl("req", "-new", "-key", str(key), "-subj", subject_of(name, server), "-out", str(csr))
     usage = "serverAuth" if server else "clientAuth"
     ext = directory / f"{name}.ext"

@@ -159,6 +159,19 @@ def test_plan_keys_a_link_by_its_hosts_in_order_and_merges_repeats():
     assert "link host0-host2  faults loss=1%,delay=300us" in vcluster.describe(state)
 
 
+def test_a_seed_of_zero_and_a_delay_of_zero_stay_while_a_loss_of_zero_is_no_fault():
+    """0 is a valid seed (and a link's delay of 0 overrides its hosts' delay); only a loss
+    or jitter of 0 means "no such fault", on a host and on a link alike."""
+    state = vcluster.plan(
+        "ok", 2, 10**9, host_faults={"host1": {"seed": 0, "loss": 0.0, "delay_us": 0}},
+        link_faults={"host0-host1": {"loss": 0.01, "seed": 0, "delay_us": 0, "jitter_us": 0}},
+    )  # fmt: skip
+    assert state["hosts"][1]["faults"] == {"seed": 0, "delay_us": 0}
+    assert state["link_faults"] == {"host0-host1": {"loss": 0.01, "seed": 0, "delay_us": 0}}
+    params = vcluster._link_params(state, 0, state["link_faults"]["host0-host1"], seed=7)
+    assert params["seed"] == 0 and params["delay_us"] == 0
+
+
 # --- on a cluster (root) --------------------------------------------------------------
 
 

@@ -158,7 +158,7 @@ def plan(
     links: dict[str, dict] = {}
     for pair, faults in (link_faults or {}).items():
         key = link_key(host_list, pair, f"--link-fault {pair}")
-        links[key] = _merged_link_faults(links.get(key, {}), faults)
+        links[key] = _merged(links.get(key, {}), faults)
     return {
         "name": name,
         "status": "building",
@@ -300,11 +300,7 @@ def link_key(hosts: list[dict], pair: str, where: str) -> str:
 
 def merge_faults(host: dict, faults: dict, where: str = "--host-link") -> None:
     """Apply parsed faults to a host of the state (None removes a field) and check them."""
-    for key, value in faults.items():
-        if value is None or (key in ("loss", "jitter_us") and value == 0):  # 0: no such fault
-            host["faults"].pop(key, None)
-        else:
-            host["faults"][key] = value
+    host["faults"] = _merged(host["faults"], faults)
     rate, nominal = host["faults"].get("rate_bps"), host["link_bps"]
     if rate is not None and nominal is not None and rate > nominal:
         raise UserError(
@@ -380,7 +376,7 @@ def set_link_faults(name: str, pair: str, items: list[str]) -> dict:
     key = link_key(state["hosts"], pair, f"vcluster set --link {pair}")
     clear, faults = _set_items(items, LINK_FAULT_FIELDS)
     links = state.setdefault("link_faults", {})
-    links[key] = _merged_link_faults({} if clear else links.get(key, {}), faults)
+    links[key] = _merged({} if clear else links.get(key, {}), faults)
     if not links[key]:
         del links[key]
     _save_state(state)
@@ -406,9 +402,15 @@ def _set_items(items: list[str], fields: tuple[str, ...]) -> tuple[bool, dict]:
     return bool(clear), parse_faults([i for i in items if i not in clear], "vcluster set", fields)
 
 
-def _merged_link_faults(old: dict, new: dict) -> dict:
-    """A link's faults with ``new`` over ``old``; a field set to off or 0 is gone."""
-    return {k: v for k, v in {**old, **new}.items() if v}
+_ZERO_IS_OFF = ("loss", "jitter_us")
+
+
+def _merged(old: dict, new: dict) -> dict:
+    """Faults ``new`` over ``old``: a field set to off (None) is gone, and so is a loss or
+    jitter of 0 (no such fault); a delay of 0 (overrides a default) and a seed of 0 stay."""
+    merged = {**old, **new}
+    return {k: v for k, v in merged.items() if v is not None and not (k in _ZERO_IS_OFF and v == 0)}
+
 
 
 def _all_namespaces(state: dict) -> list[str]:

@@ -77,8 +77,28 @@ def test_sample_round_trip_and_ranking() -> None:
          "pfact": "crout", "rfact": "left", "nbmin": 8, "ndiv": 2}  # fmt: skip
     cfg = space.from_sample(base, s)
     assert (cfg.bcast, cfg.swap, cfg.pfact, cfg.rfact, cfg.code()) == (3, 1, 1, 0, "WR03L2C8")
-    ranked = space.ranked([(base, 1.0), (cfg, 3.0), (base, 2.0)])
-    assert ranked == [(cfg, 3.0), (base, 2.0)]
+    ms = space.measured([(base, 1.0), (cfg, 3.0), (base, 2.0), (base, 9.0)])
+    assert [(m.cfg, m.rates) for m in ms] == [(cfg, (3.0,)), (base, (1.0, 2.0, 9.0))]
+    assert (ms[1].median, ms[1].spread) == (2.0, 1.0)  # the spike at 9 does not widen it
+
+
+def test_beats_only_beyond_the_spread_of_both() -> None:
+    a, b = Config("/a", 2, 1), Config("/b", 2, 1)
+
+    def m(cfg, *rates):
+        return space.Measured(cfg, rates)
+
+    assert space.beats(m(a, 50, 52), m(b, 40, 41))  # 11 apart, spread 1
+    assert not space.beats(m(a, 50, 60), m(b, 40, 50))  # 10 apart, twice the spread 10
+    assert not space.beats(m(a, 50.5), m(b, 50.0))  # 1 %: below NOISE with no spread
+    assert not space.beats(m(b, 40, 41), m(a, 50, 52))
+
+
+def test_samples_fill_a_launch_of_the_asked_length() -> None:
+    # N=1000 at 2/3 Gflop/s: one LU is 1 s
+    assert space.samples_for(1000, 2 / 3, 3.0, 8) == 3
+    assert space.samples_for(1000, 2 / 3, 0.5, 8) == 1
+    assert space.samples_for(1000, 2 / 3, 100.0, 8) == 8
 
 
 def test_hpl_dat_is_read_back_by_the_kernel(tmp_path) -> None:
@@ -126,6 +146,36 @@ def test_descent_finds_a_separable_optimum_and_stops_early(monkeypatch) -> None:
         Config("/x", 2, 1), 200.0, 1000, [96, 128, 192, 256]
     )
     assert {k: getattr(cfg, k) for k in best} == best
+
+
+def test_sweep_decides_only_beyond_the_noise_and_records_what_it_did_not(monkeypatch) -> None:
+    """A value whose samples beat the incumbent's clearly is taken from one launch; values
+    within the noise of the fastest are measured again, in reverse order, and if still
+    within the noise the incumbent stays and the evidence says so; a sweep where nothing
+    passed changes nothing."""
+    launches: list[tuple[list, int]] = []
+    truth: dict = {}  # each value's next samples
+
+    def launch_values(self, stage, cfg, n, dim, values, samples):
+        launches.append((list(values), samples))
+        return [(space.replace(cfg, **{dim: v}), truth[v].pop(0))
+                for v in values for _ in range(samples) if truth[v]]  # fmt: skip
+
+    monkeypatch.setattr(linpack.Tuner, "launch_values", launch_values)
+    tuner = linpack.Tuner(None, None, 2, "openmpi", 600.0)
+    inc = Config("/x", 2, 1, depth=1)
+    truth.update({0: [30.0, 31.0], 1: [40.0, 41.0], 2: [60.0, 61.0]})
+    assert tuner.sweep("s", inc, 1000, "depth", [0, 1, 2]) == (space.replace(inc, depth=2), 60.5)
+    assert launches == [([0, 1, 2], 2)] and "depth" not in tuner.noise
+
+    launches.clear()  # 2 is faster in the first launch, but by less than the spread
+    truth.update({0: [30.0, 31.0], 1: [40.0, 44.0, 42, 38, 43], 2: [46.0, 41.0, 39, 45, 44]})
+    cfg, rate = tuner.sweep("s", inc, 1000, "depth", [0, 1, 2])
+    assert cfg == inc and rate == 42.0
+    assert launches == [([0, 1, 2], 2), ([2, 1], linpack.CLOSE_SAMPLES)]
+    assert "within the noise, kept 1" in tuner.noise["depth"]
+
+    assert tuner.sweep("s", inc, 1000, "depth", [0, 1, 2]) is None
 
 
 def test_blas_choice_remeasures_an_openblas_other_core(monkeypatch) -> None:

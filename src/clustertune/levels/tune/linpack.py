@@ -50,6 +50,12 @@ CONFIRM_TOP = 4
 # with N outside the variants, so the values alternate): one sample at a small N is one
 # tenth of a second, and a load spike in it decided PFACT/RFACT in the bench
 SWEEP_SAMPLES = 2
+# the values within the noise of a sweep's fastest get this many samples more each
+CLOSE_SAMPLES = 3
+# a confirmation launch lasts about this long (several samples of a short LU: the
+# noise of a shared machine comes in spikes of a second or so), at most this many
+CONFIRM_LAUNCH_S = 2.0
+CONFIRM_SAMPLES = 8
 
 
 @dataclass
@@ -74,6 +80,7 @@ class Tuner:
     passes: int = 0
     dimensions: dict[str, tuple[int, ...]] = field(default_factory=lambda: dict(space.DIMENSIONS))
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)
+    noise: dict[str, str] = field(default_factory=dict)  # choices the rates did not decide
     stage_s: dict[str, float] = field(default_factory=dict)  # launch time per stage
     confirm_launches: int = 0
     _blases: dict[str, Blas] = field(default_factory=dict)
@@ -217,11 +224,12 @@ class Tuner:
 
     def choose_layout(self, blas: Blas, n: int, nbs: list[int]) -> tuple[Config, float]:
         """Each (ranks, threads) with every NB candidate in one launch, in two rounds of
-        alternating order (the second while 70 % of the budget is left): a layout is
-        judged by its best NB, and a load spike during one launch does not decide."""
+        alternating order (the second while 70 % of the budget is left). A layout is
+        judged by its best NB's median over the rounds; another layout replaces all ranks
+        single-threaded (HPL's usual one, the first) only beyond the noise."""
         hosts = len(self.hosts or self.cluster.hosts)
         layouts = space.layouts(self.np, self.cores_per_host(), hosts)
-        best: dict[tuple[int, int], tuple[Config, float]] = {}
+        got: list[tuple[Config, float]] = []
         for round_ in range(2):
             if round_ and (len(layouts) < 2 or self.left() < 0.7 * self.budget_s):
                 break
@@ -229,45 +237,75 @@ class Tuner:
                 p, q = space.grids(ranks)[0]
                 cfg = Config(blas.key, ranks, threads, nb=nbs[0], p=p, q=q)
                 extra = {"--nb": ",".join(map(str, nbs))}
-                got = self.best_of(self.lu("layout", cfg, n, extra), cfg)
-                if got and got[1] > best.get((ranks, threads), (cfg, 0.0))[1]:
-                    best[(ranks, threads)] = got
+                got += self.passing(self.lu("layout", cfg, n, extra), cfg)
+        best: dict[tuple[int, int], space.Measured] = {}
+        for m in space.measured(got):  # best median first: each layout's best NB
+            best.setdefault((m.cfg.ranks, m.cfg.threads), m)
         if not best:
             raise UserError("no rank/thread layout ran: see the stored runs " + self.ids())
-        cfg, rate = max(best.values(), key=lambda t: t[1])
-        said = ", ".join(f"{c.ranks}x{c.threads} {r:.1f}" for c, r in best.values())
+        top = max(best.values(), key=lambda m: m.median)
+        usual = best.get(layouts[0])
+        if usual is not None and top is not usual and not space.beats(top, usual):
+            self.noise["layout"] = (f"{top.cfg.ranks}x{top.cfg.threads} {top.text()} against "
+                                    f"{usual.text()}: within the noise, kept {layouts[0][0]}x1")  # fmt: skip
+            top = usual
+        said = ", ".join(f"{c[0]}x{c[1]} {m.median:.1f}" for c, m in best.items())
         self.why["layout"] = (
-            f"{cfg.ranks} rank(s) x {cfg.threads} BLAS thread(s): {rate:.1f} Gflop/s at "
-            f"N={n}, best NB of each (ranks x threads: {said})"
+            f"{top.cfg.ranks} rank(s) x {top.cfg.threads} BLAS thread(s): {top.median:.1f} "
+            f"Gflop/s at N={n}, median of the best NB of each (ranks x threads: {said})"
         )
-        return cfg, rate
+        return top.cfg, top.median
 
-    def sweep(
-        self, stage: str, cfg: Config, n: int, dim: str, values: list
-    ) -> tuple[Config, float] | None:
-        """One dimension: all its values in one launch (SWAP is not a list: one each).
-        Keeps the spread of the rates over the values, for the report's one line."""
-        ns = {"-N": ",".join([str(n)] * SWEEP_SAMPLES)}
+    def launch_values(
+        self, stage: str, cfg: Config, n: int, dim: str, values: list, samples: int
+    ) -> list[tuple[Config, float]]:
+        """The passing samples of ``values`` of one dimension around ``cfg``: one launch
+        of the list (``-N n,n,..``: the kernel runs the values once per N, so the samples
+        alternate), SWAP one launch per value (it is not a list in the kernel)."""
+        ns = {"-N": ",".join([str(n)] * samples)}
+        if dim == "swap":
+            return [g for v in values
+                    for g in self.passing(self.lu(stage, replace(cfg, swap=v), n, ns),
+                                          replace(cfg, swap=v))]  # fmt: skip
         if dim == "grid":
             extra = {"-P": ",".join(str(p) for p, _ in values),
                      "-Q": ",".join(str(q) for _, q in values)}  # fmt: skip
-            runs = [(self.lu(stage, cfg, n, extra | ns), cfg)]
-        elif dim == "swap":
-            runs = [(self.lu(stage, replace(cfg, swap=v), n, ns), replace(cfg, swap=v))
-                    for v in values]  # fmt: skip
         else:
             extra = {space.FLAGS[dim]: ",".join(str(v) for v in values)}
-            runs = [(self.lu(stage, cfg, n, extra | ns), cfg)]
-        got = [g for record, base in runs for g in self.passing(record, base)]
-        if not got:
+        return self.passing(self.lu(stage, cfg, n, extra | ns), cfg)
+
+    def sweep(
+        self, stage: str, cfg: Config, n: int, dim: str, values: list,
+        samples: int = SWEEP_SAMPLES, note: str | None = None,
+    ) -> tuple[Config, float] | None:  # fmt: skip
+        """One dimension around the incumbent ``cfg``. Its value is left only for one
+        whose median beats it beyond the noise measured for both (space.beats); when the
+        fastest does not, the values within its noise are measured again (CLOSE_SAMPLES
+        more each, in reverse order) and judged on all their samples. What the rates
+        still cannot decide keeps the incumbent, recorded in ``self.noise[note]``."""
+        note = note or dim
+        got = self.launch_values(stage, cfg, n, dim, values, samples)
+        ms = space.measured(got)
+        if not ms:
             return None
-        rates = [r for _, r in got]
-        self.spread[dim] = (min(rates), max(rates))
-        return max(got, key=lambda t: t[1])
+        mine = [m for m in ms if m.cfg == cfg]
+        if mine and ms[0] is not mine[0] and not space.beats(ms[0], mine[0]):
+            close = {value(m.cfg, dim) for m in ms if not space.beats(ms[0], m)}
+            again = [v for v in values if v in close][::-1]
+            ms = space.measured(got + self.launch_values(stage, cfg, n, dim, again, CLOSE_SAMPLES))
+            mine = [m for m in ms if m.cfg == cfg]
+        best = ms[0]
+        if mine and best is not mine[0] and not space.beats(best, mine[0]):
+            self.noise[note] = (f"{value(best.cfg, dim)} {best.text()} against "
+                                f"{mine[0].text()}: within the noise, kept "
+                                f"{value(cfg, dim)}")  # fmt: skip
+            best = mine[0]
+        self.spread[note] = (ms[-1].median, ms[0].median)
+        return best.cfg, best.median
 
     def descend(self, cfg: Config, rate0: float, n: int, nbs: list[int]) -> tuple[Config, float]:
         """Coordinate descent from ``cfg`` (measured at ``rate0``). Each sweep includes
-        the incumbent's own value, measured in the same launch, so the sweep's best is
+        the incumbent's own value, measured in the same launch, so the sweep's result is
         taken as is: a load that changes between launches (a shared machine) cannot make
         an older, luckier rate of the incumbent win. A second pass only if the first
         moved the configuration, and only with 30 % of the budget left (early stopping)."""
@@ -287,49 +325,62 @@ class Tuner:
                 break  # early stop: the pass changed nothing, or no time for another
         return best, rate
 
-    def confirm(self, found: Config, n: int) -> tuple[Config, float, list[tuple[Config, float]]]:
+    def confirm(
+        self, found: Config, rate: float, n: int
+    ) -> tuple[Config, float, list[tuple[Config, float]]]:
         """The descent's result and the next best distinct configurations of the search
-        at ``n``, in rounds of alternating order (a second round while half the budget
-        is left); each keeps its best rate."""
-        others = [cfg for cfg, _ in space.ranked(self.trials) if cfg != found]
+        (by median) at ``n``, each launch ~CONFIRM_LAUNCH_S long (several samples when
+        one LU is shorter), in rounds of alternating order (a second round while half the
+        budget is left). Another configuration replaces the descent's result only if
+        its median beats it beyond the noise."""
+        others = [m.cfg for m in space.measured(self.trials) if m.cfg != found]
         top = [found, *others[: CONFIRM_TOP - 1]]
-        rates: dict[tuple, float] = {}
+        samples = space.samples_for(n, rate, CONFIRM_LAUNCH_S, CONFIRM_SAMPLES)
+        got: list[tuple[Config, float]] = []
         for round_ in range(2):
             if round_ and self.left() < 0.5 * self.budget_s:
                 break
             for cfg in top if round_ % 2 == 0 else top[::-1]:
                 self.confirm_launches += 1
-                got = self.best_of(self.lu("confirm", cfg, n), cfg)
-                if got:
-                    rates[cfg.key()] = max(rates.get(cfg.key(), 0.0), got[1])
-        measured = [(cfg, rates[cfg.key()]) for cfg in top if cfg.key() in rates]
-        if not measured:
+                got += self.passing(
+                    self.lu("confirm", cfg, n, {"-N": ",".join([str(n)] * samples)}), cfg
+                )
+        ms = space.measured(got)
+        if not ms:
             raise UserError("no configuration passed at the confirmation N: " + self.ids())
-        cfg, rate = max(measured, key=lambda t: t[1])
-        return cfg, rate, measured
+        best, mine = ms[0], [m for m in ms if m.cfg == found]
+        tied = [m.cfg.code() for m in ms[1:] if not space.beats(best, m)]
+        if mine and best is not mine[0] and not space.beats(best, mine[0]):
+            best = mine[0]
+        if tied:
+            self.noise["confirm"] = (f"{ms[0].cfg.code()} {ms[0].text()}; within its noise: "
+                                     f"{', '.join(tied)}")  # fmt: skip
+        return best.cfg, best.median, [(m.cfg, m.median) for m in ms]
 
     def nb_at_scale(self, cfg: Config, rate: float, n: int, nbs: list[int]) -> tuple[Config, float]:
-        """NB again at the confirmation N, every candidate in one launch with the rest of
-        ``cfg`` (the search chose it at a smaller N, where smaller blocks do better), when
-        the budget has room for it; the launch's best is taken as is."""
+        """NB again at the confirmation N with the rest of ``cfg`` (the search chose it
+        at a smaller N, where smaller blocks do better), when the budget has room for
+        it; changed only beyond the noise (sweep)."""
         per_run = self.stage_s.get("confirm", 0.0) / max(1, self.confirm_launches)
         if len(nbs) < 2 or self.left() < len(nbs) * per_run:
             self.why["NB at N"] = "not re-measured at the confirmation N (no budget left)"
             return cfg, rate
-        got = self.best_of(self.lu("nb", cfg, n, {"--nb": ",".join(map(str, nbs))}), cfg)
+        samples = space.samples_for(n, rate, CONFIRM_LAUNCH_S, CONFIRM_SAMPLES)
+        got = self.sweep("nb", cfg, n, "nb", nbs, samples, note="NB at N")
         if got is None:
             return cfg, rate
         said = "kept" if got[0].nb == cfg.nb else f"changed from {cfg.nb}"
-        self.why["NB at N"] = (f"{got[0].nb} ({said}): best of {nbs} at N={n} in one launch, "
-                               f"{got[1]:.1f} Gflop/s")  # fmt: skip
+        self.why["NB at N"] = (f"{got[0].nb} ({said}): median of {samples} sample(s) per NB of "
+                               f"{nbs} at N={n}, {got[1]:.1f} Gflop/s")  # fmt: skip
         return got
 
     def spread_text(self, dim: str, n: int) -> str:
         if dim not in self.spread:
             return "not searched (one value)"
         low, high = self.spread[dim]
-        return (f"best of its values at N={n} ({low:.1f}..{high:.1f} Gflop/s over them, "
-                f"{100 * (high / low - 1):.0f} % apart; {self.passes} descent pass(es))")  # fmt: skip
+        out = (f"best median of its values at N={n} ({low:.1f}..{high:.1f} Gflop/s over them, "
+               f"{100 * (high / low - 1):.0f} % apart; {self.passes} descent pass(es))")  # fmt: skip
+        return out + (f"; {self.noise[dim]}" if dim in self.noise else "")
 
     def ids(self) -> str:
         return f"runs {self.runs[0]}..{self.runs[-1]}" if self.runs else "no runs"
@@ -358,7 +409,7 @@ class Tuner:
         n_big = self.n_confirm or space.n_for_time(
             0.7 * dgemm, max(0.1, self.budget_s / 10), best.nb, n_mem, n_small
         )
-        final, final_rate, confirmed = self.confirm(best, n_big)
+        final, final_rate, confirmed = self.confirm(best, rate, n_big)
         final, final_rate = self.nb_at_scale(final, final_rate, n_big, nbs)
         n_out = max(final.nb, self.memory_n(final.nb))
         env = self.env(blas, final.threads)
@@ -372,6 +423,7 @@ class Tuner:
             "dgemm_gflops": dgemm, "passes": self.passes, "why": self.why,
             "excluded": self.excluded, "blas_rates": self.blas_rates,
             "confirmed": [(c.code(), c.nb, c.p, c.q, r) for c, r in confirmed],
+            "within_noise": self.noise,
             "runs": list(self.runs), "stage_s": self.stage_s, "hpl_dat": hpldat.text(final, n_out),
         }  # fmt: skip
 
@@ -392,9 +444,17 @@ class Tuner:
         self.why["NB"] += "; " + self.spread_text("nb", n_small)
         self.why["PxQ"] += "; " + self.spread_text("grid", n_small)
         self.why["confirm"] = (
-            f"{final.code()} at {final_rate:.1f} Gflop/s, best of {len(confirmed)} confirmed "
-            f"at N={n_big} (search best {best.code()} {rate:.1f} Gflop/s at N={n_small})"
+            f"{final.code()} at {final_rate:.1f} Gflop/s (median), of {len(confirmed)} confirmed "
+            f"at N={n_big} (search's result {best.code()} {rate:.1f} Gflop/s at N={n_small})"
         )
+        for key in ("layout", "confirm", "NB at N"):
+            if key in self.noise and key in self.why:
+                self.why[key] += f"; {self.noise[key]}"
+
+
+def value(cfg: Config, dim: str):
+    """The value of one searched dimension (the grid as (P, Q))."""
+    return (cfg.p, cfg.q) if dim == "grid" else getattr(cfg, dim)
 
 
 def network_n_half(store: Store, cluster: str) -> float | None:

@@ -11,6 +11,7 @@ threshold 64: HPL's defaults).
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass, replace
 
 # sample field values (kernels/linpack/lp_out.c) -> the HPL.dat codes
@@ -38,7 +39,7 @@ FLAGS = {"nb": "--nb", "depth": "--depth", "bcast": "--bcast", "swap": "--swap",
 # exports it): the candidates around it are measured.
 DEFAULT_BLOCK = 256
 NB_FLOOR = 32
-# a rate within this of the best counts as equal (the machine is shared and noisy)
+# a rate within this of another counts as equal even when its samples agree closely
 NOISE = 0.02
 
 
@@ -131,10 +132,46 @@ def n_for_time(gflops: float, seconds: float, step: int, n_max: int, n_min: int)
     return max(n_min, n // step * step)
 
 
-def ranked(trials: list[tuple[Config, float]]) -> list[tuple[Config, float]]:
-    """Distinct configurations, best rate of each, best first."""
-    best: dict[tuple, tuple[Config, float]] = {}
+@dataclass(frozen=True)
+class Measured:
+    """One configuration's samples (rates, Gflop/s)."""
+
+    cfg: Config
+    rates: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates)
+
+    @property
+    def spread(self) -> float:
+        """Median absolute deviation: one load spike among several samples does not
+        widen it, two samples give half their distance."""
+        m = self.median
+        return statistics.median(abs(r - m) for r in self.rates)
+
+    def text(self) -> str:
+        return f"{self.median:.1f} +- {self.spread:.1f} Gflop/s ({len(self.rates)} samples)"
+
+
+def measured(trials: list[tuple[Config, float]]) -> list[Measured]:
+    """Distinct configurations with all their samples, best median first."""
+    rates: dict[tuple, tuple[Config, list[float]]] = {}
     for cfg, rate in trials:
-        if cfg.key() not in best or rate > best[cfg.key()][1]:
-            best[cfg.key()] = (cfg, rate)
-    return sorted(best.values(), key=lambda t: -t[1])
+        rates.setdefault(cfg.key(), (cfg, []))[1].append(rate)
+    return sorted((Measured(c, tuple(r)) for c, r in rates.values()), key=lambda m: -m.median)
+
+
+def beats(a: Measured, b: Measured) -> bool:
+    """``a`` is faster than ``b`` beyond the noise measured for them: the medians differ
+    by more than twice the larger spread (and more than NOISE). Otherwise the two are
+    equal on this evidence and the choice between them is not decided by the rates."""
+    margin = max(NOISE * b.median, 2.0 * max(a.spread, b.spread))
+    return a.median - b.median > margin
+
+
+def samples_for(n: int, gflops: float, seconds: float, most: int) -> int:
+    """Samples of an LU at ``n`` that fill a launch of about ``seconds`` at ``gflops``
+    (at least 1, at most ``most``)."""
+    one = (2.0 / 3.0) * n**3 / (max(gflops, 1e-3) * 1e9)
+    return max(1, min(most, math.ceil(seconds / one)))

@@ -99,7 +99,6 @@ def test_description_loads_sites_hosts_links(tmp_path):
         ('sites = ["hongo", "kashiwa"]', 'sites = ["hongo", "hongo"]', 29, "links[0].sites"),
         ('rate = "100mbit"\ndelay', 'rate = "fast"\ndelay', 30, "links[0].rate"),
         ("delay_us = 500", "delay_us = -1", 31, "links[0].delay_us"),
-        ('scheduler = "ssh"', 'scheduler = "gram"', 13, "sites[1].scheduler"),
         ("cores = 2", "cores = 0", 21, "hosts[0].cores"),
     ],
 )
@@ -110,6 +109,19 @@ def test_description_errors_name_file_line_field(tmp_path, old, new, line, field
         resolve_cluster(path)
     assert (err.value.path, err.value.line, err.value.field) == (path, line, field)
     assert str(err.value).startswith(f"{path}:{line}: {field}: ")
+
+
+def test_description_gram_site(tmp_path):
+    """A GRAM site: its contact (host:port:subject) kept, jobs submitted through it, MPI
+    daemons started with the hostfile launcher."""
+    contact = "gk.kashiwa:2119:/O=Grid/CN=host/gk.kashiwa"
+    text = GOOD.replace('scheduler = "ssh"', 'scheduler = "gram"')
+    cluster = resolve_cluster(write(tmp_path, text.replace('"gw.kashiwa"', f'"{contact}"')))
+    kashiwa = cluster.sites[1]
+    assert kashiwa.launcher == "hostfile"
+    assert kashiwa.settings == {"scheduler": "gram", "contact": contact}
+    with pytest.raises(ConfigError, match="a gram site needs its contact"):
+        resolve_cluster(write(tmp_path, text.replace('contact = "gw.kashiwa"\n', "")))
 
 
 def test_description_site_without_hosts(tmp_path):

@@ -129,12 +129,23 @@ def grant(directory: Path, subject: str, area: str = ".", right: str = "rw") -> 
     grid-mapfile, replacing any earlier line for the subject. The file."""
     if right not in RIGHTS:
         raise UserError(f"right {right!r}: one of {', '.join(RIGHTS)}")
+    return _map(directory / GRIDMAP, subject, f"{check_area(area)} {right}")
+
+
+def map_account(path: Path, subject: str, account: str) -> Path:
+    """GSI's form of the grid-mapfile (a GRAM gatekeeper's): ``"SUBJECT" ACCOUNT``, the
+    local account the subject's jobs run as, replacing any earlier line for it."""
+    if not NAME.match(account):
+        raise UserError(f"account {account!r}: letters, digits, '.', '_', '-' only")
+    return _map(path, subject, account)
+
+
+def _map(path: Path, subject: str, rest: str) -> Path:
     if '"' in subject or "\n" in subject or not subject.startswith("/"):
         raise UserError(f"subject {subject!r}: expected the one-line form /C=../O=../CN=..")
-    path = directory / GRIDMAP
     lines = path.read_text().splitlines() if path.is_file() else []
     kept = [line for line in lines if not line.startswith(f'"{subject}"')]
-    kept.append(f'"{subject}" {check_area(area)} {right}')
+    kept.append(f'"{subject}" {rest}')
     path.write_text("\n".join(kept) + "\n")
     return path
 

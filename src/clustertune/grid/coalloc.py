@@ -1,5 +1,7 @@
 """Co-allocation of one MPI job across the sites of a virtual grid (DUROC's role): an
-allocation per Slurm site, all granted within a start barrier or none kept; then the
+allocation per Slurm site and a GSI authentication at each GRAM site's gatekeeper
+(``globusrun -a``: the grid's subject mapped, its certificate valid), all granted within
+a start barrier or none kept; then the
 MPI launcher starts every rank inside them (its remote agent runs ``srun --jobid`` on
 Slurm sites, ssh on ssh sites, the vcluster agent elsewhere), and the allocations are
 released at the end, whatever happened.
@@ -37,7 +39,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..errors import UserError
-from . import heartbeat, jobs, slurm, virtual
+from . import gram, heartbeat, jobs, slurm, virtual
 
 FAILED_TO_START = 97
 HEARTBEAT_LOST = 96  # a daemon, host or the WAN died during the job: stopped
@@ -71,6 +73,8 @@ def coallocate(grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier:
                                "requested": time.time()}  # fmt: skip
         if site["scheduler"] == "slurm":
             pending[site_name] = _request(site, hosts, name, minutes)
+        elif site["scheduler"] == "gram":  # nothing to allocate, but the site must accept us
+            pending[site_name] = gram.authenticate(grid, site)
         else:  # nothing to allocate: reached directly
             timeline[site_name]["granted"] = time.time()
     why = None
@@ -81,6 +85,14 @@ def coallocate(grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier:
                 continue
             err = proc.stderr.read() if proc.stderr else ""
             del pending[site_name]
+            if sites[site_name]["scheduler"] == "gram":
+                said = proc.stdout.read() if proc.stdout else ""
+                if proc.returncode == 0 and "successful" in said:
+                    timeline[site_name].update(granted=time.time(), allocation="gsi")
+                else:
+                    why = (f"{site_name}: GRAM authentication refused: "
+                           f"{gram.refusal(sites[site_name], said)}")  # fmt: skip
+                continue
             match = GRANTED.search(err)
             if proc.returncode == 0 and match:
                 timeline[site_name].update(granted=time.time(), allocation=match.group(1))

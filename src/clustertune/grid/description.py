@@ -8,7 +8,7 @@ contact, and the links between sites. The same file describes a real multi-site 
     [[sites]]
     name = "hongo"
     scheduler = "slurm"            # slurm | ssh | gram | none
-    contact = "login.hongo:6817"   # where the scheduler is reached
+    contact = "login.hongo:6817"   # where the scheduler is reached (gram: host:port[:subject])
     link = "1gbit"                 # hosts' links inside the site
 
     [[hosts]]
@@ -23,8 +23,9 @@ contact, and the links between sites. The same file describes a real multi-site 
     delay_us = 500
 
 Errors name file:line:field (clustertune.errors.ConfigError), before anything runs. Each
-site's launcher follows from its scheduler (slurm: the slurm launcher; ssh and none: the
-hostfile launcher over ssh; gram: not offered yet) unless the site names one.
+site's launcher follows from its scheduler (slurm: the slurm launcher; ssh, gram and
+none: the hostfile launcher over ssh: GRAM submits jobs, it starts no MPI daemons on a
+real site) unless the site names one.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from ..errors import ConfigError, UserError
 from ..units import parse_rate
 
 SCHEDULERS = ("slurm", "ssh", "gram", "none")
-LAUNCHER_OF = {"slurm": "slurm", "ssh": "hostfile", "none": "hostfile"}
+LAUNCHER_OF = {"slurm": "slurm", "ssh": "hostfile", "gram": "hostfile", "none": "hostfile"}
 _TOP = {"name", "mpi", "sites", "hosts", "links"}
 _SITE = {"name", "scheduler", "contact", "link", "launcher", "partition"}
 _HOST = {"name", "site", "address", "cores", "link"}
@@ -82,8 +83,6 @@ def load_grid_file(path: Path) -> Cluster:
             raise fail(
                 "sites", i, "scheduler", f"{scheduler!r} is not one of {', '.join(SCHEDULERS)}"
             )
-        if scheduler == "gram":
-            raise fail("sites", i, "scheduler", "gram sites are not offered yet (slurm, ssh, none)")
         contact = raw.get("contact")
         if scheduler != "none" and not isinstance(contact, str):
             raise fail("sites", i, "contact", f"a {scheduler} site needs its contact (host[:port])")

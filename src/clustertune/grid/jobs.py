@@ -9,7 +9,9 @@ status into its directory (GRAM never returns one: read it from the job's own ou
 
 Backends: ``slurm`` (sbatch on the site's head, srun with the MPI's PMI plug-in inside),
 ``ssh`` (the job started in the background over ssh with the grid's key; an MPI job
-is mpirun with a hostfile over the site's hosts through the same ssh), ``none`` (the
+is mpirun with a hostfile over the site's hosts through the same ssh), ``gram`` (an RSL
+request to the site's GRAM gatekeeper from the grid's origin, GSI-authenticated; the fork
+job manager runs it on the site's head, an MPI job as ``jobtype=mpi``), ``none`` (the
 virtual cluster's agent, a site with no scheduler).
 """
 
@@ -27,7 +29,7 @@ from pathlib import Path
 from ..errors import UserError
 from ..launch import mpi_flags
 from ..launch.vcluster import VIRTUAL_NIC
-from . import daemons, slurm
+from . import daemons, gram, slurm
 
 NEVER_START = "CT_GRID_NEVER_START"  # tests: that Slurm site holds its subjobs (never starts)
 STATES = ("pending", "active", "done", "failed")
@@ -118,8 +120,11 @@ class Backend:
         d.chmod(0o755)
         return d
 
-    def script(self, job: GridJob, d: Path, launch: list[str], env: dict[str, str]) -> str:
-        """The job's shell script: its environment, directory, launch line, exit file."""
+    def script(self, job: GridJob, d: Path, launch: list[str], env: dict[str, str],
+               passed: bool = False) -> str:  # fmt: skip
+        """The job's shell script: its environment, directory, launch line, exit file.
+        ``passed``: the launch line ends with the script's own arguments (the executable
+        and arguments GRAM's job manager hands over)."""
         lines = ["#!/bin/sh", f"touch {d}/started"]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in {**env, **job.environment}.items()]
         if job.barrier:  # co-allocation's start barrier: check in, then wait for go or abort
@@ -129,7 +134,8 @@ class Backend:
                       "exit 98; fi; sleep 0.1; done"]  # fmt: skip
         if job.directory:
             lines.append(f"cd {shlex.quote(job.directory)} || {{ echo 127 > {d}/exit; exit 127; }}")
-        lines += [shlex.join(launch), "rc=$?", f"echo $rc > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit",
+        lines += [shlex.join(launch) + (' "$@"' if passed else ""), "rc=$?",
+                  f"echo $rc > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit",
                   "exit $rc"]  # fmt: skip
         return "\n".join(lines) + "\n"
 
@@ -209,10 +215,9 @@ class ShellBackend(Backend):
         agent = Path(vcluster.state_dir(self.grid["name"])) / "agent"
         return [str(agent), host, command]
 
-    def submit(self, job: GridJob) -> Handle:
-        job.check()
-        hosts = self.hosts(job)
-        d = self.new_dir()
+    def launch(self, job: GridJob, d: Path, hosts: list[str]) -> tuple[list[str], dict]:
+        """(the launch line without the executable and its arguments, the environment it
+        needs): an MPI launcher over ``hosts`` with a hostfile in ``d``, or count copies."""
         env: dict[str, str] = {}
         if job.jobtype == "mpi":
             env = dict(job.environment)
@@ -227,12 +232,19 @@ class ShellBackend(Backend):
             else:
                 hostfile.write_text(mpi_flags.mpich_hostfile(hosts))
                 launch = mpi_flags.mpich(job.count, env, hostfile, self.rsh_agent(), VIRTUAL_NIC)
-            launch += [job.executable, *job.arguments]
             env = {k: v for k, v in env.items() if k not in job.environment}
         else:  # count copies, like GRAM's fork job manager
             launch = ["sh", "-c", 'n=$0; p=; while [ $n -gt 0 ]; do "$@" & p="$p $!"; '
                       "n=$((n-1)); done; s=0; for q in $p; do wait $q || s=$?; done; exit $s",
-                      str(job.count), job.executable, *job.arguments]  # fmt: skip
+                      str(job.count)]  # fmt: skip
+        return launch, env
+
+    def submit(self, job: GridJob) -> Handle:
+        job.check()
+        hosts = self.hosts(job)
+        d = self.new_dir()
+        launch, env = self.launch(job, d, hosts)
+        launch += [job.executable, *job.arguments]
         (d / "job.sh").write_text(self.script(job, d, launch, env))
         head = hosts[0]
         command = (f"nohup sh {d}/job.sh > {d}/out 2> {d}/err < /dev/null & "
@@ -278,7 +290,66 @@ class SshBackend(ShellBackend):
         return str(Path(self.grid["dir"]) / "ssh" / "ssh")
 
 
-BACKENDS = {b.name: b for b in (SlurmBackend, SshBackend, ShellBackend)}
+class GramBackend(ShellBackend):
+    """A GRAM site: an RSL request to its gatekeeper (globusrun -b from the grid's origin),
+    state from its job manager (globusrun -status), cancel by globusrun -kill. The job
+    manager forks on the site's head; the job's script reaches the site's other hosts
+    with the vcluster agent (the fork LRM has no access path of its own). GRAM returns no
+    exit status: the script writes it, as everywhere."""
+
+    name = "gram"
+    STATES = {"PENDING": "pending", "STAGE_IN": "pending", "UNSUBMITTED": "pending",
+              "ACTIVE": "active", "STAGE_OUT": "active", "SUSPENDED": "active",
+              "DONE": "done", "FAILED": "failed"}  # fmt: skip
+
+    def request(self, job: GridJob, d: Path) -> dict:
+        """The RSL attributes: the seed's (executable, arguments, count, environment,
+        directory, jobtype) plus where its output goes. An MPI job is ``jobtype=mpi``
+        (the site's mpiexec runs the job's script); count copies of a single job are the
+        script's, so that their exit statuses are collected."""
+        env = {**job.environment, gram.JOB_VAR: str(d), daemons.MARK: self.grid["name"],
+               "PATH": os.environ.get("PATH", "/usr/bin:/bin")}  # fmt: skip
+        run = ({"executable": job.executable, "arguments": job.arguments, "count": job.count,
+                "jobtype": "mpi"} if job.jobtype == "mpi" else
+               {"executable": "/bin/sh", "arguments": [str(d / "job.sh"), job.executable,
+                                                       *job.arguments]})  # fmt: skip
+        return {**run, "environment": env, "directory": job.directory or str(d),
+                "stdout": str(d / "out"), "stderr": str(d / "err")}  # fmt: skip
+
+    def submit(self, job: GridJob) -> Handle:
+        job.check()
+        d = self.new_dir()
+        launch, env = self.launch(job, d, self.hosts(job))
+        (d / "job.sh").write_text(self.script(job, d, launch, env, passed=True))
+        request = gram.rsl(self.request(job, d))
+        (d / "job.rsl").write_text(request + "\n")
+        out = gram.run_client(self.grid, ["globusrun", "-b", "-r", self.site["contact"], request])
+        contact = next((w for w in out.stdout.split() if w.startswith("https://")), "")
+        if out.returncode != 0 or not contact:
+            raise UserError(f"site {self.site['name']}: GRAM refused the job: "
+                            f"{gram.refusal(self.site, out.stdout + out.stderr)}")  # fmt: skip
+        return Handle(self.site["name"], self.name, str(d), contact, time.time())
+
+    def poll(self, handle: Handle) -> str:
+        d = Path(handle.dir)
+        if (d / "exit").is_file():
+            return exit_state(d)
+        try:
+            out = gram.run_client(self.grid, ["globusrun", "-status", handle.id], timeout=20)
+        except subprocess.TimeoutExpired:
+            return "active"  # its job manager is slow to answer, not gone
+        state = self.STATES.get(out.stdout.strip().split()[-1] if out.stdout.strip() else "")
+        if state in (None, "done"):  # unknown to its job manager, or ended: the exit file
+            return exit_state(d)
+        if state == "active" and not (d / "started").exists():
+            return "pending"
+        return state
+
+    def cancel(self, handle: Handle) -> None:
+        gram.run_client(self.grid, ["globusrun", "-kill", handle.id], timeout=20)
+
+
+BACKENDS = {b.name: b for b in (SlurmBackend, SshBackend, GramBackend, ShellBackend)}
 
 
 def backend(grid: dict, site_name: str) -> Backend:

@@ -2,7 +2,9 @@
 site's own access path. mpirun runs on the grid's origin host (the user's machine at the
 first site); its remote agent reaches a host of a Slurm site with ``srun --jobid`` inside
 that site's co-allocated allocation, a host of an ssh site with the grid's ssh key, a
-host of a site without scheduler with the vcluster agent. The whole launch is wrapped in
+host of a GRAM site as a GRAM job through its gatekeeper (grid/gram.py: the MPI daemon
+is the job, its output streamed back), a host of a site without scheduler with the
+vcluster agent. The whole launch is wrapped in
 grid/coalloc.py (all sites granted or nothing started).
 """
 
@@ -55,6 +57,9 @@ class GridLauncher(HostfileLauncher):
                     f"--nodelist={host} --kill-on-bad-exit=1 sh -c \"$*\"")  # fmt: skip
         if site["scheduler"] == "ssh":
             return f'{shlex.quote(str(Path(grid["dir"]) / "ssh" / "ssh"))} {host} "$*"'
+        if site["scheduler"] == "gram":
+            gram = [sys.executable, "-m", "clustertune.grid.gram", grid["name"], site["name"], host]
+            return f'{shlex.join(gram)} "$*"'
         return f'{shlex.quote(self.cluster.extra["agent"])} {host} "$*"'
 
     def write_agent(self, grid: dict, hosts: list[str], workdir: Path) -> Path:

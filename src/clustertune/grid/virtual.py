@@ -7,8 +7,9 @@ after each, so ``down`` stops what a crashed ``up`` had started. Each site has a
 directory beside it (its Slurm config, munge key and socket, ssh keys, logs).
 
 Schedulers: ``slurm`` (grid/slurm.py), ``ssh`` (grid/ssh.py: sshd on every host, the
-site reached only with the grid's key), ``none`` (the vcluster agent forks, as a site
-with no scheduler).
+site reached only with the grid's key), ``gram`` (grid/gram.py: a GCT GRAM5 gatekeeper
+on the site's head in front of the fork job manager, GSI with the grid's own CA),
+``none`` (the vcluster agent forks, as a site with no scheduler).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from pathlib import Path
 
 from .. import netns, vcluster
 from ..errors import UserError
-from . import daemons, slurm, ssh
+from . import daemons, gram, slurm, ssh
 
 RUN_DIR = Path(os.environ.get("CLUSTERTUNE_RUN_DIR", "/run/clustertune")) / "grid"
-SCHEDULERS = ("slurm", "ssh", "none")
+SCHEDULERS = ("slurm", "ssh", "gram", "none")
 
 
 def grid_dir(name: str) -> Path:
@@ -98,6 +99,8 @@ def plan(name: str, sites: int, hosts_per_site: int, schedulers: list[str],
 
 
 def contact(scheduler: str, head: dict) -> str:
+    if scheduler == "gram":
+        return gram.contact(head)
     port = {"slurm": slurm.CTLD_PORT, "ssh": ssh.PORT}.get(scheduler)
     return f"{head['name']}:{port}" if port else head["name"]
 
@@ -120,6 +123,8 @@ def up(cplan: dict, state: dict, timeout: float = 30.0) -> dict:
                     slurm.start(name, site, timeout)
                 elif site["scheduler"] == "ssh":
                     ssh.start(name, site, timeout)
+                elif site["scheduler"] == "gram":
+                    gram.start(name, site, timeout)
             finally:
                 save(state)
     except BaseException:
@@ -136,7 +141,8 @@ def down(name: str) -> bool:
     vcluster.require_root()
     vcluster.validate_name(name)
     state = load(name)
-    pids = [p for s in (state or {}).get("sites", []) for p in s.get("pids", {}).values()]
+    sites = (state or {}).get("sites", [])
+    pids = [p for s in sites for p in [*s.get("pids", {}).values(), *gram.stray(s)]]
     found = bool(state) or bool(daemons.marked(name))
     daemons.stop_grid(name, pids)
     found = vcluster.down(name) or found
@@ -148,7 +154,9 @@ def down(name: str) -> bool:
 
 def leftovers(name: str) -> list[str]:
     """What of grid ``name`` still exists (processes, namespaces, files): [] after down."""
+    state = load(name) or {}
     left = [f"process {p}" for p in daemons.marked(name)]
+    left += [f"process {p} (GRAM)" for s in state.get("sites", []) for p in gram.stray(s)]
     left += [f"namespace {ns}" for ns in netns.listed() if ns.startswith(vcluster.prefix(name))]
     left += [str(p) for p in (grid_dir(name), vcluster.state_dir(name)) if p.exists()]
     left += [str(p) for p in netns.NETNS_ETC.glob(f"{vcluster.prefix(name)}*")]

@@ -1,0 +1,254 @@
+"""A GRAM5 gatekeeper per site (the Grid Community Toolkit: GRAM's and GSI's role in
+seeds/000), really running in the site head's namespace, in front of the fork job manager.
+
+GSI with the project's CA tool (security.py, RSA keys): one throw-away CA per grid under
+``<grid>/gsi/`` (its trusted-certificates directory: ``HASH.0`` and ``HASH.signing_policy``),
+one user certificate and its RFC 3820 proxy, a host certificate per site, and per site a
+grid-mapfile mapping the user's subject to the account jobs run as (root: the virtual
+hosts are this machine's namespaces). A subject not in it, or an expired certificate, is
+refused by the gatekeeper, which logs why (``<site>/gram/log/gatekeeper.log``).
+
+The job manager writes fixed paths (../shared/research/grid-middleware.md): the mapped
+account's ``~/.globus``, ``/var/lib/globus/gram_job_state``, ``/var/log/globus``, and reads
+the fork LRM's settings from ``/etc/globus/globus-fork.conf`` only; it outlives its jobs.
+So the gatekeeper runs in a private mount namespace where each of those is a directory
+or file of the site's own (bind mounts), and ``down`` stops every process of that mount
+namespace: nothing is written or left outside the run directory. Its contact names the
+host certificate's subject (``ADDRESS:2119:SUBJECT``: no DNS name is needed), and every
+client and the gatekeeper get ``GLOBUS_HOSTNAME`` (callbacks use it).
+
+``jobtype=mpi``: the site's globus-fork.conf names ``<site>/gram/mpiexec``, which runs the
+job's script (jobs.py: the MPI launcher over the site's hosts, its start barrier and exit
+file) with the executable and arguments the job manager passes. Clients (globusrun)
+run on the grid's origin host, so submissions cross the WAN as in the seed.
+
+``python -m clustertune.grid.gram GRID SITE HOST COMMAND`` runs COMMAND on HOST of a
+GRAM site as a GRAM job, its output streamed back (globusrun -o): the grid launcher's
+remote shell for hosts of GRAM sites (the MPI daemons start through the gatekeeper).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .. import security, vcluster
+from ..errors import UserError
+from . import daemons
+
+PORT = 2119
+TOOLS = ("globus-gatekeeper", "globus-job-manager", "globusrun", "grid-proxy-init")
+USER = "griduser"  # the grid's user certificate; its subject is mapped at every site
+ACCOUNT = "root"  # the account it maps to: the virtual hosts are root's namespaces
+PROXY_HOURS = 12  # globus-job-run/-submit want >= 3 h left
+FORK_CONF = Path("/etc/globus/globus-fork.conf")
+# what the job manager writes outside its configuration: a directory of the site's each
+PRIVATE = {"home": "/root", "state": "/var/lib/globus", "log": "/var/log/globus"}
+JOB_VAR = "CT_GRID_JOB"  # the job's directory, in its RSL environment (the mpiexec wrapper)
+
+
+def gsi_dir(grid_dir: Path) -> Path:
+    return Path(grid_dir) / "gsi"
+
+
+def contact(head: dict) -> str:
+    return f"{head['address']}:{PORT}:{security.subject_of(head['name'], server=True)}"
+
+
+def trust_dir(ca_dir: Path, certs: Path) -> None:
+    """GSI's trusted-certificates directory: the CA as HASH.0 and its signing policy (only
+    subjects under the project's organisation)."""
+    out = subprocess.run(["openssl", "x509", "-in", str(ca_dir / "ca.pem"), "-noout", "-hash"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    h = out.stdout.strip()
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ca_dir / "ca.pem", certs / f"{h}.0")
+    (certs / f"{h}.signing_policy").write_text(
+        f"access_id_CA X509 '{security.CA_SUBJECT}'\npos_rights globus CA:sign\n"
+        f"cond_subjects globus '\"{security.ORG}/*\"'\n"
+    )
+
+
+def make_proxy(creds: security.Credentials, out: Path) -> subprocess.CompletedProcess:
+    """grid-proxy-init: an RFC 3820 proxy of ``creds`` in ``out`` (it writes one even for
+    an expired certificate, with no time left, and says so)."""
+    return subprocess.run(["grid-proxy-init", "-q", "-hours", str(PROXY_HOURS), "-cert",
+                           str(creds.cert), "-key", str(creds.key), "-out", str(out)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def ensure_gsi(grid_dir: Path) -> Path:
+    """The grid's CA, trusted directory, user certificate and proxy (made once)."""
+    d = gsi_dir(grid_dir)
+    ca = d / "ca"
+    if not (ca / "ca.pem").is_file():
+        security.init_ca(ca, rsa=True)
+        trust_dir(ca, d / "certs")
+        made = make_proxy(security.issue(ca, USER, rsa=True), d / "proxy.pem")
+        if made.returncode != 0:
+            raise UserError(f"grid-proxy-init: {made.stderr.strip()[-300:]}")
+        (d / "home").mkdir(exist_ok=True)
+    return d
+
+
+def client_env(grid: dict) -> dict[str, str]:
+    """The GSI client's variables: the grid's trust directory and proxy (a caller's
+    X509_USER_PROXY wins: another identity), a HOME under the run directory."""
+    d = gsi_dir(grid["dir"])
+    origin = next(h for s in grid["sites"] for h in s["hosts"] if h["name"] == grid["origin"])
+    return {"HOME": str(d / "home"), "X509_CERT_DIR": str(d / "certs"),
+            "X509_USER_PROXY": os.environ.get("X509_USER_PROXY", str(d / "proxy.pem")),
+            "GLOBUS_HOSTNAME": origin["address"]}  # fmt: skip
+
+
+def client(grid: dict, argv: list[str]) -> list[str]:
+    """argv of a GRAM client run on the grid's origin host (the user's machine)."""
+    origin = next(h for s in grid["sites"] for h in s["hosts"] if h["name"] == grid["origin"])
+    env = [f"{k}={v}" for k, v in client_env(grid).items()]
+    return daemons.in_namespace(origin["namespace"], ["env", *env, *argv])
+
+
+def run_client(grid: dict, argv: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess:
+    return subprocess.run(client(grid, argv), capture_output=True, text=True, timeout=timeout)
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
+def rsl(attrs: dict) -> str:
+    """A GRAM request: ``&(name=value)...``; lists are word lists, a dict (environment)
+    becomes ``(NAME "value")`` pairs; every string is quoted ("" inside); empty ones are
+    left out."""
+    parts = []
+    for name, value in attrs.items():
+        if value in ([], {}):  # GRAM rejects an empty value
+            continue
+        if isinstance(value, dict):
+            text = "".join(f"({k} {_quote(v)})" for k, v in value.items())
+        elif isinstance(value, list):
+            text = " ".join(_quote(str(v)) for v in value)
+        else:
+            text = _quote(str(value)) if isinstance(value, str) else str(value)
+        parts.append(f"({name}={text})")
+    return "&" + "".join(parts)
+
+
+def _fork_conf(g: Path) -> Path:
+    """The site's copy of the fork LRM's settings, jobtype=mpi through its mpiexec."""
+    wrapper = g / "mpiexec"
+    wrapper.write_text(
+        "#!/bin/sh\n# GRAM's fork LRM runs jobtype=mpi as: mpiexec -n COUNT EXECUTABLE ARGS.\n"
+        "# The job's script (grid/jobs.py) starts COUNT ranks over the site's hosts with\n"
+        "# the job's MPI, start barrier and exit file.\n"
+        f'[ "$1" = -n ] && shift 2\nexec sh "${JOB_VAR}/job.sh" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    lines = [line for line in FORK_CONF.read_text().splitlines()
+             if not line.startswith(("mpiexec=", "mpirun="))]  # fmt: skip
+    conf = g / "globus-fork.conf"
+    conf.write_text("\n".join([*lines, f'mpiexec="{wrapper}"', 'mpirun="no"', ""]))
+    return conf
+
+
+def start(grid: str, site: dict, timeout: float = 30.0) -> None:
+    """The site's gatekeeper (host certificate, grid-mapfile, fork job manager service);
+    returns when it gives its contact. Its pid goes into ``site["pids"]``, its mount
+    namespace into ``site["mntns"]`` (``stray`` finds the job managers by it)."""
+    missing = [t for t in TOOLS if shutil.which(t) is None]
+    if missing or not FORK_CONF.is_file():
+        raise UserError(f"site {site['name']}: the Grid Community Toolkit's GRAM is not "
+                        f"installed ({', '.join(missing) or FORK_CONF}): make apt")  # fmt: skip
+    gsi = ensure_gsi(Path(site["dir"]).parent)
+    g = Path(site["dir"]) / "gram"
+    for sub in (*PRIVATE, "services", "state/gram_job_state"):
+        (g / sub).mkdir(parents=True, exist_ok=True)
+    head = next(h for h in site["hosts"] if h["name"] == site["head"])
+    host = security.issue(gsi / "ca", head["name"], server=True, rsa=True)
+    security.map_account(g / "grid-mapfile", security.subject_of(USER), ACCOUNT)
+    (g / "jm.conf").write_text(f"-globus-toolkit-version 6.2\n-log-pattern {g}/log/"
+                               f"gram_$(LOGNAME).log\n-x509-cert-dir {gsi / 'certs'}\n")  # fmt: skip
+    service = ("stderr_log,local_cred - /usr/sbin/globus-job-manager globus-job-manager "
+               f"-conf {g / 'jm.conf'} -type fork\n")  # fmt: skip
+    for name in ("jobmanager", "jobmanager-fork"):  # the default service, and by name
+        (g / "services" / name).write_text(service)
+    binds = [(str(g / k), v) for k, v in PRIVATE.items()] + [(str(_fork_conf(g)), str(FORK_CONF))]
+    out = g / "log" / "gatekeeper.out"
+    site["pids"]["gatekeeper"] = pid = daemons.start(grid, head["namespace"], [
+        "globus-gatekeeper", "-f", "-port", str(PORT), "-grid_services", str(g / "services"),
+        "-gridmap", str(g / "grid-mapfile"), "-x509_cert_dir", str(gsi / "certs"),
+        "-x509_user_cert", str(host.cert), "-x509_user_key", str(host.key),
+        "-logfile", str(g / "log" / "gatekeeper.log"), "-pidfile", str(g / "gatekeeper.pid"),
+    ], out, uts=head["name"], env={"GLOBUS_HOSTNAME": head["address"]}, binds=binds)  # fmt: skip
+
+    def contact_given() -> bool:
+        return out.is_file() and "GRAM contact" in out.read_text(errors="replace")
+
+    daemons.wait_for(f"site {site['name']}: gatekeeper up", contact_given, timeout,
+                     site["pids"], {"gatekeeper": out})  # fmt: skip
+    site["mntns"] = os.readlink(f"/proc/{pid}/ns/mnt")
+
+
+def stray(site: dict) -> list[int]:
+    """Live processes of the site's gatekeeper mount namespace (job managers, their
+    helpers, the jobs they forked), wherever the gatekeeper itself is."""
+    mntns = site.get("mntns")
+    if not mntns:
+        return []
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "ns" / "mnt") == mntns:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return [p for p in pids if daemons.alive(p)]
+
+
+def authenticate(grid: dict, site: dict) -> subprocess.Popen:
+    """``globusrun -a``: does the site's gatekeeper accept the grid's proxy (mapped
+    subject, valid certificate)? Started, not waited for (co-allocation asks all sites)."""
+    return subprocess.Popen(client(grid, ["globusrun", "-a", "-r", site["contact"]]),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+
+
+def refusal(site: dict, answer: str) -> str:
+    """globusrun's answer and the gatekeeper's logged reason, as one line."""
+    said = " ".join(answer.split())[-200:] or "no answer"
+    log = Path(site["dir"]) / "gram" / "log" / "gatekeeper.log"
+    reasons = [line.strip() for line in (log.read_text(errors="replace").splitlines()
+               if log.is_file() else []) if "ailure" in line or "rror" in line]  # fmt: skip
+    return said + (f"; gatekeeper log: {reasons[-1][-200:]}" if reasons else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """GRID SITE HOST COMMAND: COMMAND on HOST of a GRAM site, as a GRAM job whose output
+    streams back; replaces itself with globusrun (signals reach it directly)."""
+    from . import virtual
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 4:
+        print("usage: python -m clustertune.grid.gram GRID SITE HOST COMMAND", file=sys.stderr)
+        return 2
+    name, site_name, host, command = args
+    grid = virtual.load(name)
+    site = next((s for s in (grid or {}).get("sites", []) if s["name"] == site_name), None)
+    if site is None or site["scheduler"] != "gram":
+        print(f"clustertune-gram: grid {name!r} has no GRAM site {site_name!r}", file=sys.stderr)
+        return 255
+    agent = str(vcluster.state_dir(name) / "agent")
+    request = rsl({"executable": agent, "arguments": [host, command],
+                   "environment": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                                   daemons.MARK: name}})  # fmt: skip
+    argv_ = client(grid, ["globusrun", "-q", "-o", "-r", site["contact"], request])
+    os.execvp(argv_[0], argv_)
+    return 255  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

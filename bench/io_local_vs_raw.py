@@ -7,11 +7,16 @@ ways in one launch: netcdf (PnetCDF, collective by default), raw (MPI_File_write
 read_at_all of the same bytes at the same offsets) and rawswap (raw plus the 4-byte
 big-endian swap netCDF needs on x86, what PnetCDF does in place). --repeat rounds; the
 variants' order is reversed every other round (so neither side always runs first) and the
-process counts interleave. Each variant runs --warmup untimed repetitions (the first
-variant of a launch pays for a cold start), then --reps timed ones: the launch's minimum of
-the open-to-close time; the bench prints, per (np, N, op), the best and the median over rounds
-of each variant, and the ratios netcdf/rawswap and netcdf/raw: best (of the best times),
-median of the rounds' ratios, and their spread (lowest..highest round).
+process counts interleave. Inside a launch the variants' repetitions interleave too
+(repetition r runs them in order, r+1 reversed), so each netCDF repetition has raw ones
+beside it under the same load; --warmup untimed repetitions come first (the first
+repetitions of a launch pay for a cold start), then --reps timed ones. A launch gives each
+variant's minimum and median of the open-to-close time; the bench prints, per (np, N, op),
+the best (minimum over rounds) and the median (over rounds of the launches' medians) of each
+variant, and the ratios netcdf/rawswap and netcdf/raw: best/best, the median of the rounds'
+ratios of medians, and their spread (lowest..highest round). On a loaded 2-core machine a
+2-rank 64 MiB write's repetitions spread 2-6x, so the minimum of a launch swings by +-25 %
+between launches while the median of interleaved repetitions holds: read the medians.
 
 Target (issue 12): a netCDF collective write takes at most 1.2x the time of raw MPI-IO plus
 byte swap of the same bytes, for sizes >= 8 MB. The machine is shared: the load average is
@@ -50,20 +55,21 @@ def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def summary(values: list[float]) -> dict:
-    return {"best": min(values), "median": statistics.median(values), "rounds": values}
+def summary(t: dict) -> dict:
+    """Best: the fastest repetition of all rounds; median: over the launches' medians."""
+    return {"best": min(t["mins"]), "median": statistics.median(t["medians"]), **t}
 
 
-def ratio_row(num: list[float], den: list[float]) -> dict:
-    """Ratios of two variants measured in the same rounds: best/best, median and spread of
-    the per-round ratios."""
-    per_round = [a / b for a, b in zip(num, den, strict=True)]
-    return {"best": min(num) / min(den), "median": statistics.median(per_round),
+def ratio_row(num: dict, den: dict) -> dict:
+    """Ratios of two variants measured in the same rounds: best/best, and the median and
+    spread of the rounds' ratios of their medians."""
+    per_round = [a / b for a, b in zip(num["medians"], den["medians"], strict=True)]
+    return {"best": min(num["mins"]) / min(den["mins"]), "median": statistics.median(per_round),
             "low": min(per_round), "high": max(per_round)}  # fmt: skip
 
 
 def measure_all(cluster, store, args, sizes, nps, hosts) -> dict:
-    times: dict[tuple, list[float]] = {}
+    times: dict[tuple, dict[str, list[float]]] = {}
     order = list(netcdf.VARIANTS)
     for k in range(args.repeat):
         variants = order if k % 2 == 0 else order[::-1]
@@ -76,9 +82,10 @@ def measure_all(cluster, store, args, sizes, nps, hosts) -> dict:
             if record["status"] != "ok":
                 raise SystemExit(f"np={np_} round {k + 1}: {record['error']}")
             for r in netcdf.results(record):
-                times.setdefault((np_, r["size"], r["op"], r["variant"]), []).append(
-                    r["open_to_close_s_min"]
-                )
+                t = times.setdefault((np_, r["size"], r["op"], r["variant"]),
+                                     {"mins": [], "medians": []})  # fmt: skip
+                t["mins"].append(r["open_to_close_s_min"])
+                t["medians"].append(r["open_to_close_s_median"])
             print(f"  round {k + 1}/{args.repeat} np={np_} ({','.join(variants)}) done, "
                   f"load {load()}", file=sys.stderr, flush=True)  # fmt: skip
     return times
@@ -112,7 +119,7 @@ def render(rows: list[dict], args, where: str, loads: tuple[str, str]) -> str:
 
     lines = [
         f"PnetCDF ({args.mode}, {args.format}) vs raw MPI-IO of the same bytes on {where}; "
-        f"driver {args.driver}; {args.repeat} rounds x min of {args.reps} reps (after "
+        f"driver {args.driver}; {args.repeat} rounds x {args.reps} interleaved reps (after "
         f"{args.warmup} untimed), open-to-close",
         f"load average before: {loads[0]}   after: {loads[1]}",
         "",

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import netCDF4
 import numpy as np
@@ -79,7 +80,10 @@ def test_variants_run_in_the_order_asked(built, store) -> None:
                             variants=["rawswap", "netcdf"], warmup=1)  # fmt: skip
     assert record["status"] == "ok", record["error"]
     rows = netcdf.results(record)
-    assert [r["variant"] for r in rows] == ["rawswap", "rawswap", "netcdf", "netcdf"]
+    # repetitions interleave (each op's results come out together, in the order asked)
+    assert [(r["op"], r["variant"]) for r in rows] == [
+        ("write", "rawswap"), ("write", "netcdf"), ("read", "rawswap"), ("read", "netcdf")
+    ]  # fmt: skip
     assert all(r["reps"] == 1 for r in rows) and record["params"]["warmup"] == 1
     path = kernels.kernel_path(netcdf.NETCDF_KERNEL, "openmpi")
     for bad in ("netcdf,netcdf", "raw,zip", "raw,"):
@@ -98,6 +102,9 @@ def test_a_corrupted_value_fails_the_run_and_its_files(built, store, tmp_path) -
     assert not any(r["valid"] for r in netcdf.results(record))
     # the file itself holds the wrong value: the netCDF4 read-back saw it too
     assert "netCDF4 read-back: 1 values differ" in record["error"]
+    # the kernel's exit status 1 comes with its reason
+    for op in ("write", "read"):
+        assert f"N=16 collective {op} netcdf: data differ from the pattern" in record["error"]
     assert record["figures"]["files"][str(tmp_path / "ct_io_netcdf_16_collective.nc")] == {
         "ncvalidator": True,
         "ncdump": True,
@@ -105,6 +112,27 @@ def test_a_corrupted_value_fails_the_run_and_its_files(built, store, tmp_path) -
     }
     assert not list(tmp_path.iterdir())  # files removed after the checks
     assert "io" in section.render([record]) and "Failed" in section.render([record])
+
+
+def test_a_job_killed_by_a_signal_names_what_the_launcher_said() -> None:
+    """MPICH's hydra reports a rank's death by a signal on stdout (exit status = the signal,
+    e.g. 1 for SIGHUP), where the record's error did not look: this was MPICH's own text."""
+    hydra = "\n".join([
+        "", "=" * 83, "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+        "=   PID 28326 RUNNING AT vm", "=   EXIT CODE: 1", "=" * 83,
+        "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Hangup (signal 1)",
+    ])  # fmt: skip
+
+    def step(rc: int, stdout: str, errors: list[str]) -> SimpleNamespace:
+        completed = SimpleNamespace(returncode=rc, stdout=stdout, timed_out=False,
+                                    interrupted=False)  # fmt: skip
+        return SimpleNamespace(completed=completed, output=SimpleNamespace(errors=errors))
+
+    said = netcdf.launcher_said(step(1, '{"type": "sample"}\n' + hydra, []))
+    assert said is not None and "EXIT CODE: 1" in said and "Hangup (signal 1)" in said
+    assert "sample" not in said and "===" not in said
+    assert netcdf.launcher_said(step(0, hydra, [])) is None  # a job that passed
+    assert netcdf.launcher_said(step(1, hydra, ["rank 1: why"])) is None  # said it itself
 
 
 def test_readback_names_a_wrong_value_and_a_wrong_shape(tmp_path) -> None:

@@ -463,55 +463,76 @@ static void quiet_barrier(void)
     }
 }
 
-/* R timed repetitions of one (variant, op, mode); returns 1 if every check passed */
-static int measure(const run_info *ri, const block *b, enum variant v, enum op op, int mode,
-                   double *const times[P_COUNT])
+/* R timed repetitions of one (op, mode) for every variant, interleaved: repetition r runs
+ * the variants in their order when r is even, reversed when odd. A variant's repetitions so
+ * sit beside the others' under the same load: on the shared machine the 2-rank 256^3 write
+ * moved by 60-100 ms from launch to launch and over seconds, and variants timed one block
+ * after the other took that drift into their ratio. Returns 1 if every check passed. */
+static int measure(const run_info *ri, const block *b, enum op op, int mode,
+                   double *const times[V_COUNT][P_COUNT])
 {
     const options *o = ri->o;
-    char path[4096];
-    path_of(path, sizeof path, o, v, b->n, mode);
-    int ok = 1;
-    for (int r = -o->warmup; r < o->reps; r++) { /* r < 0: untimed warm-up */
-        double t[P_COUNT], tmax[P_COUNT];
-        int corrupt = o->inject_fault && b->rank == b->np - 1 && b->count > 0 &&
-                      ((op == OP_WRITE && r == o->reps - 1) || (op == OP_READ && r == 0));
-        if (op == OP_WRITE) {
-            fill(b);
-            if (corrupt)
-                b->buf[0] ^= 1;
-            /* every variant writes a new file: the previous repetition's is removed untimed
-             * (truncating it, as NC_CLOBBER would, costs ext4 a flush at close and freeing
-             * its pages 14-46 ms on a loaded machine, which timed the file system instead) */
-            if (!FORWARDED && b->rank == 0)
-                MPI_File_delete(path, MPI_INFO_NULL); /* absent is fine */
-        } else {
+    const variant_list *vl = &o->variants;
+    char paths[V_COUNT][4096];
+    int ok[V_COUNT];
+    for (int i = 0; i < vl->count; i++) {
+        path_of(paths[i], sizeof paths[i], o, vl->v[i], b->n, mode);
+        ok[i] = 1;
+    }
+    for (int r = -o->warmup; r < o->reps; r++) /* r < 0: untimed warm-up */
+        for (int k = 0; k < vl->count; k++) {
+            int i = (r + o->warmup) % 2 ? vl->count - 1 - k : k;
+            enum variant v = vl->v[i];
+            double t[P_COUNT], tmax[P_COUNT];
+            int corrupt = o->inject_fault && b->rank == b->np - 1 && b->count > 0 &&
+                          ((op == OP_WRITE && r == o->reps - 1) || (op == OP_READ && r == 0));
+            if (op == OP_WRITE) {
+                fill(b);
+                if (corrupt)
+                    b->buf[0] ^= 1;
+                /* every variant writes a new file: the previous repetition's is removed
+                 * untimed (truncating it, as NC_CLOBBER would, costs ext4 a flush at close and
+                 * freeing its pages 14-46 ms on a loaded machine, which timed the file system
+                 * instead) */
+                if (!FORWARDED && b->rank == 0)
+                    MPI_File_delete(paths[i], MPI_INFO_NULL); /* absent is fine */
+            } else {
+                memset(b->buf, 0, b->count * sizeof(int));
+            }
+            CT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+            one_rep(b, o, v, op, mode, paths[i], t);
+            if (FORWARDED)
+                quiet_barrier();
+            CT_MPI_CHECK(MPI_Allreduce(t, tmax, P_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+            for (int p = 0; r >= 0 && p < P_COUNT; p++)
+                times[v][p][r] = tmax[p];
+            if (op == OP_READ) {
+                if (corrupt)
+                    b->buf[0] ^= 1;
+                ok[i] &= check(b);
+            }
+        }
+    int all_ok = 1;
+    for (int i = 0; i < vl->count; i++) {
+        enum variant v = vl->v[i];
+        if (op == OP_WRITE) { /* the file as the last repetition left it, read back untimed */
+            double t[P_COUNT];
             memset(b->buf, 0, b->count * sizeof(int));
+            one_rep(b, o, v, OP_READ, MODE_COLLECTIVE, paths[i], t);
+            ok[i] &= check(b);
         }
-        CT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-        one_rep(b, o, v, op, mode, path, t);
-        if (FORWARDED)
-            quiet_barrier();
-        CT_MPI_CHECK(MPI_Allreduce(t, tmax, P_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-        for (int p = 0; r >= 0 && p < P_COUNT; p++)
-            times[p][r] = tmax[p];
-        if (op == OP_READ) {
-            if (corrupt)
-                b->buf[0] ^= 1;
-            ok &= check(b);
-        }
+        int all;
+        CT_MPI_CHECK(MPI_Allreduce(&ok[i], &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
+        if (!all && b->rank == 0) /* the job then exits 1: this line says why */
+            fprintf(stderr, "%s: N=%d %s %s %s: data differ from the pattern on some rank\n",
+                    FORWARDED ? "ct-io-fwd" : "ct-io-netcdf", b->n, mode_names[mode],
+                    op_names[op], variant_names[v]);
+        emit(ri, b, v, op, mode, times[v], all, paths[i]);
+        if (v != V_NETCDF && (op == OP_READ || !o->ops[OP_READ]) && b->rank == 0)
+            MPI_File_delete(paths[i], MPI_INFO_NULL);
+        all_ok &= all;
     }
-    if (op == OP_WRITE) { /* the file as the last repetition left it, read back untimed */
-        double t[P_COUNT];
-        memset(b->buf, 0, b->count * sizeof(int));
-        one_rep(b, o, v, OP_READ, MODE_COLLECTIVE, path, t);
-        ok &= check(b);
-    }
-    int all;
-    CT_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
-    emit(ri, b, v, op, mode, times, all, path);
-    if (v != V_NETCDF && (op == OP_READ || !o->ops[OP_READ]) && b->rank == 0)
-        MPI_File_delete(path, MPI_INFO_NULL);
-    return all;
+    return all_ok;
 }
 
 /* ---------------------------------------------------------------- the MPI-IO driver */
@@ -629,9 +650,10 @@ int main(int argc, char **argv)
     int first = o.mode == MODE_BOTH ? MODE_COLLECTIVE : o.mode;
     int last = o.mode == MODE_BOTH ? MODE_INDEPENDENT : o.mode;
     int all_ok = 1;
-    double *times[P_COUNT];
-    for (int p = 0; p < P_COUNT; p++)
-        times[p] = ct_mpi_alloc((size_t)o.reps * sizeof(double), "timings");
+    double *times[V_COUNT][P_COUNT];
+    for (int v = 0; v < V_COUNT; v++)
+        for (int p = 0; p < P_COUNT; p++)
+            times[v][p] = ct_mpi_alloc((size_t)o.reps * sizeof(double), "timings");
 
     for (int s = 0; s < o.sizes.count; s++) {
         int n = o.sizes.v[s];
@@ -645,31 +667,32 @@ int main(int argc, char **argv)
         ct_alloc_failure f = {0};
         b.buf = ct_mpi_try_alloc(&f, b.count ? b.count * sizeof(int) : 1, "the array block");
         ct_mpi_agree(MPI_COMM_WORLD, &f);
-        for (int mode = first; mode <= last; mode++)
-            for (int i = 0; i < o.variants.count; i++) {
-                enum variant v = o.variants.v[i];
-                if (o.ops[OP_WRITE])
-                    all_ok &= measure(&ri, &b, v, OP_WRITE, mode, times);
-                if (o.ops[OP_READ]) {
-                    if (!o.ops[OP_WRITE]) { /* a file to read: written untimed */
-                        double t[P_COUNT];
-                        char path[4096];
-                        path_of(path, sizeof path, &o, v, n, mode);
-                        fill(&b);
-                        one_rep(&b, &o, v, OP_WRITE, MODE_COLLECTIVE, path, t);
-                    }
-                    all_ok &= measure(&ri, &b, v, OP_READ, mode, times);
-                }
-                if (!FORWARDED && v == V_NETCDF && !o.keep && rank == 0) {
+        for (int mode = first; mode <= last; mode++) {
+            if (o.ops[OP_WRITE])
+                all_ok &= measure(&ri, &b, OP_WRITE, mode, times);
+            else /* the files to read: written untimed */
+                for (int i = 0; i < o.variants.count; i++) {
+                    double t[P_COUNT];
                     char path[4096];
-                    path_of(path, sizeof path, &o, v, n, mode);
-                    remove(path);
+                    path_of(path, sizeof path, &o, o.variants.v[i], n, mode);
+                    fill(&b);
+                    one_rep(&b, &o, o.variants.v[i], OP_WRITE, MODE_COLLECTIVE, path, t);
                 }
-            }
+            if (o.ops[OP_READ])
+                all_ok &= measure(&ri, &b, OP_READ, mode, times);
+            if (!FORWARDED && !o.keep && rank == 0) /* raw files: removed by measure */
+                for (int i = 0; i < o.variants.count; i++)
+                    if (o.variants.v[i] == V_NETCDF) {
+                        char path[4096];
+                        path_of(path, sizeof path, &o, V_NETCDF, n, mode);
+                        remove(path);
+                    }
+        }
         free(b.buf);
     }
-    for (int p = 0; p < P_COUNT; p++)
-        free(times[p]);
+    for (int v = 0; v < V_COUNT; v++)
+        for (int p = 0; p < P_COUNT; p++)
+            free(times[v][p]);
     ct_mpi_result(all_ok ? "passed" : "failed", NULL, detail, &ri);
     MPI_Finalize();
     return all_ok ? 0 : 1;

@@ -30,6 +30,7 @@
 #include <netdb.h>
 #include <openssl/rand.h>
 #include <pnetcdf.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,11 @@ static int session(MPI_Comm comm)
     if (!S.atexit_set) {
         atexit(say_bye);
         S.atexit_set = 1;
+        /* a server gone mid-write is then an error with its line (EPIPE), not a silent death
+         * by SIGPIPE, unless the program chose a handler of its own */
+        struct sigaction sa;
+        if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL)
+            signal(SIGPIPE, SIG_IGN);
     }
     /* rank 0 first: token and the server ranks' ports for everyone */
     uint64_t token = 0;

@@ -904,3 +904,75 @@ def test_a_link_slowed_a_little_while_it_retransmits_is_slowed_by_the_loss():
         "slowed by the packet loss there: host2 711",
         "slowed by the packet loss there: pair",
     ]
+
+
+# --------------------------------------------------------------------------- curve shape
+# The matrix's mid-size sweeps (1-256 KiB, two sizes per octave), recorded on 1 Gbit links
+
+
+def sweep_curve(name):
+    return na.curve_from_points(stored(name)["samples"])
+
+
+@pytest.mark.parametrize(
+    "name, found",
+    [
+        ("tcp-1gbit-paced-loss1pc-dip.json", {"dips": [4096, 5793]}),
+        ("tcp-1gbit-tbf-loss1pc-jagged.json", {"jagged": [8192, 23170, 46341]}),
+        # healthy: the worst of three sweeps on each wire (tbf: two sizes below 0.6 of
+        # their envelope, one short of jagged); 0.1 % loss: only the TCP counters show it
+        ("tcp-1gbit-paced-midsweep.json", {}),
+        ("tcp-1gbit-tbf-midsweep.json", {}),
+        ("tcp-1gbit-paced-loss01pc-midsweep.json", {}),
+    ],
+)
+def test_shape_findings_of_recorded_mid_size_sweeps(name, found):
+    got = na.shape_findings(sweep_curve(name))
+    assert {k: [p["size"] for p in v] for k, v in got.items()} == found
+    assert all(p["depth_ratio"] < na.JAGGED_MAX_RATIO for v in got.values() for p in v)
+
+
+def test_jagged_needs_three_slow_sizes_and_ignores_the_latency_floor():
+    size = np.array([1, 2, 4, 8, 16, 32, 64, 128]) * 1024
+    thr = np.array([10, 100, 40, 100, 45, 100, 50, 100]) * 1e6  # three saw-teeth
+    curve = na.Curve(size=size, time_s=size * 8 / thr)
+    assert [p["size"] for p in na.jagged(curve)] == [4096, 16384, 65536]
+    assert na.jagged(curve, min_points=4) == []
+    assert na.dips(curve) == []  # no two slow sizes in a row
+    low = np.array([1, 100, 100, 100, 100, 100, 100, 100]) * 1e6  # slow only where the
+    assert na.jagged(na.Curve(size=size, time_s=size * 8 / low)) == []  # envelope is low
+
+
+def shape_curves(pairs_bad, name_bad="tcp-1gbit-paced-loss1pc-dip.json"):
+    """Every pair of HOSTS a healthy recorded sweep, those in ``pairs_bad`` the lossy one."""
+    good, bad = sweep_curve("tcp-1gbit-paced-midsweep.json"), sweep_curve(name_bad)
+    return {p: bad if p in pairs_bad else good for p in combinations(HOSTS, 2)}
+
+
+def test_a_host_whose_curves_dip_on_most_links_is_named_with_the_sizes():
+    host2 = {p for p in combinations(HOSTS, 2) if "host2" in p}
+    curves = shape_curves(host2)
+    asked = []
+    flags = na.diagnose_shapes(HOSTS, curves, lambda pairs: asked.extend(pairs) or curves)
+    assert sorted(asked) == sorted(host2)  # only the suspects are measured again
+    assert [(f.get("host"), f["figure"]) for f in flags] == [("host2", "dips")]
+    assert "on 3 of its links" in flags[0]["reason"] and "4096 B" in flags[0]["reason"]
+
+
+def test_a_dip_not_seen_again_on_the_retest_is_no_finding_and_one_link_is_the_pair():
+    curves = shape_curves({("host1", "host3")})
+    assert na.diagnose_shapes(HOSTS, curves, lambda pairs: shape_curves(set())) == []
+    flags = na.diagnose_shapes(HOSTS, curves, lambda pairs: curves)
+    assert [(f.get("pair"), f["figure"]) for f in flags] == [(["host1", "host3"], "dips")]
+    clean = shape_curves(set())
+    assert na.diagnose_shapes(HOSTS, clean, lambda pairs: pytest.fail("re-tested")) == []
+
+
+def test_a_shape_flag_where_another_flag_blames_is_its_symptom():
+    loss = {"host": "host2", "figure": "retransmissions", "reason": "host2 loses"}
+    fabric = {"fabric": ["host0", "host1"], "figure": "bandwidth_mbps", "reason": "slow"}
+    on_host2 = {"pair": ["host1", "host2"], "figure": "dips", "reason": "host1-host2 dips"}
+    elsewhere = {"pair": ["host0", "host3"], "figure": "dips", "reason": "host0-host3 dips"}
+    flagged, notes = na.with_shapes([loss, fabric], [on_host2, elsewhere])
+    assert flagged == [loss, fabric, elsewhere]
+    assert notes == ["goes with the finding there: host1-host2 dips"]

@@ -473,6 +473,26 @@ def test_retransmissions_count_both_ends_and_fill_a_symmetric_grid():
     assert grid == [[None, 0, 5], [0, None, None], [5, None, None]]
 
 
+def test_each_pair_runs_one_byte_a_mid_size_sweep_and_the_bandwidth_size():
+    assert matrix.sweeps(1 << 20) == [(1, 1, ()), (1024, 256 * 1024, matrix.SWEEP_ARGS),
+                                      (1 << 20, 1 << 20, ())]  # fmt: skip
+    assert matrix.sweeps(64 * 1024)[1][:2] == (1024, 32 * 1024)  # below the bandwidth size
+    assert matrix.sweeps(2048) == [(1, 1, ()), (2048, 2048, ())]  # no room for a sweep
+    # a run's TCP counters sit on its first sample: a sweep's are counted once
+    samples = [{"size": 1, "retrans": 1, "data_segs": 10}, {"size": 1024, "sweep": True,
+               "retrans": 3, "data_segs": 50}, {"size": 2048, "sweep": True}]  # fmt: skip
+    assert matrix.tcp_counters(samples) == {"retransmissions": 4, "data_segments": 60}
+    # latency and bandwidth come from the two sizes, the shape from the sweep
+    samples += [{"size": 4096, "sweep": True, "t_min_s": 1e-4}, {"size": 1 << 20, "t_min_s": 0.01}]
+    samples[0]["t_min_s"], samples[1]["t_min_s"], samples[2]["t_min_s"] = 5e-5, 1e-5, 3e-5
+    m = matrix.measurement("a", "b", samples)
+    assert m["latency_us"] == pytest.approx(50) and m["bandwidth_mbps"] == pytest.approx(
+        838.9, abs=0.1
+    )
+    curves = matrix.sweep_curves({("b", "a"): samples})
+    assert list(curves) == [("a", "b")] and list(curves["a", "b"].size) == [1024, 2048, 4096]
+
+
 LOSS, DELAY = {"loss": 0.001}, {"delay_us": 500}
 FAULTS = {  # one fault on four 1 Gbit hosts: on host2, or on the link host1-host2 only
     "host loss 0.1%": ({"host_faults": {"host2": LOSS}}, ("host2", None, "retransmissions")),

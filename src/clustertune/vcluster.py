@@ -412,7 +412,6 @@ def _merged(old: dict, new: dict) -> dict:
     return {k: v for k, v in merged.items() if v is not None and not (k in _ZERO_IS_OFF and v == 0)}
 
 
-
 def _all_namespaces(state: dict) -> list[str]:
     return [h["namespace"] for h in state["hosts"]] + [state["switch_ns"]]
 
@@ -747,6 +746,7 @@ def cluster_from_state(state: dict) -> Cluster:
         extra={
             "agent": state["agent"],
             "state_dir": str(state_dir(state["name"])),
+            "wire": state.get("wire", "tbf"),
             # per host and per link ("hostA-hostB"), as `vcluster set` last left them
             "faults": {h["name"]: h["faults"] for h in state["hosts"] if h.get("faults")}
             | state.get("link_faults", {}),

@@ -18,7 +18,7 @@ Units: sizes in bytes, times in seconds inside, throughput in bit/s inside;
 what is reported is µs, Mbit/s (1e6 bit/s) and bytes.
 """
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import isfinite
 
@@ -47,6 +47,11 @@ DIP_MAX_RATIO = 0.5
 DIP_MIN_LEVEL = 0.25
 # ... over at least this many adjacent sizes.
 DIP_MIN_POINTS = 2
+# Jagged: at least this many sizes, adjacent or not, below this fraction of their envelope.
+# A healthy paced 1 Gbit link had at most 1 such size in 6 sweeps of 1-256 KiB at load
+# 4-5, a tbf one 2 (its bucket); 1 % loss 1-4 (docs/network.md).
+JAGGED_MAX_RATIO = 0.6
+JAGGED_MIN_POINTS = 3
 
 
 # --------------------------------------------------------------------------- curve
@@ -355,6 +360,33 @@ def overhead(
     }
 
 
+def _envelope_ratios(curve: Curve, min_level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each inner size's throughput over its envelope: min(best throughput at smaller sizes,
+    best at larger ones), the level the curve reached before and recovers to after; NaN
+    where the envelope is below ``min_level`` x the peak (latency-dominated sizes). Also
+    the envelope itself. Sizes 1 .. n-2 of the curve."""
+    thr = curve.throughput_bps
+    left = np.maximum.accumulate(thr)[:-2]  # best over sizes < i, for i = 1 .. n-2
+    right = np.maximum.accumulate(thr[::-1])[::-1][2:]  # best over sizes > i
+    envelope = np.minimum(left, right)
+    ratio = np.full(envelope.shape, np.nan)
+    level = (envelope >= min_level * thr.max()) & (envelope > 0)
+    np.divide(thr[1:-1], envelope, out=ratio, where=level)
+    return ratio, envelope
+
+
+def _points(curve: Curve, inner: np.ndarray, envelope: np.ndarray) -> list[dict[str, float]]:
+    return [
+        {
+            "size": int(curve.size[i + 1]),
+            "throughput_mbps": float(curve.throughput_bps[i + 1] / MBIT),
+            "envelope_mbps": float(envelope[i] / MBIT),
+            "depth_ratio": float(curve.throughput_bps[i + 1] / envelope[i]),
+        }
+        for i in np.flatnonzero(inner)
+    ]
+
+
 def dips(
     curve: Curve,
     max_ratio: float = DIP_MAX_RATIO,
@@ -363,32 +395,23 @@ def dips(
 ) -> list[dict[str, float]]:
     """Throughput dips: the faulty-NIC signature of seeds/002 fig. 8.
 
-    The envelope at a size is min(best throughput at smaller sizes, best at larger sizes):
-    the level the curve reached before and recovers to after. A point is in a dip when its
-    throughput is below ``max_ratio`` x envelope, the envelope is at least ``min_level`` x
-    the curve's peak, and at least ``min_points`` adjacent sizes in a row are so (one slow
-    size alone is timing noise, as one fast size is for the bandwidth). A rising or
-    flattening curve never dips (its envelope is at most its own value), and neither does a
-    collapse that never recovers. Only sizes from the saturation point on can dip (every
-    size when it is not determined): below it the time sits on the latency floor, where it
-    varies most (seeds/002), and a run of slow sizes there is scheduling noise.
+    A point is in a dip when its throughput is below ``max_ratio`` x its envelope
+    (:func:`_envelope_ratios`), the envelope is at least ``min_level`` x the curve's peak,
+    and at least ``min_points`` adjacent sizes in a row are so (one slow size alone is
+    timing noise, as one fast size is for the bandwidth). A rising or flattening curve
+    never dips (its envelope is at most its own value), and neither does a collapse that
+    never recovers. Only sizes from the saturation point on can dip (every size when it is
+    not determined): below it the time sits on the latency floor, where it varies most
+    (seeds/002), and a run of slow sizes there is scheduling noise.
     """
-    thr = curve.throughput_bps
-    if len(thr) < 3:
+    if len(curve.size) < 3:
         return []
     try:
         floor_end = saturation_point_bytes(curve)
     except ValueError:
         floor_end = 0.0
-    left = np.maximum.accumulate(thr)[:-2]  # best over sizes < i, for i = 1 .. n-2
-    right = np.maximum.accumulate(thr[::-1])[::-1][2:]  # best over sizes > i
-    envelope = np.minimum(left, right)
-    inner = thr[1:-1]
-    hit = (
-        (inner < max_ratio * envelope)
-        & (envelope >= min_level * thr.max())
-        & (curve.size[1:-1] >= floor_end)
-    )
+    ratio, envelope = _envelope_ratios(curve, min_level)
+    hit = (ratio < max_ratio) & (curve.size[1:-1] >= floor_end)
     keep = np.zeros_like(hit)
     start = None
     for i, h in enumerate([*hit, False]):  # mark runs of at least min_points hits
@@ -397,15 +420,24 @@ def dips(
         elif not h and start is not None:
             keep[start:i] = i - start >= min_points
             start = None
-    return [
-        {
-            "size": int(curve.size[i + 1]),
-            "throughput_mbps": float(inner[i] / MBIT),
-            "envelope_mbps": float(envelope[i] / MBIT),
-            "depth_ratio": float(inner[i] / envelope[i]),
-        }
-        for i in np.flatnonzero(keep)
-    ]
+    return _points(curve, keep, envelope)
+
+
+def jagged(
+    curve: Curve,
+    max_ratio: float = JAGGED_MAX_RATIO,
+    min_level: float = DIP_MIN_LEVEL,
+    min_points: int = JAGGED_MIN_POINTS,
+) -> list[dict[str, float]]:
+    """The sizes of a jagged curve: at least ``min_points`` sizes, adjacent or not, each
+    below ``max_ratio`` x its envelope (:func:`_envelope_ratios`) — the saw-tooth of a
+    lossy link, whose lost segments cost a timeout at scattered sizes rather than one
+    dip. [] when fewer are (one or two slow sizes are scheduling noise on a busy host)."""
+    if len(curve.size) < 3:
+        return []
+    ratio, envelope = _envelope_ratios(curve, min_level)
+    hit = ratio < max_ratio
+    return _points(curve, hit, envelope) if hit.sum() >= min_points else []
 
 
 def summarize(
@@ -821,6 +853,28 @@ def _evidence(pair: Pair, m: Mapping[str, object]) -> str:
     return f"{'-'.join(pair)} {m['retransmissions']}{share}"
 
 
+def _links_of(hosts: Sequence[str], pairs: Iterable[Pair]) -> dict[str, list[Pair]]:
+    """Each host's measured links (pairs in sorted order)."""
+    links: dict[str, list[Pair]] = {h: [] for h in hosts}
+    for a, b in pairs:
+        links[a].append((a, b))
+        links[b].append((a, b))
+    return links
+
+
+def _hosts_or_links(
+    links: Mapping[str, list[Pair]], bad: Collection[Pair]
+) -> tuple[dict[str, list[Pair]], list[Pair]]:
+    """Who a set of bad links blames: each host with at least two bad links, more than half
+    of its own (with the links), and every bad link touching none of those hosts."""
+    hosts = {}
+    for host, mine in links.items():
+        own = [p for p in mine if p in bad]
+        if len(own) >= 2 and 2 * len(own) > len(mine):
+            hosts[host] = own
+    return hosts, [p for p in bad if not set(hosts) & set(p)]
+
+
 def diagnose_loss(
     hosts: Sequence[str],
     measured: Iterable[Mapping[str, object]],
@@ -840,39 +894,95 @@ def diagnose_loss(
     first = _lossy(measured)
     if not first:
         return []
-    links: dict[str, list[Pair]] = {h: [] for h in hosts}
-    for m in measured:
-        a, b = sorted(m["pair"])  # type: ignore[arg-type]
-        links[a].append((a, b))
-        links[b].append((a, b))
+    links = _links_of(hosts, (tuple(sorted(m["pair"])) for m in measured))  # type: ignore[arg-type]
     touched = {h for p in first for h in p}
     lossy = _lossy(remeasure(sorted({p for h in touched for p in links[h]})))
+    blamed, pairs = _hosts_or_links(links, lossy)
     flags: list[dict[str, object]] = []
-    blamed = set()
-    for host in hosts:
-        mine = links[host]
-        bad = [p for p in mine if p in lossy]
-        if len(bad) >= 2 and 2 * len(bad) > len(mine):
-            blamed.add(host)
-            counts = ", ".join(_evidence(p, lossy[p]) for p in bad)
-            flags.append(
-                {
-                    "host": host, "figure": "retransmissions", "value": None, "median": 0,
-                    "reason": f"{host}: TCP retransmissions on {len(bad)} of its {len(mine)} "
-                    f"links, re-tested ({counts}) — packet loss: suspect {host}'s NIC or cable",
-                }
-            )  # fmt: skip
-    for pair, m in lossy.items():
-        if not blamed & set(pair):
-            flags.append(
-                {
-                    "pair": list(pair), "figure": "retransmissions",
-                    "value": m["retransmissions"], "median": 0,
-                    "reason": f"{_evidence(pair, m)} TCP retransmissions, re-tested — "
-                    "packet loss: suspect the cable or switch ports between them",
-                }
-            )  # fmt: skip
+    for host, bad in blamed.items():
+        counts = ", ".join(_evidence(p, lossy[p]) for p in bad)
+        flags.append(
+            {
+                "host": host, "figure": "retransmissions", "value": None, "median": 0,
+                "reason": f"{host}: TCP retransmissions on {len(bad)} of its {len(links[host])} "
+                f"links, re-tested ({counts}) — packet loss: suspect {host}'s NIC or cable",
+            }
+        )  # fmt: skip
+    for pair in pairs:
+        m = lossy[pair]
+        flags.append(
+            {
+                "pair": list(pair), "figure": "retransmissions",
+                "value": m["retransmissions"], "median": 0,
+                "reason": f"{_evidence(pair, m)} TCP retransmissions, re-tested — "
+                "packet loss: suspect the cable or switch ports between them",
+            }
+        )  # fmt: skip
     return flags
+
+
+# --------------------------------------------------------------------------- curve shape
+
+
+def shape_findings(curve: Curve) -> dict[str, list[dict[str, float]]]:
+    """The dips and the jagged sizes of one link's sweep (only those found)."""
+    found = {"dips": dips(curve), "jagged": jagged(curve)}
+    return {k: v for k, v in found.items() if v}
+
+
+def _shape_evidence(pair: Pair, found: Mapping[str, list[dict[str, float]]]) -> str:
+    points = sorted(
+        {(p["size"], p["throughput_mbps"], p["depth_ratio"]) for v in found.values() for p in v}
+    )
+    where = ", ".join(f"{s} B {t:.0f} Mbit/s ({r:.2f})" for s, t, r in points)
+    return f"{'-'.join(pair)} {' and '.join(found)} at {where}"
+
+
+def diagnose_shapes(
+    hosts: Sequence[str],
+    curves: Mapping[Pair, Curve],
+    remeasure: Callable[[list[Pair]], Mapping[Pair, Curve]],
+) -> list[dict[str, object]]:
+    """A dip or a jagged curve on a link (the sweep between latency and bandwidth sizes)
+    is a finding of its own: the throughput of some mid sizes collapses while the sizes
+    around it do not, the lossy-link picture of seeds/002 fig. 8. A link is bad only when
+    its re-measured sweep (``remeasure``) shows it again; then, as for loss, a host with at
+    least two bad links, more than half of its own, is named, else each link. Each flag's
+    evidence lists the sizes: throughput and its ratio to the level around it."""
+    first = {p: f for p, c in curves.items() if (f := shape_findings(c))}
+    if not first:
+        return []
+    again = remeasure(sorted(first))
+    bad = {p: f for p, c in again.items() if p in first and (f := shape_findings(c))}
+    blamed, pairs = _hosts_or_links(_links_of(hosts, curves), bad)
+    flags: list[dict[str, object]] = []
+    for host, own in blamed.items():
+        flags.append({
+            "host": host, "figure": "dips", "value": None, "median": None,
+            "reason": f"{host}: throughput dips or jags on {len(own)} of its links, re-tested ("
+            + "; ".join(_shape_evidence(p, bad[p]) for p in own)
+            + f") — suspect {host}'s NIC or cable (packet loss)",
+        })  # fmt: skip
+    for pair in pairs:
+        flags.append({
+            "pair": list(pair), "figure": "dips", "value": None, "median": None,
+            "reason": f"{_shape_evidence(pair, bad[pair])}, re-tested — suspect the cable or "
+            "switch ports between them (packet loss)",
+        })  # fmt: skip
+    return flags
+
+
+def with_shapes(flagged: list[dict], shapes: list[dict]) -> tuple[list[dict], list[str]]:
+    """Shape flags on a host or pair some other flag already blames are its symptom (a
+    lossy or slow link's curve jags): notes; the others are flags of their own."""
+    blamed = [_blamed(f) for f in flagged if "fabric" not in f]
+    kept, notes = [], []
+    for f in shapes:
+        if any(b <= _blamed(f) for b in blamed):  # that host, or that very pair
+            notes.append(f"goes with the finding there: {f['reason']}")
+        else:
+            kept.append(f)
+    return flagged + kept, notes
 
 
 def _blamed(flag: Mapping[str, object]) -> set[str]:

@@ -1,8 +1,10 @@
 """``net matrix``: every host pair, n-1 rounds of disjoint pairs at once, then diagnosis.
 
-Each pair measures two sizes only, as ``ct-mpi-pingpong --pairs-round-robin`` does: one
-byte (latency) and ``size`` bytes (bandwidth: the throughput of that size). Suspect links
-are measured again before anyone is blamed (:func:`analysis.diagnose_with_retest`).
+Each pair measures one byte (latency), ``size`` bytes (bandwidth: the throughput of that
+size) and, over TCP, a short sweep of the mid sizes between, where a lossy link's curve
+dips or jags (:func:`analysis.diagnose_shapes`); MPI measures the two sizes only, as
+``ct-mpi-pingpong --pairs-round-robin`` does. Suspect links are measured again before
+anyone is blamed (:func:`analysis.diagnose_with_retest`).
 TCP pairs of a round run at the same time (a server and a client each); MPI runs the
 kernel's round-robin mode with one rank per host, and re-tests a pair with two ranks.
 Before the matrix every pair is checked for TCP reachability, and hosts that cannot be
@@ -22,10 +24,23 @@ from ...launch import Launcher, launcher_for
 from ...results import Store
 from ...runner import Run
 from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis
-from .pingpong import both_ends, check_size, pair_rate_bps, reachable, tcp_pair
+from .pingpong import (
+    SHAPED_LAUNCHERS,
+    both_ends,
+    check_size,
+    pair_rate_bps,
+    reachable,
+    tcp_pair,
+)
 
 DEFAULT_SIZE = 1 << 20  # the MPI kernel's round-robin default
 LATENCY_SIZE = 1
+# The mid-size sweep: where 0.1-1 % loss shows (seeds/002 fig. 8: 1 KiB-256 KiB), two sizes
+# per octave, each point's trials ~20 ms (0.4-0.6 s a pair at 1 Gbit).
+SWEEP_MIN, SWEEP_MAX = 1024, 256 * 1024
+SWEEP_ARGS = ("--points-per-octave", "2", "--point-time", "0.02")
+# A run of the kernel: smallest and largest size, and extra arguments.
+Sweep = tuple[int, int, tuple[str, ...]]
 # The loss re-test: the bandwidth size for this long per pair, ~10x a matrix point's
 # traffic, so 0.1 % loss shows as tens of retransmissions, not the handful a point sees.
 LOSS_POINT_TIME_S = 1.0
@@ -66,7 +81,7 @@ def disjoint_rounds(pairs: Sequence[Pair]) -> list[list[Pair]]:
 def measurement(a: str, b: str, samples: Sequence[dict]) -> dict:
     """Latency (smallest size) and bandwidth (throughput of the largest) of one pair, and
     the TCP retransmissions of its runs when the samples carry them (TCP layer)."""
-    curve = analysis.curve_from_points(samples)
+    curve = analysis.curve_from_points([s for s in samples if not s.get("sweep")])
     return {
         "pair": [a, b],
         "latency_us": analysis.latency_us(curve),
@@ -75,8 +90,35 @@ def measurement(a: str, b: str, samples: Sequence[dict]) -> dict:
     }
 
 
+def sweeps(size: int, mid_sizes: bool = True) -> list[Sweep]:
+    """A pair's runs in the TCP matrix: one byte, the mid-size sweep below ``size`` (when
+    asked and there is room for one), ``size``."""
+    top = min(SWEEP_MAX, size // 2)
+    mid: list[Sweep] = [(SWEEP_MIN, top, SWEEP_ARGS)] if mid_sizes and top >= 2 * SWEEP_MIN else []
+    return [(LATENCY_SIZE, LATENCY_SIZE, ()), *mid, (size, size, ())]
+
+
+def wire_shaped(cluster: Cluster, hosts: Sequence[str]) -> bool:
+    """Whether these hosts' mid-size curves have the shape of a wire: real links and a
+    virtual cluster's paced wire do; a tbf bucket draws its own (mid sizes up to twice
+    nominal, and jagged under load: a healthy 8-host tbf matrix was flagged for it)."""
+    shaped = any(cluster.launcher_of(h) in SHAPED_LAUNCHERS for h in hosts)
+    return not shaped or cluster.extra.get("wire") == "paced"
+
+
+def sweep_curves(found: dict[Pair, list[dict]]) -> dict[Pair, analysis.Curve]:
+    """Each pair's mid-size sweep as a curve (sorted pair), where it has one."""
+    curves = {}
+    for pair, samples in found.items():
+        mid = [s for s in samples if s.get("sweep")]
+        if len({s["size"] for s in mid}) >= 3:
+            curves[tuple(sorted(pair))] = analysis.curve_from_points(mid)
+    return curves  # type: ignore[return-value]
+
+
 def tcp_counters(samples: Sequence[dict]) -> dict[str, int | None]:
-    """Retransmitted and sent data segments of the runs behind ``samples`` (None: not TCP)."""
+    """Retransmitted and sent data segments of the runs behind ``samples`` (None: not TCP;
+    a run's counters are on its first sample only)."""
     counted = [s for s in samples if s.get("retrans") is not None]
     return {
         "retransmissions": sum(s["retrans"] for s in counted) if counted else None,
@@ -88,39 +130,36 @@ def tcp_counters(samples: Sequence[dict]) -> dict[str, int | None]:
 
 
 def _tcp_pair(
-    run: Run, a: str, b: str, sizes: Sequence[int], timeout: float, tag: dict,
-    point_time: float | None,
-) -> list[dict]:  # fmt: skip
+    run: Run, a: str, b: str, runs: Sequence[Sweep], timeout: float, tag: dict
+) -> list[dict]:
     found = []
-    for s in sizes:  # one run per size, so each sample carries its own run's TCP counters
-        args = ["--min-size", str(s), "--max-size", str(s), "--perturbation", "0", "--trials", "3"]
-        if point_time is not None:
-            args += ["--point-time", str(point_time)]
+    for lo, hi, extra in runs:  # a run each, so the TCP counters are each run's own
+        args = ["--min-size", str(lo), "--max-size", str(hi), "--perturbation", "0",
+                "--trials", "3", *extra]  # fmt: skip
         try:
             step = tcp_pair(run, a, b, args, timeout, tag={"host_a": a, "host_b": b, **tag},
-                            what=f"{a}-{b} {s} B")  # fmt: skip
+                            what=f"{a}-{b} {lo}-{hi} B")  # fmt: skip
         except UserError as exc:  # the server could not start: this pair stays unmeasured
             run.problems.append(f"{a}-{b}: {exc}")
             return found
         detail = (step.output.result or {}).get("detail") or {}
-        for sample in step.output.samples:  # in the stored samples too
-            sample["retrans"] = lost_and_resent(detail)
-            sample["data_segs"] = both_ends(detail, "data_segs_out")
+        for i, sample in enumerate(step.output.samples):  # in the stored samples too
+            sample["sweep"] = lo < hi
+            if i == 0:
+                sample["retrans"] = lost_and_resent(detail)
+                sample["data_segs"] = both_ends(detail, "data_segs_out")
         found += step.output.samples
     return found
 
 
 def tcp_round(
-    run: Run, pairs: Sequence[Pair], sizes: Sequence[int], timeout: float | None, tag: dict,
-    point_time: float | None = None,
-) -> dict[Pair, list[dict]]:  # fmt: skip
+    run: Run, pairs: Sequence[Pair], runs: Sequence[Sweep], timeout: float | None, tag: dict
+) -> dict[Pair, list[dict]]:
     """One round: every pair at the same time, each in its own thread."""
-    timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, max(sizes)) for a, b in pairs)
+    largest = max(hi for _, hi, _ in runs)
+    timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, largest) for a, b in pairs)
     with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
-        futures = {
-            pair: pool.submit(_tcp_pair, run, *pair, sizes, timeout, tag, point_time)
-            for pair in pairs
-        }
+        futures = {pair: pool.submit(_tcp_pair, run, *pair, runs, timeout, tag) for pair in pairs}
         return {pair: f.result() for pair, f in futures.items()}
 
 
@@ -132,12 +171,20 @@ def lost_and_resent(detail: dict) -> int | None:
     return None if total is None else total - (both_ends(detail, "dsack_dups") or 0)
 
 
-def loss_retest(run: Run, pairs: Sequence[Pair], size: int, timeout: float | None) -> list[dict]:
-    """Retransmissions of ``pairs`` over a long run at ``size`` (the loss re-test)."""
+def retest(
+    run: Run, pairs: Sequence[Pair], runs: Sequence[Sweep], timeout: float | None, what: str
+) -> dict[Pair, list[dict]]:
+    """``pairs`` measured again with ``runs``, in rounds of disjoint pairs."""
     found: dict[Pair, list[dict]] = {}
     for r, group in enumerate(disjoint_rounds(pairs)):
-        tag = {"round": r, "retest": "loss"}
-        found |= tcp_round(run, group, [size], timeout, tag, point_time=LOSS_POINT_TIME_S)
+        found |= tcp_round(run, group, runs, timeout, {"round": r, "retest": what})
+    return found
+
+
+def loss_retest(run: Run, pairs: Sequence[Pair], size: int, timeout: float | None) -> list[dict]:
+    """Retransmissions of ``pairs`` over a long run at ``size`` (the loss re-test)."""
+    runs = [(size, size, ("--point-time", str(LOSS_POINT_TIME_S)))]
+    found = retest(run, pairs, runs, timeout, "loss")
     return [{"pair": [a, b], **tcp_counters(samples)} for (a, b), samples in found.items()]
 
 
@@ -298,10 +345,12 @@ def run_matrix(
                 for a, b in pairs:
                     found |= mpi_round_robin(run, [a, b], mpi, size, timeout, {"retest": True})
             else:
-                groups = rounds(live) if not retest else disjoint_rounds(pairs)
-                for r, group in enumerate(groups):
-                    tag = {"round": r, "retest": retest}
-                    found |= tcp_round(run, group, [LATENCY_SIZE, size], timeout, tag)
+                # the re-test of a latency or bandwidth suspect needs their two sizes only
+                runs = sweeps(size, mid_sizes=shapes and not retest)
+                for r, group in enumerate(rounds(live) if not retest else disjoint_rounds(pairs)):
+                    found |= tcp_round(run, group, runs, timeout, {"round": r, "retest": retest})
+                if not retest:
+                    curves.update(sweep_curves(found))
             result = []
             for (a, b), samples in found.items():
                 try:
@@ -310,6 +359,8 @@ def run_matrix(
                     run.problems.append(f"{a}-{b}: {exc}")
             return result
 
+        curves: dict[Pair, analysis.Curve] = {}
+        shapes = layer == "tcp" and wire_shaped(cluster, live)
         first = measure([], retest=False)
         diagnosis = None
         try:
@@ -331,6 +382,18 @@ def run_matrix(
             )
             run.figures["flagged"], notes = analysis.with_loss(run.figures["flagged"], loss)
             run.figures["notes"] = run.figures.get("notes", []) + notes
+        if shapes and diagnosis is not None:
+            found = analysis.diagnose_shapes(
+                names, curves,
+                lambda pairs: sweep_curves(retest(run, pairs, sweeps(size)[1:-1], timeout, "shape")),
+            )  # fmt: skip
+            run.figures["flagged"], notes = analysis.with_shapes(run.figures["flagged"], found)
+            run.figures["notes"] += notes
+        elif layer == "tcp":
+            run.figures.setdefault("notes", []).append(
+                "mid-size curves not judged: a tbf-shaped virtual link draws its bucket's "
+                "curve, not a wire's (vcluster up --wire paced)"
+            )
         run.figures["flagged"] = link_flags + unstable(live, first) + run.figures.get("flagged", [])
         complete = not run.problems and not any(s.problems for s in run.steps)
         # a pair that failed verification fails the matrix, however far it got

@@ -67,6 +67,7 @@ def coallocate(grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier:
     sites = {s["name"]: s for s in grid["sites"]}
     timeline: dict[str, dict] = {}
     pending: dict[str, subprocess.Popen] = {}
+    marks: dict[str, int] = {}  # GRAM sites: where their gatekeeper's log stood
     for site_name, hosts in wanted.items():
         site = sites[site_name]
         timeline[site_name] = {"scheduler": site["scheduler"], "hosts": hosts,
@@ -74,6 +75,7 @@ def coallocate(grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier:
         if site["scheduler"] == "slurm":
             pending[site_name] = _request(site, hosts, name, minutes)
         elif site["scheduler"] == "gram":  # nothing to allocate, but the site must accept us
+            marks[site_name] = gram.log_mark(site)
             pending[site_name] = gram.authenticate(grid, site)
         else:  # nothing to allocate: reached directly
             timeline[site_name]["granted"] = time.time()
@@ -91,7 +93,7 @@ def coallocate(grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier:
                     timeline[site_name].update(granted=time.time(), allocation="gsi")
                 else:
                     why = (f"{site_name}: GRAM authentication refused: "
-                           f"{gram.refusal(sites[site_name], said)}")  # fmt: skip
+                           f"{gram.refusal(sites[site_name], said, marks[site_name])}")  # fmt: skip
                 continue
             match = GRANTED.search(err)
             if proc.returncode == 0 and match:

@@ -217,12 +217,26 @@ def authenticate(grid: dict, site: dict) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
 
 
-def refusal(site: dict, answer: str) -> str:
-    """globusrun's answer and the gatekeeper's logged reason, as one line."""
-    said = " ".join(answer.split())[-200:] or "no answer"
-    log = Path(site["dir"]) / "gram" / "log" / "gatekeeper.log"
-    reasons = [line.strip() for line in (log.read_text(errors="replace").splitlines()
-               if log.is_file() else []) if "ailure" in line or "rror" in line]  # fmt: skip
+def _log(site: dict) -> Path:
+    return Path(site["dir"]) / "gram" / "log" / "gatekeeper.log"
+
+
+def log_mark(site: dict) -> int:
+    """Where the gatekeeper's log ends now (``refusal`` reads what comes after)."""
+    return _log(site).stat().st_size if _log(site).is_file() else 0
+
+
+def refusal(site: dict, answer: str, since: int) -> str:
+    """globusrun's answer and the reason the gatekeeper logged after ``since``, one line
+    (none when GSI refused at the client: nothing reached the site)."""
+    said = " ".join(answer.split())[-300:] or "no answer"
+    try:
+        with _log(site).open("rb") as log:
+            log.seek(since)
+            new = log.read().decode(errors="replace").splitlines()
+    except OSError:
+        new = []
+    reasons = [line.split("Failure:", 1)[1].strip() for line in new if "Failure:" in line]
     return said + (f"; gatekeeper log: {reasons[-1][-200:]}" if reasons else "")
 
 

@@ -323,11 +323,12 @@ class GramBackend(ShellBackend):
         (d / "job.sh").write_text(self.script(job, d, launch, env, passed=True))
         request = gram.rsl(self.request(job, d))
         (d / "job.rsl").write_text(request + "\n")
+        mark = gram.log_mark(self.site)
         out = gram.run_client(self.grid, ["globusrun", "-b", "-r", self.site["contact"], request])
         contact = next((w for w in out.stdout.split() if w.startswith("https://")), "")
         if out.returncode != 0 or not contact:
             raise UserError(f"site {self.site['name']}: GRAM refused the job: "
-                            f"{gram.refusal(self.site, out.stdout + out.stderr)}")  # fmt: skip
+                            f"{gram.refusal(self.site, out.stdout + out.stderr, mark)}")  # fmt: skip
         return Handle(self.site["name"], self.name, str(d), contact, time.time())
 
     def poll(self, handle: Handle) -> str:

@@ -1,0 +1,183 @@
+"""Grid level over GRAM (live, root): a virtual grid of two GRAM sites (a GCT GRAM5
+gatekeeper on each site's head in front of the fork job manager, GSI with the grid's own
+CA). The probe, a ping-pong and a small Linpack run across both sites on both MPIs, the
+MPI daemons of each site started as GRAM jobs; jobs go through the one submission
+interface as RSL (count, environment, directory, jobtype=mpi; exit status from the job's
+own file); an unmapped subject is refused with the gatekeeper's logged reason and
+co-allocation starts nothing; an expired certificate is refused by GSI; a gatekeeper
+killed mid-run ends the run within the heartbeat's bound, named, earlier results kept;
+down leaves no process and no file outside the run directory."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from conftest import unique_name
+from test_grid import _run_in_thread, _wait_for_kernel
+
+from clustertune import runner, security
+from clustertune.errors import UserError
+from clustertune.grid import coalloc, gram, heartbeat, jobs, virtual
+from clustertune.grid.source import cluster_from_grid
+from clustertune.levels.grid import compare
+
+pytestmark = [
+    pytest.mark.root,
+    pytest.mark.skipif(
+        any(shutil.which(t) is None for t in gram.TOOLS) or not gram.FORK_CONF.is_file(),
+        reason="the Grid Community Toolkit's GRAM is not installed (make apt)",
+    ),
+]
+ACROSS = ("host1", "host2")  # neither is the origin: both sites start their daemons by GRAM
+
+
+def _outside() -> dict:
+    """What GRAM would write outside the run directory: must not change."""
+    seen = {"fork.conf": hashlib.sha256(gram.FORK_CONF.read_bytes()).hexdigest()}
+    for target in ("/root/.globus", "/var/lib/globus", "/var/log/globus"):
+        p = Path(target)
+        seen[target] = sorted(str(f) for f in p.rglob("*")) if p.is_dir() else None
+    return seen
+
+
+@pytest.fixture(scope="module")
+def grid():
+    before = _outside()
+    name = unique_name("gr")
+    cplan, state = virtual.plan(name, 2, 2, ["gram", "gram"], 1_000_000_000, 100_000_000)
+    try:
+        yield virtual.up(cplan, state)
+    finally:
+        virtual.down(name)
+        assert virtual.leftovers(name) == []
+        assert _outside() == before
+
+
+def _jobs_at(site: dict) -> int:
+    """GRAM jobs the site's gatekeeper has handed to its job manager."""
+    return (Path(site["dir"]) / "gram/log/gatekeeper.log").read_text().count("GRAM_SCRIPT_JOB_ID")
+
+
+def test_gatekeeper_per_site_in_its_head(grid):
+    for site in grid["sites"]:
+        pid = site["pids"]["gatekeeper"]
+        head = next(h for h in site["hosts"] if h["name"] == site["head"])
+        assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
+        assert site["contact"] == (f"{head['address']}:2119:/C=JP/O=clustertune/OU=server/"
+                                   f"CN={head['name']}")  # fmt: skip
+        assert (Path(site["dir"]) / "gram/grid-mapfile").read_text() == (
+            f'"{security.subject_of(gram.USER)}" root\n')  # fmt: skip
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_probe_pingpong_linpack_across_two_gram_sites(grid, store, mpi):
+    """One MPI_COMM_WORLD over host1 (site0) and host2 (site1), each site's MPI daemon a
+    GRAM job of its gatekeeper; co-allocation's grant at a GRAM site is GSI's."""
+    jobs_before = [_jobs_at(s) for s in grid["sites"]]
+    probe = runner.run_kernel(cluster_from_grid(grid), store, level="probe", kernel="ct-probe",
+                              np=2, mpi=mpi, hosts=list(ACROSS), params={}, timeout=90)  # fmt: skip
+    assert probe["status"] == "ok", probe["error"]
+    assert {s["host"]: s["site"] for s in probe["samples"]} == {"host1": "site0", "host2": "site1"}
+    pingpong = compare.run_case(grid, store, compare.Case("pingpong", "across", "grid", mpi,
+                                max_size=512 << 10, hosts=ACROSS), timeout=90)  # fmt: skip
+    linpack = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", mpi, n=240,
+                               nb=32, hosts=ACROSS), timeout=90)  # fmt: skip
+    assert pingpong["status"] == "ok", pingpong["error"]
+    assert pingpong["figures"]["latency_us"] > 0
+    assert linpack["status"] == "ok" and linpack["verification"] == "passed", linpack["error"]
+    for site in linpack["meta"]["coalloc"]["sites"].values():
+        assert site["scheduler"] == "gram" and site["allocation"] == "gsi"
+    assert [_jobs_at(s) - n for s, n in zip(grid["sites"], jobs_before, strict=True)] == [3, 3]
+
+
+def test_submit_rsl_states_exit_status_and_output(grid):
+    """A single job (count copies, environment, directory, a failing exit status GRAM does
+    not return) and an MPI job (jobtype=mpi over the site's two hosts)."""
+    backend = jobs.backend(grid, "site1")
+    single = backend.submit(jobs.GridJob("/bin/sh", ["-c", 'echo "$A" "$(pwd)"; exit 3'],
+                                         count=2, environment={"A": "x y"}, directory="/tmp"))  # fmt: skip
+    assert backend.poll(single) in ("pending", "active", "done", "failed")
+    mpi = backend.submit(jobs.GridJob("/bin/hostname", count=2, jobtype="mpi", mpi="mpich"))
+    result = jobs.wait(backend, single, 60)
+    assert (result.state, result.exit_status) == ("failed", 3)
+    assert result.stdout.splitlines() == ["x y /tmp", "x y /tmp"]
+    request = (Path(single.dir) / "job.rsl").read_text()
+    assert '(directory="/tmp")' in request and '(A "x y")' in request
+    result = jobs.wait(backend, mpi, 60)
+    assert (result.state, result.exit_status) == ("done", 0), result.stderr
+    assert sorted(result.stdout.split()) == ["host2", "host3"]
+    assert '(count=2)(jobtype="mpi")' in (Path(mpi.dir) / "job.rsl").read_text()
+
+
+def _proxy(grid: dict, name: str, days: int, tmp_path: Path) -> Path:
+    creds = security.issue(Path(grid["dir"]) / "gsi" / "ca", name, rsa=True, days=days)
+    gram.make_proxy(creds, tmp_path / f"{name}.proxy")  # an expired one says so, writes it
+    return tmp_path / f"{name}.proxy"
+
+
+def test_unmapped_subject_refused_with_the_logged_reason(grid, store, tmp_path, monkeypatch):
+    """A certificate of the grid's CA whose subject no grid-mapfile maps: the gatekeeper
+    refuses the job and logs why; a run across the sites is not started at all."""
+    monkeypatch.setenv("X509_USER_PROXY", str(_proxy(grid, "stranger", 30, tmp_path)))
+    with pytest.raises(UserError) as err:
+        jobs.backend(grid, "site1").submit(jobs.GridJob("/bin/true"))
+    assert "authentication with the remote server failed" in str(err.value)
+    assert "gatekeeper log: globus_gss_assist_gridmap() failed authorization" in str(err.value)
+    assert "Could not map /C=JP/O=clustertune/OU=user/CN=stranger" in str(err.value)
+    r = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", n=240, nb=32,
+                                                   hosts=ACROSS), timeout=60)  # fmt: skip
+    assert r["status"] == "failed"
+    assert "co-allocation failed, nothing started" in r["error"]
+    assert "GRAM authentication refused" in r["error"] and "Could not map" in r["error"]
+
+
+def test_expired_certificate_refused(grid, tmp_path, monkeypatch):
+    """GSI refuses an expired certificate's proxy (its lifetime is the chain's shortest)
+    before anything reaches the site: no job at the gatekeeper."""
+    monkeypatch.setenv("X509_USER_PROXY", str(_proxy(grid, "expired", -1, tmp_path)))
+    site = grid["sites"][1]
+    before = _jobs_at(site)
+    with pytest.raises(UserError, match="expired 1440 minutes ago"):
+        jobs.backend(grid, "site1").submit(jobs.GridJob("/bin/true"))
+    assert _jobs_at(site) == before
+
+
+def test_gatekeeper_killed_mid_run_is_named_and_earlier_results_kept(grid, store):
+    """Last but one (site1 keeps a dead gatekeeper): a full ping-pong sweep across the
+    sites; once its ranks run, site1's gatekeeper is killed: the heartbeat names it, the
+    run ends within its bound, failed with that reason and the sizes measured before;
+    the store keeps the run before it."""
+    earlier = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", n=240,
+                                                         nb=32, hosts=ACROSS), timeout=90)  # fmt: skip
+    assert earlier["status"] == "ok", earlier["error"]
+    case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False, hosts=ACROSS)
+    worker, out = _run_in_thread(grid, store, case)
+    _wait_for_kernel(grid["sites"][1]["hosts"][0]["namespace"], "ct-mpi-pingpong")  # host2
+    pid = grid["sites"][1]["pids"]["gatekeeper"]
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    worker.join(timeout=120)
+    stopped_s = time.monotonic() - killed
+    record = out["r"]
+    said = f"site1: gatekeeper (pid {pid}) is not running"
+    assert record["status"] == "failed" and f"heartbeat: {said}" in record["error"]
+    assert record["meta"]["coalloc"]["heartbeat"] == said
+    assert record["samples"] and max(s["size"] for s in record["samples"]) < case.max_size
+    assert stopped_s < heartbeat.INTERVAL_S + coalloc.STOP_GRACE_S + 10
+    kept = store.get(earlier["id"])
+    assert kept["status"] == "ok" and kept["samples"] == earlier["samples"]
+
+
+def test_down_leaves_nothing_behind(grid):
+    """Last: the job managers outlived their jobs (and site1's gatekeeper); down stops
+    every process of the gatekeepers' mount namespaces and removes every file."""
+    assert any(gram.stray(s) for s in grid["sites"])
+    assert virtual.down(grid["name"])
+    assert virtual.leftovers(grid["name"]) == []
+    assert [gram.stray(s) for s in grid["sites"]] == [[], []]

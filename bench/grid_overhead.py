@@ -8,12 +8,18 @@ sites (2 hosts each) joined by a --wan-link WAN, for each MPI:
      difference is the grid's start-up overhead;
   2. MPI ping-pong latency and bandwidth inside one site (host0-host1) and across the
      WAN (host0-host2), both through the grid stack (the grid level's ping-pong: its
-     bandwidth floor knows the WAN, Open MPI's ranks are not all bound to core 0).
+     bandwidth floor knows the WAN, Open MPI's ranks are not all bound to core 0);
+  3. submission start-up per backend, on a second grid of three sites (Slurm, ssh, GRAM;
+     2 hosts each): one job through the one submission interface (grid/jobs.py), a
+     single /bin/true and a 2-rank MPI job (jobtype=mpi, /bin/true) on the site's two
+     hosts: seconds from submit to the job's own start (its ``started`` file) and to
+     done as the submitter sees it (the backend's polling included).
 
 Runs alternate in order, --repeat rounds; best and median of each, and the ratios. The
 machine is shared: the load average is printed with the result.
 
-Usage (root): bench/grid_overhead.py [--wan-link 100mbit] [--repeat 3] [--json out.json]
+Usage (root): bench/grid_overhead.py [--wan-link 100mbit] [--repeat 3] [--only submit]
+    [--json out.json]      (about 4 min at load 8; --only submit about 2 min)
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import clustertune.levels.grid  # noqa: E402, F401
 from clustertune import runner, vcluster  # noqa: E402
-from clustertune.grid import virtual  # noqa: E402
+from clustertune.grid import jobs, virtual  # noqa: E402
 from clustertune.grid.source import cluster_from_grid  # noqa: E402
 from clustertune.levels.grid import compare  # noqa: E402
 from clustertune.results import Store  # noqa: E402
@@ -65,13 +71,63 @@ def summary(values: list[float]) -> dict:
     return {"best": min(values), "median": statistics.median(values)}
 
 
+SUBMIT_SITES = {"slurm": "site0", "ssh": "site1", "gram": "site2"}
+SUBMIT_JOBS = {"single": jobs.GridJob("/bin/true"),
+               "mpi": jobs.GridJob("/bin/true", count=2, jobtype="mpi", mpi="openmpi")}  # fmt: skip
+
+
+def submission_s(state: dict, scheduler: str, kind: str) -> tuple[float, float]:
+    """(submit to the job's own start, submit to done as polled) of one job."""
+    backend = jobs.backend(state, SUBMIT_SITES[scheduler])
+    begin, wall = time.monotonic(), time.time()
+    handle = backend.submit(jobs.GridJob(**vars(SUBMIT_JOBS[kind])))
+    result = jobs.wait(backend, handle, 120)
+    done = time.monotonic() - begin
+    if result.state != "done":
+        raise SystemExit(f"{scheduler} {kind} job: {result.state}: {result.stderr[-300:]}")
+    return (Path(handle.dir) / "started").stat().st_mtime - wall, done
+
+
+def submissions(wan: str, repeat: int) -> dict:
+    """Part 3: each backend's start-up, rounds alternating the backends' order."""
+    name = f"gs{os.getpid() % 100000}"
+    cplan, state = virtual.plan(name, 3, 2, list(SUBMIT_SITES), parse_rate("1gbit"),
+                                parse_rate(wan))  # fmt: skip
+    out: dict = {}
+    try:
+        state = virtual.up(cplan, state)
+        for kind in SUBMIT_JOBS:
+            seen: dict[str, list[tuple[float, float]]] = {k: [] for k in SUBMIT_SITES}
+            for i in range(repeat):
+                order = list(SUBMIT_SITES) if i % 2 == 0 else list(SUBMIT_SITES)[::-1]
+                for scheduler in order:
+                    seen[scheduler].append(submission_s(state, scheduler, kind))
+            for scheduler, pairs in seen.items():
+                start, done = summary([p[0] for p in pairs]), summary([p[1] for p in pairs])
+                out[f"submit_{kind}_{scheduler}"] = {"start_s": start, "done_s": done}
+                print(f"{kind:6} job via {scheduler:5}: start best {start['best']:.2f} s median "
+                      f"{start['median']:.2f} s | done best {done['best']:.2f} s median "
+                      f"{done['median']:.2f} s", flush=True)  # fmt: skip
+    finally:
+        virtual.down(name)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wan-link", default="100mbit")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-pingpong", action="store_true")
+    ap.add_argument("--only", choices=("submit",), help="only part 3 (submission start-up)")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if args.only == "submit":
+        result = {"load_before": os.getloadavg(), **submissions(args.wan_link, args.repeat),
+                  "load_after": os.getloadavg()}  # fmt: skip
+        print(f"load average {result['load_before'][0]:.1f} -> {result['load_after'][0]:.1f}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1))
+        return 0
     name = f"gb{os.getpid() % 100000}"
     cplan, state = virtual.plan(name, 2, 2, ["slurm", "slurm"], parse_rate("1gbit"),
                                 parse_rate(args.wan_link))  # fmt: skip
@@ -110,7 +166,8 @@ def main() -> int:
         t0 = time.monotonic()
         virtual.down(name)
         result["grid_down_s"] = time.monotonic() - t0
-        result["load_after"] = os.getloadavg()
+    result.update(submissions(args.wan_link, args.repeat))
+    result["load_after"] = os.getloadavg()
     print(f"grid up {up_s:.1f} s, down {result['grid_down_s']:.1f} s; load average "
           f"{result['load_before'][0]:.1f} -> {result['load_after'][0]:.1f}")  # fmt: skip
     if args.json:

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The grid's cost, seeds/000's comparison as commands: on a virtual grid of two Slurm
-sites (2 hosts each) joined by a --wan-link WAN, for each MPI:
+sites (2 hosts each; --scheduler gram|ssh for two sites of that kind) joined by a
+--wan-link WAN, for each MPI:
 
   1. start-up: the probe on 4 ranks across both sites through the grid stack
-     (co-allocated Slurm allocations, ranks started by srun --jobid) beside the same 4
+     (co-allocated Slurm allocations, ranks started by srun --jobid; on GRAM sites
+     authenticated at each gatekeeper, the MPI daemons started as GRAM jobs) beside the same 4
      ranks started by the plain vcluster launcher (mpirun over the namespace agent): the
      difference is the grid's start-up overhead;
   2. MPI ping-pong latency and bandwidth inside one site (host0-host1) and across the
@@ -18,8 +20,9 @@ sites (2 hosts each) joined by a --wan-link WAN, for each MPI:
 Runs alternate in order, --repeat rounds; best and median of each, and the ratios. The
 machine is shared: the load average is printed with the result.
 
-Usage (root): bench/grid_overhead.py [--wan-link 100mbit] [--repeat 3] [--only submit]
-    [--json out.json]      (about 4 min at load 8; --only submit about 2 min)
+Usage (root): bench/grid_overhead.py [--wan-link 100mbit] [--repeat 3] [--scheduler slurm]
+    [--no-pingpong] [--only submit]
+    [--json out.json]      (about 4 min at load 8; --only submit about 1 min)
 """
 
 from __future__ import annotations
@@ -117,6 +120,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wan-link", default="100mbit")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--scheduler", default="slurm", choices=("slurm", "gram", "ssh"),
+                    help="both sites' scheduler in parts 1 and 2")  # fmt: skip
     ap.add_argument("--no-pingpong", action="store_true")
     ap.add_argument("--only", choices=("submit",), help="only part 3 (submission start-up)")
     ap.add_argument("--json")
@@ -129,12 +134,17 @@ def main() -> int:
             Path(args.json).write_text(json.dumps(result, indent=1))
         return 0
     name = f"gb{os.getpid() % 100000}"
-    cplan, state = virtual.plan(name, 2, 2, ["slurm", "slurm"], parse_rate("1gbit"),
+    cplan, state = virtual.plan(name, 2, 2, [args.scheduler] * 2, parse_rate("1gbit"),
                                 parse_rate(args.wan_link))  # fmt: skip
     t0 = time.monotonic()
     virtual.up(cplan, state)
     up_s = time.monotonic() - t0
-    result: dict = {"wan": args.wan_link, "grid_up_s": up_s, "load_before": os.getloadavg()}
+    result: dict = {
+        "wan": args.wan_link,
+        "scheduler": args.scheduler,
+        "grid_up_s": up_s,
+        "load_before": os.getloadavg(),
+    }
     try:
         grid = cluster_from_grid(virtual.load(name))
         plain = vcluster.cluster_from_state(vcluster.load_state(name))

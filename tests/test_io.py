@@ -85,6 +85,7 @@ def test_variants_run_in_the_order_asked(built, store) -> None:
         ("write", "rawswap"), ("write", "netcdf"), ("read", "rawswap"), ("read", "netcdf")
     ]  # fmt: skip
     assert all(r["reps"] == 1 for r in rows) and record["params"]["warmup"] == 1
+    assert all(0 < r["cpu_s_min"] <= r["cpu_s_median"] for r in rows)  # all ranks' CPU time
     path = kernels.kernel_path(netcdf.NETCDF_KERNEL, "openmpi")
     for bad in ("netcdf,netcdf", "raw,zip", "raw,"):
         out = subprocess.run([str(path), "--variants", bad, "--dir", "/tmp"],

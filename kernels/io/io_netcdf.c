@@ -22,7 +22,8 @@
  *          begin_indep_data + put_vara_int + end_indep_data (independent) | close
  *   read   open(NC_NOWRITE) -> inq_dimid + inq_dimlen z, y, x -> inq_varid | get_vara_int_all
  *          or begin_indep_data + get_vara_int + end_indep_data | close
- * "open_to_close" is the whole, "io_only" the middle part. Every write repetition of every
+ * "open_to_close" is the whole, "io_only" the middle part; "cpu" the CPU time (user + system)
+ * of all ranks over the whole (their sum). Every write repetition of every
  * variant writes a new file (the previous one is deleted before the timer starts), so create
  * with NC_CLOBBER and raw's open with MPI_MODE_CREATE do the same file-system work. (The paper names put_var_int
  * for the independent write; a z-block needs the subarray form, hence vara for both.)
@@ -35,8 +36,10 @@
  * The netCDF files' data sections are byte-identical to rawswap's files (offset: header).
  * --warmup W runs W untimed repetitions before the R timed ones of each (variant, op, mode):
  * the first of a launch pays for a cold start the others do not.
- * --variants names the variants and their order (a benchmark alternates it between runs, so
- * that neither side always runs first on a warm or a cold page cache).
+ * --variants names the variants and their order. Their repetitions interleave: repetition r
+ * runs them in that order, r+1 in the reverse one, so that every variant is timed under the
+ * same load and page-cache state as the others (a benchmark also alternates the order
+ * between launches).
  *
  * Verification: every repetition's read is compared with the pattern on every rank; after
  * the last write repetition the file is read back (untimed) and compared. A mismatch makes
@@ -84,7 +87,8 @@ static void nc_check(int rc, const char *call, int line)
 enum op { OP_WRITE, OP_READ };
 enum mode { MODE_COLLECTIVE, MODE_INDEPENDENT, MODE_BOTH };
 enum variant { V_NETCDF, V_RAW, V_RAWSWAP, V_COUNT };
-enum part { P_OPEN, P_IO, P_CLOSE, P_TOTAL, P_COUNT }; /* one repetition's times */
+/* one repetition's times; P_CPU: CPU time (user + system) of all ranks over open..close */
+enum part { P_OPEN, P_IO, P_CLOSE, P_TOTAL, P_CPU, P_COUNT };
 
 static const char *const op_names[] = {"write", "read"};
 static const char *const mode_names[] = {"collective", "independent", "both", NULL};
@@ -440,6 +444,7 @@ static void emit(const run_info *ri, const block *b, enum variant v, enum op op,
     stats(&j, "io_only_s", times[P_IO], reps);
     stats(&j, "open_s", times[P_OPEN], reps);
     stats(&j, "close_s", times[P_CLOSE], reps);
+    stats(&j, "cpu_s", times[P_CPU], reps);
     ct_json_number(&j, "mbps", bytes / min_of(times[P_TOTAL], reps) / 1e6);
     ct_json_number(&j, "mbps_io", bytes / min_of(times[P_IO], reps) / 1e6);
     ct_json_bool(&j, "verified", verified);
@@ -461,6 +466,16 @@ static void quiet_barrier(void)
         struct timespec ts = {0, 200000};
         nanosleep(&ts, NULL);
     }
+}
+
+/* CPU time of this process, all its threads. Beside the wall time: on the shared 2-core
+ * machine a repetition's wall time is mostly the wait for a CPU (load 5-14), the work
+ * itself is what the variants' CPU times compare. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* R timed repetitions of one (op, mode) for every variant, interleaved: repetition r runs
@@ -500,10 +515,14 @@ static int measure(const run_info *ri, const block *b, enum op op, int mode,
                 memset(b->buf, 0, b->count * sizeof(int));
             }
             CT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+            double cpu0 = cpu_now();
             one_rep(b, o, v, op, mode, paths[i], t);
+            t[P_CPU] = cpu_now() - cpu0;
             if (FORWARDED)
                 quiet_barrier();
-            CT_MPI_CHECK(MPI_Allreduce(t, tmax, P_COUNT, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+            CT_MPI_CHECK(MPI_Allreduce(t, tmax, P_CPU, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+            CT_MPI_CHECK(MPI_Allreduce(&t[P_CPU], &tmax[P_CPU], 1, MPI_DOUBLE, MPI_SUM,
+                                       MPI_COMM_WORLD));
             for (int p = 0; r >= 0 && p < P_COUNT; p++)
                 times[v][p][r] = tmax[p];
             if (op == OP_READ) {

@@ -238,6 +238,9 @@ def results(record: dict) -> list[dict]:
             "variant": s["variant"], "format": s["format"], "bytes": s["bytes"],
             "reps": s["reps"], "open_to_close_s_median": s["open_to_close_s"]["median"],
             "io_only_s_median": s["io_only_s"]["median"], "mbps_io": s["mbps_io"],
+            # records stored before the kernel measured CPU time have none
+            "cpu_s_min": s.get("cpu_s", {}).get("min"),
+            "cpu_s_median": s.get("cpu_s", {}).get("median"),
         })  # fmt: skip
     return out
 

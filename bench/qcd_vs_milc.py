@@ -18,7 +18,9 @@ compared with each other (combined errors) and with the references of paper_qcd.
 (3 sigma). The machine is shared: the load average is printed with every figure.
 
 Usage: bench/qcd_vs_milc.py [--lattices 8x8x8x8,16x16x16x16] [--ranks 1,2] [--repeat 3]
-                            [--physics] [--physics-sweeps 600] [--peers DIR] [--json F]
+                            [--chrt P] [--physics] [--physics-sweeps 600] [--peers DIR]
+                            [--json F]
+On an idle machine `bench/qcd_vs_milc.py --repeat 3` takes about 4 minutes (docs/qcd.md).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PEERS_SRC = Path("/work/shared/peers")
 MPIRUN = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--mca",
           "mpi_yield_when_idle", "1", "-np"]  # fmt: skip
+# --chrt P: both programs under `chrt -f P` (real-time FIFO), a core each while other jobs
+# run, so that they are measured, not the load of the moment
+PRIORITY: list[str] = []
 TIME_LINE = re.compile(r"^Time\s*=\s*([\d.eE+-]+)\s*seconds", re.M)
 GMES_LINE = re.compile(r"^GMES\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", re.M)
 # trajectories (warm-up + measured) of the speed runs per lattice volume
@@ -69,7 +74,7 @@ def run_milc(peers: Path, np: int, lattice, beta: float, warms: int, trajecs: in
              seed: int = 8352, timeout: float = 3600) -> tuple[float, list[float]]:  # fmt: skip
     with tempfile.NamedTemporaryFile("w", suffix=".in", delete=False) as f:
         f.write(milc_input(lattice, beta, warms, trajecs, seed))
-    out = subprocess.run([*MPIRUN, str(np), str(peers / "bin" / "su3_ora.mpi"), f.name],
+    out = subprocess.run([*PRIORITY, *MPIRUN, str(np), str(peers / "bin" / "su3_ora.mpi"), f.name],
                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
     Path(f.name).unlink()
     if out.returncode != 0:
@@ -84,7 +89,7 @@ def json_lines(text: str) -> list[dict]:
 def run_ours(np: int, lattice, beta: float, sweeps: int, start: str = "cold", seed: int = 1,
              timeout: float = 3600) -> tuple[dict, list[float]]:  # fmt: skip
     grid = qcd.default_grid(lattice, np)
-    argv = [*MPIRUN, str(np), str(ROOT / "build/openmpi/bin/ct-qcd"), "--lattice",
+    argv = [*PRIORITY, *MPIRUN, str(np), str(ROOT / "build/openmpi/bin/ct-qcd"), "--lattice",
             qcd.dims_text(lattice), "--grid", qcd.dims_text(grid), "--beta", str(beta),
             "--sweeps", str(sweeps), "--or-steps", "4", "--start", start, "--seed", str(seed)]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -213,7 +218,10 @@ def main() -> int:
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--peers", type=Path, default=ROOT / "build" / "peers")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--chrt", type=int, metavar="P", help="run both under chrt -f P (root)")
     args = ap.parse_args()
+    if args.chrt:
+        PRIORITY[:] = ["chrt", "-f", str(args.chrt)]
     ensure_peers(args.peers)
     print(f"load average at start: {load_average()}", flush=True)
     out: dict = {}

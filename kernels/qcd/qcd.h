@@ -65,6 +65,8 @@ typedef struct {
     int n;           /* sites (pairs) */
     int64_t *dst;    /* ghost sites to fill (extended index) */
     int64_t *src;    /* where from: a local or already-filled ghost site */
+    int64_t *at;     /* early copies of a step whose wave w is >= 0, sorted by the w
+                      * coordinate of src: those from slice s are entries at[s] .. at[s + 1] - 1 */
 } qcd_copylist;
 
 typedef struct {
@@ -96,7 +98,14 @@ typedef struct {
     /* local sites per parity: interior (no ghost of a split direction among the sites its
      * update reads) and boundary, as extended indices; gsite = global lexicographic index */
     int64_t nin[2], nbd[2];
-    int64_t *in[2], *bd[2], *gin[2], *gbd[2];
+    int64_t *bd[2], *gbd[2];
+    /* The wave of the steps of direction mu (qcd.c, update_pair): mu itself if unsplit, else
+     * an unsplit direction (t first), or -1 if every direction is split. Its local
+     * coordinates 1..L are the wave's slices: in[mu][p], the interior sites in the order
+     * of the steps of direction mu, go by slice, slice s being the entries
+     * in_at[mu][p][s] .. in_at[mu][p][s + 1] - 1. */
+    int wave[QCD_DIM];
+    int64_t *in[QCD_DIM][2], *gin[QCD_DIM][2], *in_at[QCD_DIM][2];
     int64_t *all_local, *all_global; /* every local site, both parities */
     qcd_halo_plan plan[QCD_DIM][2];  /* links of direction mu, parity p */
 } qcd_lattice;
@@ -131,6 +140,10 @@ void qcd_halo_init(qcd_halo *h, qcd_lattice *lat, double *const *u, ct_phases *p
 void qcd_halo_free(qcd_halo *h);
 /* post the exchange of links U_mu at parity p (after they changed), do the early copies */
 void qcd_halo_start(qcd_halo *h, int mu, int p);
+/* qcd_halo_start in two parts for the wave: post the messages (the boundary sites of
+ * parity p are final), then the early copies from each wave slice once it is final */
+void qcd_halo_post(qcd_halo *h, int mu, int p);
+void qcd_halo_copy_slice(qcd_halo *h, int mu, int p, int s);
 /* complete the exchange in flight (if any): wait, check, unpack, late copies */
 void qcd_halo_finish(qcd_halo *h);
 /* every ghost of every direction, both parities (after a start, a resume, a transform) */

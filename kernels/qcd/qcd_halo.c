@@ -220,9 +220,10 @@ static void plan_init(qcd_halo_plan *pl, const qcd_lattice *lat, int mu, int p)
 }
 
 /* The order of the update lists: the links of one step (direction, parity) read none of
- * each other, so any order gives the same numbers; blocks of QCD_BLOCK^3 in y, z, t keep
- * the sites whose staples share links close in time (on 16^4 the +-t neighbours of a
- * lexicographic walk lie 3.4 MB apart and fall out of the caches). */
+ * each other, so any order gives the same numbers. The sites go by slice of the wave w (if
+ * w >= 0), then in blocks of QCD_BLOCK in the other directions of y, z, t, then in memory
+ * order: the sites whose staples share links stay close in time (on 16^4 the +-t
+ * neighbours of a lexicographic walk lie 3.4 MB apart and fall out of the caches). */
 #define QCD_BLOCK 4
 typedef struct {
     int64_t key, e, g;
@@ -234,15 +235,21 @@ static int by_key(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void block_order(const qcd_lattice *lat, int64_t n, int64_t *e, int64_t *g)
+static int64_t wave_slice(const qcd_lattice *lat, int w, int64_t e)
+{
+    return e / lat->stride[w] % lat->ext[w];
+}
+
+static void block_order(const qcd_lattice *lat, int w, int64_t n, int64_t *e, int64_t *g)
 {
     keyed_site *ks = ct_mpi_alloc((size_t)(n ? n : 1) * sizeof *ks, "site order");
     for (int64_t k = 0; k < n; k++) {
         int c[QCD_DIM];
         ext_coords(lat, e[k], c);
-        int64_t key = 0;
-        for (int d = QCD_DIM - 1; d >= 1; d--) /* the block of y, z, t */
-            key = key * lat->ext[d] + c[d] / QCD_BLOCK;
+        int64_t key = w < 0 ? 0 : c[w];
+        for (int d = QCD_DIM - 1; d >= 1; d--)
+            if (d != w)
+                key = key * lat->ext[d] + c[d] / QCD_BLOCK;
         ks[k] = (keyed_site){key * lat->next + e[k], e[k], g[k]}; /* then memory order */
     }
     qsort(ks, (size_t)n, sizeof *ks, by_key);
@@ -251,6 +258,36 @@ static void block_order(const qcd_lattice *lat, int64_t n, int64_t *e, int64_t *
         g[k] = ks[k].g;
     }
     free(ks);
+}
+
+/* at[s] = the first of the n sites e (sorted by w slice) in slice s or later, s <= L + 1 */
+static int64_t *slice_starts(const qcd_lattice *lat, int w, int64_t n, const int64_t *e)
+{
+    int L = lat->local[w];
+    int64_t *at = ct_mpi_alloc((size_t)(L + 2) * sizeof *at, "wave slices"), k = 0;
+    for (int s = 0; s <= L + 1; s++) {
+        while (k < n && wave_slice(lat, w, e[k]) < s)
+            k++;
+        at[s] = k;
+    }
+    return at;
+}
+
+/* the early copies by the w slice of their source, so that the wave can do each slice's
+ * copies as soon as the slice is final (the copies are independent: any order) */
+static void sort_copies(const qcd_lattice *lat, int w, qcd_copylist *cl)
+{
+    keyed_site *ks = ct_mpi_alloc((size_t)(cl->n ? cl->n : 1) * sizeof *ks, "copy order");
+    for (int k = 0; k < cl->n; k++)
+        ks[k] = (keyed_site){wave_slice(lat, w, cl->src[k]) * lat->next + cl->dst[k],
+                             cl->src[k], cl->dst[k]};
+    qsort(ks, (size_t)cl->n, sizeof *ks, by_key);
+    for (int k = 0; k < cl->n; k++) {
+        cl->src[k] = ks[k].e;
+        cl->dst[k] = ks[k].g;
+    }
+    free(ks);
+    cl->at = slice_starts(lat, w, cl->n, cl->src);
 }
 
 void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM],
@@ -278,12 +315,20 @@ void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM]
         lat->volume *= lat->local[d];
         lat->global_volume *= global[d];
     }
+    int unsplit = -1; /* t first: its slices are contiguous in memory */
+    for (int d = QCD_DIM - 1; d >= 0 && unsplit < 0; d--)
+        if (!lat->split[d])
+            unsplit = d;
+    for (int mu = 0; mu < QCD_DIM; mu++)
+        lat->wave[mu] = lat->split[mu] ? unsplit : mu;
     for (int p = 0; p < 2; p++) {
         size_t bytes = (size_t)lat->volume * sizeof(int64_t);
-        lat->in[p] = ct_mpi_alloc(bytes, "site list");
         lat->bd[p] = ct_mpi_alloc(bytes, "site list");
-        lat->gin[p] = ct_mpi_alloc(bytes, "site list");
         lat->gbd[p] = ct_mpi_alloc(bytes, "site list");
+        for (int mu = 0; mu < QCD_DIM; mu++) {
+            lat->in[mu][p] = ct_mpi_alloc(bytes, "site list");
+            lat->gin[mu][p] = ct_mpi_alloc(bytes, "site list");
+        }
     }
     lat->all_local = ct_mpi_alloc((size_t)lat->volume * sizeof(int64_t), "site list");
     lat->all_global = ct_mpi_alloc((size_t)lat->volume * sizeof(int64_t), "site list");
@@ -304,20 +349,31 @@ void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM]
                     lat->all_local[k] = e;
                     lat->all_global[k++] = gi;
                     if (interior) {
-                        lat->in[p][lat->nin[p]] = e;
-                        lat->gin[p][lat->nin[p]++] = gi;
+                        for (int mu = 0; mu < QCD_DIM; mu++) {
+                            lat->in[mu][p][lat->nin[p]] = e;
+                            lat->gin[mu][p][lat->nin[p]] = gi;
+                        }
+                        lat->nin[p]++;
                     } else {
                         lat->bd[p][lat->nbd[p]] = e;
                         lat->gbd[p][lat->nbd[p]++] = gi;
                     }
                 }
     for (int p = 0; p < 2; p++) {
-        block_order(lat, lat->nin[p], lat->in[p], lat->gin[p]);
-        block_order(lat, lat->nbd[p], lat->bd[p], lat->gbd[p]);
+        block_order(lat, -1, lat->nbd[p], lat->bd[p], lat->gbd[p]);
+        for (int mu = 0; mu < QCD_DIM; mu++) {
+            int w = lat->wave[mu];
+            block_order(lat, w, lat->nin[p], lat->in[mu][p], lat->gin[mu][p]);
+            if (w >= 0)
+                lat->in_at[mu][p] = slice_starts(lat, w, lat->nin[p], lat->in[mu][p]);
+        }
     }
     for (int mu = 0; mu < QCD_DIM; mu++)
-        for (int p = 0; p < 2; p++)
+        for (int p = 0; p < 2; p++) {
             plan_init(&lat->plan[mu][p], lat, mu, p);
+            if (lat->wave[mu] >= 0)
+                sort_copies(lat, lat->wave[mu], &lat->plan[mu][p].early);
+        }
 }
 
 void qcd_lattice_free(qcd_lattice *lat)
@@ -334,14 +390,18 @@ void qcd_lattice_free(qcd_lattice *lat)
             free(pl->msg);
             free(pl->early.dst);
             free(pl->early.src);
+            free(pl->early.at);
             free(pl->late.dst);
             free(pl->late.src);
         }
     for (int p = 0; p < 2; p++) {
-        free(lat->in[p]);
         free(lat->bd[p]);
-        free(lat->gin[p]);
         free(lat->gbd[p]);
+        for (int mu = 0; mu < QCD_DIM; mu++) {
+            free(lat->in[mu][p]);
+            free(lat->gin[mu][p]);
+            free(lat->in_at[mu][p]);
+        }
     }
     free(lat->all_local);
     free(lat->all_global);
@@ -371,13 +431,13 @@ static uint64_t checksum(const double *x, size_t n)
     return hash;
 }
 
-static void copy_links(double *f, const qcd_copylist *cl)
+static void copy_links(double *f, const qcd_copylist *cl, int64_t from, int64_t to)
 {
-    for (int k = 0; k < cl->n; k++)
+    for (int64_t k = from; k < to; k++)
         memcpy(f + cl->dst[k] * QCD_SITE, f + cl->src[k] * QCD_SITE, QCD_SU3 * sizeof *f);
 }
 
-void qcd_halo_start(qcd_halo *h, int mu, int p)
+void qcd_halo_post(qcd_halo *h, int mu, int p)
 {
     qcd_halo_finish(h);
     const qcd_halo_plan *pl = &h->lat->plan[mu][p];
@@ -406,12 +466,28 @@ void qcd_halo_start(qcd_halo *h, int mu, int p)
         h->messages++;
         h->bytes += (long long)(m->n * QCD_SU3 + 1) * (long long)sizeof(double);
     }
-    copy_links(f, &pl->early);
     ct_phase_stop(h->phases, QCD_PH_PACK);
     h->active_mu = mu;
     h->active_p = p;
     if (!h->overlap)
         qcd_halo_finish(h);
+}
+
+void qcd_halo_copy_slice(qcd_halo *h, int mu, int p, int s)
+{
+    const qcd_copylist *cl = &h->lat->plan[mu][p].early;
+    ct_phase_start(h->phases, QCD_PH_PACK);
+    copy_links(h->u[mu], cl, cl->at[s], cl->at[s + 1]);
+    ct_phase_stop(h->phases, QCD_PH_PACK);
+}
+
+void qcd_halo_start(qcd_halo *h, int mu, int p)
+{
+    qcd_halo_post(h, mu, p);
+    const qcd_copylist *cl = &h->lat->plan[mu][p].early;
+    ct_phase_start(h->phases, QCD_PH_PACK);
+    copy_links(h->u[mu], cl, 0, cl->n);
+    ct_phase_stop(h->phases, QCD_PH_PACK);
 }
 
 void qcd_halo_finish(qcd_halo *h)
@@ -441,7 +517,7 @@ void qcd_halo_finish(qcd_halo *h)
             memcpy(f + m->recv[k] * QCD_SITE, m->rbuf + (size_t)k * QCD_SU3,
                    QCD_SU3 * sizeof *f);
     }
-    copy_links(f, &pl->late);
+    copy_links(f, &pl->late, 0, pl->late.n);
     ct_phase_stop(h->phases, QCD_PH_PACK);
     h->active_mu = h->active_p = -1;
 }

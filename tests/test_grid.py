@@ -726,6 +726,31 @@ def test_heartbeat_names_a_cut_wan_and_stops_the_job(grid, store):
     assert again["status"] == "ok", again["error"]
 
 
+def kill_daemon_mid_sweep(grid: dict, store, site: int, daemon: str) -> dict:
+    """A full ping-pong sweep across host1 and host2; once its ranks run, ``daemon`` of
+    site ``site`` is killed: the heartbeat names it while the job runs, the job is stopped
+    long before its sweep would end, the record is failed with that reason and keeps the
+    sizes measured before. The record."""
+    case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False,
+                        hosts=("host1", "host2"))  # fmt: skip
+    worker, out = _run_in_thread(grid, store, case)
+    _wait_for_kernel(grid["sites"][1]["hosts"][0]["namespace"], "ct-mpi-pingpong")  # host2
+    pid = grid["sites"][site]["pids"][daemon]
+    os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    worker.join(timeout=120)
+    stopped_s = time.monotonic() - killed
+    record = out["r"]
+    assert record["status"] == "failed"
+    said = f"{grid['sites'][site]['name']}: {daemon} (pid {pid}) is not running"
+    assert f"heartbeat: {said}" in record["error"]
+    assert record["meta"]["coalloc"]["heartbeat"] == said
+    assert record["samples"] and all(s["t_min_s"] > 0 for s in record["samples"])
+    assert max(s["size"] for s in record["samples"]) < case.max_size  # cut short
+    assert stopped_s < heartbeat.INTERVAL_S + coalloc.STOP_GRACE_S + 10
+    return record
+
+
 @pytest.mark.root
 @needs_tools
 def test_heartbeat_names_a_daemon_killed_mid_run_and_keeps_the_samples(grid, store):
@@ -734,23 +759,7 @@ def test_heartbeat_names_a_daemon_killed_mid_run_and_keeps_the_samples(grid, sto
     runs, the job is stopped long before its sweep would end, the record is failed with
     that reason, and the sizes measured before stay in it. Last but one: host1 keeps a
     dead slurmd."""
-    case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False,
-                        hosts=("host1", "host2"))  # fmt: skip
-    worker, out = _run_in_thread(grid, store, case)
-    _wait_for_kernel(grid["sites"][1]["hosts"][0]["namespace"], "ct-mpi-pingpong")  # host2
-    pid = grid["sites"][0]["pids"]["slurmd-host1"]
-    os.kill(pid, signal.SIGKILL)
-    killed = time.monotonic()
-    worker.join(timeout=120)
-    stopped_s = time.monotonic() - killed
-    record = out["r"]
-    assert record["status"] == "failed"
-    said = f"site0: slurmd-host1 (pid {pid}) is not running"
-    assert f"heartbeat: {said}" in record["error"]
-    assert record["meta"]["coalloc"]["heartbeat"] == said
-    assert record["samples"] and all(s["t_min_s"] > 0 for s in record["samples"])
-    assert max(s["size"] for s in record["samples"]) < case.max_size  # cut short
-    assert stopped_s < heartbeat.INTERVAL_S + coalloc.STOP_GRACE_S + 10
+    kill_daemon_mid_sweep(grid, store, 0, "slurmd-host1")
     assert slurm.run_client(grid["sites"][1], ["squeue", "-h"]).stdout.strip() == ""
     left = slurm.run_client(grid["sites"][0], ["squeue", "-h", "-o", "%t %N"]).stdout.split("\n")
     assert all(line in ("", "CG host1") for line in left), left  # released; host1 cannot answer

@@ -13,17 +13,15 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import signal
-import time
 from pathlib import Path
 
 import pytest
 from conftest import unique_name
-from test_grid import _run_in_thread, _wait_for_kernel
+from test_grid import kill_daemon_mid_sweep
 
 from clustertune import runner, security
 from clustertune.errors import UserError
-from clustertune.grid import coalloc, gram, heartbeat, jobs, virtual
+from clustertune.grid import gram, jobs, virtual
 from clustertune.grid.source import cluster_from_grid
 from clustertune.levels.grid import compare
 
@@ -156,20 +154,7 @@ def test_gatekeeper_killed_mid_run_is_named_and_earlier_results_kept(grid, store
     earlier = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", n=240,
                                                          nb=32, hosts=ACROSS), timeout=90)  # fmt: skip
     assert earlier["status"] == "ok", earlier["error"]
-    case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False, hosts=ACROSS)
-    worker, out = _run_in_thread(grid, store, case)
-    _wait_for_kernel(grid["sites"][1]["hosts"][0]["namespace"], "ct-mpi-pingpong")  # host2
-    pid = grid["sites"][1]["pids"]["gatekeeper"]
-    os.kill(pid, signal.SIGKILL)
-    killed = time.monotonic()
-    worker.join(timeout=120)
-    stopped_s = time.monotonic() - killed
-    record = out["r"]
-    said = f"site1: gatekeeper (pid {pid}) is not running"
-    assert record["status"] == "failed" and f"heartbeat: {said}" in record["error"]
-    assert record["meta"]["coalloc"]["heartbeat"] == said
-    assert record["samples"] and max(s["size"] for s in record["samples"]) < case.max_size
-    assert stopped_s < heartbeat.INTERVAL_S + coalloc.STOP_GRACE_S + 10
+    kill_daemon_mid_sweep(grid, store, 1, "gatekeeper")
     kept = store.get(earlier["id"])
     assert kept["status"] == "ok" and kept["samples"] == earlier["samples"]
 

@@ -89,20 +89,33 @@ def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys
     assert "QCD decomposition, lattice 4x4x4x8 on 2 rank(s)" in html and "excluded" in html
 
 
-def test_demo_step_on_this_host(store, monkeypatch, capsys) -> None:
-    """The tuning level's demo step on one host: the QCD session is stored and shown, the
-    TCP tuning (it needs two hosts) is left out and says so."""
+def test_demo_step_on_this_host(store, monkeypatch, capsys, tmp_path) -> None:
+    """The tuning level's demo step on one host: the QCD session and a quick Linpack
+    session are stored and shown, the tuned HPL.dat is written beside the report and the
+    report's section shows the session; the TCP tuning (it needs two hosts) is left out
+    and says so."""
+    from clustertune import demo as top
     from clustertune import levels
     from clustertune.cluster import local_cluster
-    from clustertune.levels.tune import demo
+    from clustertune.levels.tune import demo, section, shim
 
     monkeypatch.setattr(demo, "DEMO_NP", 2)
     monkeypatch.setattr(demo, "DEMO_LATTICE", (4, 4, 4, 8))
+    # Linpack: tiny N (from the budget) and Debian's OpenBLAS only, to keep the test short
+    monkeypatch.setattr(shim, "scipy_openblas", lambda: None)
+    monkeypatch.setattr(demo, "DEMO_BUDGET_MIN", 0.02)
+    monkeypatch.setattr(demo, "DEMO_SKIP_BLAS", ("blas", "atlas", "blis-openmp", "blis-pthread"))
+    monkeypatch.setattr(top, "REPORT_PATH", tmp_path / "out" / "report.html")
     (level,) = [lv for lv in levels.all_levels() if lv.name == "tune"]
     assert level.demo is demo.demo
     records = level.demo(local_cluster(), store)
-    tune = [r for r in records if r["level"] == "tune"]
-    assert len(tune) == 1 and tune[0]["params"]["what"] == "qcd" and tune[0]["status"] == "ok"
+    tune = {r["params"]["what"]: r for r in records if r["level"] == "tune"}
+    assert sorted(tune) == ["linpack", "qcd"] and {r["status"] for r in tune.values()} == {"ok"}
     assert {r["id"] for r in records} == {r["id"] for r in store.list()}
+    dat = tmp_path / "out" / "tuned-HPL.dat"
+    assert dat.read_text() == tune["linpack"]["detail"]["hpl_dat"]
+    assert tune["linpack"]["detail"]["out"] == str(dat.resolve())
+    assert "Linpack, session" in section.render([tune["linpack"]])
     err = capsys.readouterr().err
     assert "choose 1x1x" in err and "tune tcp: one host only" in err
+    assert f"wrote {dat}" in err and "confirm " in err

@@ -58,13 +58,21 @@ def cmd_linpack(args: argparse.Namespace) -> Output:
     )  # fmt: skip
     summary = tuner.tune()
     linpack.write(out, summary["hpl_dat"])
+    record = store_linpack(cluster, store, tuner, summary, out, args.budget)
+    return Output(summary | {"record": record["id"]}, text(summary, record, out),
+                  0 if record["status"] == "ok" else 1)  # fmt: skip
+
+
+def store_linpack(cluster, store, tuner: linpack.Tuner, summary: dict, out: Path,
+                  budget_min: float) -> dict:  # fmt: skip
+    """The session's ``tune`` record (params.what = linpack), its HPL.dat at ``out``."""
     summary["out"] = str(out.resolve())
     cfg = Config(**summary["config"])
     with runner.Run(
         cluster, store, level=LEVEL.name, kernel=lprun.LINPACK_KERNEL, composite=True,
-        params={"tune": summary["session"], "what": "linpack", "np": args.np,
-                "budget_min": args.budget},
-        np=cfg.ranks, mpi=args.mpi, env=tuner.env(tuner.blas_of(cfg.blas), cfg.threads),
+        params={"tune": summary["session"], "what": "linpack", "np": tuner.np,
+                "budget_min": budget_min},
+        np=cfg.ranks, mpi=tuner.mpi, env=tuner.env(tuner.blas_of(cfg.blas), cfg.threads),
     ) as run:  # fmt: skip
         run.result = {
             "verification": "passed",
@@ -74,9 +82,7 @@ def cmd_linpack(args: argparse.Namespace) -> Output:
                         "trials": len(summary["runs"])},
             "detail": summary,
         }  # fmt: skip
-    record = run.record
-    return Output(summary | {"record": record["id"]}, text(summary, record, out),
-                  0 if record["status"] == "ok" else 1)  # fmt: skip
+    return run.record
 
 
 def store_tcp(cluster, store, summary: dict) -> dict:

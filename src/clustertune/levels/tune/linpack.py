@@ -281,15 +281,16 @@ class Tuner:
         """One dimension around the incumbent ``cfg``. Its value is left only for one
         whose median beats it beyond the noise measured for both (space.beats); when the
         fastest does not, the values within its noise are measured again (CLOSE_SAMPLES
-        more each, in reverse order) and judged on all their samples. What the rates
-        still cannot decide keeps the incumbent, recorded in ``self.noise[note]``."""
+        more each, in reverse order; while the budget lasts) and judged on all their
+        samples. What the rates still cannot decide keeps the incumbent, recorded in
+        ``self.noise[note]``."""
         note = note or dim
         got = self.launch_values(stage, cfg, n, dim, values, samples)
         ms = space.measured(got)
         if not ms:
             return None
         mine = [m for m in ms if m.cfg == cfg]
-        if mine and ms[0] is not mine[0] and not space.beats(ms[0], mine[0]):
+        if mine and ms[0] is not mine[0] and not space.beats(ms[0], mine[0]) and self.left() > 0:
             close = {value(m.cfg, dim) for m in ms if not space.beats(ms[0], m)}
             again = [v for v in values if v in close][::-1]
             ms = space.measured(got + self.launch_values(stage, cfg, n, dim, again, CLOSE_SAMPLES))

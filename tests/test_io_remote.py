@@ -5,11 +5,13 @@ are refused or survived, and the server goes on serving the next client."""
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import socket
 import ssl
 import struct
+import subprocess
 import time
 from pathlib import Path
 
@@ -204,6 +206,33 @@ def start_write(ca: Path, port: int, name: str, n: int) -> ssl.SSLSocket:
     assert reply(s) == 0
     s.sendall(frame(13, struct.pack("<iiBIqq", 0, 0, 1, 1, 0, n)))
     return s
+
+
+def test_the_client_finalize_runs_a_preloaded_one_after_its_bye(server, ca, tmp_path) -> None:
+    """libct_ncfwd's MPI_Finalize ends the session, then calls the next MPI_Finalize: on a
+    virtual cluster MPICH jobs preload the finalize shim (openucx/ucx#8738), which the
+    client's own definition used to hide."""
+    port, _, service = server
+    shim = tmp_path / "shim.c"
+    shim.write_text("#include <mpi.h>\n#include <stdio.h>\n"
+                    "int MPI_Finalize(void) { fputs(\"preloaded finalize\\n\", stderr); "
+                    "return PMPI_Finalize(); }\n")  # fmt: skip
+    subprocess.run(["mpicc.mpich", "-shared", "-fPIC", "-o", str(tmp_path / "shim.so"),
+                    str(shim)], check=True)  # fmt: skip
+    env = os.environ | remote.client_env(security.credentials(ca, "alice"),
+                                         f"127.0.0.1:{port}", True, "job")  # fmt: skip
+    env["LD_PRELOAD"] = str(tmp_path / "shim.so")
+    log = log_of(service)
+    before, ended = log.count("unexpected eof"), log.count(" ended")
+    out = subprocess.run(["mpiexec.mpich", "-n", "1", str(kernels.kernel_path("ct-io-fwd", "mpich")),
+                          "--dir", "sub", "--sizes", "8", "--reps", "1", "--mode", "collective"],
+                         env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0 and '"verification":"passed"' in out.stdout.replace(" ", ""), out
+    assert "preloaded finalize" in out.stderr
+    deadline = time.monotonic() + 10
+    while log_of(service).count(" ended") == ended and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log_of(service).count("unexpected eof") == before  # the BYE went first
 
 
 def test_a_client_killed_mid_write_leaves_no_file_and_the_server_serves(server, ca,

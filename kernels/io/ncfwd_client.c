@@ -23,9 +23,10 @@
  * error of create/def_* surfaces at enddef. Ids of new dimensions and variables are their
  * definition order, as netCDF assigns them; the server checks it.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* RTLD_NEXT */
 #include "ncfwd_proto.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <netdb.h>
 #include <openssl/rand.h>
@@ -124,11 +125,16 @@ static void say_bye(void)
 /* The session also ends at MPI_Finalize (the profiling interface): an MPICH job on a virtual
  * cluster's hosts did not get as far as the atexit handler, and its server logged an
  * "unexpected eof" for every session in place of the BYE. atexit stays for programs that
- * exit without finalizing. */
+ * exit without finalizing. Then the next MPI_Finalize in the lookup order, not PMPI's: on a
+ * virtual cluster MPICH jobs preload a finalize shim (barrier + _exit, for MPICH 4.0 + UCX's
+ * TCP finalize hang, openucx/ucx#8738), which this definition in the program hid, so the
+ * forwarding client alone ran MPICH's own finalize there. */
 int MPI_Finalize(void)
 {
     say_bye();
-    return PMPI_Finalize();
+    int (*next)(void);
+    *(void **)&next = dlsym(RTLD_NEXT, "MPI_Finalize"); /* POSIX's cast for a function */
+    return next ? next() : PMPI_Finalize();
 }
 
 static int hello(const char *host, const char *port, uint32_t rank, uint32_t size, uint64_t token,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,6 +113,17 @@ def test_submit_rsl_states_exit_status_and_output(grid):
     assert (result.state, result.exit_status) == ("done", 0), result.stderr
     assert sorted(result.stdout.split()) == ["host2", "host3"]
     assert '(count=2)(jobtype="mpi")' in (Path(mpi.dir) / "job.rsl").read_text()
+
+
+def test_launchers_remote_shell_is_a_gram_job(grid):
+    """The grid launcher's way onto a host of a GRAM site: a GRAM job whose output is
+    passed on and whose exit status is the command's (globusrun -o gives neither)."""
+    before = _jobs_at(grid["sites"][1])
+    out = subprocess.run([sys.executable, "-m", "clustertune.grid.gram", grid["name"], "site1",
+                          "host3", "hostname; echo oops >&2; exit 4"], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert (out.returncode, out.stdout, out.stderr) == (4, "host3\n", "oops\n")
+    assert _jobs_at(grid["sites"][1]) == before + 1
 
 
 def _proxy(grid: dict, name: str, days: int, tmp_path: Path) -> Path:

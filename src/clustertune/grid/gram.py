@@ -23,8 +23,11 @@ file) with the executable and arguments the job manager passes. Clients (globusr
 run on the grid's origin host, so submissions cross the WAN as in the seed.
 
 ``python -m clustertune.grid.gram GRID SITE HOST COMMAND`` runs COMMAND on HOST of a
-GRAM site as a GRAM job, its output streamed back (globusrun -o): the grid launcher's
-remote shell for hosts of GRAM sites (the MPI daemons start through the gatekeeper).
+GRAM site as a GRAM job (the submission interface's, so its exit status is the job's own)
+and passes its output on as it grows, ending when the job writes its exit status: the
+grid launcher's remote shell for hosts of GRAM sites (the MPI daemons start through the
+gatekeeper). Not ``globusrun -o``: it returns 0 whatever the job did and ends only at the
+job manager's next poll, about 3 s after the job (measured).
 """
 
 from __future__ import annotations
@@ -241,9 +244,12 @@ def refusal(site: dict, answer: str, since: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """GRID SITE HOST COMMAND: COMMAND on HOST of a GRAM site, as a GRAM job whose output
-    streams back; replaces itself with globusrun (signals reach it directly)."""
-    from . import virtual
+    """GRID SITE HOST COMMAND: COMMAND on HOST of a GRAM site, as a GRAM job; its output
+    passed on while it runs; its exit status. SIGTERM/SIGHUP cancel the job."""
+    import signal
+    import time
+
+    from . import jobs, virtual
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 4:
@@ -255,13 +261,43 @@ def main(argv: list[str] | None = None) -> int:
     if site is None or site["scheduler"] != "gram":
         print(f"clustertune-gram: grid {name!r} has no GRAM site {site_name!r}", file=sys.stderr)
         return 255
-    agent = str(vcluster.state_dir(name) / "agent")
-    request = rsl({"executable": agent, "arguments": [host, command],
-                   "environment": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                                   daemons.MARK: name}})  # fmt: skip
-    argv_ = client(grid, ["globusrun", "-q", "-o", "-r", site["contact"], request])
-    os.execvp(argv_[0], argv_)
-    return 255  # not reached
+    backend = jobs.backend(grid, site_name)
+    try:
+        handle = backend.submit(jobs.GridJob(str(vcluster.state_dir(name) / "agent"),
+                                             [host, command]))  # fmt: skip
+    except UserError as exc:
+        print(f"clustertune-gram: {exc}", file=sys.stderr)
+        return 255
+
+    def stop(signum, frame):
+        backend.cancel(handle)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
+    d = Path(handle.dir)
+    sent = {"out": 0, "err": 0}
+
+    def pass_on() -> None:
+        for stream, sink in (("out", sys.stdout.buffer), ("err", sys.stderr.buffer)):
+            with open(d / stream, "ab+") as f:  # may not exist yet
+                f.seek(sent[stream])
+                data = f.read()
+            sent[stream] += len(data)
+            sink.write(data)
+            sink.flush()
+
+    checked = time.monotonic()
+    while not (d / "exit").is_file():
+        pass_on()
+        time.sleep(0.05)
+        if time.monotonic() - checked > 2.0:  # ended without its exit file (cancelled)?
+            checked = time.monotonic()
+            if backend.poll(handle) in ("done", "failed") and not (d / "exit").is_file():
+                break
+    pass_on()
+    result = backend.result(handle)
+    return result.exit_status if result.exit_status is not None else 255
 
 
 if __name__ == "__main__":

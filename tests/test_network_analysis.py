@@ -968,11 +968,11 @@ def test_a_dip_not_seen_again_on_the_retest_is_no_finding_and_one_link_is_the_pa
     assert na.diagnose_shapes(HOSTS, clean, lambda pairs: pytest.fail("re-tested")) == []
 
 
-def test_a_shape_flag_where_another_flag_blames_is_its_symptom():
+def test_a_flag_where_another_flag_blames_is_its_symptom():
     loss = {"host": "host2", "figure": "retransmissions", "reason": "host2 loses"}
     fabric = {"fabric": ["host0", "host1"], "figure": "bandwidth_mbps", "reason": "slow"}
     on_host2 = {"pair": ["host1", "host2"], "figure": "dips", "reason": "host1-host2 dips"}
     elsewhere = {"pair": ["host0", "host3"], "figure": "dips", "reason": "host0-host3 dips"}
-    flagged, notes = na.with_shapes([loss, fabric], [on_host2, elsewhere])
-    assert flagged == [loss, fabric, elsewhere]
+    kept, notes = na.symptoms([loss, fabric], [on_host2, elsewhere])
+    assert kept == [elsewhere]
     assert notes == ["goes with the finding there: host1-host2 dips"]

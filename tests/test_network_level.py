@@ -27,11 +27,12 @@ MBIT = 10**6
 CONTRACT = ("latency_us", "bandwidth_mbps", "saturation_point_bytes", "n_half_bytes", "dips")
 
 
-def fake_vcluster(rate_bps: int | None, hosts: int = 2) -> Cluster:
+def fake_vcluster(rate_bps: int | None, hosts: int = 2, wire: str = "tbf") -> Cluster:
     """A cluster description only (nothing built): enough for the choices made up front."""
     return Cluster(
         name="fake", sites=(Site("site0", "vcluster"),),
         hosts=tuple(Host(f"host{i}", f"10.0.0.{i}", link_bps=rate_bps) for i in range(hosts)),
+        extra={"wire": wire},
     )  # fmt: skip
 
 
@@ -62,6 +63,8 @@ def test_bandwidth_floor_follows_the_tbf_bucket():
     assert pingpong.bandwidth_min_size(fake_vcluster(100 * MBIT), "host0", "host1") == 256 * 1024
     assert pingpong.bandwidth_min_size(fake_vcluster(10**9), "host0", "host1") == 2_000_000
     assert pingpong.bandwidth_min_size(fake_vcluster(None), "host0", "host1") == 0
+    # the paced wire never lets a message outrun it: every size counts, as on real links
+    assert pingpong.bandwidth_min_size(fake_vcluster(10**9, wire="paced"), "host0", "host1") == 0
     here = local_cluster()
     assert pingpong.bandwidth_min_size(here, here.hosts[0].name, here.hosts[0].name) == 0
 
@@ -521,6 +524,19 @@ def test_matrix_names_the_faulty_host_or_link_and_no_other(make_vcluster, store,
     # nothing else is blamed; a link's faults go through a daemon hop of their own, which
     # adds ~10 us, so an idle machine may also flag that pair's latency
     assert {(h, tuple(p or ())) for h, p, _ in flagged} == {(named[0], tuple(named[1] or ()))}
+
+
+@pytest.mark.root
+def test_matrix_names_a_flapping_host_and_no_other(make_vcluster, store):
+    """host2's port down 300 ms of every second: host2 is named (flapping when a check or a
+    pair fell into a down window, else by what its links measured: packet loss), never
+    another host or a pair; what its links measured beside a flapping flag is a note.
+    ~1 min: a connect that falls into a down window waits for the client's 10 s timeout."""
+    flap = {"flap": {"down_ms": 300, "period_ms": 1000}}
+    cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": flap})
+    doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    named = {(f.get("host"), tuple(f.get("pair") or ())) for f in doc["flagged"]}
+    assert named == {("host2", ())}, doc["flagged"]
 
 
 @pytest.mark.root

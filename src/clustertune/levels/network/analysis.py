@@ -972,17 +972,18 @@ def diagnose_shapes(
     return flags
 
 
-def with_shapes(flagged: list[dict], shapes: list[dict]) -> tuple[list[dict], list[str]]:
-    """Shape flags on a host or pair some other flag already blames are its symptom (a
-    lossy or slow link's curve jags): notes; the others are flags of their own."""
-    blamed = [_blamed(f) for f in flagged if "fabric" not in f]
+def symptoms(blaming: list[dict], found: list[dict]) -> tuple[list[dict], list[str]]:
+    """The flags of ``found`` that blame no host or pair a flag of ``blaming`` already
+    blames, and a note for each of the others: that finding's symptom (a lossy or slow
+    link's curve jags; a flapping host's links retransmit)."""
+    blamed = [_blamed(f) for f in blaming if "fabric" not in f]
     kept, notes = [], []
-    for f in shapes:
+    for f in found:
         if any(b <= _blamed(f) for b in blamed):  # that host, or that very pair
             notes.append(f"goes with the finding there: {f['reason']}")
         else:
             kept.append(f)
-    return flagged + kept, notes
+    return kept, notes
 
 
 def _blamed(flag: Mapping[str, object]) -> set[str]:

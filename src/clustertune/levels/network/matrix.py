@@ -25,11 +25,11 @@ from ...results import Store
 from ...runner import Run
 from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis
 from .pingpong import (
-    SHAPED_LAUNCHERS,
     both_ends,
     check_size,
     pair_rate_bps,
     reachable,
+    tbf_bucket,
     tcp_pair,
 )
 
@@ -96,14 +96,6 @@ def sweeps(size: int, mid_sizes: bool = True) -> list[Sweep]:
     top = min(SWEEP_MAX, size // 2)
     mid: list[Sweep] = [(SWEEP_MIN, top, SWEEP_ARGS)] if mid_sizes and top >= 2 * SWEEP_MIN else []
     return [(LATENCY_SIZE, LATENCY_SIZE, ()), *mid, (size, size, ())]
-
-
-def wire_shaped(cluster: Cluster, hosts: Sequence[str]) -> bool:
-    """Whether these hosts' mid-size curves have the shape of a wire: real links and a
-    virtual cluster's paced wire do; a tbf bucket draws its own (mid sizes up to twice
-    nominal, and jagged under load: a healthy 8-host tbf matrix was flagged for it)."""
-    shaped = any(cluster.launcher_of(h) in SHAPED_LAUNCHERS for h in hosts)
-    return not shaped or cluster.extra.get("wire") == "paced"
 
 
 def sweep_curves(found: dict[Pair, list[dict]]) -> dict[Pair, analysis.Curve]:
@@ -360,7 +352,9 @@ def run_matrix(
             return result
 
         curves: dict[Pair, analysis.Curve] = {}
-        shapes = layer == "tcp" and wire_shaped(cluster, live)
+        # a tbf bucket draws its own mid-size curve (up to twice nominal, jagged under load:
+        # a healthy 8-host tbf matrix was flagged for it), a wire does not
+        shapes = layer == "tcp" and not tbf_bucket(cluster, live)
         first = measure([], retest=False)
         diagnosis = None
         try:
@@ -387,14 +381,19 @@ def run_matrix(
                 names, curves,
                 lambda pairs: sweep_curves(retest(run, pairs, sweeps(size)[1:-1], timeout, "shape")),
             )  # fmt: skip
-            run.figures["flagged"], notes = analysis.with_shapes(run.figures["flagged"], found)
+            kept, notes = analysis.symptoms(run.figures["flagged"], found)
+            run.figures["flagged"] += kept
             run.figures["notes"] += notes
         elif layer == "tcp":
             run.figures.setdefault("notes", []).append(
                 "mid-size curves not judged: a tbf-shaped virtual link draws its bucket's "
                 "curve, not a wire's (vcluster up --wire paced)"
             )
-        run.figures["flagged"] = link_flags + unstable(live, first) + run.figures.get("flagged", [])
+        # a host whose link came and went: what its links measured is that, not more faults
+        link_flags += unstable(live, first)
+        kept, notes = analysis.symptoms(link_flags, run.figures.get("flagged", []))
+        run.figures["flagged"] = link_flags + kept
+        run.figures["notes"] = run.figures.get("notes", []) + notes
         complete = not run.problems and not any(s.problems for s in run.steps)
         # a pair that failed verification fails the matrix, however far it got
         failed = any(s.failed for s in run.steps)

@@ -84,14 +84,21 @@ def pair_rate_bps(cluster: Cluster, a: str, b: str) -> int | None:
     return min(rates) if rates else None
 
 
+def tbf_bucket(cluster: Cluster, hosts: Sequence[str]) -> bool:
+    """Whether links of these hosts are a tbf bucket, whose mid-size messages outrun the
+    wire: shaped virtual hosts (a virtual cluster or grid) unless on the paced wire."""
+    shaped = any(cluster.launcher_of(h) in SHAPED_LAUNCHERS for h in hosts)
+    return shaped and cluster.extra.get("wire") != "paced"
+
+
 def bandwidth_min_size(cluster: Cluster, a: str, b: str) -> int:
     """Smallest message whose throughput counts as bandwidth on this pair (0: all do).
 
-    Only shaped virtual hosts (a virtual cluster or grid) have the tbf artefact; real
-    links and unshaped veths quote bandwidth from every size, as NetPIPE does.
+    Only a tbf bucket (:func:`tbf_bucket`) has the artefact; real links, the paced wire
+    and unshaped veths quote bandwidth from every size, as NetPIPE does.
     """
     rate = pair_rate_bps(cluster, a, b)
-    if cluster.launcher_of(a) not in SHAPED_LAUNCHERS or rate is None:
+    if not tbf_bucket(cluster, [a]) or rate is None:
         return 0
     return max(analysis.TBF_BANDWIDTH_MIN_SIZE_BYTES, TBF_BUCKETS * tbf_burst_bytes(rate))
 

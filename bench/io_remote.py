@@ -27,7 +27,10 @@ Target (issue 12): >= 80 % of the link rate at 256^3. The machine is shared: the
 average is printed with the result.
 
 Usage (root): bench/io_remote.py [--wan-link 1gbit] [--sizes 256] [--np 2] [--mpi openmpi,mpich]
-                                 [--server-round 4M,0] [--repeat 3] [--reps 5] [--json out.json]
+                                 [--server-round 4M,0] [--repeat 3] [--reps 5] [--wire tbf|paced]
+                                 [--json out.json]
+The defaults take about 10 minutes at load ~10 (12 launches of 256^3 at ~37 s each, then
+9 small ones).
 """
 
 from __future__ import annotations
@@ -80,8 +83,23 @@ def iperf(cluster, client: str, server: str, reverse: bool, seconds: float = 3.0
         srv.wait()
 
 
+def retransmitted(cluster) -> int:
+    """TCP segments retransmitted so far, summed over the cluster's hosts (each its own
+    network namespace, so /proc/net/snmp read there is that host's)."""
+    launcher, total = launcher_for(cluster), 0
+    for host in cluster.hosts:
+        out = subprocess.run(launcher.host_argv(host.name, ["cat", "/proc/net/snmp"]),
+                             capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
+        names, values = [line.split()[1:] for line in out.stdout.splitlines()
+                         if line.startswith("Tcp:")]  # fmt: skip
+        total += int(values[names.index("RetransSegs")])
+    return total
+
+
 def run_case(cluster, store, site, case: dict, sizes, reps, ca_dir) -> dict | None:
-    """{(size, op): result row}, or None (said on stderr) when the launch failed."""
+    """{(size, op): result row, with the launch's TCP retransmissions}, or None (said on
+    stderr) when the launch failed."""
+    retrans = retransmitted(cluster)
     record = netcdf.measure(
         cluster, store, np=case["np"], mpi=case["mpi"], sizes=sizes, mode="collective",
         ops=["write", "read"], fmt="cdf1", reps=reps, remote=site, ca_dir=ca_dir,
@@ -91,7 +109,8 @@ def run_case(cluster, store, site, case: dict, sizes, reps, ca_dir) -> dict | No
     if record["status"] != "ok":
         print(f"  {label(case)}: run {record['id']} FAILED: {record['error']}", file=sys.stderr)
         return None
-    return {(r["size"], r["op"]): r for r in netcdf.results(record)}
+    retrans = retransmitted(cluster) - retrans
+    return {(r["size"], r["op"]): r | {"retrans": retrans} for r in netcdf.results(record)}
 
 
 def label(case: dict) -> str:
@@ -146,14 +165,16 @@ def throughput_rows(cases, results, sizes, wan_bps) -> list[dict]:
             "share_median": 8 * nbytes / median / wan_bps,
             "share_io_only_best": 8 * nbytes / io_best / wan_bps,
             "share_rounds": share,
+            "retrans_per_launch": statistics.median(r["retrans"] for r in rs),
         })  # fmt: skip
     return rows
 
 
-def render_throughput(rows, wan: str, tcp: dict, args) -> list[str]:
+def render_throughput(rows, wan: str, tcp: dict, args, wire: str) -> list[str]:
     lines = [
-        f"Remote collective I/O across a {wan} WAN (site0 clients -> site1 server), "
-        f"{args.repeat} rounds x {args.reps} reps, open-to-close; share of the nominal link",
+        f"Remote collective I/O across a {wan} WAN ({wire} wire; site0 clients -> site1 "
+        f"server), {args.repeat} rounds x {args.reps} reps, open-to-close; share of the "
+        "nominal link; retx: TCP segments retransmitted in a launch (all hosts, median)",
         f"iperf3 over the same WAN: site0->site1 {tcp['up'] / 1e6:.0f} Mbit/s "
         f"({tcp['up'] / tcp['wan']:.0%}), site1->site0 {tcp['down'] / 1e6:.0f} Mbit/s "
         f"({tcp['down'] / tcp['wan']:.0%})"
@@ -161,7 +182,8 @@ def render_throughput(rows, wan: str, tcp: dict, args) -> list[str]:
         else "iperf3: not run",
         "",
         f"{'case':<42} {'N':>4} {'op':<5} {'best ms':>8} {'median':>8} {'I/O ms':>8} "
-        f"{'MB/s':>6} {'share best':>10} {'median':>7} {'I/O only':>8} {'rounds':<20} target",
+        f"{'MB/s':>6} {'share best':>10} {'median':>7} {'I/O only':>8} {'retx':>6} {'rounds':<20} "
+        "target",
     ]
     for r in rows:
         verdict = ""
@@ -175,7 +197,8 @@ def render_throughput(rows, wan: str, tcp: dict, args) -> list[str]:
             f"{r['case']:<42} {r['size']:>4} {r['op']:<5} {1e3 * r['best_s']:>8.1f} "
             f"{1e3 * r['median_s']:>8.1f} {1e3 * r['io_only_best_s']:>8.1f} "
             f"{r['bytes'] / r['best_s'] / 1e6:>6.1f} {r['share_best']:>10.0%} "
-            f"{r['share_median']:>7.0%} {r['share_io_only_best']:>8.0%} {spread:<20} {verdict}"
+            f"{r['share_median']:>7.0%} {r['share_io_only_best']:>8.0%} "
+            f"{r['retrans_per_launch']:>6.0f} {spread:<20} {verdict}"
         )
     return lines
 
@@ -223,8 +246,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="for the small sizes, a cluster of its own with this per-packet delay "
                          "on every host's egress (a WAN's round trip)")  # fmt: skip
     ap.add_argument("--no-iperf", action="store_true")
+    ap.add_argument("--wire", choices=vcluster.WIRES,
+                    help="the virtual cluster's link model (default: vcluster's)")  # fmt: skip
     ap.add_argument("--json")
     args = ap.parse_args(argv)
+    wire = {"wire": args.wire} if args.wire else {}
     sizes = netcdf.parse_sizes(args.sizes)
     nps = [int(x) for x in args.np.split(",")]
     mpis = args.mpi.split(",")
@@ -237,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
                    {"mpi": "openmpi", "np": nps[0], "batch": False},
                    {"mpi": "openmpi", "np": nps[0], "batch": False, "session": "file"}]  # fmt: skip
     name = f"iorm{os.getpid() % 100000}"
-    state = vcluster.plan(name, 4, parse_rate(args.link), sites=2, wan_bps=wan_bps)
+    state = vcluster.plan(name, 4, parse_rate(args.link), sites=2, wan_bps=wan_bps, **wire)
     before = load()
     vcluster.up(state)
     try:
@@ -260,7 +286,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.small_delay_us:
                     vcluster.down(name)
                     state = vcluster.plan(name, 4, parse_rate(args.link), sites=2,
-                                          wan_bps=wan_bps, delay_us=args.small_delay_us)  # fmt: skip
+                                          wan_bps=wan_bps, delay_us=args.small_delay_us,
+                                          **wire)  # fmt: skip
                     vcluster.up(state)
                     cluster = vcluster.cluster_from_state(state)
                 sres = rounds(cluster, store, site, small_cases, ssizes, args.repeat,
@@ -269,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         vcluster.down(name)
     after = load()
-    lines = render_throughput(rows, args.wan_link, tcp, args)
+    lines = render_throughput(rows, args.wan_link, tcp, args, state["wire"])
     if small:
         lines += render_small(small, args.small_delay_us)
     lines += ["", f"load average before: {before}   after: {after}"]

@@ -34,8 +34,8 @@
  *   rawswap  the same with the 4-byte big-endian swap netCDF needs on this machine, done in
  *            place before the write and undone after (what PnetCDF does), after the read.
  * The netCDF files' data sections are byte-identical to rawswap's files (offset: header).
- * --warmup W runs W untimed repetitions before the R timed ones of each (variant, op, mode):
- * the first of a launch pays for a cold start the others do not.
+ * --warmup W runs W untimed repetitions of every variant before the R timed ones of each
+ * (op, mode): the first of a launch pays for a cold start the others do not.
  * --variants names the variants and their order. Their repetitions interleave: repetition r
  * runs them in that order, r+1 in the reverse one, so that every variant is timed under the
  * same load and page-cache state as the others (a benchmark also alternates the order

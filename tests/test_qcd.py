@@ -58,6 +58,17 @@ def test_series_bitwise_identical_on_every_grid(store) -> None:
     assert len(set(series[0])) == 4  # it moved
 
 
+def test_every_direction_split_goes_step_by_step_with_the_same_bits(store) -> None:
+    """2x2x2x2 leaves no unsplit direction for the wave (each pair of steps then goes step
+    by step, the other path of kernels/qcd/qcd.c): the same series as one rank's waves."""
+    spec = {"start": "hot", "seed": 3, "sweeps": 2, "or_steps": 1}
+    a = qcd(store, 16, (2, 2, 2, 2), **spec)
+    b = qcd(store, 1, **spec)
+    assert a["verification"] == "passed", a["error"]
+    assert a["figures"]["messages_per_sweep"] > 0
+    assert [s["plaquette_hex"] for s in a["samples"]] == [s["plaquette_hex"] for s in b["samples"]]
+
+
 def test_mpich_gives_the_same_series(store) -> None:
     a = qcd(store, 2, (1, 2, 1, 1), mpi="mpich", start="hot", seed=5)
     b = qcd(store, 1, start="hot", seed=5)

@@ -25,7 +25,7 @@ The machine is shared: the load average is printed before and after, and the who
 bench's time at the end.
 
 Usage: bench/tune_linpack.py [--np 2] [--n 1024] [--space quick|full] [--budget 3]
-                             [--peak-n auto|memory|N] [--peak-minutes 2.5] [--repeat 3]
+                             [--peak-n auto|memory|N] [--peak-minutes 2] [--repeat 3]
                              [--peak-repeat 1] [--skip-peak] [--json out]
 """
 

@@ -108,8 +108,8 @@ def main() -> int:
     ap.add_argument(
         "--peak-minutes",
         type=float,
-        default=2.5,
-        help="length of one peak run with --peak-n auto (2.5)",
+        default=2.0,
+        help="length of one peak run with --peak-n auto (2)",
     )
     ap.add_argument("--mem-fraction", type=float, default=0.8)
     ap.add_argument("--dgemm-n", type=int, default=4000)

@@ -845,6 +845,31 @@ def test_retransmissions_that_do_not_come_back_on_retest_are_no_fault():
     assert flags == []
 
 
+def test_the_links_of_a_host_seen_flapping_get_the_long_retest_though_the_short_runs_were_clean():
+    retested = []
+    quiet = lossy_measurements(HOSTS, lambda a, b: 0)
+    flags = na.diagnose_loss(HOSTS, quiet, retest_with(on_host2(40), retested), {"host2", "host3"})
+    assert sorted(retested) == sorted(
+        p for p in combinations(HOSTS, 2) if {"host2", "host3"} & set(p)
+    )
+    assert [(f.get("host"), f["figure"]) for f in flags] == [("host2", "retransmissions")]
+
+
+def test_links_whose_long_retest_could_not_run_count_against_their_host():
+    """A flapping host2: one link retransmits on the re-test, the other two re-tests fail
+    to connect (a down window): host2 is named, with what each link did."""
+    short = lossy_measurements(HOSTS, lambda a, b: 5 if (a, b) == ("host1", "host2") else 0)
+    measured = retest_with(on_host2(30))
+
+    def remeasure(pairs):
+        down = (["host0", "host2"], ["host2", "host3"])
+        return [m for m in measured(pairs) if m["pair"] not in down]
+
+    flags = na.diagnose_loss(HOSTS, short, remeasure)
+    assert [(f.get("host"), f.get("pair")) for f in flags] == [("host2", None)]
+    assert "host0-host2 no re-test (the run failed: the link went down)" in flags[0]["reason"]
+
+
 def test_one_lossy_cable_is_the_pair_and_a_clean_cluster_is_not_retested():
     def cable(a, b):
         return 5 if {a, b} == {"host1", "host3"} else 0

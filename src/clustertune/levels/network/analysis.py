@@ -847,7 +847,9 @@ def _lossy(measured: Iterable[Mapping[str, object]]) -> dict[Pair, Mapping[str, 
     }
 
 
-def _evidence(pair: Pair, m: Mapping[str, object]) -> str:
+def _evidence(pair: Pair, m: Mapping[str, object] | None) -> str:
+    if m is None:
+        return f"{'-'.join(pair)} no re-test (the run failed: the link went down)"
     segs = m.get("data_segments")
     share = f" of {segs} segments ({100 * m['retransmissions'] / segs:.2g} %)" if segs else ""  # type: ignore[operator]
     return f"{'-'.join(pair)} {m['retransmissions']}{share}"
@@ -879,6 +881,7 @@ def diagnose_loss(
     hosts: Sequence[str],
     measured: Iterable[Mapping[str, object]],
     remeasure: Callable[[list[Pair]], Iterable[Mapping[str, object]]],
+    suspects: Iterable[str] = (),
 ) -> list[dict[str, object]]:
     """Packet loss from TCP's own retransmission counters, which a marginal cable raises
     long before the throughput of a few sizes shows it.
@@ -886,17 +889,25 @@ def diagnose_loss(
     The matrix's short runs only select: every link of a host touched by a pair that
     retransmitted is measured again, longer (``remeasure``), and the verdict rests on that
     re-test alone (a handful of retransmissions in a short run is as likely to miss a
-    lossy link as a lone burst is to accuse a healthy one). A host is the culprit when at
-    least two of its links, and more than half, retransmit on the re-test; else each such
-    link is.
+    lossy link as a lone burst is to accuse a healthy one). The links of ``suspects`` (the
+    hosts of a link seen flapping) are re-tested too: a link down 300 ms a second may
+    slip between short runs, a 1-s run does not. A host is the culprit when at least two
+    of its links, and more than half, retransmit on the re-test; else each such link is.
     """
     measured = list(measured)
     first = _lossy(measured)
-    if not first:
+    suspects = set(suspects)
+    if not first and not suspects:
         return []
     links = _links_of(hosts, (tuple(sorted(m["pair"])) for m in measured))  # type: ignore[arg-type]
-    touched = {h for p in first for h in p}
-    lossy = _lossy(remeasure(sorted({p for h in touched for p in links[h]})))
+    touched = {h for p in first for h in p} | suspects
+    asked = sorted({p for h in touched for p in links[h]})
+    again = list(remeasure(asked))
+    lossy: dict[Pair, Mapping[str, object] | None] = dict(_lossy(again))
+    # a link measured in the first pass whose long re-test could not even run went down
+    # meanwhile (a flapping port): as bad as a lossy one
+    done = {tuple(sorted(m["pair"])) for m in again}  # type: ignore[arg-type]
+    lossy |= {p: None for p in asked if p not in done}
     blamed, pairs = _hosts_or_links(links, lossy)
     flags: list[dict[str, object]] = []
     for host, bad in blamed.items():
@@ -913,8 +924,10 @@ def diagnose_loss(
         flags.append(
             {
                 "pair": list(pair), "figure": "retransmissions",
-                "value": m["retransmissions"], "median": 0,
-                "reason": f"{_evidence(pair, m)} TCP retransmissions, re-tested — "
+                "value": None if m is None else m["retransmissions"], "median": 0,
+                "reason": f"{_evidence(pair, m)} — suspect a link going down and up between them"
+                if m is None
+                else f"{_evidence(pair, m)} TCP retransmissions, re-tested — "
                 "packet loss: suspect the cable or switch ports between them",
             }
         )  # fmt: skip

@@ -371,8 +371,12 @@ def run_matrix(
         if diagnosis is not None:
             run.figures |= diagnosis.to_json() | {"suspects": [list(p) for p in diagnosis.suspects]}
         if layer == "tcp" and diagnosis is not None:
+            flapped = {  # the hosts of a link seen flapping: their links get the long re-test
+                h for f in link_flags if f["figure"] == "flapping"
+                for h in f.get("pair") or [f["host"]]
+            }  # fmt: skip
             loss = analysis.diagnose_loss(
-                names, first, lambda pairs: loss_retest(run, pairs, size, timeout)
+                names, first, lambda pairs: loss_retest(run, pairs, size, timeout), flapped
             )
             run.figures["flagged"], notes = analysis.with_loss(run.figures["flagged"], loss)
             run.figures["notes"] = run.figures.get("notes", []) + notes
@@ -389,10 +393,12 @@ def run_matrix(
                 "mid-size curves not judged: a tbf-shaped virtual link draws its bucket's "
                 "curve, not a wire's (vcluster up --wire paced)"
             )
-        # a host whose link came and went: what its links measured is that, not more faults
-        link_flags += unstable(live, first)
-        kept, notes = analysis.symptoms(link_flags, run.figures.get("flagged", []))
-        run.figures["flagged"] = link_flags + kept
+        # a flag on a host explains what the links of that host showed (a flapping host's
+        # pair that failed a check, a slow host's jagged curve): those become notes
+        flagged = link_flags + unstable(live, first) + run.figures.get("flagged", [])
+        on_hosts = [f for f in flagged if "host" in f]
+        kept, notes = analysis.symptoms(on_hosts, [f for f in flagged if "host" not in f])
+        run.figures["flagged"] = on_hosts + kept
         run.figures["notes"] = run.figures.get("notes", []) + notes
         complete = not run.problems and not any(s.problems for s in run.steps)
         # a pair that failed verification fails the matrix, however far it got

@@ -1,7 +1,8 @@
 """Grid level over GRAM (live, root): a virtual grid of two GRAM sites (a GCT GRAM5
 gatekeeper on each site's head in front of the fork job manager, GSI with the grid's own
-CA). The probe, a ping-pong and a small Linpack run across both sites on both MPIs, the
-MPI daemons of each site started as GRAM jobs; jobs go through the one submission
+CA) and a Slurm site. The probe, a ping-pong and a small Linpack run across both GRAM
+sites on both MPIs, the MPI daemons of each site started as GRAM jobs; the probe across a
+GRAM and the Slurm site; jobs go through the one submission
 interface as RSL (count, environment, directory, jobtype=mpi; exit status from the job's
 own file); an unmapped subject is refused with the gatekeeper's logged reason and
 co-allocation starts nothing; an expired certificate is refused by GSI; a gatekeeper
@@ -23,15 +24,16 @@ from test_grid import kill_daemon_mid_sweep
 
 from clustertune import runner, security
 from clustertune.errors import UserError
-from clustertune.grid import gram, jobs, virtual
+from clustertune.grid import gram, jobs, slurm, virtual
 from clustertune.grid.source import cluster_from_grid
 from clustertune.levels.grid import compare
 
 pytestmark = [
     pytest.mark.root,
     pytest.mark.skipif(
-        any(shutil.which(t) is None for t in gram.TOOLS) or not gram.FORK_CONF.is_file(),
-        reason="the Grid Community Toolkit's GRAM is not installed (make apt)",
+        any(shutil.which(t) is None for t in (*gram.TOOLS, *slurm.TOOLS))
+        or not gram.FORK_CONF.is_file(),
+        reason="the Grid Community Toolkit's GRAM or Slurm is not installed (make apt)",
     ),
 ]
 ACROSS = ("host1", "host2")  # neither is the origin: both sites start their daemons by GRAM
@@ -50,7 +52,8 @@ def _outside() -> dict:
 def grid():
     before = _outside()
     name = unique_name("gr")
-    cplan, state = virtual.plan(name, 2, 2, ["gram", "gram"], 1_000_000_000, 100_000_000)
+    cplan, state = virtual.plan(name, 3, 2, ["gram", "gram", "slurm"], 1_000_000_000,
+                                100_000_000)  # fmt: skip
     try:
         yield virtual.up(cplan, state)
     finally:
@@ -65,7 +68,7 @@ def _jobs_at(site: dict) -> int:
 
 
 def test_gatekeeper_per_site_in_its_head(grid):
-    for site in grid["sites"]:
+    for site in grid["sites"][:2]:
         pid = site["pids"]["gatekeeper"]
         head = next(h for h in site["hosts"] if h["name"] == site["head"])
         assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
@@ -79,7 +82,7 @@ def test_gatekeeper_per_site_in_its_head(grid):
 def test_probe_pingpong_linpack_across_two_gram_sites(grid, store, mpi):
     """One MPI_COMM_WORLD over host1 (site0) and host2 (site1), each site's MPI daemon a
     GRAM job of its gatekeeper; co-allocation's grant at a GRAM site is GSI's."""
-    jobs_before = [_jobs_at(s) for s in grid["sites"]]
+    jobs_before = [_jobs_at(s) for s in grid["sites"][:2]]
     probe = runner.run_kernel(cluster_from_grid(grid), store, level="probe", kernel="ct-probe",
                               np=2, mpi=mpi, hosts=list(ACROSS), params={}, timeout=90)  # fmt: skip
     assert probe["status"] == "ok", probe["error"]
@@ -93,7 +96,19 @@ def test_probe_pingpong_linpack_across_two_gram_sites(grid, store, mpi):
     assert linpack["status"] == "ok" and linpack["verification"] == "passed", linpack["error"]
     for site in linpack["meta"]["coalloc"]["sites"].values():
         assert site["scheduler"] == "gram" and site["allocation"] == "gsi"
-    assert [_jobs_at(s) - n for s, n in zip(grid["sites"], jobs_before, strict=True)] == [3, 3]
+    assert [_jobs_at(s) - n for s, n in zip(grid["sites"][:2], jobs_before, strict=True)] == [3, 3]
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_probe_across_a_gram_and_a_slurm_site(grid, store, mpi):
+    """host1 (GRAM site0: its daemon a GRAM job) and host4 (Slurm site2: srun --jobid in
+    its co-allocated allocation): one MPI_COMM_WORLD."""
+    before = _jobs_at(grid["sites"][0])
+    probe = runner.run_kernel(cluster_from_grid(grid), store, level="probe", kernel="ct-probe",
+                              np=2, mpi=mpi, hosts=["host1", "host4"], params={}, timeout=90)  # fmt: skip
+    assert probe["status"] == "ok", probe["error"]
+    assert {s["host"]: s["site"] for s in probe["samples"]} == {"host1": "site0", "host4": "site2"}
+    assert _jobs_at(grid["sites"][0]) == before + 1
 
 
 def test_submit_rsl_states_exit_status_and_output(grid):
@@ -178,4 +193,4 @@ def test_down_leaves_nothing_behind(grid):
     assert any(gram.stray(s) for s in grid["sites"])
     assert virtual.down(grid["name"])
     assert virtual.leftovers(grid["name"]) == []
-    assert [gram.stray(s) for s in grid["sites"]] == [[], []]
+    assert [gram.stray(s) for s in grid["sites"]] == [[], [], []]

@@ -4,8 +4,9 @@
  * One sweep = one Cabibbo-Marinari heat-bath pass over every link, then --or-steps
  * over-relaxation passes (MILC su3_ora's trajectory: qhb_steps 1, steps_per_trajectory
  * N), then reunitarisation and the plaquette. Each pass goes direction by direction,
- * even sites then odd; the halo of the links a step changed travels while the next step
- * updates its interior sites (sites whose update reads no ghost of a split direction).
+ * even sites then odd, both parities of a direction in one walk over the field (the wave,
+ * update_pair); the halo of the links a step changed travels while interior sites (sites
+ * whose update reads no ghost of a split direction) are updated.
  *
  * Verification, all in this run: the cold start's plaquette is exactly 1; every link is
  * in SU(3) after each sweep, before reunitarisation (|U U^+ - 1| and |det U - 1| <= 1e-12);

@@ -2,12 +2,12 @@
 gatekeeper on each site's head in front of the fork job manager, GSI with the grid's own
 CA) and a Slurm site. The probe, a ping-pong and a small Linpack run across both GRAM
 sites on both MPIs, the MPI daemons of each site started as GRAM jobs; the probe across a
-GRAM and the Slurm site; jobs go through the one submission
-interface as RSL (count, environment, directory, jobtype=mpi; exit status from the job's
-own file); an unmapped subject is refused with the gatekeeper's logged reason and
-co-allocation starts nothing; an expired certificate is refused by GSI; a gatekeeper
-killed mid-run ends the run within the heartbeat's bound, named, earlier results kept;
-down leaves no process and no file outside the run directory."""
+GRAM and the Slurm site; jobs go through the one submission interface as RSL (count,
+environment, directory, jobtype=mpi; exit status from the job's own file); an unmapped
+subject (co-allocation then starts nothing) and a foreign CA's certificate are refused
+with the gatekeeper's logged reason; an expired certificate is refused by GSI; a
+gatekeeper killed mid-run ends the run within the heartbeat's bound, named, earlier
+results kept; down leaves no process and no file outside the run directory."""
 
 from __future__ import annotations
 
@@ -161,6 +161,18 @@ def test_unmapped_subject_refused_with_the_logged_reason(grid, store, tmp_path, 
     assert r["status"] == "failed"
     assert "co-allocation failed, nothing started" in r["error"]
     assert "GRAM authentication refused" in r["error"] and "Could not map" in r["error"]
+
+
+def test_foreign_certificate_refused_with_the_logged_reason(grid, tmp_path, monkeypatch):
+    """The mapped subject, but certified by another CA: the gatekeeper cannot verify it."""
+    security.init_ca(tmp_path / "ca", rsa=True)
+    creds = security.issue(tmp_path / "ca", gram.USER, rsa=True)
+    assert gram.make_proxy(creds, tmp_path / "foreign.proxy").returncode == 0
+    monkeypatch.setenv("X509_USER_PROXY", str(tmp_path / "foreign.proxy"))
+    with pytest.raises(UserError) as err:
+        jobs.backend(grid, "site0").submit(jobs.GridJob("/bin/true"))
+    assert "gatekeeper log: GSS failed" in str(err.value)
+    assert "Cannot find trusted CA certificate" in str(err.value)
 
 
 def test_expired_certificate_refused(grid, tmp_path, monkeypatch):

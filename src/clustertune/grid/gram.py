@@ -240,7 +240,13 @@ def refusal(site: dict, answer: str, since: int) -> str:
     except OSError:
         new = []
     reasons = [line.split("Failure:", 1)[1].strip() for line in new if "Failure:" in line]
-    return said + (f"; gatekeeper log: {reasons[-1][-200:]}" if reasons else "")
+    # GSS's own failure line is terse; its error chain says which check failed
+    chain = [line.strip() for line in new
+             if line.startswith(("globus_gsi_callback_module:", "globus_gss_assist:"))]  # fmt: skip
+    if not reasons:
+        return said
+    return f"{said}; gatekeeper log: {reasons[-1][-200:]}" + (
+        f" ({chain[-1][-200:]})" if chain else "")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

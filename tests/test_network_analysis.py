@@ -1001,3 +1001,18 @@ def test_a_flag_where_another_flag_blames_is_its_symptom():
     kept, notes = na.symptoms([loss, fabric], [on_host2, elsewhere])
     assert kept == [elsewhere]
     assert notes == ["goes with the finding there: host1-host2 dips"]
+
+
+def test_two_flagged_links_of_one_host_out_of_three_put_the_host_at_fault():
+    flap = {"pair": ["host2", "host3"], "figure": "flapping", "reason": "host2-host3 came back"}
+    resent = {"pair": ["host1", "host2"], "figure": "retransmissions", "reason": "1-2 resent"}
+    fabric = {"fabric": HOSTS, "figure": "bandwidth_mbps", "reason": "all slow"}
+    flagged, notes = na.pairs_to_hosts(HOSTS, [flap, resent, fabric])
+    assert [(f.get("host"), f.get("pair"), f["figure"]) for f in flagged] == [
+        (None, None, "bandwidth_mbps"), ("host2", None, "flapping")
+    ]  # fmt: skip
+    assert "2 of its links flagged (1-2 resent; host2-host3 came back)" in flagged[1]["reason"]
+    assert notes == ["part of host2's finding: 1-2 resent",
+                     "part of host2's finding: host2-host3 came back"]  # fmt: skip
+    # one flagged link of a host is that link, not the host
+    assert na.pairs_to_hosts(HOSTS, [resent]) == ([resent], [])

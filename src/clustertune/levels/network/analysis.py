@@ -985,6 +985,29 @@ def diagnose_shapes(
     return flags
 
 
+def pairs_to_hosts(hosts: Sequence[str], flagged: list[dict]) -> tuple[list[dict], list[str]]:
+    """Pair flags of any figures that, together, put a host at fault: at least two of its
+    links and more than half are flagged (a flapping host2 showed as host2-host3 failing a
+    check and host1-host2 retransmitting). Returns the flags with such pairs replaced by
+    a flag on their host, and a note for each pair replaced."""
+    bad = {tuple(sorted(f["pair"])): f for f in flagged if "pair" in f}
+    pairs = [(a, b) for i, a in enumerate(sorted(hosts)) for b in sorted(hosts)[i + 1 :]]
+    blamed, _ = _hosts_or_links(_links_of(hosts, pairs), bad)
+    out = [f for f in flagged if "pair" not in f or not blamed.keys() & set(f["pair"])]
+    notes = []
+    for host, own in blamed.items():
+        figures = [bad[p]["figure"] for p in own]
+        out.append({
+            "host": host, "figure": "flapping" if "flapping" in figures else figures[0],
+            "value": None, "median": None,
+            "reason": f"{host}: {len(own)} of its links flagged ("
+            + "; ".join(bad[p]["reason"] for p in own)
+            + f") — suspect {host}'s NIC, cable or switch port",
+        })  # fmt: skip
+        notes += [f"part of {host}'s finding: {bad[p]['reason']}" for p in own]
+    return out, notes
+
+
 def symptoms(blaming: list[dict], found: list[dict]) -> tuple[list[dict], list[str]]:
     """The flags of ``found`` that blame no host or pair a flag of ``blaming`` already
     blames, and a note for each of the others: that finding's symptom (a lossy or slow

@@ -396,10 +396,11 @@ def run_matrix(
         # a flag on a host explains what the links of that host showed (a flapping host's
         # pair that failed a check, a slow host's jagged curve): those become notes
         flagged = link_flags + unstable(live, first) + run.figures.get("flagged", [])
+        flagged, notes = analysis.pairs_to_hosts(live, flagged)
         on_hosts = [f for f in flagged if "host" in f]
-        kept, notes = analysis.symptoms(on_hosts, [f for f in flagged if "host" not in f])
+        kept, more = analysis.symptoms(on_hosts, [f for f in flagged if "host" not in f])
         run.figures["flagged"] = on_hosts + kept
-        run.figures["notes"] = run.figures.get("notes", []) + notes
+        run.figures["notes"] = run.figures.get("notes", []) + notes + more
         complete = not run.problems and not any(s.problems for s in run.steps)
         # a pair that failed verification fails the matrix, however far it got
         failed = any(s.failed for s in run.steps)

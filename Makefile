@@ -16,7 +16,7 @@ APT_PACKAGES := build-essential cmake pkg-config python3 python3-venv \
 	iperf3 netpipe-tcp netpipe-openmpi netpipe-mpich2 hpcc pvm pvm-dev slurm-wlm munge \
 	openssh-server openssh-client chromium \
 	globus-gatekeeper globus-gram-job-manager globus-gram-job-manager-fork-setup-poll \
-	globus-gram-client-tools globus-proxy-utils globus-gsi-cert-utils-progs
+	globus-gram-client-tools globus-proxy-utils globus-gsi-cert-utils-progs globus-gram-job-manager-slurm
 
 FLAVOURS := serial openmpi mpich
 

@@ -113,7 +113,8 @@ def test_probe_across_a_gram_and_a_slurm_site(grid, store, mpi):
 
 def test_submit_rsl_states_exit_status_and_output(grid):
     """A single job (count copies, environment, directory, a failing exit status GRAM does
-    not return) and an MPI job (jobtype=mpi over the site's two hosts)."""
+    not return) and an MPI job (jobtype=mpi over the site's two hosts), through the
+    gatekeeper's Slurm job manager when GCT's is installed."""
     backend = jobs.backend(grid, "site1")
     single = backend.submit(jobs.GridJob("/bin/sh", ["-c", 'echo "$A" "$(pwd)"; exit 3'],
                                          count=2, environment={"A": "x y"}, directory="/tmp"))  # fmt: skip
@@ -128,6 +129,10 @@ def test_submit_rsl_states_exit_status_and_output(grid):
     assert (result.state, result.exit_status) == ("done", 0), result.stderr
     assert sorted(result.stdout.split()) == ["host2", "host3"]
     assert '(count=2)(jobtype="mpi")' in (Path(mpi.dir) / "job.rsl").read_text()
+    if gram.fronts_slurm():  # through the gatekeeper's Slurm job manager: the site's Slurm
+        shown = slurm.run_client(grid["sites"][1], ["scontrol", "-o", "show", "job"]).stdout
+        assert f"StdOut={single.dir}/out" in shown and f"StdOut={mpi.dir}/out" in shown
+        assert "(host_count=2)" in request
 
 
 def test_launchers_remote_shell_is_a_gram_job(grid):

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .. import security, vcluster
 from ..errors import UserError
-from . import daemons
+from . import daemons, slurm
 
 PORT = 2119
 TOOLS = ("globus-gatekeeper", "globus-job-manager", "globusrun", "grid-proxy-init")
@@ -48,6 +48,9 @@ USER = "griduser"  # the grid's user certificate; its subject is mapped at every
 ACCOUNT = "root"  # the account it maps to: the virtual hosts are root's namespaces
 PROXY_HOURS = 12  # globus-job-run/-submit want >= 3 h left
 FORK_CONF = Path("/etc/globus/globus-fork.conf")
+SLURM_CONF = Path("/etc/globus/globus-slurm.conf")  # GCT's Slurm LRM reads only this
+SLURM_LRM = Path("/usr/share/perl5/Globus/GRAM/JobManager/slurm.pm")
+SLURM_TOOLS = ("sbatch", "srun", "scancel", "scontrol", "salloc")
 # what the job manager writes outside its configuration: a directory of the site's each
 PRIVATE = {"home": "/root", "state": "/var/lib/globus", "log": "/var/log/globus"}
 JOB_VAR = "CT_GRID_JOB"  # the job's directory, in its RSL environment (the mpiexec wrapper)
@@ -59,6 +62,42 @@ def gsi_dir(grid_dir: Path) -> Path:
 
 def contact(head: dict) -> str:
     return f"{head['address']}:{PORT}:{security.subject_of(head['name'], server=True)}"
+
+
+def fronts_slurm() -> bool:
+    """Is GCT's Slurm job manager installed (globus-gram-job-manager-slurm), and Slurm?
+    Then a GRAM site runs its own Slurm, and the gatekeeper is in front of it too."""
+    return SLURM_LRM.is_file() and SLURM_CONF.is_file() and all(
+        shutil.which(t) for t in slurm.TOOLS)  # fmt: skip
+
+
+def service_contact(contact: str, lrm: str) -> str:
+    """``ADDRESS:PORT/jobmanager-LRM:SUBJECT``: the gatekeeper's service for ``lrm``."""
+    address, port, subject = contact.split(":", 2)
+    return f"{address}:{port}/jobmanager-{lrm}:{subject}"
+
+
+def _slurm_conf(g: Path, site: dict) -> Path:
+    """The site's copy of the Slurm LRM's settings: its Slurm commands are wrappers that
+    name the site's slurm.conf (the job manager's perl helper gets a fixed environment,
+    so SLURM_CONF cannot reach it), and jobtype=mpi goes to the site's mpiexec."""
+    (g / "bin").mkdir(exist_ok=True)
+    for tool in SLURM_TOOLS:
+        # the job manager's directory (under its private ~) does not exist for slurmd
+        chdir = " --chdir=/" if tool == "sbatch" else ""
+        wrapper = g / "bin" / tool
+        wrapper.write_text(
+            f'#!/bin/sh\nSLURM_CONF={slurm.conf_path(site)} exec /usr/bin/{tool}{chdir} "$@"\n'
+        )
+        wrapper.chmod(0o755)
+    keys = tuple(f"{k}=" for k in (*SLURM_TOOLS, "openmpi_path", "mpirun", "mpi_types"))
+    lines = [line for line in SLURM_CONF.read_text().splitlines() if not line.startswith(keys)]
+    lines += [f'{tool}="{g / "bin" / tool}"' for tool in SLURM_TOOLS]
+    # an empty openmpi_path would put 'export PATH=no/bin' into the job (research note)
+    lines += ['openmpi_path="/usr"', f'mpirun="{g / "mpiexec"}"', 'mpi_types="openmpi"', ""]
+    conf = g / "globus-slurm.conf"
+    conf.write_text("\n".join(lines))
+    return conf
 
 
 def trust_dir(ca_dir: Path, certs: Path) -> None:
@@ -174,11 +213,15 @@ def start(grid: str, site: dict, timeout: float = 30.0) -> None:
     security.map_account(g / "grid-mapfile", security.subject_of(USER), ACCOUNT)
     (g / "jm.conf").write_text(f"-globus-toolkit-version 6.2\n-log-pattern {g}/log/"
                                f"gram_$(LOGNAME).log\n-x509-cert-dir {gsi / 'certs'}\n")  # fmt: skip
-    service = ("stderr_log,local_cred - /usr/sbin/globus-job-manager globus-job-manager "
-               f"-conf {g / 'jm.conf'} -type fork\n")  # fmt: skip
-    for name in ("jobmanager", "jobmanager-fork"):  # the default service, and by name
-        (g / "services" / name).write_text(service)
+    services = {"jobmanager": "fork", "jobmanager-fork": "fork"}  # the default, and by name
     binds = [(str(g / k), v) for k, v in PRIVATE.items()] + [(str(_fork_conf(g)), str(FORK_CONF))]
+    if site.get("lrm") == "slurm":
+        services["jobmanager-slurm"] = "slurm"
+        binds.append((str(_slurm_conf(g, site)), str(SLURM_CONF)))
+    for name, lrm in services.items():
+        (g / "services" / name).write_text(
+            "stderr_log,local_cred - /usr/sbin/globus-job-manager globus-job-manager "
+            f"-conf {g / 'jm.conf'} -type {lrm}\n")  # fmt: skip
     out = g / "log" / "gatekeeper.out"
     site["pids"]["gatekeeper"] = pid = daemons.start(grid, head["namespace"], [
         "globus-gatekeeper", "-f", "-port", str(PORT), "-grid_services", str(g / "services"),
@@ -267,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     if site is None or site["scheduler"] != "gram":
         print(f"clustertune-gram: grid {name!r} has no GRAM site {site_name!r}", file=sys.stderr)
         return 255
-    backend = jobs.backend(grid, site_name)
+    backend = jobs.GramBackend(grid, site, lrm="fork")  # on HOST itself, not where Slurm says
     try:
         handle = backend.submit(jobs.GridJob(str(vcluster.state_dir(name) / "agent"),
                                              [host, command]))  # fmt: skip

@@ -161,6 +161,16 @@ class Backend:
         return Result(state, status, read("out"), read("err"))
 
 
+def srun_launch(job: GridJob, hosts: list[str] | None) -> tuple[list[str], dict[str, str]]:
+    """srun starting the job's count tasks inside its Slurm job (on ``hosts`` when given),
+    with the MPI's PMI plug-in; and the environment the MPI needs."""
+    srun = ["srun", "--kill-on-bad-exit=1", "--ntasks", str(job.count), "--distribution",
+            "cyclic"] + (["--nodelist", ",".join(hosts)] if hosts else [])  # fmt: skip
+    if job.jobtype != "mpi":
+        return srun, {}
+    return srun + [f"--mpi={slurm.PMI_PLUGIN[job.mpi]}"], mpi_env(job.mpi)
+
+
 class SlurmBackend(Backend):
     name = "slurm"
 
@@ -168,12 +178,7 @@ class SlurmBackend(Backend):
         job.check()
         hosts = self.hosts(job)[: job.count]
         d = self.new_dir()
-        srun = ["srun", "--kill-on-bad-exit=1", "--ntasks", str(job.count),
-                "--nodelist", ",".join(hosts), "--distribution", "cyclic"]  # fmt: skip
-        env = {}
-        if job.jobtype == "mpi":
-            srun.append(f"--mpi={slurm.PMI_PLUGIN[job.mpi]}")
-            env = mpi_env(job.mpi)
+        srun, env = srun_launch(job, hosts)
         (d / "job.sh").write_text(self.script(job, d, srun + [job.executable, *job.arguments], env))
         hold = ["--hold"] if os.environ.get(NEVER_START) == self.site["name"] else []
         argv = ["sbatch", "--parsable", *hold, "--job-name", f"ct-{d.name}", "--ntasks", str(job.count),
@@ -292,15 +297,27 @@ class SshBackend(ShellBackend):
 
 class GramBackend(ShellBackend):
     """A GRAM site: an RSL request to its gatekeeper (globusrun -b from the grid's origin),
-    state from its job manager (globusrun -status), cancel by globusrun -kill. The job
-    manager forks on the site's head; the job's script reaches the site's other hosts
-    with the vcluster agent (the fork LRM has no access path of its own). GRAM returns no
-    exit status: the script writes it, as everywhere."""
+    state from its job manager (globusrun -status), cancel by globusrun -kill. GRAM
+    returns no exit status: the script writes it, as everywhere.
+
+    ``lrm``: the job manager behind the gatekeeper: ``slurm`` when the site's Slurm is
+    there (GCT's Slurm LRM: sbatch, the job's tasks started by srun inside its Slurm
+    job), else ``fork`` (the job manager forks on the site's head; the script reaches the
+    site's other hosts with the vcluster agent, the fork LRM has no access path)."""
 
     name = "gram"
     STATES = {"PENDING": "pending", "STAGE_IN": "pending", "UNSUBMITTED": "pending",
               "ACTIVE": "active", "STAGE_OUT": "active", "SUSPENDED": "active",
               "DONE": "done", "FAILED": "failed"}  # fmt: skip
+
+    def __init__(self, grid: dict, site: dict, lrm: str | None = None):
+        super().__init__(grid, site)
+        self.lrm = lrm or site.get("lrm", "fork")
+
+    def launch(self, job: GridJob, d: Path, hosts: list[str]) -> tuple[list[str], dict]:
+        if self.lrm == "slurm":  # Slurm places the tasks: GRAM names no nodes
+            return srun_launch(job, None)
+        return super().launch(job, d, hosts)
 
     def request(self, job: GridJob, d: Path) -> dict:
         """The RSL attributes: the seed's (executable, arguments, count, environment,
@@ -312,7 +329,12 @@ class GramBackend(ShellBackend):
         run = ({"executable": job.executable, "arguments": job.arguments, "count": job.count,
                 "jobtype": "mpi"} if job.jobtype == "mpi" else
                {"executable": "/bin/sh", "arguments": [str(d / "job.sh"), job.executable,
-                                                       *job.arguments]})  # fmt: skip
+                                                       *job.arguments],
+                "jobtype": "single"})  # GRAM's default, multiple, would start it count times  # fmt: skip
+        if self.lrm == "slurm":  # sbatch -N hosts, and -n count for a single job's srun
+            run.update(host_count=len(self.hosts(job)), count=job.count)
+            if job.jobtype == "mpi":  # the Slurm LRM hands only Open MPI's to mpiexec once
+                run["mpi_type"] = "openmpi"
         return {**run, "environment": env, "directory": job.directory or str(d),
                 "stdout": str(d / "out"), "stderr": str(d / "err")}  # fmt: skip
 
@@ -324,12 +346,13 @@ class GramBackend(ShellBackend):
         request = gram.rsl(self.request(job, d))
         (d / "job.rsl").write_text(request + "\n")
         mark = gram.log_mark(self.site)
-        out = gram.run_client(self.grid, ["globusrun", "-b", "-r", self.site["contact"], request])
-        contact = next((w for w in out.stdout.split() if w.startswith("https://")), "")
-        if out.returncode != 0 or not contact:
+        contact = gram.service_contact(self.site["contact"], self.lrm)
+        out = gram.run_client(self.grid, ["globusrun", "-b", "-r", contact, request])
+        job_contact = next((w for w in out.stdout.split() if w.startswith("https://")), "")
+        if out.returncode != 0 or not job_contact:
             raise UserError(f"site {self.site['name']}: GRAM refused the job: "
                             f"{gram.refusal(self.site, out.stdout + out.stderr, mark)}")  # fmt: skip
-        return Handle(self.site["name"], self.name, str(d), contact, time.time())
+        return Handle(self.site["name"], self.name, str(d), job_contact, time.time())
 
     def poll(self, handle: Handle) -> str:
         d = Path(handle.dir)

@@ -119,9 +119,11 @@ def up(cplan: dict, state: dict, timeout: float = 30.0) -> dict:
         for site in state["sites"]:
             Path(site["dir"]).mkdir(parents=True, exist_ok=True)
             try:
-                if site["scheduler"] == "slurm":
+                if site["scheduler"] == "gram" and gram.fronts_slurm():
+                    site["lrm"] = "slurm"  # the gatekeeper in front of the site's Slurm too
+                if site["scheduler"] == "slurm" or site.get("lrm") == "slurm":
                     slurm.start(name, site, timeout)
-                elif site["scheduler"] == "ssh":
+                if site["scheduler"] == "ssh":
                     ssh.start(name, site, timeout)
                 elif site["scheduler"] == "gram":
                     gram.start(name, site, timeout)

@@ -1,5 +1,8 @@
 """A GRAM5 gatekeeper per site (the Grid Community Toolkit: GRAM's and GSI's role in
-seeds/000), really running in the site head's namespace, in front of the fork job manager.
+seeds/000), really running in the site head's namespace, in front of the fork job manager
+and, when GCT's Slurm job manager is installed, of the site's own Slurm (started like a
+Slurm site's; the LRM's settings are the site's copy of globus-slurm.conf, its Slurm
+commands wrappers that name the site's slurm.conf).
 
 GSI with the project's CA tool (security.py, RSA keys): one throw-away CA per grid under
 ``<grid>/gsi/`` (its trusted-certificates directory: ``HASH.0`` and ``HASH.signing_policy``),
@@ -10,7 +13,7 @@ refused by the gatekeeper, which logs why (``<site>/gram/log/gatekeeper.log``).
 
 The job manager writes fixed paths (../shared/research/grid-middleware.md): the mapped
 account's ``~/.globus``, ``/var/lib/globus/gram_job_state``, ``/var/log/globus``, and reads
-the fork LRM's settings from ``/etc/globus/globus-fork.conf`` only; it outlives its jobs.
+the LRMs' settings from ``/etc/globus/globus-{fork,slurm}.conf`` only; it outlives its jobs.
 So the gatekeeper runs in a private mount namespace where each of those is a directory
 or file of the site's own (bind mounts), and ``down`` stops every process of that mount
 namespace: nothing is written or left outside the run directory. Its contact names the

@@ -72,7 +72,7 @@ def gather(grid: dict, timeout: float = 20.0) -> dict:
                 "error": (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]}  # fmt: skip
         except subprocess.TimeoutExpired:
             entry["head"] = {"error": f"no answer within {timeout:g} s"}
-        if site["scheduler"] == "slurm":
+        if site["scheduler"] == "slurm" or site.get("lrm") == "slurm":  # GRAM's too
             try:
                 entry["batch"] = _slurm_state(site, timeout)
             except subprocess.TimeoutExpired:

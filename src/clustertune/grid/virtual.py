@@ -8,7 +8,8 @@ directory beside it (its Slurm config, munge key and socket, ssh keys, logs).
 
 Schedulers: ``slurm`` (grid/slurm.py), ``ssh`` (grid/ssh.py: sshd on every host, the
 site reached only with the grid's key), ``gram`` (grid/gram.py: a GCT GRAM5 gatekeeper
-on the site's head in front of the fork job manager, GSI with the grid's own CA),
+on the site's head in front of the fork job manager and of the site's own Slurm when
+GCT's Slurm job manager is installed, GSI with the grid's own CA),
 ``none`` (the vcluster agent forks, as a site with no scheduler).
 """
 

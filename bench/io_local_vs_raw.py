@@ -25,7 +25,7 @@ printed with the result.
 Usage (this host):       bench/io_local_vs_raw.py [--sizes 64,128,256] [--np 1,2,4]
                                                   [--repeat 5] [--reps 10] [--json out.json]
        Takes 243 s at load 7 with the defaults (476 s at load 11-14); the np=2 target cells:
-       --sizes 128,256 --np 2 (about 1 minute at load 5).
+       --sizes 128,256 --np 2 --repeat 3 (63 s at load 9).
        (virtual cluster): bench/io_local_vs_raw.py --vcluster 2   (root; ranks on 2 hosts)
        (a cluster):       bench/io_local_vs_raw.py --cluster NAME --dir DIR-EVERY-HOST-SEES
 """

@@ -175,6 +175,11 @@ def test_sweep_decides_only_beyond_the_noise_and_records_what_it_did_not(monkeyp
     assert launches == [([0, 1, 2], 2), ([2, 1], linpack.CLOSE_SAMPLES)]
     assert "within the noise, kept 1" in tuner.noise["depth"]
 
+    # a second pass that decides the dimension clears the first pass's note
+    truth.update({0: [30.0, 31.0], 1: [40.0, 41.0], 2: [60.0, 61.0]})
+    assert tuner.sweep("s", inc, 1000, "depth", [0, 1, 2])[0].depth == 2
+    assert "depth" not in tuner.noise
+
     assert tuner.sweep("s", inc, 1000, "depth", [0, 1, 2]) is None
 
 

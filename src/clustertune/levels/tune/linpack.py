@@ -289,6 +289,7 @@ class Tuner:
         ms = space.measured(got)
         if not ms:
             return None
+        self.noise.pop(note, None)  # an earlier pass's note is not this sweep's evidence
         mine = [m for m in ms if m.cfg == cfg]
         if mine and ms[0] is not mine[0] and not space.beats(ms[0], mine[0]) and self.left() > 0:
             close = {value(m.cfg, dim) for m in ms if not space.beats(ms[0], m)}

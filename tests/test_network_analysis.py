@@ -856,8 +856,8 @@ def test_the_links_of_a_host_seen_flapping_get_the_long_retest_though_the_short_
 
 
 def test_links_whose_long_retest_could_not_run_count_against_their_host():
-    """A flapping host2: one link retransmits on the re-test, the other two re-tests fail
-    to connect (a down window): host2 is named, with what each link did."""
+    """host2 seen flapping: one link retransmits on the re-test, the other two re-tests
+    fail to connect (a down window): host2 is named, with what each link did."""
     short = lossy_measurements(HOSTS, lambda a, b: 5 if (a, b) == ("host1", "host2") else 0)
     measured = retest_with(on_host2(30))
 
@@ -865,9 +865,12 @@ def test_links_whose_long_retest_could_not_run_count_against_their_host():
         down = (["host0", "host2"], ["host2", "host3"])
         return [m for m in measured(pairs) if m["pair"] not in down]
 
-    flags = na.diagnose_loss(HOSTS, short, remeasure)
+    flags = na.diagnose_loss(HOSTS, short, remeasure, suspects={"host2"})
     assert [(f.get("host"), f.get("pair")) for f in flags] == [("host2", None)]
     assert "host0-host2 no re-test (the run failed: the link went down)" in flags[0]["reason"]
+    # without a flap seen, a re-test that failed is no evidence: only the lossy link
+    flags = na.diagnose_loss(HOSTS, short, remeasure)
+    assert [(f.get("host"), f.get("pair")) for f in flags] == [(None, ["host1", "host2"])]
 
 
 def test_one_lossy_cable_is_the_pair_and_a_clean_cluster_is_not_retested():

@@ -891,8 +891,9 @@ def diagnose_loss(
     re-test alone (a handful of retransmissions in a short run is as likely to miss a
     lossy link as a lone burst is to accuse a healthy one). The links of ``suspects`` (the
     hosts of a link seen flapping) are re-tested too: a link down 300 ms a second may
-    slip between short runs, a 1-s run does not. A host is the culprit when at least two
-    of its links, and more than half, retransmit on the re-test; else each such link is.
+    slip between short runs, a 1-s run does not; and a link of theirs whose re-test could
+    not run counts as lossy. A host is the culprit when at least two of its links, and
+    more than half, retransmit on the re-test; else each such link is.
     """
     measured = list(measured)
     first = _lossy(measured)
@@ -904,10 +905,11 @@ def diagnose_loss(
     asked = sorted({p for h in touched for p in links[h]})
     again = list(remeasure(asked))
     lossy: dict[Pair, Mapping[str, object] | None] = dict(_lossy(again))
-    # a link measured in the first pass whose long re-test could not even run went down
-    # meanwhile (a flapping port): as bad as a lossy one
+    # a link of a host seen flapping whose long re-test could not even run went down
+    # meanwhile: as bad as a lossy one (elsewhere a failed run, e.g. a server that did not
+    # start on a busy machine, is no evidence of loss)
     done = {tuple(sorted(m["pair"])) for m in again}  # type: ignore[arg-type]
-    lossy |= {p: None for p in asked if p not in done}
+    lossy |= {p: None for p in asked if p not in done and suspects & set(p)}
     blamed, pairs = _hosts_or_links(links, lossy)
     flags: list[dict[str, object]] = []
     for host, bad in blamed.items():

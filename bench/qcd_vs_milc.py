@@ -20,7 +20,7 @@ compared with each other (combined errors) and with the references of paper_qcd.
 Usage: bench/qcd_vs_milc.py [--lattices 8x8x8x8,16x16x16x16] [--ranks 1,2] [--repeat 3]
                             [--chrt P] [--physics] [--physics-sweeps 600] [--peers DIR]
                             [--json F]
-On an idle machine `bench/qcd_vs_milc.py --repeat 3` takes about 4 minutes (docs/qcd.md).
+`bench/qcd_vs_milc.py --repeat 3` takes about 5 minutes at a load average of 4-5 (docs/qcd.md).
 """
 
 from __future__ import annotations

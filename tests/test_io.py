@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import netCDF4
 import numpy as np
@@ -113,27 +112,6 @@ def test_a_corrupted_value_fails_the_run_and_its_files(built, store, tmp_path) -
     }
     assert not list(tmp_path.iterdir())  # files removed after the checks
     assert "io" in section.render([record]) and "Failed" in section.render([record])
-
-
-def test_a_job_killed_by_a_signal_names_what_the_launcher_said() -> None:
-    """MPICH's hydra reports a rank's death by a signal on stdout (exit status = the signal,
-    e.g. 1 for SIGHUP), where the record's error did not look: this was MPICH's own text."""
-    hydra = "\n".join([
-        "", "=" * 83, "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
-        "=   PID 28326 RUNNING AT vm", "=   EXIT CODE: 1", "=" * 83,
-        "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Hangup (signal 1)",
-    ])  # fmt: skip
-
-    def step(rc: int, stdout: str, errors: list[str]) -> SimpleNamespace:
-        completed = SimpleNamespace(returncode=rc, stdout=stdout, timed_out=False,
-                                    interrupted=False)  # fmt: skip
-        return SimpleNamespace(completed=completed, output=SimpleNamespace(errors=errors))
-
-    said = netcdf.launcher_said(step(1, '{"type": "sample"}\n' + hydra, []))
-    assert said is not None and "EXIT CODE: 1" in said and "Hangup (signal 1)" in said
-    assert "sample" not in said and "===" not in said
-    assert netcdf.launcher_said(step(0, hydra, [])) is None  # a job that passed
-    assert netcdf.launcher_said(step(1, hydra, ["rank 1: why"])) is None  # said it itself
 
 
 def test_readback_names_a_wrong_value_and_a_wrong_shape(tmp_path) -> None:

@@ -71,6 +71,27 @@ def test_failed_verification_is_failed_even_with_numbers(store):
     assert r["error"].startswith("verification failed")
 
 
+def test_a_job_killed_by_a_signal_names_what_the_launcher_said(store):
+    """MPICH's hydra reports a rank's death by a signal on stdout (exit status = the signal,
+    e.g. 1 for SIGHUP), not on stderr: this was MPICH's own text."""
+    hydra = "\n".join([
+        "", "=" * 83, "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+        "=   PID 28326 RUNNING AT vm", "=   EXIT CODE: 1", "=" * 83,
+        "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Hangup (signal 1)",
+    ])  # fmt: skip
+    r = finished(store, completed(lines(sample(size=1)) + hydra, returncode=1))
+    assert r["status"] == "incomplete"
+    assert r["error"].startswith("exit status 1; the launcher said: ")
+    assert "EXIT CODE: 1" in r["error"] and "Hangup (signal 1)" in r["error"]
+    assert "sample" not in r["error"] and "===" not in r["error"]
+    # a kernel that said why itself is not overwritten by the launcher's text
+    said = lines({"type": "error", "message": "rank 1: why"}) + hydra
+    assert finished(store, completed(said, returncode=1))["error"].startswith("rank 1: why")
+    # nor is a job that passed
+    ok = finished(store, completed(lines(result(ranks=2)) + hydra))
+    assert (ok["status"], ok["error"]) == ("ok", None)
+
+
 def test_samples_without_result_are_kept_as_incomplete(store):
     out = lines(sample(size=1), sample(size=2), {"type": "error", "message": "peer vanished"})
     r = finished(store, completed(out, returncode=1, stderr="boom"))

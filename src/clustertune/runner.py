@@ -48,6 +48,7 @@ STDERR_TAIL = 2000
 # mpiexec had closed, exit 255). The job's output is whole then: its exit status becomes a
 # note in the record's meta, not a failure; a kernel's own failure still fails the run.
 HYDRA_TEARDOWN = ("unable to return exit status upstream", "assert (!closed) failed")
+LAUNCHER_LINES = 8  # the last lines of the launcher's text kept in a failed run's error
 
 Derive = Callable[[list[dict], dict | None], dict]
 
@@ -159,8 +160,20 @@ class Step:
         elif c.timed_out:
             found.append(f"timed out after {c.elapsed_s:.0f} s; the job was killed")
         elif c.returncode != 0 and not self.is_service and not self.lost_in_teardown:
-            found.append(f"exit status {c.returncode}")
+            said = self.launcher_said if not found else None
+            found.append(
+                f"exit status {c.returncode}" + (f"; the launcher said: {said}" if said else "")
+            )
         return found
+
+    @property
+    def launcher_said(self) -> str | None:
+        """The launcher's own lines on the job's stdout (kernels write JSON lines there): MPICH's
+        hydra reports a rank's death by a signal only there ("BAD TERMINATION ... EXIT STRING:
+        Hangup (signal 1)", exit status = the signal), where stderr's tail does not reach."""
+        lines = [t for t in (line.strip(" =\t") for line in self.completed.stdout.splitlines())
+                 if t and not t.startswith("{")]  # fmt: skip
+        return " / ".join(lines[-LAUNCHER_LINES:]) or None
 
 
 class Run:

@@ -117,19 +117,6 @@ def check_files(run: Run, host: str, samples: list[dict]) -> dict[str, dict]:
     return verdicts
 
 
-def launcher_said(step) -> str | None:
-    """What the MPI launcher printed on the job's stdout when the job failed without an error
-    line of its own: MPICH's hydra reports a rank's death by a signal there ("BAD TERMINATION
-    ... EXIT STRING: Hangup (signal 1)", exit status = the signal), and the record's error
-    holds only the kernels' error lines and the stderr tail."""
-    c = step.completed
-    if c.returncode == 0 or step.output.errors or c.timed_out or c.interrupted:
-        return None
-    lines = [t for t in (line.strip(" =\t") for line in c.stdout.splitlines())
-             if t and not t.startswith("{")]  # fmt: skip
-    return " / ".join(lines[-8:]) or None
-
-
 def measure(
     cluster: Cluster, store: Store, *, np: int, mpi: str, sizes: list[int], mode: str,
     ops: list[str], fmt: str, reps: int, raw: bool = True, driver: str = "romio",
@@ -209,8 +196,6 @@ def measure(
                     run.figures["wan_bps"] = cluster.wan_bps
                     run.figures["link_share"] = fwd.link_shares(step.output.samples,
                                                                 cluster.wan_bps)  # fmt: skip
-            if said := launcher_said(step):
-                run.problems.append(f"{kernel}: the launcher said: {said}")
     finally:
         if not keep_files and not address:
             if made or site:

@@ -187,12 +187,12 @@ def test_link_fault_hits_only_its_pair_both_ways_and_composes_with_a_host_fault(
     _, slow = ping(cluster, "host0", "host1", 20, 0.01)
     _, fast = ping(cluster, "host0", "host2", 20, 0.01)
     assert min(slow) >= 3.9 and min(fast) >= 0.9 and max(fast) < 2.5, (slow, fast)
-    state = vcluster.set_link_faults(cluster.name, "host1-host0", ["delay=off", "loss=50%"])
-    assert state["link_faults"] == {"host0-host1": {"loss": 0.5}}
+    state, key = vcluster.set_link_faults(cluster.name, "host1-host0", ["delay=off", "loss=50%"])
+    assert key == "host0-host1" and state["link_faults"] == {key: {"loss": 0.5}}
     got, rtts = ping(cluster, "host0", "host1", 200, 0.005)
     # 50 % each way; the link's daemon keeps host0's own 1 ms delay on what host0 sends
     assert 20 <= len(got) <= 80 and min(rtts) >= 0.9, (len(got), min(rtts))
-    pids = [pid for key, pid in state["delay_pids"].items() if ">" in key]
+    pids = [pid for end, pid in state["delay_pids"].items() if ">" in end]
     assert len(pids) == 2
     vcluster.set_link_faults(cluster.name, "host0-host1", ["clear"])
     state = vcluster.load_state(cluster.name)

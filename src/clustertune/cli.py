@@ -67,8 +67,7 @@ def cmd_vcluster_down(args: argparse.Namespace) -> Output:
 
 def cmd_vcluster_set(args: argparse.Namespace) -> Output:
     if args.link:
-        state = vcluster.set_link_faults(args.name, args.link, args.change)
-        target = vcluster.link_key(state["hosts"], args.link, "--link")
+        state, target = vcluster.set_link_faults(args.name, args.link, args.change)
     else:
         state = vcluster.set_faults(args.name, args.host, args.change)
         target = args.host
@@ -185,9 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--wire",
         choices=vcluster.WIRES,
-        default="tbf",
+        default=vcluster.DEFAULT_WIRE,
         help="link model: tbf (token bucket; mid-size messages outrun it) or paced (every "
-        "frame its time on the wire; needs an idle CPU; docs/network.md)",
+        "frame its time on the wire; false alarms when the CPU is busy; docs/network.md)",
     )
     p.set_defaults(func=cmd_vcluster_up)  # fmt: skip
     p = vc_sub.add_parser("down", parents=[common], help="remove a virtual cluster")

@@ -100,6 +100,7 @@ def _save_state(state: dict) -> None:
 # time on the wire (never above nominal; docs/network.md), at the cost of ~20 us per hop
 # and, on a CPU-starved machine, latency spikes and spurious TCP retransmissions.
 WIRES = ("tbf", "paced")
+DEFAULT_WIRE = "tbf"  # paced is not robust to a busy CPU yet (docs/network.md)
 
 
 def plan(
@@ -112,7 +113,7 @@ def plan(
     delay_us: int = 0,
     cores: int = 1,
     host_faults: dict[str, dict] | None = None,
-    wire: str = "tbf",
+    wire: str = DEFAULT_WIRE,
     link_faults: dict[str, dict] | None = None,
 ) -> dict:
     """The state of a cluster about to be built: pure, so it can be checked without root.
@@ -369,9 +370,10 @@ def set_faults(name: str, host_name: str, items: list[str]) -> dict:
     return state
 
 
-def set_link_faults(name: str, pair: str, items: list[str]) -> dict:
+def set_link_faults(name: str, pair: str, items: list[str]) -> tuple[dict, str]:
     """``vcluster set --link A-B``: change one link's faults on a running cluster, as
-    :func:`set_faults` does a host's (``clear`` first removes them all)."""
+    :func:`set_faults` does a host's (``clear`` first removes them all); the state and the
+    link's key (its hosts in the cluster's order)."""
     state = _running_state(name)
     key = link_key(state["hosts"], pair, f"vcluster set --link {pair}")
     clear, faults = _set_items(items, LINK_FAULT_FIELDS)
@@ -381,7 +383,7 @@ def set_link_faults(name: str, pair: str, items: list[str]) -> dict:
         del links[key]
     _save_state(state)
     _check_started(_apply_link_faults(state, key))
-    return state
+    return state, key
 
 
 def _running_state(name: str) -> dict:
@@ -746,7 +748,7 @@ def cluster_from_state(state: dict) -> Cluster:
         extra={
             "agent": state["agent"],
             "state_dir": str(state_dir(state["name"])),
-            "wire": state.get("wire", "tbf"),
+            "wire": state.get("wire", DEFAULT_WIRE),
             # per host and per link ("hostA-hostB"), as `vcluster set` last left them
             "faults": {h["name"]: h["faults"] for h in state["hosts"] if h.get("faults")}
             | state.get("link_faults", {}),

@@ -306,6 +306,10 @@ def test_set_errors_are_one_line(make_vcluster, capsys):
     assert vcluster.load_state(cluster.name)["hosts"][1]["faults"] == {}
     assert cli.main(["vcluster", "set", "--name", cluster.name, "--host", "host7", "clear"]) == 2
     assert "'host7' is not a host of" in capsys.readouterr().err
+    # the link as the user spelled it comes back under its key, hosts in the cluster's order
+    assert cli.main(["vcluster", "set", "--name", cluster.name, "--link", "host1-host0",
+                     "loss=1%"]) == 0  # fmt: skip
+    assert f"{cluster.name} host0-host1: faults loss=1%" in capsys.readouterr().out
 
 
 @pytest.mark.root

@@ -72,7 +72,7 @@ def exhaustive(
             if dim != "swap":
                 extra[space.FLAGS[dim]] = ",".join(map(str, values))
         for swap in tuner.dimensions["swap"]:
-            record = tuner.lu("exhaustive", replace(base, swap=swap), n, extra)
+            record = tuner.lu("exhaustive", replace(base, swap=swap), n, extra, tuner.timeout)
             trials += tuner.passing(record, replace(base, swap=swap))
     best = max(trials, key=lambda t: t[1])
     return best[0], best[1], time.monotonic() - began, len(trials)
@@ -88,7 +88,10 @@ def head_to_head(
     ns = {"-N": ",".join([str(n)] * samples)}
     for i in range(repeat):
         for cfg, out in ((a, ra), (b, rb)) if i % 2 == 0 else ((b, rb), (a, ra)):
-            out += [r for _, r in tuner.passing(tuner.lu("head-to-head", cfg, n, ns), cfg)]
+            out += [
+                r
+                for _, r in tuner.passing(tuner.lu("head-to-head", cfg, n, ns, tuner.timeout), cfg)
+            ]
     return ra, rb
 
 

@@ -56,6 +56,7 @@ CLOSE_SAMPLES = 3
 # noise of a shared machine comes in spikes of a second or so), at most this many
 CONFIRM_LAUNCH_S = 2.0
 CONFIRM_SAMPLES = 8
+LAUNCH_FLOOR_S = 60.0
 
 
 @dataclass
@@ -96,9 +97,16 @@ class Tuner:
         t = str(threads)
         return env | {"OPENBLAS_NUM_THREADS": t, "OMP_NUM_THREADS": t, "BLIS_NUM_THREADS": t}
 
-    def lu(self, stage: str, cfg: Config, n: int, extra: dict[str, str] | None = None) -> dict:
+    def lu(
+        self, stage: str, cfg: Config, n: int, extra: dict[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> dict:  # fmt: skip
         """One ct-linpack launch of ``cfg`` at ``n``; ``extra`` replaces flags by lists
-        (one sample per combination). Every passing sample becomes a trial."""
+        (one sample per combination). Every passing sample becomes a trial. By default a
+        launch may last the whole budget (at least LAUNCH_FLOOR_S), no longer: BLIS
+        (OpenMP) with 2 threads in one rank ran an N=1536 layout launch for over 3
+        minutes (1 s expected); killed, its record is not ok and the layout drops out."""
+        timeout = timeout or min(self.timeout, max(LAUNCH_FLOOR_S, self.budget_s))
         kargs = cfg.kernel_args(n)
         for flag, value in (extra or {}).items():
             kargs[kargs.index(flag) + 1] = value
@@ -108,7 +116,7 @@ class Tuner:
         began = time.monotonic()
         record = lprun.run_linpack(
             self.cluster, self.store, cfg.ranks, self.mpi, [*kargs, "--hpl-out", "-"],
-            timeout=self.timeout, env=self.env(blas, cfg.threads), hosts=self.hosts,
+            timeout=timeout, env=self.env(blas, cfg.threads), hosts=self.hosts,
             params=self.tag(stage, cfg, blas),
         )  # fmt: skip
         self.timed(stage, began)

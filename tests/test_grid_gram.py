@@ -16,6 +16,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,19 @@ def test_launchers_remote_shell_is_a_gram_job(grid):
                          text=True, timeout=60)  # fmt: skip
     assert (out.returncode, out.stdout, out.stderr) == (4, "host3\n", "oops\n")
     assert _jobs_at(grid["sites"][1]) == before + 1
+
+
+def test_gram_jobs_see_the_accounts_home(grid):
+    """The job manager's home is private to the site (it writes ~/.globus there), yet a
+    checkout, venv or kernel under the real home stays visible to the jobs (a bind over
+    the home hid a checkout in /root, and every kernel launched there failed)."""
+    with tempfile.NamedTemporaryFile("w", dir=Path.home(), prefix=".ct-gram-") as mark:
+        mark.write("seen\n")
+        mark.flush()
+        out = subprocess.run([sys.executable, "-m", "clustertune.grid.gram", grid["name"],
+                              "site1", "host3", f"cat {mark.name}"], capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert (out.returncode, out.stdout) == (0, "seen\n"), out.stderr
 
 
 def _proxy(grid: dict, name: str, days: int, tmp_path: Path) -> Path:

@@ -33,29 +33,37 @@ def clean_env(name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def in_namespace(ns: str, argv: list[str], uts: str | None = None,
-                 binds: list[tuple[str, str]] = ()) -> list[str]:  # fmt: skip
+                 binds: list[tuple[str, str]] = (),
+                 overlays: list[tuple[str, str]] = ()) -> list[str]:  # fmt: skip
     """argv run inside namespace ``ns``; with ``uts``, also with that hostname.
 
     A daemon (``uts`` given) enters the namespace with nsenter, not ``ip netns exec``: the
     latter mounts a fresh /sys, which hides /sys/fs/cgroup, and slurmd 22.05 will not
-    start without it. The namespace's hosts file is bind-mounted as ip would, and each
-    (source, target) of ``binds`` in its private mount namespace (a daemon that writes
-    fixed paths writes under the run directory)."""
+    start without it. The namespace's hosts file is bind-mounted as ip would, and in its
+    private mount namespace each (source, target) of ``binds`` replaces the target, and
+    each (directory, target) of ``overlays`` lays an overlay on it whose writes go to that
+    directory (a daemon that writes fixed paths writes under the run directory; an overlay
+    where the target holds what others need, such as a home with the checkout in it)."""
     if uts is None:
         return ["ip", "netns", "exec", ns, *argv]
     mounts = [(str(netns.NETNS_ETC / ns / "hosts"), "/etc/hosts"), *binds]
     inner = "".join(f"mount --bind {shlex.quote(s)} {shlex.quote(t)} && " for s, t in mounts)
+    for d, t in overlays:
+        upper, work = shlex.quote(f"{d}/upper"), shlex.quote(f"{d}/work")
+        inner += (f"mkdir -p {upper} {work} && mount -t overlay overlay -o "
+                  f"lowerdir={shlex.quote(t)},upperdir={upper},workdir={work} {shlex.quote(t)} && ")  # fmt: skip
     inner += 'hostname "$0" && exec "$@"'
     return ["nsenter", f"--net={netns.NETNS_DIR / ns}", "unshare", "--mount", "--uts",
             "sh", "-c", inner, uts, *argv]  # fmt: skip
 
 
 def start(grid: str, ns: str, argv: list[str], log: Path, uts: str | None = None,
-          env: dict[str, str] | None = None, binds: list[tuple[str, str]] = ()) -> int:  # fmt: skip
+          env: dict[str, str] | None = None, binds: list[tuple[str, str]] = (),
+          overlays: list[tuple[str, str]] = ()) -> int:  # fmt: skip
     """Start a daemon in the foreground of its own session; its output goes to ``log``."""
     with log.open("ab") as sink:
         proc = subprocess.Popen(
-            in_namespace(ns, argv, uts, binds), stdin=subprocess.DEVNULL, stdout=sink,
+            in_namespace(ns, argv, uts, binds, overlays), stdin=subprocess.DEVNULL, stdout=sink,
             stderr=subprocess.STDOUT, env=clean_env(grid, env), start_new_session=True,
         )  # fmt: skip
     return proc.pid

@@ -55,7 +55,10 @@ SLURM_CONF = Path("/etc/globus/globus-slurm.conf")  # GCT's Slurm LRM reads only
 SLURM_LRM = Path("/usr/share/perl5/Globus/GRAM/JobManager/slurm.pm")
 SLURM_TOOLS = ("sbatch", "srun", "scancel", "scontrol", "salloc")
 # what the job manager writes outside its configuration: a directory of the site's each
-PRIVATE = {"home": "/root", "state": "/var/lib/globus", "log": "/var/log/globus"}
+PRIVATE = {"state": "/var/lib/globus", "log": "/var/log/globus"}
+# and its account's home (~/.globus/job/...): an overlay, not a bind, since the checkout,
+# its venv and kernels may live under that home and the jobs must still see them
+HOME = ("home", "/root")
 JOB_VAR = "CT_GRID_JOB"  # the job's directory, in its RSL environment (the mpiexec wrapper)
 
 
@@ -209,7 +212,7 @@ def start(grid: str, site: dict, timeout: float = 30.0) -> None:
                         f"installed ({', '.join(missing) or FORK_CONF}): make apt")  # fmt: skip
     gsi = ensure_gsi(Path(site["dir"]).parent)
     g = Path(site["dir"]) / "gram"
-    for sub in (*PRIVATE, "services", "state/gram_job_state"):
+    for sub in (*PRIVATE, HOME[0], "services", "state/gram_job_state"):
         (g / sub).mkdir(parents=True, exist_ok=True)
     head = next(h for h in site["hosts"] if h["name"] == site["head"])
     host = security.issue(gsi / "ca", head["name"], server=True, rsa=True)
@@ -231,7 +234,8 @@ def start(grid: str, site: dict, timeout: float = 30.0) -> None:
         "-gridmap", str(g / "grid-mapfile"), "-x509_cert_dir", str(gsi / "certs"),
         "-x509_user_cert", str(host.cert), "-x509_user_key", str(host.key),
         "-logfile", str(g / "log" / "gatekeeper.log"), "-pidfile", str(g / "gatekeeper.pid"),
-    ], out, uts=head["name"], env={"GLOBUS_HOSTNAME": head["address"]}, binds=binds)  # fmt: skip
+    ], out, uts=head["name"], env={"GLOBUS_HOSTNAME": head["address"]}, binds=binds,
+        overlays=[(str(g / HOME[0]), HOME[1])])  # fmt: skip
 
     def contact_given() -> bool:
         return out.is_file() and "GRAM contact" in out.read_text(errors="replace")

@@ -670,13 +670,20 @@ def test_stage_binary_only_where_it_can_run(grid, tmp_path):
     staging.remove(grid, "site0", staging.run_dir(grid["sites"][0], "t-bin"))
 
 
-def _kernel_running(ns: str, kernel: str) -> bool:
+def _kernel_pids(ns: str, kernel: str) -> list[int]:
+    """The processes of namespace ``ns`` that run ``kernel`` (by their argv[0])."""
     out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+    pids = []
     for pid in out.split():
         with contextlib.suppress(OSError):
-            if kernel in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"):
-                return True
-    return False
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+            if Path(argv0).name == kernel:
+                pids.append(int(pid))
+    return pids
+
+
+def _kernel_running(ns: str, kernel: str) -> bool:
+    return bool(_kernel_pids(ns, kernel))
 
 
 def _run_in_thread(grid, store, case) -> tuple[threading.Thread, dict]:
@@ -749,6 +756,29 @@ def kill_daemon_mid_sweep(grid: dict, store, site: int, daemon: str) -> dict:
     assert max(s["size"] for s in record["samples"]) < case.max_size  # cut short
     assert stopped_s < heartbeat.INTERVAL_S + coalloc.STOP_GRACE_S + 10
     return record
+
+
+@pytest.mark.root
+@needs_tools
+def test_a_rank_killed_mid_run_is_named_and_the_samples_kept(grid, store):
+    """A rank of a ping-pong across the sites dies (SIGKILL, on host2 of site1): the job
+    ends within its bound, the record is not ok and names the dead rank and its host in
+    the launcher's words, and keeps the sizes measured before."""
+    case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False,
+                        hosts=("host1", "host2"))  # fmt: skip
+    worker, out = _run_in_thread(grid, store, case)
+    ns = grid["sites"][1]["hosts"][0]["namespace"]
+    _wait_for_kernel(ns, "ct-mpi-pingpong")
+    os.kill(_kernel_pids(ns, "ct-mpi-pingpong")[0], signal.SIGKILL)
+    killed = time.monotonic()
+    worker.join(timeout=120)
+    stopped_s = time.monotonic() - killed
+    record = out["r"]
+    assert record["status"] == "incomplete"  # the runner's word for samples without a result
+    said = "rank 1 with PID", "on node host2 exited on signal 9"  # OpenMPI's mpirun
+    assert all(words in record["error"] for words in said), record["error"]
+    assert record["samples"] and max(s["size"] for s in record["samples"]) < case.max_size
+    assert stopped_s < heartbeat.INTERVAL_S + coalloc.STOP_GRACE_S + 10
 
 
 @pytest.mark.root

@@ -142,11 +142,15 @@ def ensure_gsi(grid_dir: Path) -> Path:
     return d
 
 
-def client_env(grid: dict) -> dict[str, str]:
-    """The GSI client's variables: the grid's trust directory and proxy (a caller's
-    X509_USER_PROXY wins: another identity), a HOME under the run directory."""
+def _origin(grid: dict) -> dict:
+    """The grid's origin host (the user's machine), where its GRAM clients run."""
+    return next(h for s in grid["sites"] for h in s["hosts"] if h["name"] == grid["origin"])
+
+
+def client_env(grid: dict, origin: dict) -> dict[str, str]:
+    """The GSI client's variables on ``origin``: the grid's trust directory and proxy (a
+    caller's X509_USER_PROXY wins: another identity), a HOME under the run directory."""
     d = gsi_dir(grid["dir"])
-    origin = next(h for s in grid["sites"] for h in s["hosts"] if h["name"] == grid["origin"])
     return {"HOME": str(d / "home"), "X509_CERT_DIR": str(d / "certs"),
             "X509_USER_PROXY": os.environ.get("X509_USER_PROXY", str(d / "proxy.pem")),
             "GLOBUS_HOSTNAME": origin["address"]}  # fmt: skip
@@ -154,8 +158,8 @@ def client_env(grid: dict) -> dict[str, str]:
 
 def client(grid: dict, argv: list[str]) -> list[str]:
     """argv of a GRAM client run on the grid's origin host (the user's machine)."""
-    origin = next(h for s in grid["sites"] for h in s["hosts"] if h["name"] == grid["origin"])
-    env = [f"{k}={v}" for k, v in client_env(grid).items()]
+    origin = _origin(grid)
+    env = [f"{k}={v}" for k, v in client_env(grid, origin).items()]
     return daemons.in_namespace(origin["namespace"], ["env", *env, *argv])
 
 

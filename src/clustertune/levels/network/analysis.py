@@ -20,6 +20,7 @@ what is reported is µs, Mbit/s (1e6 bit/s) and bytes.
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import combinations
 from math import isfinite
 
 import numpy as np
@@ -993,7 +994,7 @@ def pairs_to_hosts(hosts: Sequence[str], flagged: list[dict]) -> tuple[list[dict
     check and host1-host2 retransmitting). Returns the flags with such pairs replaced by
     a flag on their host, and a note for each pair replaced."""
     bad = {tuple(sorted(f["pair"])): f for f in flagged if "pair" in f}
-    pairs = [(a, b) for i, a in enumerate(sorted(hosts)) for b in sorted(hosts)[i + 1 :]]
+    pairs = list(combinations(sorted(hosts), 2))
     blamed, _ = _hosts_or_links(_links_of(hosts, pairs), bad)
     out = [f for f in flagged if "pair" not in f or not blamed.keys() & set(f["pair"])]
     notes = []

@@ -127,6 +127,24 @@ def test_command_lines_per_launcher(tmp_path):
     assert "--bind-to" not in real_openmpi  # real hosts keep OpenMPI's binding
 
 
+def test_finalize_shim_tells_the_process_manager_before_it_leaves():
+    """Every rank under the shim sends PMI finalize before its socket closes: hydra takes
+    a PMI socket closed without it for a dead rank and kills the job (a verified run then
+    failed with "BAD TERMINATION ... EXIT CODE: 1" under load, across GRAM sites)."""
+    import subprocess
+
+    from clustertune.launch import mpi_flags
+
+    shim = kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")
+    argv = ["mpiexec.mpich", "-verbose", "-n", "2", "-genv", "LD_PRELOAD", str(shim), "-genv",
+            "UCX_TLS", "tcp,self", str(kernels.kernel_path("ct-probe", "mpich"))]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    said = done.stdout + done.stderr
+    assert said.count("PMI response: cmd=finalize_ack") == 2, said[-3000:]
+    assert '"rank_sum":1' in done.stdout  # the ranks got through MPI_Init and the probe
+
+
 def test_environment_knobs_are_recorded(store, monkeypatch):
     monkeypatch.setenv("OPENBLAS_CORETYPE", os.environ.get("OPENBLAS_CORETYPE", "Haswell"))
     record = probe(local_cluster(), store, "openmpi", 1, env={"OPENBLAS_NUM_THREADS": "1"})

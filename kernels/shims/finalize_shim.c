@@ -1,13 +1,38 @@
 /* finalize_shim - LD_PRELOAD work-around for the MPICH 4.0 + UCX 1.13 TCP finalize hang
- * (openucx/ucx#8738): synchronise, flush, and leave without tearing down UCX endpoints.
- * Kernels therefore must have closed their files before MPI_Finalize. */
+ * (openucx/ucx#8738): synchronise, flush, tell the process manager this rank finalized,
+ * and leave without tearing down UCX endpoints.
+ * Kernels therefore must have closed their files before MPI_Finalize.
+ *
+ * The process manager must hear "finalize" before the rank's PMI socket closes: hydra's
+ * proxy takes a PMI socket closed without it for a dead rank and kills the job's other
+ * local ranks, and under load that race turned a verified run into a failed one
+ * ("BAD TERMINATION ... EXIT CODE: 1" after the result was printed). */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
+
+/* PMI-1 wire protocol (what MPICH speaks to hydra and to Slurm's pmi2 plug-in): one
+ * "cmd=finalize" line, answered by one "cmd=finalize_ack" line. */
+static void pmi_finalize(void)
+{
+    const char *fd_text = getenv("PMI_FD");
+    if (fd_text == NULL)
+        return; /* a singleton, or a process manager without a PMI socket */
+    int fd = atoi(fd_text);
+    static const char request[] = "cmd=finalize\n";
+    if (write(fd, request, strlen(request)) != (ssize_t)strlen(request))
+        return;
+    char c;
+    while (read(fd, &c, 1) == 1 && c != '\n')
+        ; /* the answer's text does not matter: only that the manager has read ours */
+}
 
 int MPI_Finalize(void)
 {
     PMPI_Barrier(MPI_COMM_WORLD);
     fflush(NULL);
+    pmi_finalize();
     _exit(0);
 }

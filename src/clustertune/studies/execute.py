@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .. import vcluster
 from ..cluster import Cluster
@@ -46,6 +47,12 @@ class TaggedStore(Store):
 
 def variant(quick: bool) -> str:
     return "quick" if quick else "full"
+
+
+def rundir(store: Store, study: Study) -> Path:
+    """The study's own directory beside the results database: what its points make once and
+    reuse (the remote I/O's CA, certificates and grid-mapfile)."""
+    return store.path.parent / "studies" / f"{study.name}-{variant(study.quick)}"
 
 
 def stored(store: Store, name: str, quick: bool) -> dict[str, list[dict]]:
@@ -203,7 +210,8 @@ def run_point(
     log(f"{where}: running on {cluster.name} ...")
     begin = time.monotonic()
     try:
-        kind.run(cluster, tagged, dict(point.values), point.mpi)
+        extra = {"rundir": rundir(store, study)} if kind.rundir else {}
+        kind.run(cluster, tagged, dict(point.values), point.mpi, **extra)
     except UserError as exc:
         if not tagged.saved:  # refused before anything ran: nothing stored
             log(f"{where}: error: {exc}")

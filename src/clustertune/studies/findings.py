@@ -9,7 +9,8 @@
     expect = [1.0, inf]                  # ratio a/b in this range: reproduced
     paper = 1.78                         # the paper's value of the same quantity
 
-* ``ratio``: value(a) / value(b) within ``expect`` = [low, high].
+* ``ratio``: value(a) / value(b) within ``expect`` = [low, high]; ``b`` may be a number
+  (a fixed reference, e.g. the time a link takes for the bytes).
 * ``greater``: value(a) > value(b) (e.g. throughput dips on the faulty host vs a healthy one).
 * ``flat``: the series ``a`` over ``x`` (a point value) varies by at most ``expect`` =
   max/min (EP's per-process rate vs the process count).
@@ -48,6 +49,8 @@ def check_spec(f: dict, steps: set[str]) -> tuple[str, str] | None:
         if key not in f:
             return key, f"check {f['check']} needs {key}"
     for key in ("a", "b"):
+        if key == "b" and f["check"] == "ratio" and _number(f.get("b")):
+            continue  # a fixed reference: a / b against a known time or rate
         if key in f and (problem := check_selector(f[key], steps)):
             return key, problem
     expect = f.get("expect")
@@ -131,6 +134,10 @@ def series(records: list[dict], sel: dict, x: str) -> list[tuple[object, float, 
     return out
 
 
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _describe(sel: dict, value: float) -> str:
     where = {**sel.get("where", {}), **sel.get("samples", {})}
     return f"{sel['step']} {sel['figure']} {fmt(value)}" + (f" ({where})" if where else "")
@@ -156,14 +163,15 @@ def evaluate(f: dict, records: list[dict]) -> dict:
            "measured": None, "runs": []}  # fmt: skip
     if f["check"] in ("ratio", "greater"):
         a, runs_a = select(records, f["a"])
-        b, runs_b = select(records, f["b"])
+        b, runs_b = (f["b"], []) if _number(f["b"]) else select(records, f["b"])
         out["runs"] = runs_a + runs_b
         if a is None or b is None or (f["check"] == "ratio" and not b):
             missing = "a" if a is None else "b"
             return out | {"status": "no data",
                           "evidence": f"no ok run of {f[missing]['step']} "
                                       f"{f[missing].get('where', {})}"}  # fmt: skip
-        a_text, b_text = _describe(f["a"], a), _describe(f["b"], b)
+        a_text = _describe(f["a"], a)
+        b_text = fmt(b) if _number(f["b"]) else _describe(f["b"], b)
         if f["check"] == "ratio":
             low, high = f["expect"]
             ratio = a / b

@@ -1,20 +1,22 @@
 """The kinds of point a study step can run: each calls the Python API its level's command
 calls (the same validation, the same stored record), with the study's values.
 
-A kind runs one point on a cluster and returns the records it stored (one, usually).
+A kind runs one point on a cluster and returns the records it stored (one, usually). Its
+``check`` refuses bad values when the study file is read, before anything runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..cluster import Cluster
 from ..errors import UserError
 from ..results import Store
 from ..units import parse_size
 
-Runner = Callable[[Cluster, Store, dict, str], list[dict]]
+Runner = Callable[..., list[dict]]  # (cluster, store, values, mpi[, rundir=])
 
 
 @dataclass
@@ -25,6 +27,8 @@ class Kind:
     run: Runner
     help: str
     expected: Callable[[dict], int] = lambda values: 1  # records one point stores
+    check: Callable[[dict], object] = lambda values: None  # raises on bad values, at load
+    rundir: bool = False  # run() also takes rundir=, the study's own directory
 
 
 def _int(values: dict, key: str, default: int) -> int:
@@ -45,6 +49,16 @@ def _pingpong(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
         timeout=v.get("timeout"), extra_args=tuple(v.get("extra_args", ())),
     )  # fmt: skip
     return [pingpong.run_pingpong(cluster, store, spec)]
+
+
+def _hosts(cluster: Cluster, v: dict) -> list[str] | None:
+    hosts = v.get("hosts")
+    if hosts is not None:
+        if not isinstance(hosts, list) or not hosts:
+            raise UserError(f"hosts: expected a list of host names, got {hosts!r}")
+        for host in hosts:
+            cluster.host(host)
+    return hosts
 
 
 def _tcp_buffer_env(mpi: str, size: object) -> dict[str, str]:
@@ -71,14 +85,8 @@ def _linpack(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
             kargs += [flag, str(v[key])]
     kargs += ["--seed", str(_int(v, "seed", 42)), "--hpl-out", "-"]
     env = _tcp_buffer_env(mpi, v["tcp_buffer"]) if "tcp_buffer" in v else None
-    hosts = v.get("hosts")
-    if hosts is not None:
-        if not isinstance(hosts, list) or not hosts:
-            raise UserError(f"hosts: expected a list of host names, got {hosts!r}")
-        for host in hosts:
-            cluster.host(host)
     record = run.run_linpack(
-        cluster, store, _int(v, "np", 2), mpi, kargs, env=env, hosts=hosts,
+        cluster, store, _int(v, "np", 2), mpi, kargs, env=env, hosts=_hosts(cluster, v),
         timeout=float(v.get("timeout", run.TIMEOUT_S)),
     )  # fmt: skip
     return [record]
@@ -135,21 +143,83 @@ def _qcd(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
     return [run.run_qcd(cluster, store, spec, np=np, mpi=mpi, extra=extra)]
 
 
-def _netcdf(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+def _field(key: str, parse: Callable, text: str):
+    """A level parser's error (worded for its command line) re-worded for the study field."""
+    try:
+        return parse(text)
+    except UserError as exc:
+        raise UserError(f"{key}: {str(exc).split(': ', 1)[-1]}") from None
+
+
+def _choice(v: dict, key: str, default: str, choices: tuple[str, ...]) -> str:
+    value = v.get(key, default)
+    if value not in choices:
+        raise UserError(f"{key}: expected one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _positive(v: dict, key: str, default: int) -> int:
+    value = _int(v, key, default)
+    if value < 1:
+        raise UserError(f"{key}: must be at least 1, got {value}")
+    return value
+
+
+def _io_args(v: dict) -> dict:
+    """The benchmark's arguments a local and a remote netCDF point share, checked with the io
+    level's own parsers: ``netcdf.measure``'s keywords."""
     from ..levels.io import netcdf
 
     sizes = v.get("sizes", [16])
-    sizes = netcdf.parse_sizes(",".join(map(str, sizes if isinstance(sizes, list) else [sizes])))
-    return [
-        netcdf.measure(
-            cluster, store, np=_int(v, "np", 2), mpi=mpi, sizes=sizes,
-            mode=str(v.get("mode", "both")), ops=netcdf.parse_ops(str(v.get("ops", "write,read"))),
-            fmt=str(v.get("format", "cdf1")), reps=_int(v, "reps", 1),
-            remote=v.get("remote"), batch=bool(v.get("batch", True)),
-        )
-    ]  # fmt: skip
+    sizes = ",".join(map(str, sizes if isinstance(sizes, list) else [sizes]))
+    return {
+        "np": _positive(v, "np", 2), "sizes": _field("sizes", netcdf.parse_sizes, sizes),
+        "mode": _choice(v, "mode", "both", netcdf.MODES),
+        "ops": _field("ops", netcdf.parse_ops, str(v.get("ops", "write,read"))),
+        "fmt": _choice(v, "format", "cdf1", netcdf.FORMATS), "reps": _positive(v, "reps", 1),
+    }  # fmt: skip
 
 
+def _netcdf(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+    from ..levels.io import netcdf
+
+    return [netcdf.measure(cluster, store, mpi=mpi, hosts=_hosts(cluster, v), **_io_args(v))]
+
+
+SESSIONS = ("job", "file")  # the level's --session: a TLS session per job, or per open/close
+IDENTITY = "study"  # the client's certificate in the study's CA
+
+
+def _remote_args(v: dict) -> dict:
+    """The forwarding mode of a remote point (docs/io.md): ``netcdf.measure``'s keywords."""
+    servers = v.get("servers")
+    rounds = v.get("server_round")
+    if not isinstance(v.get("batch", True), bool):
+        raise UserError(f"batch: expected true or false, got {v['batch']!r}")
+    return {
+        **_io_args(v), "servers": None if servers is None else _positive(v, "servers", 1),
+        "batch": v.get("batch", True), "session": _choice(v, "session", "job", SESSIONS),
+        "server_round": None if rounds is None else _field("server_round", parse_size, str(rounds)),
+    }  # fmt: skip
+
+
+def _netcdf_remote(cluster: Cluster, store: Store, v: dict, mpi: str, rundir: Path) -> list[dict]:
+    """The io level's ``--remote SITE``: ct-io-server started on the far site's first host
+    for the point (and stopped after it), the client job on the other sites' hosts, the CA,
+    certificates and grid-mapfile made once in the study's own directory."""
+    from ..levels.io import netcdf
+
+    sites = [s.name for s in cluster.sites]
+    site = v.get("site", sites[-1])
+    if site not in sites or len(sites) < 2:
+        raise UserError(f"site: {site!r}: the server's site must be one of cluster "
+                        f"{cluster.name!r}'s sites ({', '.join(sites)}), with another site "
+                        "for the clients")  # fmt: skip
+    return [netcdf.measure(cluster, store, mpi=mpi, remote=site, ca_dir=rundir / "ca",
+                           identity=IDENTITY, **_remote_args(v))]  # fmt: skip
+
+
+IO_PARAMS = frozenset({"np", "sizes", "mode", "ops", "format", "reps"})
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
@@ -167,7 +237,11 @@ KINDS: dict[str, Kind] = {
              "npb: EP, LU or BT of a class on np ranks"),
         Kind("qcd", "qcd", frozenset({"np", "lattice", "dims", "sweeps", "or_steps", "seed"}),
              _qcd, "qcd: ct-qcd, the decomposition of `dims` split directions"),
-        Kind("netcdf", "io", frozenset({"np", "sizes", "mode", "ops", "format", "reps", "remote",
-                                        "batch"}), _netcdf, "io netcdf: PnetCDF write/read"),
+        Kind("netcdf", "io", IO_PARAMS | {"hosts"}, _netcdf,
+             "io netcdf: PnetCDF write/read on this cluster", check=_io_args),
+        Kind("netcdf_remote", "io", IO_PARAMS | {"site", "servers", "batch", "session",
+                                                 "server_round"}, _netcdf_remote,
+             "io netcdf --remote SITE: the calls forwarded to ct-io-server on another site",
+             check=_remote_args, rundir=True),
     )
 }  # fmt: skip

@@ -76,6 +76,13 @@ class StepSpec:
     title: str = ""
     cases: list[dict] = field(default_factory=list)  # points whose values go together
 
+    def combinations(self) -> list[dict]:
+        """The values of each point that vary: one sweep combination x one case."""
+        axes = list(self.sweep.items())
+        combos = itertools.product(*(values for _, values in axes)) if axes else [()]
+        return [dict(zip((k for k, _ in axes), combo, strict=True)) | case
+                for combo, case in itertools.product(combos, self.cases or [{}])]  # fmt: skip
+
 
 @dataclass
 class Point:
@@ -103,10 +110,7 @@ class Study:
     def points(self) -> list[Point]:
         out = []
         for step in self.steps:
-            axes = list(step.sweep.items())
-            combos = itertools.product(*(values for _, values in axes)) if axes else [()]
-            for combo, case in itertools.product(combos, step.cases or [{}]):
-                chosen = dict(zip((k for k, _ in axes), combo, strict=True)) | case
+            for chosen in step.combinations():
                 for mpi in step.mpi:
                     for rep in range(1, step.repeat + 1):
                         part = ",".join(f"{k}={_text(v)}" for k, v in chosen.items()) or "-"
@@ -250,8 +254,16 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
                            f"{key!r} is not a parameter of kind {kind} "
                            f"(known: {', '.join(sorted(allowed))})")  # fmt: skip
         repeat = positive("step", i, {**s, **over}, "repeat", 1)
-        steps.append(StepSpec(sname, kind, cluster, mpi, repeat, params, sweep,
-                              bool(s.get("full_only", False)), s.get("title", ""), cases))  # fmt: skip
+        step = StepSpec(sname, kind, cluster, mpi, repeat, params, sweep,
+                        bool(s.get("full_only", False)), s.get("title", ""), cases)  # fmt: skip
+        for chosen in step.combinations():  # the kind's own checks of the values
+            try:
+                KINDS[kind].check({**params, **chosen})
+            except UserError as exc:
+                key = str(exc).split(":", 1)[0]
+                where = "sweep" if key in sweep else "cases" if key in chosen else "params"
+                raise fail("step", i, where, str(exc)) from None
+        steps.append(step)
     if quick:
         steps = [s for s in steps if not s.full_only]
 

@@ -25,7 +25,7 @@ from ..errors import UserError
 from ..results import Store
 from ..sources import resolve_cluster
 from ..units import parse_rate
-from .kinds import KINDS
+from .kinds import KINDS, Kind
 from .spec import ClusterSpec, Point, Study
 
 
@@ -115,19 +115,26 @@ class Clusters:
         self.built: dict[str, Cluster] = {}
         self.names: list[str] = []
 
-    def unavailable(self, spec: ClusterSpec) -> str | None:
+    def unavailable(self, spec: ClusterSpec, kind: Kind) -> str | None:
         if self.override and spec.faults:
             return (f"cluster {spec.name!r} injects faults ({spec.faults}): it runs on a "
                     "virtual cluster only, not on --cluster")  # fmt: skip
+        if self.override and kind.sites > len(self.given().sites):
+            return (f"a {kind.name} step needs {kind.sites} sites: --cluster "
+                    f"{self.given().name!r} has {len(self.given().sites)}")  # fmt: skip
         return None
+
+    def given(self) -> Cluster:
+        """The ``--cluster`` one (read once)."""
+        if not isinstance(self.override, Cluster):
+            self.override = resolve_cluster(self.override)
+        return self.override
 
     def get(self, spec: ClusterSpec) -> Cluster:
         if spec.name in self.built:
             return self.built[spec.name]
-        if isinstance(self.override, Cluster):
-            cluster = self.override
-        elif self.override:
-            cluster = resolve_cluster(self.override)
+        if self.override:
+            cluster = self.given()
         else:
             vcluster.require_root()
             # one name per study, cluster and variant: a run killed with SIGKILL left its
@@ -181,7 +188,7 @@ def run(
                 out.skipped.append(point.key)
                 continue
             spec = study.clusters[point.step.cluster]
-            if reason := clusters.unavailable(spec):
+            if reason := clusters.unavailable(spec, kind):
                 log(f"{where}: not run: {reason}")
                 out.not_run.append({"point": point.key, "reason": reason})
                 continue

@@ -29,6 +29,7 @@ class Kind:
     expected: Callable[[dict], int] = lambda values: 1  # records one point stores
     check: Callable[[dict], object] = lambda values: None  # raises on bad values, at load
     rundir: bool = False  # run() also takes rundir=, the study's own directory
+    sites: int = 1  # the sites its cluster needs
 
 
 def _int(values: dict, key: str, default: int) -> int:
@@ -180,10 +181,22 @@ def _io_args(v: dict) -> dict:
     }  # fmt: skip
 
 
+def _site(cluster: Cluster, v: dict, default: int) -> str:
+    sites = [s.name for s in cluster.sites]
+    site = v.get("site", sites[default])
+    if site not in sites:
+        raise UserError(f"site: {site!r} is not a site of cluster {cluster.name!r} "
+                        f"({', '.join(sites)})")  # fmt: skip
+    return site
+
+
 def _netcdf(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
+    """On the hosts of one site (default the first: a remote step's clients)."""
     from ..levels.io import netcdf
 
-    return [netcdf.measure(cluster, store, mpi=mpi, hosts=_hosts(cluster, v), **_io_args(v))]
+    site = _site(cluster, v, 0)
+    hosts = [h.name for h in cluster.hosts if h.site == site]
+    return [netcdf.measure(cluster, store, mpi=mpi, hosts=hosts, **_io_args(v))]
 
 
 SESSIONS = ("job", "file")  # the level's --session: a TLS session per job, or per open/close
@@ -204,17 +217,12 @@ def _remote_args(v: dict) -> dict:
 
 
 def _netcdf_remote(cluster: Cluster, store: Store, v: dict, mpi: str, rundir: Path) -> list[dict]:
-    """The io level's ``--remote SITE``: ct-io-server started on the far site's first host
-    for the point (and stopped after it), the client job on the other sites' hosts, the CA,
-    certificates and grid-mapfile made once in the study's own directory."""
+    """The io level's ``--remote SITE`` (default the last site): ct-io-server started on its
+    first host for the point (and stopped after it), the client job on the other sites'
+    hosts, the CA, certificates and grid-mapfile made once in the study's own directory."""
     from ..levels.io import netcdf
 
-    sites = [s.name for s in cluster.sites]
-    site = v.get("site", sites[-1])
-    if site not in sites or len(sites) < 2:
-        raise UserError(f"site: {site!r}: the server's site must be one of cluster "
-                        f"{cluster.name!r}'s sites ({', '.join(sites)}), with another site "
-                        "for the clients")  # fmt: skip
+    site = _site(cluster, v, -1)
     return [netcdf.measure(cluster, store, mpi=mpi, remote=site, ca_dir=rundir / "ca",
                            identity=IDENTITY, **_remote_args(v))]  # fmt: skip
 
@@ -237,11 +245,11 @@ KINDS: dict[str, Kind] = {
              "npb: EP, LU or BT of a class on np ranks"),
         Kind("qcd", "qcd", frozenset({"np", "lattice", "dims", "sweeps", "or_steps", "seed"}),
              _qcd, "qcd: ct-qcd, the decomposition of `dims` split directions"),
-        Kind("netcdf", "io", IO_PARAMS | {"hosts"}, _netcdf,
+        Kind("netcdf", "io", IO_PARAMS | {"site"}, _netcdf,
              "io netcdf: PnetCDF write/read on this cluster", check=_io_args),
         Kind("netcdf_remote", "io", IO_PARAMS | {"site", "servers", "batch", "session",
                                                  "server_round"}, _netcdf_remote,
              "io netcdf --remote SITE: the calls forwarded to ct-io-server on another site",
-             check=_remote_args, rundir=True),
+             check=_remote_args, rundir=True, sites=2),
     )
 }  # fmt: skip

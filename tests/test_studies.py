@@ -39,6 +39,9 @@ def test_study_list(capsys):
     assert all(name in out for name in BUILTIN)
 
 
+REMOTE = '[study]\nname = "x"\n[[cluster]]\nname = "c"\nsites = 2\n[[step]]\nname = "s"\n' \
+    'kind = "netcdf_remote"\n'
+
 BAD = [
     ('[study]\nname = "x"\n\n[[cluster]]\nname = "c"\nhostz = 2\n', 6, "cluster[0].hostz"),
     ('[study]\nname = "x"\n[[cluster]]\nname = "c"\n[[step]]\nname = "s"\nkind = "nope"\n', 7,
@@ -53,6 +56,12 @@ BAD = [
      'a = { step = "s", figure = "m" }\nb = { step = "t", figure = "m" }\nexpect = [0, 1]\n',
      13, "finding[0].b"),
     ('[study]\nname = "x"\n[[cluster]\n', 3, "syntax"),
+    # the remote I/O step's values, checked when the file is read (the error names the key)
+    (REMOTE + 'params = { session = "always" }\n', 9, "step[0].params: session: expected one of job, file"),
+    (REMOTE + 'sweep = { sizes = [16, 4096] }\n', 9, "step[0].sweep: sizes: '4096': expected sizes N (1..2048)"),
+    (REMOTE + 'cases = [{ batch = "yes" }]\n', 9, "step[0].cases: batch: expected true or false"),
+    (REMOTE + 'params = { server_round = "lots" }\n', 9, "step[0].params: server_round: 'lots'"),
+    (REMOTE + 'params = { remote = "site1" }\n', 9, "step[0].params: 'remote' is not a parameter"),
 ]  # fmt: skip
 
 
@@ -63,7 +72,7 @@ def test_bad_study_file_names_line_and_field(tmp_path, capsys, text, line, field
     assert cli.main(["study", "run", str(path), "--quick"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
-    assert f"{path}:{line}: {field}:" in err
+    assert f"{path}:{line}: {field}" in err  # field, or field: problem
 
 
 def test_unknown_study_is_a_user_error(capsys):
@@ -243,4 +252,72 @@ def test_study_killed_by_a_signal_then_rerun_finishes_without_redoing(tmp_path):
     n = len(spec.load("npb-qcd", quick=True).points())
     assert len(ok_points) == n and set(ok_points.values()) == {1}  # none ran twice
     assert all(r["status"] in ("ok", "interrupted") for r in records)
+    store.close()
+
+
+def test_remote_netcdf_kind_refuses_a_site_the_cluster_lacks(tmp_path):
+    from clustertune.cluster import local_cluster
+    from clustertune.errors import UserError
+    from clustertune.studies import kinds
+
+    remote = kinds.KINDS["netcdf_remote"]
+    with pytest.raises(UserError, match=r"site: 'site7' is not a site of cluster 'localhost'"):
+        remote.run(local_cluster(), None, {"site": "site7"}, "mpich", rundir=tmp_path)
+    assert remote.sites == 2 and remote.rundir and not list(tmp_path.iterdir())
+
+
+@pytest.mark.root
+def test_remote_netcdf_quick_killed_mid_way_then_rerun_and_rendered(tmp_path):
+    """The quick study in a subprocess SIGKILLed during its first running-service remote
+    point (its cluster, server and client left behind); the rerun removes them, skips the
+    finished points, runs the rest, and the page shows local and remote points."""
+    import collections
+    import signal
+    import subprocess
+    import sys
+
+    from clustertune.results import Store
+
+    db = tmp_path / "r.db"
+    argv = [sys.executable, "-m", "clustertune.cli", "study", "run", "remote-netcdf-io",
+            "--quick", "--db", str(db)]  # fmt: skip
+    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        if "remote/sizes=16,session=job" in line and "running on" in line:
+            proc.send_signal(signal.SIGKILL)  # mid-point: no record, nothing cleaned up
+            break
+    proc.stderr.read()
+    assert proc.wait(timeout=120) == -signal.SIGKILL
+    store = Store(db)
+    before = {r["meta"]["study"]["point"]: r["id"] for r in store.list()}
+    assert len(before) == 3 and all(r["status"] == "ok" for r in store.list())
+
+    study = spec.load("remote-netcdf-io", quick=True)
+    lines: list[str] = []
+    out = execute.run(study, store, log=lines.append)
+    assert out.ok and sorted(out.skipped) == sorted(before) and len(out.ran) == 3
+    assert any("left by an earlier run" in line for line in lines)
+    records = store.list()
+    assert collections.Counter(r["meta"]["study"]["point"] for r in records) == {
+        p.key: 1 for p in study.points()
+    }  # every point once: none redone
+    remote = [r for r in records if r["meta"]["study"]["step"] == "remote"]
+    assert len(remote) == 4 and all(r["params"]["remote"] == "site1" for r in remote)
+    assert {(r["params"]["session"], r["params"]["batch"]) for r in remote} == {
+        ("file", False), ("job", True)}  # fmt: skip
+    for r in remote:  # every size, op and mode verified, the files checked on the server
+        assert {(s["op"], s["mode"]) for s in r["samples"]} == {
+            (o, m) for o in ("write", "read") for m in ("collective", "independent")}  # fmt: skip
+        assert all(s["verified"] for s in r["samples"]) and r["figures"]["files"]
+    ca = execute.rundir(store, study) / "ca"
+    assert {p.name for p in ca.iterdir()} >= {"ca.pem", "server.pem", "study.pem"}
+
+    html = page.build(study, sorted(records, key=lambda r: r["id"]))
+    assert html.count("<svg") == 4  # figs. 3 and 4, local and remote
+    assert "remote/sizes=32,session=job,batch=True/mpich/r1" in html
+    assert "Remote collective" in html and "link between the clusters" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+    verdicts = re.findall(r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
+                          r"no data)</td>", html)  # fmt: skip
+    assert len(verdicts) == len(study.findings) and verdicts.count("no data") == 1  # 256^3
     store.close()

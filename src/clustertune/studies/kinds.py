@@ -7,6 +7,7 @@ A kind runs one point on a cluster and returns the records it stored (one, usual
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,12 +145,15 @@ def _qcd(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
     return [run.run_qcd(cluster, store, spec, np=np, mpi=mpi, extra=extra)]
 
 
+LEVEL_WORDING = re.compile(r"^(--[\w-]+|bad \w+) ")  # "--sizes '..': ...", "bad size '..': ..."
+
+
 def _field(key: str, parse: Callable, text: str):
     """A level parser's error (worded for its command line) re-worded for the study field."""
     try:
         return parse(text)
     except UserError as exc:
-        raise UserError(f"{key}: {str(exc).split(': ', 1)[-1]}") from None
+        raise UserError(f"{key}: {LEVEL_WORDING.sub('', str(exc))}") from None
 
 
 def _choice(v: dict, key: str, default: str, choices: tuple[str, ...]) -> str:

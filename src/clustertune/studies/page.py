@@ -93,9 +93,44 @@ def _plot(step_records: list[dict], kind: str, x: str | None) -> str:
     return svg(fig)
 
 
+IO_KINDS = ("netcdf", "netcdf_remote")
+IO_TIMES = {"open_to_close_s": "open to close (fig. 3)", "io_only_s": "I/O call only (fig. 4)"}
+
+
+def _io_plots(step_records: list[dict]) -> str:
+    """The paper's figs. 3 and 4: netCDF time vs N, a line per op, mode and point values
+    other than the size (local records' raw MPI-IO variants left out)."""
+    from matplotlib.figure import Figure
+
+    out = []
+    for key, title in IO_TIMES.items():
+        lines = defaultdict(dict)
+        for r in step_records:
+            for smp in r["samples"]:
+                if smp.get("variant") == "netcdf" and key in smp:
+                    label = f"{smp['op']} {smp['mode']} {_label(r, skip='sizes')}"
+                    lines[label][smp["size"]] = smp[key]["min"]
+        if not lines:
+            continue
+        fig = Figure(figsize=(6.4, 4.0))
+        ax = fig.add_subplot()
+        ax.grid(True, which="both", alpha=0.3)
+        for label, pts in sorted(lines.items()):
+            xs = sorted(pts)
+            ax.plot(xs, [pts[x] for x in xs], marker="o", label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("N (N^3 ints)")
+        ax.set_ylabel(f"time, min of reps (s): {title}")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
+        out.append(svg(fig))
+    return "\n".join(out)
+
+
 def _label(record: dict, skip: str | None = None) -> str:
     tag = record["meta"]["study"]
-    parts = [f"{k}={findings.text_of(tag['values'][k])}" for k in tag.get("swept", ()) if k != skip]
+    parts = [f"{k}={findings.text_of(tag['values'][k])}" for k in tag.get("swept", ())
+             if k != skip and k in tag["values"]]  # a case may leave a key out  # fmt: skip
     return " ".join([*parts, tag["mpi"], tag["cluster"]])
 
 
@@ -117,7 +152,9 @@ def _steps(study: Study, records: list[dict]) -> str:
         varying = [*step.sweep, *dict.fromkeys(k for c in step.cases for k in c)]
         x = "np" if "np" in varying else next(iter(varying), None)
         oks = [r for r in got if r["status"] == "ok"]
-        if oks and (plot := _plot(oks, step.kind, x)):
+        if oks and step.kind in IO_KINDS:
+            parts.append(_io_plots(oks))
+        elif oks and (plot := _plot(oks, step.kind, x)):
             parts.append(plot)
     return "<h2>Measurements</h2>" + "\n".join(parts)
 

@@ -8,11 +8,14 @@ anyone is blamed (:func:`analysis.diagnose_with_retest`).
 TCP pairs of a round run at the same time (a server and a client each); MPI runs the
 kernel's round-robin mode with one rank per host, and re-tests a pair with two ranks.
 Before the matrix every pair is checked for TCP reachability, and hosts that cannot be
-reached are left out of it, named in a flag (:func:`reachability`).
+reached are left out of it, named in a flag (:func:`reachability`). Every host's NIC
+counts its link's downs and ups (``carrier_changes``): read before and after the matrix,
+they name a flapping host whatever its traffic happened to meet (:func:`carrier_flags`).
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -44,9 +47,10 @@ Sweep = tuple[int, int, tuple[str, ...]]
 # The loss re-test: the bandwidth size for this long per pair, ~10x a matrix point's
 # traffic, so 0.1 % loss shows as tens of retransmissions, not the handful a point sees.
 LOSS_POINT_TIME_S = 1.0
-# Reachability checks at once. A check that fails lasts ~15 s (the client's 10 s connect
-# timeout, then the server's 5 s stop grace); one dead host among n fails n-1 checks,
-# which take ceil((n-1) / REACH_WORKERS) such waves. A check that passes takes < 1 s.
+# Reachability checks at once. A check that fails lasts ~4 s (the check's connect bound,
+# pingpong.REACH_CONNECT_S; its server is stopped at once); one dead host among n fails
+# n-1 checks, which take ceil((n-1) / REACH_WORKERS) such waves, twice (a failed check is
+# repeated). A check that passes takes < 1 s.
 REACH_WORKERS = 8
 Pair = tuple[str, str]
 
@@ -290,6 +294,58 @@ def unstable(live: Sequence[str], measured: Sequence[dict]) -> list[dict]:
     return flags
 
 
+# --------------------------------------------------------------------------- link state
+
+# Each NIC's name, its carrier_changes counter (every down and every up of its link, kept
+# by the kernel) and "nic" when it is a device (not a bridge, veth or tunnel).
+CARRIER_READ = (
+    'for d in /sys/class/net/*; do [ -e "$d/device" ] && k=nic || k=-; '
+    'echo "${d##*/} $(cat "$d/carrier_changes" 2>/dev/null) $k"; done'
+)
+CarrierCounts = dict[str, dict[str, int]]
+
+
+def carrier_changes(launcher: Launcher, hosts: Sequence[str]) -> CarrierCounts:
+    """Each host's carrier_changes counters of the NICs the matrix's traffic can use: the
+    launcher's interface when it names one (a virtual cluster's eth0), else the hosts'
+    devices. A host whose counters cannot be read is left out (no evidence either way)."""
+    interface = getattr(launcher, "interface", None)
+
+    def read(host: str) -> dict[str, int] | None:
+        done = launcher.run_on_host(host, ["sh", "-c", CARRIER_READ], 10.0)
+        if done.returncode != 0:
+            return None
+        counts = {}
+        for line in done.stdout.splitlines():
+            m = re.fullmatch(r"(\S+) (\d+) (nic|-)", line.strip())
+            if m and (m[1] == interface if interface else m[3] == "nic"):
+                counts[m[1]] = int(m[2])
+        return counts
+
+    with ThreadPoolExecutor(max_workers=min(len(hosts), REACH_WORKERS)) as pool:
+        read_all = zip(hosts, pool.map(read, hosts), strict=True)
+        return {h: c for h, c in read_all if c is not None}
+
+
+def carrier_flags(before: CarrierCounts, after: CarrierCounts) -> list[dict]:
+    """A ``flapping`` flag for every host whose link went down (and up) between the two
+    reads. Traffic shows a flap only when it is in flight during a down window, which the
+    matrix's short runs can slip between; the counter sees every one."""
+    flags = []
+    for host, now in after.items():
+        was = before.get(host, {})
+        changed = {dev: now[dev] - was[dev] for dev in sorted(now.keys() & was.keys())
+                   if now[dev] > was[dev]}  # fmt: skip
+        if changed:
+            where = ", ".join(f"{dev} {n}" for dev, n in changed.items())
+            flags.append({
+                "host": host, "figure": "flapping", "value": sum(changed.values()), "median": 0,
+                "reason": f"{host}: its link went down and up during the matrix (carrier "
+                f"changes: {where}) — suspect {host}'s NIC, cable or switch port",
+            })  # fmt: skip
+    return flags
+
+
 def _pair_timeout_s(cluster: Cluster, a: str, b: str, size: int) -> float:
     rate = pair_rate_bps(cluster, a, b) or 10**8
     return 60.0 + 40.0 * size * 8 / rate  # 4 round trips of the large message, x5
@@ -319,9 +375,11 @@ def run_matrix(
         raise UserError(f"net matrix needs at least two distinct hosts, got {names}")
     params = {"command": "matrix", "layer": layer, "mpi": mpi if layer == "mpi" else None,
               "size": size, "hosts": names}  # fmt: skip
+    launcher = launcher_for(cluster)
+    carrier = carrier_changes(launcher, names)
     # also before TCP: its pairs are bounded one by one, but a dead host would cost a
     # connect timeout per pair and size and be named by no flag
-    live, link_flags = reachability(launcher_for(cluster), names)
+    live, link_flags = reachability(launcher, names)
     with Run(
         cluster, store, level=LEVEL.name, kernel=TCP_KERNEL if layer == "tcp" else MPI_KERNEL,
         params=params, hosts=live, np=len(live) if layer == "mpi" else None,
@@ -397,6 +455,11 @@ def run_matrix(
         # pair that failed a check, a slow host's jagged curve): those become notes
         flagged = link_flags + unstable(live, first) + run.figures.get("flagged", [])
         flagged, notes = analysis.pairs_to_hosts(live, flagged)
+        # a link seen going down is the finding; what its host's traffic met is its symptom
+        downs = carrier_flags(carrier, carrier_changes(launcher, names))
+        flagged, more = analysis.symptoms(downs, flagged)
+        flagged = downs + flagged
+        notes += more
         on_hosts = [f for f in flagged if "host" in f]
         kept, more = analysis.symptoms(on_hosts, [f for f in flagged if "host" not in f])
         run.figures["flagged"] = on_hosts + kept

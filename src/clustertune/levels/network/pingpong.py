@@ -47,6 +47,10 @@ TBF_BUCKETS = 16
 SERVER_START_S = 15.0  # the TCP server must say where it listens within this
 CONNECT_TIMEOUT_S = 10.0  # the client gives up on an unreachable server after this
 SERVER_EXIT_S = 5.0  # the server's grace to finish after its client left
+# The reachability check's connect bound: a listening peer on a LAN answers a SYN at once,
+# and 4 s leaves room for two retries of a lost one (after 1 s and 3 s: a link down for
+# up to 2 s) while a dead host costs 4 s a check, not 10.
+REACH_CONNECT_S = 4.0
 
 
 # --------------------------------------------------------------------------- choices
@@ -161,12 +165,17 @@ def tcp_server_argv(sockbuf: int | None = None) -> list[str]:
 
 
 def tcp_client_argv(
-    cluster: Cluster, b: str, port: int, args: list[str], sockbuf: int | None = None
+    cluster: Cluster,
+    b: str,
+    port: int,
+    args: list[str],
+    sockbuf: int | None = None,
+    connect_s: float = CONNECT_TIMEOUT_S,
 ) -> list[str]:
     address = cluster.host(b).address or b
     peer = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
     argv = [str(kernels.kernel_path(TCP_KERNEL, SERIAL)), "--connect", peer,
-            "--connect-timeout", str(CONNECT_TIMEOUT_S), *args]  # fmt: skip
+            "--connect-timeout", str(connect_s), *args]  # fmt: skip
     return argv + (["--sockbuf", str(sockbuf)] if sockbuf else [])
 
 
@@ -229,8 +238,11 @@ def reachable(launcher: Launcher, a: str, b: str) -> None:
                           what=f"TCP server on {b}") as server:  # fmt: skip
         port = int(server.ready_match.group(1))
         args = ["--max-size", "1", "--perturbation", "0", "--trials", "3"]
-        done = launcher.run_on_host(a, tcp_client_argv(launcher.cluster, b, port, args), 60.0)
-    reason = unreachable(kernels.parse_output(done.stdout))
+        argv = tcp_client_argv(launcher.cluster, b, port, args, connect_s=REACH_CONNECT_S)
+        done = launcher.run_on_host(a, argv, 60.0)
+        reason = unreachable(kernels.parse_output(done.stdout))
+        if reason:  # no client is coming: no grace for the server
+            server.stop(grace=0.0)
     if reason:
         raise UserError(f"{b} is unreachable from {a}: {reason}")
 

@@ -39,8 +39,10 @@ def test_study_list(capsys):
     assert all(name in out for name in BUILTIN)
 
 
-REMOTE = '[study]\nname = "x"\n[[cluster]]\nname = "c"\nsites = 2\n[[step]]\nname = "s"\n' \
+REMOTE = (
+    '[study]\nname = "x"\n[[cluster]]\nname = "c"\nsites = 2\n[[step]]\nname = "s"\n'
     'kind = "netcdf_remote"\n'
+)
 
 BAD = [
     ('[study]\nname = "x"\n\n[[cluster]]\nname = "c"\nhostz = 2\n', 6, "cluster[0].hostz"),

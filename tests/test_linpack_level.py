@@ -290,3 +290,23 @@ def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -
     bad.write_text("\n".join([*text[:7], "xx           NBs", *text[8:]]) + "\n")
     args = [str(bad) if a == "BAD_DAT" else a for a in args]
     assert_refused_before_launch(["linpack", *args], tmp_path / "r.db", named)
+
+
+@pytest.mark.parametrize(("caller", "core"), [(None, linpack.CORETYPE_DEFAULT), ("Zen", "Zen")])
+def test_a_default_blas_run_names_the_openblas_core_itself(tmp_path, monkeypatch, caller, core):
+    """Without the Makefile's export (OPENBLAS_CORETYPE unset) a run of the level gets
+    run.CORETYPE_DEFAULT; a core the caller names is kept. The record's environment says
+    which, and an OpenBLAS reports the core that ran."""
+    if caller is None:
+        monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    else:
+        monkeypatch.setenv("OPENBLAS_CORETYPE", caller)
+    db = str(tmp_path / "r.db")
+    proc = cli("linpack", "--np", "2", "-N", "200", "--nb", "32", "--json", "--db", db)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = Store(db).get(json.loads(proc.stdout)["id"])
+    assert record["status"] == "ok", record["error"]
+    assert record["meta"]["env"]["OPENBLAS_CORETYPE"] == core
+    ran = record["detail"]["blas"].get("core")
+    if ran:  # the default libblas.so.3 is an OpenBLAS: its kernels are the named core's
+        assert ran.lower() == core.lower()

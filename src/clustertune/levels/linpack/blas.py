@@ -42,10 +42,6 @@ NAMES = {
     "atlas": "ATLAS",
     "blas": "reference BLAS",
 }
-# the OpenBLAS core when a Blas names none and OPENBLAS_CORETYPE is not set: what Debian's
-# OpenBLAS 0.3.21 needed on an Intel Sapphire Rapids VM (a CPU newer than it knows); on
-# an AMD EPYC (Zen) its own choice runs as fast. The tuner measures both (core_variants).
-CORETYPE_DEFAULT = "Haswell"
 # cores an OpenBLAS is also measured with, beside the one it picks by itself
 FORCED_CORES = ("Haswell",)
 MISSING_SYMBOL = re.compile(r"undefined symbol: (\S+)")
@@ -55,7 +51,7 @@ MISSING_SYMBOL = re.compile(r"undefined symbol: (\S+)")
 class Blas:
     name: str
     directory: Path
-    # OPENBLAS_CORETYPE to run with; None: the caller's, else CORETYPE_DEFAULT
+    # OPENBLAS_CORETYPE to run with; None: the caller's, else run.CORETYPE_DEFAULT
     coretype: str | None = None
 
     @property
@@ -143,7 +139,7 @@ def select(wanted: str | None, available: list[Blas]) -> list[Blas]:
 
 
 def environment(blas: Blas) -> dict[str, str]:
-    core = blas.coretype or os.environ.get("OPENBLAS_CORETYPE") or CORETYPE_DEFAULT
+    core = blas.coretype or os.environ.get("OPENBLAS_CORETYPE") or run.CORETYPE_DEFAULT
     return {"LD_LIBRARY_PATH": str(blas.directory), "OPENBLAS_CORETYPE": core}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from functools import partial
 from pathlib import Path
 
@@ -28,6 +29,11 @@ RESULT_KEYS = ("variant", "n", "nb", "p", "q", "time_s", "gflops", "residual", "
 PHASES = ("pfact", "bcast", "swap", "update", "wait", "solve")
 # one BLAS thread per rank (ranks fill the cores), whichever library runs
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "BLIS_NUM_THREADS": "1"}
+# the OpenBLAS core when the caller's OPENBLAS_CORETYPE is unset (and a run names none): what
+# Debian's OpenBLAS 0.3.21 needed on an Intel Sapphire Rapids VM (a CPU newer than it
+# knows); on an AMD EPYC (Zen) its own choice runs as fast. The tuner measures both
+# (blas.core_variants); every run of the level gets it here, not from the Makefile.
+CORETYPE_DEFAULT = "Haswell"
 # flag of ct-linpack for each list option of the CLI
 LIST_FLAGS = {
     "n": "-N", "nb": "--nb", "p": "-P", "q": "-Q", "pfact": "--pfact", "rfact": "--rfact",
@@ -139,8 +145,16 @@ def run_blas_kernel(
     return runner.run_kernel(
         cluster, store, level=LEVEL.name, kernel=kernel, np=np, mpi=mpi, args=kargs,
         params={"np": np, "args": kargs, **(params or {})}, timeout=timeout, hosts=hosts,
-        env={**BLAS_THREADS, **(env or {})}, derive=derive,
+        env=blas_env(env), derive=derive,
     )  # fmt: skip
+
+
+def blas_env(env: dict[str, str] | None) -> dict[str, str]:
+    """A run's BLAS environment: one thread per rank and CORETYPE_DEFAULT unless the
+    caller's environment or ``env`` names the OpenBLAS core (an empty value counts as
+    unset, as in blas.environment)."""
+    core = {} if os.environ.get("OPENBLAS_CORETYPE") else {"OPENBLAS_CORETYPE": CORETYPE_DEFAULT}
+    return {**BLAS_THREADS, **core, **(env or {})}
 
 
 run_linpack = partial(run_blas_kernel, LINPACK_KERNEL, derive=derive)

@@ -205,29 +205,43 @@ static double *alloc_field(size_t bytes, ct_alloc_failure *af)
 }
 
 static void update(run *r, int mu, int64_t n, const int64_t *site, const int64_t *gsite,
-                   int hb, long long hb_index)
+                   int hb, long long hb_index, qcd_stream *pf)
 {
     ct_phase_start(&r->ph, QCD_PH_UPDATE);
-    qcd_update_sites(&r->lat, r->u, mu, n, site, gsite, &r->act, hb, hb_index, &r->st);
+    qcd_update_sites(&r->lat, r->u, mu, n, site, gsite, &r->act, hb, hb_index, &r->st, pf);
     ct_phase_stop(&r->ph, QCD_PH_UPDATE);
 }
 
 static void update_step(run *r, int mu, int p, int hb, long long hb_index)
 {
     qcd_lattice *lat = &r->lat;
-    update(r, mu, lat->nin[p], lat->in[mu][p], lat->gin[mu][p], hb, hb_index);
+    update(r, mu, lat->nin[p], lat->in[mu][p], lat->gin[mu][p], hb, hb_index, NULL);
     qcd_halo_finish(&r->halo); /* the links of the step before */
-    update(r, mu, lat->nbd[p], lat->bd[p], lat->gbd[p], hb, hb_index);
+    update(r, mu, lat->nbd[p], lat->bd[p], lat->gbd[p], hb, hb_index, NULL);
     qcd_halo_start(&r->halo, mu, p);
 }
 
-/* the interior sites of parity p in slice s of the wave of direction mu */
+/* The interior sites of parity p in slice s of the wave of direction mu. The even half
+ * of a slice also prefetches the whole extended slice s + 1, spread over its link
+ * updates: the walk reads that slice from memory for the first time now (the neighbours
+ * x + w and x + w - nu), in block order, which the hardware prefetchers do not follow; a
+ * linear stream keeps many misses in flight. (16^4, one rank: the update 15-25 % faster;
+ * two slices ahead was no faster: the L3 this VM gets does not keep them until used.) */
 static void update_slice(run *r, int mu, int p, int s, int hb, long long hb_index)
 {
     const qcd_lattice *lat = &r->lat;
-    const int64_t *at = lat->in_at[mu][p];
-    update(r, mu, at[s + 1] - at[s], lat->in[mu][p] + at[s], lat->gin[mu][p] + at[s], hb,
-           hb_index);
+    const int64_t *at = lat->in_at[mu][p], n = at[s + 1] - at[s];
+    qcd_stream pf = {0};
+    if (p == 0 && n > 0) {
+        const int w = lat->wave[mu];
+        const int64_t run = lat->stride[w] * QCD_SITE * (int64_t)sizeof(double);
+        pf = (qcd_stream){(const char *)(r->u[0] + (s + 1) * lat->stride[w] * QCD_SITE), run,
+                          run, run * (lat->ext[w] - 1), lat->next / (lat->stride[w] * lat->ext[w]),
+                          0};
+        pf.lines = (int)((pf.runs * run / 64 + n - 1) / n);
+    }
+    update(r, mu, n, lat->in[mu][p] + at[s], lat->gin[mu][p] + at[s], hb, hb_index,
+           pf.lines ? &pf : NULL);
 }
 
 /* Steps (mu, even) and (mu, odd) in one walk over the field instead of two (on 16^4 the
@@ -253,7 +267,7 @@ static void update_pair(run *r, int mu, int hb, long long hb_index)
     for (int s = 1; s <= 2; s++)
         update_slice(r, mu, 0, s, hb, hb_index);
     qcd_halo_finish(&r->halo); /* the links of the step before */
-    update(r, mu, lat->nbd[0], lat->bd[0], lat->gbd[0], hb, hb_index);
+    update(r, mu, lat->nbd[0], lat->bd[0], lat->gbd[0], hb, hb_index, NULL);
     qcd_halo_post(&r->halo, mu, 0);
     for (int s = 1; s <= L; s++) {
         if (s > 2)
@@ -267,7 +281,7 @@ static void update_pair(run *r, int mu, int hb, long long hb_index)
         update_slice(r, mu, 1, 1, hb, hb_index);
     }
     qcd_halo_finish(&r->halo);
-    update(r, mu, lat->nbd[1], lat->bd[1], lat->gbd[1], hb, hb_index);
+    update(r, mu, lat->nbd[1], lat->bd[1], lat->gbd[1], hb, hb_index, NULL);
     qcd_halo_start(&r->halo, mu, 1);
 }
 

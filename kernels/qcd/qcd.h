@@ -176,11 +176,21 @@ typedef struct {
  * unless want_baseline; returns its name ("avx2" or "baseline"). Both give the same bits. */
 const char *qcd_isa(int want_baseline);
 
+/* A part of the field to prefetch while links are updated: from p, `runs` runs of `run`
+ * bytes, `gap` bytes from the end of one to the start of the next (`left` still to go in
+ * the current run), `lines` cache lines per link update (qcd.c, update_slice: the wave's
+ * next slice; a slice of w != t is strided). */
+typedef struct {
+    const char *p;
+    int64_t left, run, gap, runs;
+    int lines;
+} qcd_stream;
+
 /* Update U_mu on the given sites (extended indices, global indices): heat bath (hb != 0,
- * random stream keyed by hb_index) or over-relaxation. */
+ * random stream keyed by hb_index) or over-relaxation; prefetching pf along (may be NULL). */
 void qcd_update_sites(const qcd_lattice *lat, double *const *u, int mu, int64_t n,
                       const int64_t *site, const int64_t *gsite, const qcd_action *act,
-                      int hb, long long hb_index, qcd_update_stats *st);
+                      int hb, long long hb_index, qcd_update_stats *st, qcd_stream *pf);
 
 /* Local plaquette sums: Re Tr of every plaquette, spatial and temporal planes, each
  * site's sum rounded to a fixed-point integer (QCD_PLAQ_SCALE), so that the global sum

@@ -34,12 +34,12 @@ const char *qcd_isa(int want_baseline)
 
 void qcd_update_sites(const qcd_lattice *lat, double *const *u, int mu, int64_t n,
                       const int64_t *site, const int64_t *gsite, const qcd_action *act,
-                      int hb, long long hb_index, qcd_update_stats *st)
+                      int hb, long long hb_index, qcd_update_stats *st, qcd_stream *pf)
 {
     if (use_avx)
-        qcd_update_sites_avx(lat, u, mu, n, site, gsite, act, hb, hb_index, st);
+        qcd_update_sites_avx(lat, u, mu, n, site, gsite, act, hb, hb_index, st, pf);
     else
-        qcd_update_sites_base(lat, u, mu, n, site, gsite, act, hb, hb_index, st);
+        qcd_update_sites_base(lat, u, mu, n, site, gsite, act, hb, hb_index, st, pf);
 }
 
 void qcd_plaquette_local(const qcd_lattice *lat, double *const *u, __int128 sum[2])

@@ -15,10 +15,10 @@
 
 void qcd_update_sites_base(const qcd_lattice *lat, double *const *u, int mu, int64_t n,
                            const int64_t *site, const int64_t *gsite, const qcd_action *act,
-                           int hb, long long hb_index, qcd_update_stats *st);
+                           int hb, long long hb_index, qcd_update_stats *st, qcd_stream *pf);
 void qcd_update_sites_avx(const qcd_lattice *lat, double *const *u, int mu, int64_t n,
                           const int64_t *site, const int64_t *gsite, const qcd_action *act,
-                          int hb, long long hb_index, qcd_update_stats *st);
+                          int hb, long long hb_index, qcd_update_stats *st, qcd_stream *pf);
 void qcd_plaquette_local_base(const qcd_lattice *lat, double *const *u, __int128 sum[2]);
 void qcd_plaquette_local_avx(const qcd_lattice *lat, double *const *u, __int128 sum[2]);
 void qcd_reunit_check_base(const qcd_lattice *lat, double *const *u, double *unit_err,
@@ -120,38 +120,28 @@ static inline __attribute__((always_inline)) void update_link(const qcd_lattice 
     }
 }
 
-/* the links a later update_link at e will read that are not near the sites just
- * updated: the hardware prefetcher does not follow the +-nu strides */
-#define PREFETCH_AHEAD 0
-static inline void prefetch_link(const double *l)
+/* Purpose: the next `lines` cache lines of the stream pf (qcd.h) towards the caches.
+ * Prefetch hints only: no number changes. */
+static inline void prefetch_stream(qcd_stream *pf)
 {
-    __builtin_prefetch(l);
-    __builtin_prefetch(l + 8);
-    __builtin_prefetch(l + 16);
-}
-
-static inline void prefetch_staples(const qcd_lattice *lat, double *const *u, int mu, int64_t e)
-{
-    const int64_t smu = lat->stride[mu];
-    for (int nu = 0; nu < QCD_DIM; nu++) {
-        if (nu == mu)
-            continue;
-        const int64_t snu = lat->stride[nu];
-        prefetch_link(u[mu] + (e + snu) * QCD_SITE);
-        prefetch_link(u[mu] + (e - snu) * QCD_SITE);
-        prefetch_link(u[nu] + (e - snu) * QCD_SITE);
-        prefetch_link(u[nu] + (e + smu - snu) * QCD_SITE);
-        prefetch_link(u[nu] + (e + smu) * QCD_SITE);
+    for (int k = 0; k < pf->lines && pf->runs > 0; k++) {
+        __builtin_prefetch(pf->p);
+        pf->p += 64;
+        if ((pf->left -= 64) <= 0) {
+            pf->p += pf->gap;
+            pf->left = pf->run;
+            pf->runs--;
+        }
     }
 }
 
 QCD_BODY void update_sites(const qcd_lattice *lat, double *const *u, int mu, int64_t n,
                            const int64_t *site, const int64_t *gsite, const qcd_action *act,
-                           int hb, long long hb_index, qcd_update_stats *st)
+                           int hb, long long hb_index, qcd_update_stats *st, qcd_stream *pf)
 {
     for (int64_t k = 0; k < n; k++) {
-        if (PREFETCH_AHEAD && k + PREFETCH_AHEAD < n)
-            prefetch_staples(lat, u, mu, site[k + PREFETCH_AHEAD]);
+        if (pf)
+            prefetch_stream(pf);
         if (hb)
             update_link(lat, u, mu, site[k], gsite[k], act, 1, hb_index, st);
         else
@@ -188,9 +178,9 @@ QCD_BODY void plaquette_local(const qcd_lattice *lat, double *const *u, __int128
 void QCD_VARIANT(qcd_update_sites)(const qcd_lattice *lat, double *const *u, int mu, int64_t n,
                                    const int64_t *site, const int64_t *gsite,
                                    const qcd_action *act, int hb, long long hb_index,
-                                   qcd_update_stats *st)
+                                   qcd_update_stats *st, qcd_stream *pf)
 {
-    update_sites(lat, u, mu, n, site, gsite, act, hb, hb_index, st);
+    update_sites(lat, u, mu, n, site, gsite, act, hb, hb_index, st, pf);
 }
 
 void QCD_VARIANT(qcd_plaquette_local)(const qcd_lattice *lat, double *const *u, __int128 sum[2])

@@ -92,6 +92,69 @@ def test_beats_only_beyond_the_spread_of_both() -> None:
     assert not space.beats(m(a, 50, 60), m(b, 40, 50))  # 10 apart, twice the spread 10
     assert not space.beats(m(a, 50.5), m(b, 50.0))  # 1 %: below NOISE with no spread
     assert not space.beats(m(b, 40, 41), m(a, 50, 52))
+    # the incumbent stays unless beaten beyond the noise; none measured: the fastest
+    assert space.keep_incumbent(m(a, 50, 52), m(b, 40, 41)).cfg == a
+    assert space.keep_incumbent(m(a, 50, 60), m(b, 40, 50)).cfg == b
+    assert space.keep_incumbent(m(a, 50.5), None).cfg == a
+
+
+def scale_tuner(monkeypatch, truth, budget_s=600.0):
+    """A tuner whose LUs at the scale N give ``truth(cfg)`` per sample, one per value of
+    an --nb list and of -N (no kernel runs); the launches are listed."""
+    launches: list[Config] = []
+
+    def lu(self, stage, cfg, n, extra=None, timeout=None):
+        launches.append(cfg)
+        return {"cfg": cfg, "extra": extra or {}}
+
+    def passing(self, record, base):
+        extra = record["extra"]
+        nbs = [int(v) for v in extra.get("--nb", str(base.nb)).split(",")]
+        runs = len(extra.get("-N", "1").split(","))
+        return [(space.replace(base, nb=nb), truth(space.replace(base, nb=nb)))
+                for _ in range(runs) for nb in nbs]  # fmt: skip
+
+    monkeypatch.setattr(linpack.Tuner, "lu", lu)
+    monkeypatch.setattr(linpack.Tuner, "passing", passing)
+    monkeypatch.setattr(linpack.Tuner, "layouts", lambda self: [(2, 1), (1, 2)])
+    return linpack.Tuner(None, None, 2, "openmpi", budget_s), launches
+
+
+def test_layout_and_nb_are_judged_again_at_scale(monkeypatch) -> None:
+    """The search chose 1 rank x 2 threads and NB 128 at a small N; at the scale N 2 x 1
+    and NB 192 are faster beyond the noise: both change. Within the noise the confirmed
+    layout stays and the evidence says so; with no budget left nothing runs."""
+    nb_rate = {96: 60.0, 128: 80.0, 192: 86.0, 256: 75.0}
+    confirmed = Config("/x", 1, 2, nb=128, p=1, q=1)
+    tuner, launches = scale_tuner(
+        monkeypatch, lambda c: nb_rate[c.nb] * (1.0 if c.ranks == 2 else 0.5)
+    )
+    cfg, rate = tuner.at_scale(confirmed, 40.0, 8000, [96, 128, 192, 256])
+    assert (cfg.ranks, cfg.threads, cfg.p, cfg.q, cfg.nb, rate) == (2, 1, 1, 2, 192, 86.0)
+    assert [(c.ranks, c.threads) for c in launches] == [(1, 2), (2, 1), (2, 1)]
+    assert "2x1, NB 192" in tuner.why["at N"] and "at N" not in tuner.noise
+
+    tuner, _ = scale_tuner(monkeypatch, lambda c: 80.0 * (1.0 if c.ranks == 2 else 0.99))
+    cfg, _ = tuner.at_scale(confirmed, 40.0, 8000, [128])
+    assert (cfg.ranks, cfg.threads) == (1, 2) and "kept 1x2" in tuner.noise["at N"]
+
+    tuner, launches = scale_tuner(monkeypatch, lambda c: 80.0, budget_s=1.0)
+    assert tuner.at_scale(confirmed, 40.0, 8000, [128, 192]) == (confirmed, 40.0)
+    assert launches == [] and "not re-measured" in tuner.why["at N"]
+
+
+def test_confirmation_duels_the_final_two_within_the_noise(monkeypatch) -> None:
+    """The confirmation's two best within each other's noise get DUEL_ROUNDS more launches
+    each, alternating, and the descent's result stays unless beaten; clearly apart, no
+    more launches and the faster wins."""
+    found, other = Config("/x", 2, 1, nb=128, p=1, q=2), Config("/x", 2, 1, nb=96, p=1, q=2)
+    for rates, launched, chosen in (({found: 50.0, other: 50.5}, 4 + 2 * linpack.DUEL_ROUNDS,
+                                     found), ({found: 50.0, other: 60.0}, 4, other)):  # fmt: skip
+        tuner, launches = scale_tuner(monkeypatch, rates.__getitem__)
+        tuner.trials = [(other, 1.0)]
+        cfg, rate, _ = tuner.confirm(found, 50.0, 1536)
+        assert (cfg, len(launches)) == (chosen, launched)
+        assert launches[4:] == [found, other, other, found][: launched - 4]
 
 
 def test_samples_fill_a_launch_of_the_asked_length() -> None:
@@ -299,7 +362,7 @@ def test_tiny_session_never_chooses_a_blas_that_fails_verification(tmp_path) -> 
     assert all("verification failed" in e for e in doc["excluded"])
     assert doc["env"]["LD_LIBRARY_PATH"].endswith(REFERENCE) and "env" in doc["why"]
     assert all(k in doc["why"] for k in ("blas", "layout", "N", "NB", "PxQ", "BCAST", "confirm",
-                                         "NB at N"))  # fmt: skip
+                                         "at N"))  # fmt: skip
     store = Store(db)
     trials = [r for r in store.list("linpack") if r["params"].get("tune") == doc["session"]]
     assert sorted(r["id"] for r in trials) == sorted(doc["runs"])

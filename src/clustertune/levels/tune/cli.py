@@ -16,7 +16,7 @@ from . import LEVEL, linpack, tcp
 from .space import Config
 
 ORDER = ("blas", "env", "layout", "N", "NB", "PxQ", "DEPTH", "BCAST", "SWAP", "PFACT", "RFACT",
-         "NBMIN", "confirm", "NB at N")  # fmt: skip
+         "NBMIN", "confirm", "at N")  # fmt: skip
 
 
 def check(args: argparse.Namespace) -> Path:
@@ -27,7 +27,7 @@ def check(args: argparse.Namespace) -> Path:
         raise UserError(f"--budget must be a positive number of minutes, got {args.budget}")
     if not 0.0 < args.mem_fraction <= 1.0:
         raise UserError(f"--mem-fraction must be in (0, 1], got {args.mem_fraction}")
-    for name in ("n_search", "n_confirm"):
+    for name in ("n_search", "n_confirm", "n_scale"):
         value = getattr(args, name)
         if value is not None and value < linpack.N_MIN:
             flag = "--" + name.replace("_", "-")
@@ -54,7 +54,7 @@ def cmd_linpack(args: argparse.Namespace) -> Output:
     tuner = linpack.Tuner(
         cluster, store, args.np, args.mpi, args.budget * 60.0, hosts=args.hosts,
         timeout=args.timeout, mem_fraction=args.mem_fraction, n_search=args.n_search,
-        n_confirm=args.n_confirm, blas_filter=args.blas,
+        n_confirm=args.n_confirm, n_scale=args.n_scale, blas_filter=args.blas,
     )  # fmt: skip
     summary = tuner.tune()
     linpack.write(out, summary["hpl_dat"])
@@ -178,6 +178,9 @@ def add_commands(sub, common) -> None:
     p.add_argument("--blas", help="only these BLAS candidates (names or directories)")
     p.add_argument("--n-search", type=int, help="N of the search trials (default: from budget)")
     p.add_argument("--n-confirm", type=int, help="N of the confirmation (default: from budget)")
+    p.add_argument(
+        "--n-scale", type=int, help="N where layout and NB are judged again (default: from budget)"
+    )
     p.set_defaults(func=cmd_linpack)
 
     q = tsub.add_parser("qcd", parents=[common],

@@ -57,6 +57,9 @@ CLOSE_SAMPLES = 3
 CONFIRM_LAUNCH_S = 2.0
 CONFIRM_SAMPLES = 8
 LAUNCH_FLOOR_S = 60.0
+# the confirmation's final two, when within each other's noise, get this many more
+# launches each in alternating order (the bench's rate ratio sat at its 0.95 line)
+DUEL_ROUNDS = 2
 
 
 @dataclass
@@ -71,6 +74,7 @@ class Tuner:
     mem_fraction: float = 0.8
     n_search: int | None = None
     n_confirm: int | None = None
+    n_scale: int | None = None
     blas_filter: str | None = None
     session: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     runs: list[int] = field(default_factory=list)
@@ -83,7 +87,6 @@ class Tuner:
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)
     noise: dict[str, str] = field(default_factory=dict)  # choices the rates did not decide
     stage_s: dict[str, float] = field(default_factory=dict)  # launch time per stage
-    confirm_launches: int = 0
     _blases: dict[str, Blas] = field(default_factory=dict)
     _t0: float = field(default_factory=time.monotonic)
 
@@ -230,13 +233,15 @@ class Tuner:
     def cores_per_host(self) -> int:
         return os.cpu_count() or 1  # the hosts of a virtual cluster share this machine
 
+    def layouts(self) -> list[tuple[int, int]]:
+        return space.layouts(self.np, self.cores_per_host(), len(self.hosts or self.cluster.hosts))
+
     def choose_layout(self, blas: Blas, n: int, nbs: list[int]) -> tuple[Config, float]:
         """Each (ranks, threads) with every NB candidate in one launch, in two rounds of
         alternating order (the second while 70 % of the budget is left). A layout is
         judged by its best NB's median over the rounds; another layout replaces all ranks
         single-threaded (HPL's usual one, the first) only beyond the noise."""
-        hosts = len(self.hosts or self.cluster.hosts)
-        layouts = space.layouts(self.np, self.cores_per_host(), hosts)
+        layouts = self.layouts()
         got: list[tuple[Config, float]] = []
         for round_ in range(2):
             if round_ and (len(layouts) < 2 or self.left() < 0.7 * self.budget_s):
@@ -251,12 +256,12 @@ class Tuner:
             best.setdefault((m.cfg.ranks, m.cfg.threads), m)
         if not best:
             raise UserError("no rank/thread layout ran: see the stored runs " + self.ids())
-        top = max(best.values(), key=lambda m: m.median)
-        usual = best.get(layouts[0])
-        if usual is not None and top is not usual and not space.beats(top, usual):
-            self.noise["layout"] = (f"{top.cfg.ranks}x{top.cfg.threads} {top.text()} against "
-                                    f"{usual.text()}: within the noise, kept {layouts[0][0]}x1")  # fmt: skip
-            top = usual
+        fastest = max(best.values(), key=lambda m: m.median)
+        top = space.keep_incumbent(fastest, best.get(layouts[0]))
+        if top is not fastest:
+            self.noise["layout"] = (f"{fastest.cfg.ranks}x{fastest.cfg.threads} {fastest.text()} "
+                                    f"against {top.text()}: within the noise, kept "
+                                    f"{layouts[0][0]}x1")  # fmt: skip
         said = ", ".join(f"{c[0]}x{c[1]} {m.median:.1f}" for c, m in best.items())
         self.why["layout"] = (
             f"{top.cfg.ranks} rank(s) x {top.cfg.threads} BLAS thread(s): {top.median:.1f} "
@@ -304,12 +309,11 @@ class Tuner:
             again = [v for v in values if v in close][::-1]
             ms = space.measured(got + self.launch_values(stage, cfg, n, dim, again, CLOSE_SAMPLES))
             mine = [m for m in ms if m.cfg == cfg]
-        best = ms[0]
-        if mine and best is not mine[0] and not space.beats(best, mine[0]):
-            self.noise[note] = (f"{value(best.cfg, dim)} {best.text()} against "
-                                f"{mine[0].text()}: within the noise, kept "
+        best = space.keep_incumbent(ms[0], mine[0] if mine else None)
+        if best is not ms[0]:
+            self.noise[note] = (f"{value(ms[0].cfg, dim)} {ms[0].text()} against "
+                                f"{best.text()}: within the noise, kept "
                                 f"{value(cfg, dim)}")  # fmt: skip
-            best = mine[0]
         self.spread[note] = (ms[-1].median, ms[0].median)
         return best.cfg, best.median
 
@@ -341,48 +345,76 @@ class Tuner:
         """The descent's result and the next best distinct configurations of the search
         (by median) at ``n``, each launch ~CONFIRM_LAUNCH_S long (several samples when
         one LU is shorter), in rounds of alternating order (a second round while half the
-        budget is left). Another configuration replaces the descent's result only if
-        its median beats it beyond the noise."""
+        budget is left); when the final two are within each other's noise, DUEL_ROUNDS
+        more launches of each, alternating. Another configuration replaces the descent's
+        result only if its median beats it beyond the noise."""
         others = [m.cfg for m in space.measured(self.trials) if m.cfg != found]
         top = [found, *others[: CONFIRM_TOP - 1]]
         samples = space.samples_for(n, rate, CONFIRM_LAUNCH_S, CONFIRM_SAMPLES)
+        ns = {"-N": ",".join([str(n)] * samples)}
         got: list[tuple[Config, float]] = []
         for round_ in range(2):
             if round_ and self.left() < 0.5 * self.budget_s:
                 break
             for cfg in top if round_ % 2 == 0 else top[::-1]:
-                self.confirm_launches += 1
-                got += self.passing(
-                    self.lu("confirm", cfg, n, {"-N": ",".join([str(n)] * samples)}), cfg
-                )
+                got += self.passing(self.lu("confirm", cfg, n, ns), cfg)
         ms = space.measured(got)
         if not ms:
             raise UserError("no configuration passed at the confirmation N: " + self.ids())
-        best, mine = ms[0], [m for m in ms if m.cfg == found]
-        tied = [m.cfg.code() for m in ms[1:] if not space.beats(best, m)]
-        if mine and best is not mine[0] and not space.beats(best, mine[0]):
-            best = mine[0]
+        if len(ms) > 1 and not space.beats(ms[0], ms[1]) and self.left() > 0:
+            # the final two within each other's noise: DUEL_ROUNDS more alternating launches
+            # of each, so the choice between them rests on more than a few seconds apiece
+            two = [ms[0].cfg, ms[1].cfg]
+            for round_ in range(DUEL_ROUNDS):
+                for cfg in two if round_ % 2 else two[::-1]:
+                    got += self.passing(self.lu("confirm", cfg, n, ns), cfg)
+            ms = space.measured(got)
+        mine = [m for m in ms if m.cfg == found]
+        tied = [m.cfg.code() for m in ms[1:] if not space.beats(ms[0], m)]
+        best = space.keep_incumbent(ms[0], mine[0] if mine else None)
         if tied:
             self.noise["confirm"] = (f"{ms[0].cfg.code()} {ms[0].text()}; within its noise: "
                                      f"{', '.join(tied)}")  # fmt: skip
         return best.cfg, best.median, [(m.cfg, m.median) for m in ms]
 
-    def nb_at_scale(self, cfg: Config, rate: float, n: int, nbs: list[int]) -> tuple[Config, float]:
-        """NB again at the confirmation N with the rest of ``cfg`` (the search chose it
-        at a smaller N, where smaller blocks do better), when the budget has room for
-        it; changed only beyond the noise (sweep)."""
-        per_run = self.stage_s.get("confirm", 0.0) / max(1, self.confirm_launches)
-        if len(nbs) < 2 or self.left() < len(nbs) * per_run:
-            self.why["NB at N"] = "not re-measured at the confirmation N (no budget left)"
+    def at_scale(self, cfg: Config, rate: float, n: int, nbs: list[int]) -> tuple[Config, float]:
+        """Ranks x threads and NB again at ``n`` (the N the budget gives a run, larger
+        than the search's) with the rest of ``cfg``: the search judged them at a small N,
+        where small blocks do better and the layout's verdict can differ (bench run 6:
+        1x2 chosen at N=1536 under load made 0.43 of DGEMM at N=18944 where 2x1 made
+        0.94). Each changes only beyond the noise, and only when the budget has room for
+        one sample of every value (stage ``scale``)."""
+        layouts = self.layouts()
+        one = (2.0 / 3.0) * n**3 / (max(rate, 1e-3) * 1e9)
+        if self.left() < (len(layouts) + len(nbs)) * one:
+            self.why["at N"] = f"layout and NB not re-measured at N={n} (no budget left)"
             return cfg, rate
-        samples = space.samples_for(n, rate, CONFIRM_LAUNCH_S, CONFIRM_SAMPLES)
-        got = self.sweep("nb", cfg, n, "nb", nbs, samples, note="NB at N")
-        if got is None:
-            return cfg, rate
-        said = "kept" if got[0].nb == cfg.nb else f"changed from {cfg.nb}"
-        self.why["NB at N"] = (f"{got[0].nb} ({said}): median of {samples} sample(s) per NB of "
-                               f"{nbs} at N={n}, {got[1]:.1f} Gflop/s")  # fmt: skip
-        return got
+        said = []
+        if len(layouts) > 1:
+            got: list[tuple[Config, float]] = []
+            for ranks, threads in layouts[::-1]:
+                p, q = (cfg.p, cfg.q) if ranks == cfg.ranks else space.grids(ranks)[0]
+                other = replace(cfg, ranks=ranks, threads=threads, p=p, q=q)
+                got += self.passing(self.lu("scale", other, n), other)
+            ms = space.measured(got)
+            if ms:
+                best = space.keep_incumbent(ms[0], next((m for m in ms if m.cfg == cfg), None))
+                if best is not ms[0]:
+                    self.noise["at N"] = (f"{ms[0].cfg.ranks}x{ms[0].cfg.threads} {ms[0].text()} "
+                                          f"against {best.text()}: within the noise, kept "
+                                          f"{cfg.ranks}x{cfg.threads}")  # fmt: skip
+                cfg, rate = best.cfg, best.median
+                said.append(", ".join(f"{m.cfg.ranks}x{m.cfg.threads} {m.median:.1f}" for m in ms))
+        nb_cfg = self.sweep("scale", cfg, n, "nb", nbs, 1, note="NB at N")
+        if nb_cfg is not None:
+            cfg, rate = nb_cfg
+            said.append(f"NB {', '.join(map(str, nbs))}")
+        self.why["at N"] = (f"{cfg.ranks}x{cfg.threads}, NB {cfg.nb}: {rate:.1f} Gflop/s at "
+                            f"N={n} (re-judged there: {'; '.join(said)})")  # fmt: skip
+        for key in ("at N", "NB at N"):
+            if key in self.noise:
+                self.why["at N"] += f"; {self.noise[key]}"
+        return cfg, rate
 
     def spread_text(self, dim: str, n: int) -> str:
         if dim not in self.spread:
@@ -416,20 +448,26 @@ class Tuner:
         nbs = space.nb_candidates(space.DEFAULT_BLOCK, n_half, n_small)
         cfg, rate0 = self.choose_layout(blas, n_small, nbs)
         best, rate = self.descend(cfg, rate0, n_small, nbs)
-        n_big = self.n_confirm or space.n_for_time(
+        n_budget = space.n_for_time(
             0.7 * dgemm, max(0.1, self.budget_s / 10), best.nb, n_mem, n_small
         )
-        final, final_rate, confirmed = self.confirm(best, rate, n_big)
-        final, final_rate = self.nb_at_scale(final, final_rate, n_big, nbs)
+        n_big = self.n_confirm or n_budget
+        confirmed_cfg, confirmed_rate, confirmed = self.confirm(best, rate, n_big)
+        n_scale = self.n_scale or n_budget
+        final, final_rate = self.at_scale(confirmed_cfg, confirmed_rate, n_scale, nbs)
         n_out = max(final.nb, self.memory_n(final.nb))
         env = self.env(blas, final.threads)
         self.why["env"] = " ".join(f"{k}={v}" for k, v in env.items()) + " (run the HPL.dat so)"
-        self.explain(final, best, rate, n_small, n_big, final_rate, confirmed, nbs, n_half, n_out)
+        self.explain(
+            final, best, rate, n_small, n_big, confirmed_rate, confirmed, nbs, n_half, n_out
+        )
         return {
             "session": self.session, "config": asdict(final), "blas": blas.label,
             "blas_directory": str(blas.directory), "blas_coretype": blas.coretype,
             "env": env, "n": n_out, "n_search": n_small,
-            "n_confirm": n_big, "gflops_search": rate, "gflops_confirm": final_rate,
+            "n_confirm": n_big, "gflops_search": rate, "gflops_confirm": confirmed_rate,
+            "config_confirmed": asdict(confirmed_cfg), "n_scale": n_scale,
+            "gflops_scale": final_rate,
             "dgemm_gflops": dgemm, "passes": self.passes, "why": self.why,
             "excluded": self.excluded, "blas_rates": self.blas_rates,
             "confirmed": [(c.code(), c.nb, c.p, c.q, r) for c, r in confirmed],
@@ -457,7 +495,7 @@ class Tuner:
             f"{final.code()} at {final_rate:.1f} Gflop/s (median), of {len(confirmed)} confirmed "
             f"at N={n_big} (search's result {best.code()} {rate:.1f} Gflop/s at N={n_small})"
         )
-        for key in ("layout", "confirm", "NB at N"):
+        for key in ("layout", "confirm"):
             if key in self.noise and key in self.why:
                 self.why[key] += f"; {self.noise[key]}"
 

@@ -170,6 +170,14 @@ def beats(a: Measured, b: Measured) -> bool:
     return a.median - b.median > margin
 
 
+def keep_incumbent(best: Measured, incumbent: Measured | None) -> Measured:
+    """The incumbent (the usual or earlier-decided value; None: not measured) unless
+    ``best`` beats it beyond the noise: what the rates do not decide keeps it."""
+    if incumbent is None or best is incumbent or beats(best, incumbent):
+        return best
+    return incumbent
+
+
 def samples_for(n: int, gflops: float, seconds: float, most: int) -> int:
     """Samples of an LU at ``n`` that fill a launch of about ``seconds`` at ``gflops``
     (at least 1, at most ``most``)."""

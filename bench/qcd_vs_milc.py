@@ -10,7 +10,9 @@ and the ratio (target >= 1.2). Beside it, the same link updates per CPU second o
 whole job (user + system time of mpirun and its ranks, start-up included): on a shared
 machine a run's wall time moves with what else runs in its seconds, its CPU time much
 less. ct-qcd's counted Gflops is set against the DGEMM rate of
-the same ranks (ct-gemm --local).
+the same ranks (ct-gemm --local). --baseline BIN runs a second ct-qcd build (e.g. the
+previous commit's, copied aside) in the same rounds, the three programs' order rotating,
+and prints new / baseline best and median: an A/B of two kernels under the same load.
 
 Physics (--physics): thermalised plaquette at beta 6.0 and 5.7 on --physics-lattice from
 both programs, mean with an autocorrelation-aware error (clustertune.levels.qcd.stats),
@@ -18,8 +20,8 @@ compared with each other (combined errors) and with the references of paper_qcd.
 (3 sigma). The machine is shared: the load average is printed with every figure.
 
 Usage: bench/qcd_vs_milc.py [--lattices 8x8x8x8,16x16x16x16] [--ranks 1,2] [--repeat 3]
-                            [--chrt P] [--physics] [--physics-sweeps 600] [--peers DIR]
-                            [--json F]
+                            [--chrt P] [--baseline BIN] [--physics] [--physics-sweeps 600]
+                            [--peers DIR] [--json F]
 `bench/qcd_vs_milc.py --repeat 3` takes about 5 minutes at a load average of 4-5 (docs/qcd.md).
 """
 
@@ -48,6 +50,7 @@ MPIRUN = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--mca",
 # --chrt P: both programs under `chrt -f P` (real-time FIFO), a core each while other jobs
 # run, so that they are measured, not the load of the moment
 PRIORITY: list[str] = []
+CT_QCD = ROOT / "build/openmpi/bin/ct-qcd"
 TIME_LINE = re.compile(r"^Time\s*=\s*([\d.eE+-]+)\s*seconds", re.M)
 GMES_LINE = re.compile(r"^GMES\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", re.M)
 # trajectories (warm-up + measured) of the speed runs per lattice volume
@@ -87,9 +90,9 @@ def json_lines(text: str) -> list[dict]:
 
 
 def run_ours(np: int, lattice, beta: float, sweeps: int, start: str = "cold", seed: int = 1,
-             timeout: float = 3600) -> tuple[dict, list[float]]:  # fmt: skip
+             timeout: float = 3600, binary: Path = CT_QCD) -> tuple[dict, list[float]]:  # fmt: skip
     grid = qcd.default_grid(lattice, np)
-    argv = [*PRIORITY, *MPIRUN, str(np), str(ROOT / "build/openmpi/bin/ct-qcd"), "--lattice",
+    argv = [*PRIORITY, *MPIRUN, str(np), str(binary), "--lattice",
             qcd.dims_text(lattice), "--grid", qcd.dims_text(grid), "--beta", str(beta),
             "--sweeps", str(sweeps), "--or-steps", "4", "--start", start, "--seed", str(seed)]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -128,8 +131,15 @@ def ensure_peers(peers: Path) -> None:
                    env={"SKIP_NPB": "1", "PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL)  # fmt: skip
 
 
-def speed(peers: Path, lattices, ranks, repeat: int) -> list[dict]:
+def rotation(programs: list[str], i: int) -> list[str]:
+    """Round i's order: each program goes first in turn (with two, the order alternates)."""
+    k = i % len(programs)
+    return programs[k:] + programs[:k]
+
+
+def speed(peers: Path, lattices, ranks, repeat: int, baseline: Path | None = None) -> list[dict]:
     rows = []
+    programs = ["milc", "ours"] + (["baseline"] if baseline else [])
     for lattice in lattices:
         volume = 1
         for n in lattice:
@@ -137,18 +147,23 @@ def speed(peers: Path, lattices, ranks, repeat: int) -> list[dict]:
         warms, trajecs = SPEED_TRAJ.get(volume, (5, 10))
         links = 4 * volume * 5 * (warms + trajecs)
         for np in ranks:
-            milc, ours, gflops, cpu = [], [], [], {"milc": [], "ours": []}
+            rate: dict[str, list[float]] = {who: [] for who in programs}
+            cpu: dict[str, list[float]] = {who: [] for who in programs}
+            gflops = []
             for i in range(repeat):
-                for who in ("milc", "ours") if i % 2 == 0 else ("ours", "milc"):
+                for who in rotation(programs, i):
                     before = children_cpu()
                     if who == "milc":
                         t, _ = run_milc(peers, np, lattice, 6.0, warms, trajecs)
-                        milc.append(links / t)
+                        rate[who].append(links / t)
                     else:
-                        f, _ = run_ours(np, lattice, 6.0, warms + trajecs)
-                        ours.append(f["link_updates_per_s"])
-                        gflops.append(f["counted_gflops"])
+                        binary = baseline if who == "baseline" else CT_QCD
+                        f, _ = run_ours(np, lattice, 6.0, warms + trajecs, binary=binary)
+                        rate[who].append(f["link_updates_per_s"])
+                        if who == "ours":
+                            gflops.append(f["counted_gflops"])
                     cpu[who].append(links / (children_cpu() - before))
+            milc, ours = rate["milc"], rate["ours"]
             dgemm = dgemm_gflops(np)
             row = {
                 "lattice": qcd.dims_text(lattice), "ranks": np,
@@ -162,6 +177,11 @@ def speed(peers: Path, lattices, ranks, repeat: int) -> list[dict]:
                 "ratio_cpu_median": statistics.median(cpu["ours"]) / statistics.median(cpu["milc"]),
                 "load_average": load_average(),
             }  # fmt: skip
+            if baseline:
+                base = rate["baseline"]
+                row.update({"baseline_best": max(base), "baseline_median": statistics.median(base),
+                            "vs_baseline_best": max(ours) / max(base),
+                            "vs_baseline_median": statistics.median(ours) / statistics.median(base)})  # fmt: skip
             rows.append(row)
             pct = f"{100 * row['ours_counted_gflops'] / dgemm:.1f} %" if dgemm else "n/a"
             print(f"{row['lattice']:>12} np={np}: MILC {row['milc_best']:.3g} (median "
@@ -172,6 +192,11 @@ def speed(peers: Path, lattices, ranks, repeat: int) -> list[dict]:
                   f"per CPU second: MILC {row['milc_cpu_best']:.3g}, ct-qcd {row['ours_cpu_best']:.3g}, "
                   f"ratio best {row['ratio_cpu_best']:.2f}, median {row['ratio_cpu_median']:.2f}; "
                   f"load {row['load_average']}", flush=True)  # fmt: skip
+            if baseline:
+                print(f"{'':>12} baseline {baseline}: {row['baseline_best']:.3g} (median "
+                      f"{row['baseline_median']:.3g}); ct-qcd / baseline best "
+                      f"{row['vs_baseline_best']:.2f}, median {row['vs_baseline_median']:.2f}",
+                      flush=True)  # fmt: skip
     return rows
 
 
@@ -219,7 +244,11 @@ def main() -> int:
     ap.add_argument("--peers", type=Path, default=ROOT / "build" / "peers")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--chrt", type=int, metavar="P", help="run both under chrt -f P (root)")
+    ap.add_argument("--baseline", type=Path, metavar="BIN",
+                    help="a second ct-qcd (OpenMPI build) run in the same rounds: an A/B")  # fmt: skip
     args = ap.parse_args()
+    if args.baseline and not os.access(args.baseline, os.X_OK):
+        ap.error(f"--baseline: {args.baseline} is not an executable")
     if args.chrt:
         PRIORITY[:] = ["chrt", "-f", str(args.chrt)]
     ensure_peers(args.peers)
@@ -228,7 +257,7 @@ def main() -> int:
     if not args.skip_speed:
         lattices = [qcd.parse_dims(x, "--lattices") for x in args.lattices.split(",")]
         out["speed"] = speed(args.peers, lattices, [int(r) for r in args.ranks.split(",")],
-                             args.repeat)  # fmt: skip
+                             args.repeat, args.baseline)  # fmt: skip
     if args.physics:
         out["physics"] = physics(args.peers, qcd.parse_dims(args.physics_lattice, "--physics-lattice"),
                                  args.physics_sweeps, args.physics_therm, 1)  # fmt: skip

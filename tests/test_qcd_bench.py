@@ -41,3 +41,20 @@ def test_milc_output_and_input() -> None:
         assert line in text.splitlines()
     with pytest.raises(RuntimeError):
         b.parse_milc("GMES 1 2 3 4 5\n")  # no time line: the run did not finish
+
+
+def test_rotation_puts_each_program_first_in_turn() -> None:
+    b = bench()
+    assert [b.rotation(["milc", "ours"], i) for i in range(3)] == [
+        ["milc", "ours"], ["ours", "milc"], ["milc", "ours"]]  # fmt: skip
+    three = [b.rotation(["milc", "ours", "baseline"], i) for i in range(3)]
+    assert [r[0] for r in three] == ["milc", "ours", "baseline"]
+    assert all(sorted(r) == ["baseline", "milc", "ours"] for r in three)
+
+
+def test_baseline_must_be_an_executable(tmp_path) -> None:
+    import subprocess
+
+    out = subprocess.run([sys.executable, str(BENCH), "--baseline", str(tmp_path / "none")],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 2 and "--baseline" in out.stderr

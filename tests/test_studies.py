@@ -323,3 +323,12 @@ def test_remote_netcdf_quick_killed_mid_way_then_rerun_and_rendered(tmp_path):
                           r"no data)</td>", html)  # fmt: skip
     assert len(verdicts) == len(study.findings) and verdicts.count("no data") == 1  # 256^3
     store.close()
+
+    from test_report_chromium import CHROMIUM, render  # the report test's probe
+
+    if CHROMIUM:
+        path = tmp_path / "remote.html"
+        path.write_text(html)
+        shown = render(path, tmp_path)
+        assert not shown["errors"] and not shown["resources"]
+        assert shown["svgs"] == shown["drawn"] == 4 and "Measurements" in shown["h2"]

@@ -53,16 +53,6 @@ def _pingpong(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
     return [pingpong.run_pingpong(cluster, store, spec)]
 
 
-def _hosts(cluster: Cluster, v: dict) -> list[str] | None:
-    hosts = v.get("hosts")
-    if hosts is not None:
-        if not isinstance(hosts, list) or not hosts:
-            raise UserError(f"hosts: expected a list of host names, got {hosts!r}")
-        for host in hosts:
-            cluster.host(host)
-    return hosts
-
-
 def _tcp_buffer_env(mpi: str, size: object) -> dict[str, str]:
     """MPI's TCP socket buffers (seeds/000 table 4): Open MPI's TCP transport only."""
     if mpi != "openmpi":
@@ -87,8 +77,14 @@ def _linpack(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
             kargs += [flag, str(v[key])]
     kargs += ["--seed", str(_int(v, "seed", 42)), "--hpl-out", "-"]
     env = _tcp_buffer_env(mpi, v["tcp_buffer"]) if "tcp_buffer" in v else None
+    hosts = v.get("hosts")
+    if hosts is not None:
+        if not isinstance(hosts, list) or not hosts:
+            raise UserError(f"hosts: expected a list of host names, got {hosts!r}")
+        for host in hosts:
+            cluster.host(host)
     record = run.run_linpack(
-        cluster, store, _int(v, "np", 2), mpi, kargs, env=env, hosts=_hosts(cluster, v),
+        cluster, store, _int(v, "np", 2), mpi, kargs, env=env, hosts=hosts,
         timeout=float(v.get("timeout", run.TIMEOUT_S)),
     )  # fmt: skip
     return [record]

@@ -129,17 +129,17 @@ def test_layout_and_nb_are_judged_again_at_scale(monkeypatch) -> None:
     tuner, launches = scale_tuner(
         monkeypatch, lambda c: nb_rate[c.nb] * (1.0 if c.ranks == 2 else 0.5)
     )
-    cfg, rate = tuner.at_scale(confirmed, 40.0, 8000, [96, 128, 192, 256])
+    cfg, rate = tuner.at_scale(confirmed, 40.0, 8000, [96, 128, 192, 256], 60.0)
     assert (cfg.ranks, cfg.threads, cfg.p, cfg.q, cfg.nb, rate) == (2, 1, 1, 2, 192, 86.0)
     assert [(c.ranks, c.threads) for c in launches] == [(1, 2), (2, 1), (2, 1)]
     assert "2x1, NB 192" in tuner.why["at N"] and "at N" not in tuner.noise
 
     tuner, _ = scale_tuner(monkeypatch, lambda c: 80.0 * (1.0 if c.ranks == 2 else 0.99))
-    cfg, _ = tuner.at_scale(confirmed, 40.0, 8000, [128])
+    cfg, _ = tuner.at_scale(confirmed, 40.0, 8000, [128], 60.0)
     assert (cfg.ranks, cfg.threads) == (1, 2) and "kept 1x2" in tuner.noise["at N"]
 
     tuner, launches = scale_tuner(monkeypatch, lambda c: 80.0, budget_s=1.0)
-    assert tuner.at_scale(confirmed, 40.0, 8000, [128, 192]) == (confirmed, 40.0)
+    assert tuner.at_scale(confirmed, 40.0, 8000, [128, 192], 60.0) == (confirmed, 40.0)
     assert launches == [] and "not re-measured" in tuner.why["at N"]
 
 

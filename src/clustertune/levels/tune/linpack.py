@@ -370,22 +370,24 @@ class Tuner:
                     got += self.passing(self.lu("confirm", cfg, n, ns), cfg)
             ms = space.measured(got)
         mine = [m for m in ms if m.cfg == found]
-        tied = [m.cfg.code() for m in ms[1:] if not space.beats(ms[0], m)]
+        tied = [f"{m.cfg.code()} NB {m.cfg.nb}" for m in ms[1:] if not space.beats(ms[0], m)]
         best = space.keep_incumbent(ms[0], mine[0] if mine else None)
         if tied:
             self.noise["confirm"] = (f"{ms[0].cfg.code()} {ms[0].text()}; within its noise: "
                                      f"{', '.join(tied)}")  # fmt: skip
         return best.cfg, best.median, [(m.cfg, m.median) for m in ms]
 
-    def at_scale(self, cfg: Config, rate: float, n: int, nbs: list[int]) -> tuple[Config, float]:
+    def at_scale(
+        self, cfg: Config, rate: float, n: int, nbs: list[int], expect: float
+    ) -> tuple[Config, float]:
         """Ranks x threads and NB again at ``n`` (the N the budget gives a run, larger
         than the search's) with the rest of ``cfg``: the search judged them at a small N,
         where small blocks do better and the layout's verdict can differ (bench run 6:
         1x2 chosen at N=1536 under load made 0.43 of DGEMM at N=18944 where 2x1 made
         0.94). Each changes only beyond the noise, and only when the budget has room for
-        one sample of every value (stage ``scale``)."""
+        one sample of every value at ``expect`` Gflop/s (stage ``scale``)."""
         layouts = self.layouts()
-        one = (2.0 / 3.0) * n**3 / (max(rate, 1e-3) * 1e9)
+        one = (2.0 / 3.0) * n**3 / (max(expect, 1e-3) * 1e9)
         if self.left() < (len(layouts) + len(nbs)) * one:
             self.why["at N"] = f"layout and NB not re-measured at N={n} (no budget left)"
             return cfg, rate
@@ -453,8 +455,12 @@ class Tuner:
         )
         n_big = self.n_confirm or n_budget
         confirmed_cfg, confirmed_rate, confirmed = self.confirm(best, rate, n_big)
-        n_scale = self.n_scale or n_budget
-        final, final_rate = self.at_scale(confirmed_cfg, confirmed_rate, n_scale, nbs)
+        # the scale stage's N: one LU ~budget/20 s, so that its ~6 launches fit the budget
+        # left after a search that kept to it
+        n_scale = self.n_scale or space.n_for_time(
+            0.7 * dgemm, max(0.1, self.budget_s / 20), best.nb, n_mem, n_small
+        )
+        final, final_rate = self.at_scale(confirmed_cfg, confirmed_rate, n_scale, nbs, 0.7 * dgemm)
         n_out = max(final.nb, self.memory_n(final.nb))
         env = self.env(blas, final.threads)
         self.why["env"] = " ".join(f"{k}={v}" for k, v in env.items()) + " (run the HPL.dat so)"

@@ -9,12 +9,15 @@ Prints three ratios:
      BLAS the tuner chose; then the tuned configuration and the sweep's best are rerun
      alternately (--repeat rounds, each launch several LUs filling ~2 s) and the ratio is
      that of their medians, so it is not the max of thousands of noisy samples against
-     one. The time ratio is the tuner's launch time in the same stages (layout, search,
-     confirm) over the sweep's, the tuner's BLAS stage printed apart.
+     one. The tuned configuration is the one the tuner confirmed at --n; its scale
+     stage (layout and NB again at a larger N, for the HPL.dat's N) has no counterpart
+     in the sweep. The time ratio is the tuner's launch time in the same stages (layout,
+     search, confirm) over the sweep's, the BLAS and scale stages printed apart.
      Target (issue 14): >= 0.95 of the rate in <= 0.25 of the time.
-  2. tuned Linpack at the largest N that fits / the best DGEMM (ct-gemm --local, np ranks
-     x 1 thread, before and after, the higher) of every BLAS that passed the tuner's
-     checks: target >= 0.92. "Fits": --peak-n memory is the largest N for
+  2. tuned Linpack (the configuration after the scale stage) at the largest N that fits
+     / the best DGEMM (ct-gemm --local, np ranks x 1 thread, before and after, the
+     higher) of every BLAS that passed the tuner's checks: target >= 0.92; --growth
+     runs it at smaller Ns first (the ratio against N). "Fits": --peak-n memory is the largest N for
      --mem-fraction of memory (~25 min per run here); --peak-n auto (default) the
      largest whose run lasts about --peak-minutes at 0.9 of the DGEMM rate, capped by
      memory; the N used is printed.
@@ -26,7 +29,7 @@ bench's time at the end.
 
 Usage: bench/tune_linpack.py [--np 2] [--n 1024] [--space quick|full] [--budget 3]
                              [--peak-n auto|memory|N] [--peak-minutes 1] [--repeat 3]
-                             [--peak-repeat 1] [--skip-peak] [--json out]
+                             [--peak-repeat 1] [--growth N,N,..] [--skip-peak] [--json out]
 """
 
 from __future__ import annotations
@@ -118,12 +121,20 @@ def main() -> int:
     ap.add_argument("--dgemm-n", type=int, default=4000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--peak-repeat", type=int, default=1)
+    ap.add_argument(
+        "--growth",
+        default="",
+        help="Ns (comma-separated) at which the peak's configuration also runs once, before the"
+        " peak run: the ratio to DGEMM against N",
+    )
     ap.add_argument("--skip-peak", action="store_true")
     ap.add_argument("--timeout", type=float, default=7200)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.peak_n not in ("auto", "memory") and not args.peak_n.isdigit():
         ap.error(f"--peak-n: a number, 'auto' or 'memory', not {args.peak_n!r}")
+    if not all(v.isdigit() for v in filter(None, args.growth.split(","))):
+        ap.error(f"--growth: comma-separated numbers, not {args.growth!r}")
     started = time.monotonic()
     print(f"load average before: {load_average()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ct-tune-bench-") as tmp:
@@ -213,6 +224,12 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
     print(f"peak N={n} ({how})", flush=True)
     dat = hpldat.text(tuned, n)
     env_ct = hpcc.environment() | tuner.env(tuner.blas_of(tuned.blas), tuned.threads)
+    growth = {}
+    for g in map(int, filter(None, args.growth.split(","))):
+        sample, _ = hpcc.run_ct_linpack(hpldat.text(tuned, g), tuned.ranks, env_ct, args.timeout)
+        growth[g] = sample["gflops"] if sample["passed"] is True else 0.0
+        print(f"growth: ct N={g} {growth[g]:.2f} Gflop/s = {growth[g] / max(dgemm.values()):.3f}"
+              f" of DGEMM", flush=True)  # fmt: skip
     ct_runs, hpcc_runs, walls = [], [], {"ct": [], "hpcc": []}
     for i in range(args.peak_repeat):
         for tool in ("ct", "hpcc") if i % 2 == 0 else ("hpcc", "ct"):
@@ -238,7 +255,7 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
           f"before/after {top:.2f}): {vs_dgemm:.3f} (target >= 0.92)")  # fmt: skip
     print(f"RATIO tuned Linpack / hpcc as shipped (same N, NB, grid, variant, ranks): {vs_hpcc:.3f}"
           f" (median {statistics.median(ct_runs) / statistics.median(hpcc_runs):.3f})")  # fmt: skip
-    return {"peak_n": n, "peak_n_how": how, "dgemm": dgemm, "dgemm_after": after,
+    return {"peak_n": n, "peak_n_how": how, "dgemm": dgemm, "dgemm_after": after, "growth": growth,
             "peak_runs": ct_runs, "hpcc_runs": hpcc_runs, "peak_wall_s": walls,
             "vs_dgemm": vs_dgemm, "vs_hpcc": vs_hpcc}  # fmt: skip
 

@@ -65,8 +65,8 @@ typedef struct {
     int n;           /* sites (pairs) */
     int64_t *dst;    /* ghost sites to fill (extended index) */
     int64_t *src;    /* where from: a local or already-filled ghost site */
-    int64_t *at;     /* early copies of a step whose wave w is >= 0, sorted by the w
-                      * coordinate of src: those from slice s are entries at[s] .. at[s + 1] - 1 */
+    int64_t *at;     /* early copies of a step whose wave w is >= 0, sorted by the group
+                      * (qcd_lattice) of src: those from group g are at[g] .. at[g + 1] - 1 */
 } qcd_copylist;
 
 typedef struct {
@@ -101,10 +101,12 @@ typedef struct {
     int64_t *bd[2], *gbd[2];
     /* The wave of the steps of direction mu (qcd.c, update_pair): mu itself if unsplit, else
      * an unsplit direction (t first), or -1 if every direction is split. Its local
-     * coordinates 1..L are the wave's slices: in[mu][p], the interior sites in the order
-     * of the steps of direction mu, go by slice, slice s being the entries
-     * in_at[mu][p][s] .. in_at[mu][p][s + 1] - 1. */
-    int wave[QCD_DIM];
+     * coordinates 1..L are the wave's slices. If the wave is mu, a slice is cut further in
+     * planes along plane[mu], the last direction other than mu (else plane[mu] = -1).
+     * in[mu][p], the interior sites in the order of the steps of direction mu, go by
+     * group: slice s, plane q is group s * E + q (E = ext[plane[mu]], or 1 and q = 0 without
+     * planes), its sites the entries in_at[mu][p][g] .. in_at[mu][p][g + 1] - 1. */
+    int wave[QCD_DIM], plane[QCD_DIM];
     int64_t *in[QCD_DIM][2], *gin[QCD_DIM][2], *in_at[QCD_DIM][2];
     int64_t *all_local, *all_global; /* every local site, both parities */
     qcd_halo_plan plan[QCD_DIM][2];  /* links of direction mu, parity p */
@@ -141,9 +143,12 @@ void qcd_halo_free(qcd_halo *h);
 /* post the exchange of links U_mu at parity p (after they changed), do the early copies */
 void qcd_halo_start(qcd_halo *h, int mu, int p);
 /* qcd_halo_start in two parts for the wave: post the messages (the boundary sites of
- * parity p are final), then the early copies from each wave slice once it is final */
+ * parity p are final), then the early copies from groups first .. last - 1 of the wave
+ * (qcd_lattice) once they are final */
 void qcd_halo_post(qcd_halo *h, int mu, int p);
-void qcd_halo_copy_slice(qcd_halo *h, int mu, int p, int s);
+void qcd_halo_copy_groups(qcd_halo *h, int mu, int p, int64_t first, int64_t last);
+/* sites per wave slice of direction mu are cut in this many groups (planes, or 1) */
+int qcd_groups_per_slice(const qcd_lattice *lat, int mu);
 /* complete the exchange in flight (if any): wait, check, unpack, late copies */
 void qcd_halo_finish(qcd_halo *h);
 /* every ghost of every direction, both parities (after a start, a resume, a transform) */

@@ -220,10 +220,11 @@ static void plan_init(qcd_halo_plan *pl, const qcd_lattice *lat, int mu, int p)
 }
 
 /* The order of the update lists: the links of one step (direction, parity) read none of
- * each other, so any order gives the same numbers. The sites go by slice of the wave w (if
- * w >= 0), then in blocks of QCD_BLOCK in the other directions of y, z, t, then in memory
- * order: the sites whose staples share links stay close in time (on 16^4 the +-t
- * neighbours of a lexicographic walk lie 3.4 MB apart and fall out of the caches). */
+ * each other, so any order gives the same numbers. The sites go by group of the wave of mu
+ * (slice, then plane: qcd_lattice), then in blocks of QCD_BLOCK in the other directions
+ * of y, z, t, then in memory order: the sites whose staples share links stay close in
+ * time (on 16^4 the +-t neighbours of a lexicographic walk lie 3.4 MB apart and fall out
+ * of the caches). */
 #define QCD_BLOCK 4
 typedef struct {
     int64_t key, e, g;
@@ -235,20 +236,30 @@ static int by_key(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int64_t wave_slice(const qcd_lattice *lat, int w, int64_t e)
+int qcd_groups_per_slice(const qcd_lattice *lat, int mu)
 {
-    return e / lat->stride[w] % lat->ext[w];
+    return lat->plane[mu] < 0 ? 1 : lat->ext[lat->plane[mu]];
 }
 
-static void block_order(const qcd_lattice *lat, int w, int64_t n, int64_t *e, int64_t *g)
+/* the wave group of site e in the steps of mu (w = lat->wave[mu] >= 0) */
+static int64_t wave_group(const qcd_lattice *lat, int mu, int64_t e)
 {
+    int w = lat->wave[mu], q = lat->plane[mu];
+    return e / lat->stride[w] % lat->ext[w] * qcd_groups_per_slice(lat, mu) +
+           (q < 0 ? 0 : e / lat->stride[q] % lat->ext[q]);
+}
+
+/* the sites of a step of mu in update order (mu < 0: the boundary sites, no wave) */
+static void block_order(const qcd_lattice *lat, int mu, int64_t n, int64_t *e, int64_t *g)
+{
+    int w = mu < 0 ? -1 : lat->wave[mu], q = mu < 0 ? -1 : lat->plane[mu];
     keyed_site *ks = ct_mpi_alloc((size_t)(n ? n : 1) * sizeof *ks, "site order");
     for (int64_t k = 0; k < n; k++) {
         int c[QCD_DIM];
         ext_coords(lat, e[k], c);
-        int64_t key = w < 0 ? 0 : c[w];
+        int64_t key = w < 0 ? 0 : wave_group(lat, mu, e[k]);
         for (int d = QCD_DIM - 1; d >= 1; d--)
-            if (d != w)
+            if (d != w && d != q)
                 key = key * lat->ext[d] + c[d] / QCD_BLOCK;
         ks[k] = (keyed_site){key * lat->next + e[k], e[k], g[k]}; /* then memory order */
     }
@@ -260,26 +271,27 @@ static void block_order(const qcd_lattice *lat, int w, int64_t n, int64_t *e, in
     free(ks);
 }
 
-/* at[s] = the first of the n sites e (sorted by w slice) in slice s or later, s <= L + 1 */
-static int64_t *slice_starts(const qcd_lattice *lat, int w, int64_t n, const int64_t *e)
+/* at[g] = the first of the n sites e (sorted by wave group of mu) in group g or later,
+ * for every group g of the extended slices and one past them */
+static int64_t *group_starts(const qcd_lattice *lat, int mu, int64_t n, const int64_t *e)
 {
-    int L = lat->local[w];
-    int64_t *at = ct_mpi_alloc((size_t)(L + 2) * sizeof *at, "wave slices"), k = 0;
-    for (int s = 0; s <= L + 1; s++) {
-        while (k < n && wave_slice(lat, w, e[k]) < s)
+    int64_t groups = lat->ext[lat->wave[mu]] * (int64_t)qcd_groups_per_slice(lat, mu);
+    int64_t *at = ct_mpi_alloc((size_t)(groups + 1) * sizeof *at, "wave groups"), k = 0;
+    for (int64_t g = 0; g <= groups; g++) {
+        while (k < n && wave_group(lat, mu, e[k]) < g)
             k++;
-        at[s] = k;
+        at[g] = k;
     }
     return at;
 }
 
-/* the early copies by the w slice of their source, so that the wave can do each slice's
- * copies as soon as the slice is final (the copies are independent: any order) */
-static void sort_copies(const qcd_lattice *lat, int w, qcd_copylist *cl)
+/* the early copies by the wave group of their source, so that the wave can do each
+ * group's copies as soon as it is final (the copies are independent: any order) */
+static void sort_copies(const qcd_lattice *lat, int mu, qcd_copylist *cl)
 {
     keyed_site *ks = ct_mpi_alloc((size_t)(cl->n ? cl->n : 1) * sizeof *ks, "copy order");
     for (int k = 0; k < cl->n; k++)
-        ks[k] = (keyed_site){wave_slice(lat, w, cl->src[k]) * lat->next + cl->dst[k],
+        ks[k] = (keyed_site){wave_group(lat, mu, cl->src[k]) * lat->next + cl->dst[k],
                              cl->src[k], cl->dst[k]};
     qsort(ks, (size_t)cl->n, sizeof *ks, by_key);
     for (int k = 0; k < cl->n; k++) {
@@ -287,7 +299,7 @@ static void sort_copies(const qcd_lattice *lat, int w, qcd_copylist *cl)
         cl->dst[k] = ks[k].g;
     }
     free(ks);
-    cl->at = slice_starts(lat, w, cl->n, cl->src);
+    cl->at = group_starts(lat, mu, cl->n, cl->src);
 }
 
 void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM],
@@ -319,8 +331,10 @@ void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM]
     for (int d = QCD_DIM - 1; d >= 0 && unsplit < 0; d--)
         if (!lat->split[d])
             unsplit = d;
-    for (int mu = 0; mu < QCD_DIM; mu++)
+    for (int mu = 0; mu < QCD_DIM; mu++) {
         lat->wave[mu] = lat->split[mu] ? unsplit : mu;
+        lat->plane[mu] = lat->split[mu] ? -1 : mu == QCD_DIM - 1 ? QCD_DIM - 2 : QCD_DIM - 1;
+    }
     for (int p = 0; p < 2; p++) {
         size_t bytes = (size_t)lat->volume * sizeof(int64_t);
         lat->bd[p] = ct_mpi_alloc(bytes, "site list");
@@ -362,17 +376,16 @@ void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM]
     for (int p = 0; p < 2; p++) {
         block_order(lat, -1, lat->nbd[p], lat->bd[p], lat->gbd[p]);
         for (int mu = 0; mu < QCD_DIM; mu++) {
-            int w = lat->wave[mu];
-            block_order(lat, w, lat->nin[p], lat->in[mu][p], lat->gin[mu][p]);
-            if (w >= 0)
-                lat->in_at[mu][p] = slice_starts(lat, w, lat->nin[p], lat->in[mu][p]);
+            block_order(lat, mu, lat->nin[p], lat->in[mu][p], lat->gin[mu][p]);
+            if (lat->wave[mu] >= 0)
+                lat->in_at[mu][p] = group_starts(lat, mu, lat->nin[p], lat->in[mu][p]);
         }
     }
     for (int mu = 0; mu < QCD_DIM; mu++)
         for (int p = 0; p < 2; p++) {
             plan_init(&lat->plan[mu][p], lat, mu, p);
             if (lat->wave[mu] >= 0)
-                sort_copies(lat, lat->wave[mu], &lat->plan[mu][p].early);
+                sort_copies(lat, mu, &lat->plan[mu][p].early);
         }
 }
 
@@ -473,11 +486,11 @@ void qcd_halo_post(qcd_halo *h, int mu, int p)
         qcd_halo_finish(h);
 }
 
-void qcd_halo_copy_slice(qcd_halo *h, int mu, int p, int s)
+void qcd_halo_copy_groups(qcd_halo *h, int mu, int p, int64_t first, int64_t last)
 {
     const qcd_copylist *cl = &h->lat->plan[mu][p].early;
     ct_phase_start(h->phases, QCD_PH_PACK);
-    copy_links(h->u[mu], cl, cl->at[s], cl->at[s + 1]);
+    copy_links(h->u[mu], cl, cl->at[first], cl->at[last]);
     ct_phase_stop(h->phases, QCD_PH_PACK);
 }
 

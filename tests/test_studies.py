@@ -268,6 +268,16 @@ def test_remote_netcdf_kind_refuses_a_site_the_cluster_lacks(tmp_path):
     assert remote.sites == 2 and remote.rundir and not list(tmp_path.iterdir())
 
 
+def test_study_directory_is_absolute_beside_a_relative_database(tmp_path, monkeypatch):
+    from clustertune.results import Store
+
+    monkeypatch.chdir(tmp_path)
+    store = Store("r.db")  # a relative --db, as the demo's: the CA must still be found
+    got = execute.rundir(store, spec.load("remote-netcdf-io", quick=True))
+    assert got == tmp_path / "studies" / "remote-netcdf-io-quick" and got.is_absolute()
+    store.close()
+
+
 @pytest.mark.root
 def test_remote_netcdf_quick_killed_mid_way_then_rerun_and_rendered(tmp_path):
     """The quick study in a subprocess SIGKILLed during its first running-service remote

@@ -52,7 +52,8 @@ def variant(quick: bool) -> str:
 def rundir(store: Store, study: Study) -> Path:
     """The study's own directory beside the results database: what its points make once and
     reuse (the remote I/O's CA, certificates and grid-mapfile)."""
-    return store.path.parent / "studies" / f"{study.name}-{variant(study.quick)}"
+    # absolute: the client and server find their certificates from other working directories
+    return store.path.resolve().parent / "studies" / f"{study.name}-{variant(study.quick)}"
 
 
 def stored(store: Store, name: str, quick: bool) -> dict[str, list[dict]]:

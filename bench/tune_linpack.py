@@ -207,6 +207,13 @@ def peak_n(args: argparse.Namespace, tuned: Config, n_memory: int, dgemm: float)
                f"Gflop/s, memory N {n_memory}{capped}")  # fmt: skip
 
 
+def phases(sample: dict) -> str:
+    """Where an LU's time went: each phase's maximum over the ranks (docs/linpack.md)."""
+    return "phases (s, max over ranks) " + " ".join(
+        f"{k} {v['max']:.1f}" for k, v in sample["phase_stats"].items()
+    )
+
+
 def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary: dict) -> dict:
     """The tuned HPL.dat at the largest N that fits (memory, or --peak-minutes of run),
     against the best DGEMM and against hpcc as shipped at the same N."""
@@ -229,8 +236,8 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
         sample, _ = hpcc.run_ct_linpack(hpldat.text(tuned, g), tuned.ranks, env_ct, args.timeout)
         growth[g] = sample["gflops"] if sample["passed"] is True else 0.0
         print(f"growth: ct N={g} {growth[g]:.2f} Gflop/s = {growth[g] / max(dgemm.values()):.3f}"
-              f" of DGEMM", flush=True)  # fmt: skip
-    ct_runs, hpcc_runs, walls = [], [], {"ct": [], "hpcc": []}
+              f" of DGEMM; {phases(sample)}", flush=True)  # fmt: skip
+    ct_runs, hpcc_runs, walls, said = [], [], {"ct": [], "hpcc": []}, ""
     for i in range(args.peak_repeat):
         for tool in ("ct", "hpcc") if i % 2 == 0 else ("hpcc", "ct"):
             began = time.monotonic()
@@ -238,6 +245,7 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
                 sample, _ = hpcc.run_ct_linpack(dat, tuned.ranks, env_ct, args.timeout)
                 ok = sample["passed"] is True
                 ct_runs.append(sample["gflops"] if ok else 0.0)
+                said = f"; {phases(sample)}"
             else:
                 # its default BLAS, with the tuned ranks x threads
                 threads = {"OPENBLAS_NUM_THREADS": str(tuned.threads)}
@@ -246,7 +254,7 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
             walls[tool].append(time.monotonic() - began)
             rate = (ct_runs if tool == "ct" else hpcc_runs)[-1]
             print(f"round {i + 1}: {tool:<4} N={n} {rate:.2f} Gflop/s ({walls[tool][-1]:.0f} s "
-                  f"wall)", flush=True)  # fmt: skip
+                  f"wall{said if tool == 'ct' else ''})", flush=True)  # fmt: skip
     env_1 = hpcc.environment() | tuner.env(tuner.blas_of(tuned.blas), 1)
     after = hpcc.run_dgemm(args.dgemm_n, args.np, 5, env_1, args.timeout)
     top = max(max(dgemm.values()), after)

@@ -101,6 +101,18 @@ def test_mpich_client_openmpi_server_write_and_read(server, ca, tmp_path) -> Non
     assert record["status"] == "ok", record["error"]
 
 
+def test_a_relative_ca_dir_is_resolved(server, ca, tmp_path, monkeypatch) -> None:
+    """``--ca-dir ca`` names the directory from where the command runs: the client's and
+    server's certificate paths are absolute, as they start in other working directories."""
+    port, _, _ = server
+    monkeypatch.chdir(ca.parent)
+    record = measure(port, Path(ca.name), db=tmp_path / "r.db", directory="sub", sizes=[16])
+    assert record["status"] == "ok", record["error"]
+    for key in ("CT_NCFWD_CERT", "CT_NCFWD_KEY", "CT_NCFWD_CA"):
+        got = Path(record["meta"]["env"][key])
+        assert got.is_absolute() and got.parent == ca.resolve()
+
+
 @pytest.mark.parametrize("round_bytes", [4096, 0])
 def test_rounds_and_store_and_forward_with_aggregation(ca, tmp_path, round_bytes) -> None:
     """One server rank for two client ranks of 13 and 12 planes of 25^2 ints: in rounds of one

@@ -134,7 +134,8 @@ def measure(
     site = address = None
     if remote:
         site, address = fwd.parse_remote(cluster, remote)
-        ca_dir = ca_dir or security.default_dir()
+        # absolute: the client and server are started in other working directories
+        ca_dir = Path(ca_dir or security.default_dir()).resolve()
         creds = (fwd.prepare_ca(ca_dir, identity) if site
                  else security.credentials(ca_dir, identity))  # fmt: skip
         if site:

@@ -185,6 +185,41 @@ def test_beowulf_quick_end_to_end(tmp_path, capsys):
     assert "ERATO-1 via Catalyst 5505" in html and "this cluster (runs" in html
 
 
+@pytest.mark.root
+def test_grid_linpack_quick_end_to_end(tmp_path, capsys):
+    """The quick variant on its two virtual clusters (two sites; two dual-CPU nodes): every
+    point stored ok and tagged, the placements of table 6 on the hosts named, and the page
+    with a verdict per finding, a plot per step and the paper's table 6 beside this cluster."""
+    db = tmp_path / "g.db"
+    study = spec.load("grid-linpack", quick=True)
+    assert cli.main(["study", "run", "grid-linpack", "--quick", "--db", str(db)]) == 0
+    err = capsys.readouterr().err
+    assert "2 hosts, link unlimited" in err and "4 hosts, link unlimited" in err
+    from clustertune.results import Store
+
+    store = Store(db)
+    records = sorted(store.list(), key=lambda r: r["id"])
+    store.close()
+    assert sorted(r["meta"]["study"]["point"] for r in records) == sorted(
+        p.key for p in study.points())  # fmt: skip
+    assert all(r["status"] == "ok" and r["meta"]["study"]["variant"] == "quick" for r in records)
+    placement = {r["meta"]["study"]["point"]: r["meta"]["hosts"] for r in records
+                 if r["meta"]["study"]["step"] == "placement"}  # fmt: skip
+    assert sorted(map(tuple, placement.values())) == [("host0",), ("host0",), ("host0", "host1")]
+    buffers = [r for r in records if r["meta"]["study"]["step"] == "tcp-buffer"]
+    assert {r["meta"]["env"]["OMPI_MCA_btl_tcp_sndbuf"] for r in buffers} == {"4096", "262144"}
+    out = tmp_path / "g.html"
+    assert cli.main(["study", "report", "grid-linpack", "--quick", "--db", str(db),
+                     "--out", str(out)]) == 0  # fmt: skip
+    html = out.read_text()
+    verdicts = re.findall(r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
+                          r"no data)</td>", html)  # fmt: skip
+    assert len(verdicts) == len(study.findings) and "no data" not in verdicts
+    assert html.count("<svg") == len(study.steps)  # one plot per step
+    assert "this cluster (runs" in html and "table 6" in html
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
+
+
 def test_cases_give_one_point_each_with_readable_keys():
     study = spec.load("grid-linpack", quick=True)
     keys = [p.key for p in study.points() if p.step.name == "placement"]

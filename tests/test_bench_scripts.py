@@ -4,6 +4,7 @@ judge the ratios as documented (the runs themselves are benchmarks, not tests)."
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -108,3 +109,34 @@ def test_hpcc_output_gives_hpl_rate_and_residual():
 def test_hpcc_output_without_hpl_line_is_an_error():
     with pytest.raises(RuntimeError, match="no HPL result line"):
         hpcc.parse_hpcc_output("Begin of HPL section.\nEnd of HPL section.\n")
+
+
+studies = load("studies_full")
+
+
+def test_studies_full_runs_every_study_when_one_fails(tmp_path, monkeypatch, capsys):
+    """A study raising and one with a point not ok are each reported as failed, the others
+    still run, the report is written, and the exit status is 1; all ok exits 0."""
+    ran = []
+
+    def fake(name: str, store, quick: bool, out) -> dict:
+        ran.append(name)
+        if name == "npb-qcd":
+            raise RuntimeError("cluster did not come up")
+        bad = ["tcp-buffer/tcp_buffer=4K/openmpi/r1: failed"] if name == "grid-linpack" else []
+        return {"points": 3, "ran": 3, "skipped": 0, "problems": bad, "ok": not bad}
+
+    monkeypatch.setattr(studies, "run_study", fake)
+    argv = ["--db", str(tmp_path / "s.db"), "--out", str(tmp_path / "out"), "--json",
+            str(tmp_path / "s.json")]  # fmt: skip
+    names = "npb-qcd,grid-linpack,beowulf-tuning"
+    assert studies.main([*argv, "--studies", names]) == 1
+    assert ran == names.split(",")
+    out = capsys.readouterr().out
+    assert "RuntimeError: cluster did not come up" in out and "tcp_buffer=4K" in out
+    assert "2 of 3 studies failed" in out and "== beowulf-tuning: ok in" in out
+    assert (tmp_path / "out" / "clustertune-report.html").is_file()
+    rows = json.loads((tmp_path / "s.json").read_text())
+    assert [r["ok"] for r in rows] == [False, False, True] and all(r["wall_s"] >= 0 for r in rows)
+    assert studies.main([*argv, "--studies", "beowulf-tuning"]) == 0
+    assert studies.main([*argv, "--studies", "no-such-study"]) == 2

@@ -14,7 +14,10 @@ and ``params.stage``:
    product, one sample per value); a second pass only while the first improved by more
    than the noise, and only while the budget allows (early stopping).
 4. Confirmation: the best few distinct configurations at a larger N (a run of
-   ~budget/10 s, at most what memory allows), the best of them chosen.
+   ~budget/10 s, at most what memory allows), the best of them chosen; the final two
+   again, alternating, when within each other's noise.
+5. Scale: ranks x threads and NB again at an N of ~budget/20 s with the rest of the
+   confirmed configuration (the small N favours small blocks), when the budget allows.
 
 N in the HPL.dat is the memory one (``--mem-fraction`` of the hosts' memory, a multiple of
 NB), since that is the run the file is for; the confirmation N is what the budget allows.

@@ -258,11 +258,11 @@ static void update_slice(run *r, int mu, int p, int s, int hb, long long hb_inde
 }
 
 /* Slice s of a wave along mu by planes q = 1 .. Lq along lat->plane[mu]: odd plane q - 1
- * follows even plane q and the ghost copies from it (the sources of the early copies are
- * local sites; its even neighbours lie in planes q - 2 .. q),
- * odd planes Lq and 1 come last (their neighbours across the periodic plane boundary are
- * the ghost copies of planes 1 and Lq). The odd half then finds most of the links it
- * reads in L2 or L3, where after a whole even slice (3.4 MB on 16^4) it did not. */
+ * follows even plane q and the ghost copies from it (its even neighbours lie in planes
+ * q - 2 .. q; the sources of the early copies are local sites), odd planes Lq and 1 come
+ * last (their neighbours across the periodic plane boundary are the ghost copies of planes
+ * 1 and Lq). The odd half then finds most of the links it reads in L2 or L3, where after
+ * a whole even slice (3.4 MB on 16^4) it did not. */
 static void update_planes(run *r, int mu, int s, int hb, long long hb_index)
 {
     const qcd_lattice *lat = &r->lat;

@@ -30,7 +30,12 @@ def test_quick_variant_is_smaller():
     full, quick = spec.load("npb-qcd"), spec.load("npb-qcd", quick=True)
     assert len(quick.points()) < len(full.points())
     assert {p.values["class"] for p in quick.points() if p.step.kind == "npb"} == {"S"}
-    assert "bt" not in {s.name for s in quick.steps}  # full_only
+    assert not {"bt", "lu-b", "qcd-table3"} & {s.name for s in quick.steps}
+    # a [[here]] row on a full-only step is read in both variants, shown in the full one
+    assert {h["a"]["step"] for h in full.here} == {"ep", "lu", "qcd", "qcd-table3"}
+    assert {h["a"]["step"] for h in quick.here} == {"ep", "lu", "qcd"}
+    lu_b = [p.values for p in full.points() if p.step.name == "lu-b"]
+    assert {v["class"] for v in lu_b} == {"B"} and [v["np"] for v in lu_b] == [1, 2, 4, 8]
 
 
 def test_study_list(capsys):
@@ -58,6 +63,10 @@ BAD = [
      'a = { step = "s", figure = "m" }\nb = { step = "t", figure = "m" }\nexpect = [0, 1]\n',
      13, "finding[0].b"),
     ('[study]\nname = "x"\n[[cluster]\n', 3, "syntax"),
+    ('[study]\nname = "x"\n[[cluster]]\nname = "c"\nscheduler = "pbs"\n', 5,
+     "cluster[0].scheduler: 'pbs': expected one of"),
+    ('[study]\nname = "x"\n[[cluster]]\nname = "c"\nhosts = 3\nsites = 2\nscheduler = "slurm"\n',
+     7, "cluster[0].scheduler: a virtual grid: hosts a multiple of sites"),
     # the remote I/O step's values, checked when the file is read (the error names the key)
     (REMOTE + 'params = { session = "always" }\n', 9, "step[0].params: session: expected one of job, file"),
     (REMOTE + 'sweep = { sizes = [16, 4096] }\n', 9, "step[0].sweep: sizes: '4096': expected sizes N (1..2048)"),
@@ -157,7 +166,8 @@ def test_quick_study_cut_off_and_rerun_skips_finished_points(store, tmp_path):
     assert len(third.skipped) == n and not third.ran and len(store.list()) == n
 
     html = page.build(study, records)
-    assert html.count("<svg") >= 2  # EP/LU vs np, QCD vs dims
+    # EP and LU vs np; QCD Gflops vs dims and its computation / communication split
+    assert html.count("<svg") == 4
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
     for finding in study.findings:
         assert finding["text"].replace("'", "&#x27;") in html
@@ -167,6 +177,18 @@ def test_quick_study_cut_off_and_rerun_skips_finished_points(store, tmp_path):
     assert "table 4" in out.read_text()  # the paper's machines beside this cluster
 
 
+VERDICTS = re.compile(r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
+                      r"no data)</td>")  # fmt: skip
+
+
+def _quick_page(name: str, db, tmp_path) -> tuple[str, list[str]]:
+    """`study report NAME --quick` from the database: the page and its findings' verdicts."""
+    out = tmp_path / f"{name}.html"
+    assert cli.main(["study", "report", name, "--quick", "--db", str(db), "--out", str(out)]) == 0
+    html = out.read_text()
+    return html, VERDICTS.findall(html)
+
+
 @pytest.mark.root
 def test_beowulf_quick_end_to_end(tmp_path, capsys):
     db = tmp_path / "b.db"
@@ -174,12 +196,7 @@ def test_beowulf_quick_end_to_end(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "faults {'host1': 'loss=0.5%'}" in err  # the faulty-NIC cluster was built
     assert re.search(r"\[\d/\d\] beowulf-tuning pingpong/layer=mpi/openmpi/r1: ok", err)
-    out = tmp_path / "b.html"
-    assert cli.main(["study", "report", "beowulf-tuning", "--quick", "--db", str(db),
-                     "--out", str(out)]) == 0  # fmt: skip
-    html = out.read_text()
-    verdicts = re.findall(r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
-                          r"no data)</td>", html)  # fmt: skip
+    html, verdicts = _quick_page("beowulf-tuning", db, tmp_path)
     assert len(verdicts) == len(spec.load("beowulf-tuning").findings)
     assert verdicts.count("no data") <= 2  # PVM is full-only; everything else measured
     assert "ERATO-1 via Catalyst 5505" in html and "this cluster (runs" in html
@@ -187,14 +204,16 @@ def test_beowulf_quick_end_to_end(tmp_path, capsys):
 
 @pytest.mark.root
 def test_grid_linpack_quick_end_to_end(tmp_path, capsys):
-    """The quick variant on its two virtual clusters (two sites; two dual-CPU nodes): every
-    point stored ok and tagged, the placements of table 6 on the hosts named, and the page
-    with a verdict per finding, a plot per step and the paper's table 6 beside this cluster."""
+    """The quick variant on its virtual clusters (two sites, plain and as a grid of Slurm
+    sites; two dual-CPU nodes): every point stored ok and tagged, the placements of table 6
+    on the hosts named, HPL against N through the plain launcher and the grid's, and the
+    page with a verdict per finding, a plot per step and the paper's table 6 beside this
+    cluster."""
     db = tmp_path / "g.db"
     study = spec.load("grid-linpack", quick=True)
     assert cli.main(["study", "run", "grid-linpack", "--quick", "--db", str(db)]) == 0
     err = capsys.readouterr().err
-    assert "2 hosts, link unlimited" in err and "4 hosts, link unlimited" in err
+    assert "2 hosts, link unlimited" in err and "4 hosts, link unlimited, a grid of slurm" in err
     from clustertune.results import Store
 
     store = Store(db)
@@ -206,14 +225,11 @@ def test_grid_linpack_quick_end_to_end(tmp_path, capsys):
     placement = {r["meta"]["study"]["point"]: r["meta"]["hosts"] for r in records
                  if r["meta"]["study"]["step"] == "placement"}  # fmt: skip
     assert sorted(map(tuple, placement.values())) == [("host0",), ("host0",), ("host0", "host1")]
+    launchers = {r["meta"]["study"]["step"]: r["meta"]["cluster"]["launcher"] for r in records}
+    assert launchers["n100"] == "vcluster" and launchers["n100-grid"] == "grid"  # figs. 8, 10
     buffers = [r for r in records if r["meta"]["study"]["step"] == "tcp-buffer"]
     assert {r["meta"]["env"]["OMPI_MCA_btl_tcp_sndbuf"] for r in buffers} == {"4096", "262144"}
-    out = tmp_path / "g.html"
-    assert cli.main(["study", "report", "grid-linpack", "--quick", "--db", str(db),
-                     "--out", str(out)]) == 0  # fmt: skip
-    html = out.read_text()
-    verdicts = re.findall(r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
-                          r"no data)</td>", html)  # fmt: skip
+    html, verdicts = _quick_page("grid-linpack", db, tmp_path)
     assert len(verdicts) == len(study.findings) and "no data" not in verdicts
     assert html.count("<svg") == len(study.steps)  # one plot per step
     assert "this cluster (runs" in html and "table 6" in html
@@ -230,15 +246,19 @@ def test_cases_give_one_point_each_with_readable_keys():
     ]
 
 
-def test_linpack_kind_refuses_bad_pq_and_mpich_tcp_buffer():
+def test_linpack_kind_refuses_bad_pq_and_sets_each_mpis_tcp_buffer():
     from clustertune.errors import UserError
     from clustertune.studies import kinds
 
     with pytest.raises(UserError, match="pq: expected PxQ"):
         kinds.KINDS["linpack"].run(None, None, {"pq": "2by4"}, "openmpi")
-    with pytest.raises(UserError, match="tcp_buffer"):
-        kinds._tcp_buffer_env("mpich", "64K")
-    assert kinds._tcp_buffer_env("openmpi", "64K")["OMPI_MCA_btl_tcp_sndbuf"] == "65536"
+    with pytest.raises(UserError, match="tcp_buffer: no TCP socket buffer setting known for lam"):
+        kinds._tcp_buffer_env("lam", "64K")
+    assert kinds._tcp_buffer_env("openmpi", "64K") == {
+        "OMPI_MCA_btl_tcp_sndbuf": "65536", "OMPI_MCA_btl_tcp_rcvbuf": "65536"}  # fmt: skip
+    # UCX's tcp transport (MPICH ch4:ucx) knows both variables: no "unused env variable"
+    assert kinds._tcp_buffer_env("mpich", "4K") == {"UCX_TCP_SNDBUF": "4096",
+                                                    "UCX_TCP_RCVBUF": "4096"}  # fmt: skip
 
 
 def test_sample_selectors_filter_and_nest():
@@ -364,8 +384,7 @@ def test_remote_netcdf_quick_killed_mid_way_then_rerun_and_rendered(tmp_path):
     assert "remote/sizes=32,session=job,batch=True/mpich/r1" in html
     assert "Remote collective" in html and "link between the clusters" in html
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
-    verdicts = re.findall(r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
-                          r"no data)</td>", html)  # fmt: skip
+    verdicts = VERDICTS.findall(html)
     assert len(verdicts) == len(study.findings) and verdicts.count("no data") == 1  # 256^3
     store.close()
 

@@ -127,6 +127,19 @@ def _io_plots(step_records: list[dict]) -> str:
     return "\n".join(out)
 
 
+def _qcd_split(step_records: list[dict]) -> str:
+    """seeds/003 figs. 7-9: each decomposition's run time split into computation and
+    communication, and its rate with and without communication (the qcd level's figure),
+    one per lattice and rank count."""
+    from ..levels.qcd import section
+
+    groups = defaultdict(list)
+    for r in step_records:
+        groups[(tuple(r["params"]["lattice"]), r["params"]["np"])].append(r)
+    return "\n".join(section.study_figure(sorted(g, key=lambda r: r["params"]["split_dims"]))
+                     for g in groups.values())  # fmt: skip
+
+
 def _label(record: dict, skip: str | None = None) -> str:
     tag = record["meta"]["study"]
     parts = [f"{k}={findings.text_of(tag['values'][k])}" for k in tag.get("swept", ())
@@ -156,6 +169,8 @@ def _steps(study: Study, records: list[dict]) -> str:
             parts.append(_io_plots(oks))
         elif oks and (plot := _plot(oks, step.kind, x)):
             parts.append(plot)
+        if oks and step.kind == "qcd":
+            parts.append(_qcd_split(oks))
     return "<h2>Measurements</h2>" + "\n".join(parts)
 
 

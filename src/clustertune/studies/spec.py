@@ -45,7 +45,8 @@ from ..units import parse_rate
 
 BUILTIN_DIR = Path(__file__).with_name("data")
 STUDY_KEYS = {"name", "title", "paper", "description", "reference"}
-CLUSTER_KEYS = {"name", "hosts", "link", "faults", "cores", "quick", "note", "sites", "wan_link"}
+CLUSTER_KEYS = {"name", "hosts", "link", "faults", "cores", "quick", "note", "sites", "wan_link",
+                "scheduler"}  # fmt: skip
 STEP_KEYS = {"name", "kind", "cluster", "mpi", "repeat", "params", "sweep", "cases", "quick",
              "full_only",
              "title"}  # fmt: skip
@@ -61,6 +62,7 @@ class ClusterSpec:
     cores: int = 1
     sites: int = 1
     wan_link: str | None = None
+    scheduler: str | None = None  # a virtual grid: this scheduler on every site
 
 
 @dataclass
@@ -207,6 +209,16 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
             except UserError as exc:
                 raise fail("cluster", i, "faults", str(exc)) from None
         hosts = positive("cluster", i, merged, "hosts", 2)
+        scheduler = merged.get("scheduler")
+        if scheduler is not None:
+            from ..grid import virtual
+
+            if scheduler not in virtual.SCHEDULERS:
+                raise fail("cluster", i, "scheduler",
+                           f"{scheduler!r}: expected one of {', '.join(virtual.SCHEDULERS)}")  # fmt: skip
+            if faults or hosts % positive("cluster", i, merged, "sites", 1):
+                raise fail("cluster", i, "scheduler", "a virtual grid: hosts a multiple of "
+                           "sites, no faults")  # fmt: skip
         clusters[cname] = ClusterSpec(
             cname,
             hosts,
@@ -215,6 +227,7 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
             positive("cluster", i, merged, "cores", 1),
             positive("cluster", i, merged, "sites", 1),
             merged.get("wan_link"),
+            scheduler,
         )
 
     steps: list[StepSpec] = []
@@ -283,9 +296,10 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
 
         unknown("here", i, h, {"quantity", "item", "a", "scale", "unit"})
         text("here", i, h, "quantity")
-        if problem := check_selector(h.get("a"), {s.name for s in steps}):
+        if problem := check_selector(h.get("a"), {st.get("name") for st in doc.get("step", [])}):
             raise fail("here", i, "a", problem)
-        here.append(h)
+        if h["a"]["step"] in {s.name for s in steps}:  # a full-only step's: full variant only
+            here.append(h)
 
     return Study(
         name=name, here=here, title=head.get("title", name), paper=head.get("paper", ""),

@@ -22,6 +22,8 @@ from pathlib import Path
 from .. import vcluster
 from ..cluster import Cluster
 from ..errors import UserError
+from ..grid import virtual
+from ..grid.source import cluster_from_grid
 from ..results import Store
 from ..sources import resolve_cluster
 from ..units import parse_rate
@@ -144,26 +146,32 @@ class Clusters:
                 f"{self.study.name}/{spec.name}/{self.study.quick}".encode()
             ).hexdigest()
             name = f"st{digest[:8]}"
-            if vcluster.load_state(name) is not None:
+            if vcluster.load_state(name) is not None or virtual.load(name) is not None:
                 self.log(f"removing virtual cluster {name} left by an earlier run")
-                vcluster.down(name)
+                virtual.down(name)  # a grid's daemons, then its virtual cluster
             faults = {h: vcluster.parse_faults(f.split(","), f"faults.{h}")
                       for h, f in spec.faults.items()}  # fmt: skip
             link = parse_rate(spec.link) if spec.link else None
             wan = parse_rate(spec.wan_link) if spec.wan_link else None
-            state = vcluster.plan(name, spec.hosts, link, sites=spec.sites, wan_bps=wan,
-                                  cores=spec.cores, host_faults=faults)  # fmt: skip
             self.names.append(name)
             self.log(f"building virtual cluster {name} for {spec.name!r}: {spec.hosts} hosts, "
                      f"link {spec.link or 'unlimited'}"
-                     + (f", faults {spec.faults}" if spec.faults else ""))  # fmt: skip
-            cluster = vcluster.cluster_from_state(vcluster.up(state))
+                     + (f", faults {spec.faults}" if spec.faults else "")
+                     + (f", a grid of {spec.scheduler} sites" if spec.scheduler else ""))  # fmt: skip
+            if spec.scheduler:  # seeds/000's grid: jobs co-allocated through each site's scheduler
+                cplan, grid = virtual.plan(name, spec.sites, spec.hosts // spec.sites,
+                                           [spec.scheduler] * spec.sites, link, wan)  # fmt: skip
+                cluster = cluster_from_grid(virtual.up(cplan, grid))
+            else:
+                state = vcluster.plan(name, spec.hosts, link, sites=spec.sites, wan_bps=wan,
+                                      cores=spec.cores, host_faults=faults)  # fmt: skip
+                cluster = vcluster.cluster_from_state(vcluster.up(state))
         self.built[spec.name] = cluster
         return cluster
 
     def close(self) -> None:
         for name in self.names:
-            vcluster.down(name)
+            virtual.down(name)  # a grid's daemons too; a plain virtual cluster otherwise
 
 
 def run(

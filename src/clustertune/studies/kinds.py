@@ -53,12 +53,18 @@ def _pingpong(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
     return [pingpong.run_pingpong(cluster, store, spec)]
 
 
+TCP_BUFFER_VARS = {  # seeds/000 table 4 set MPICH's through Globus RSL / P4
+    "openmpi": ("OMPI_MCA_btl_tcp_sndbuf", "OMPI_MCA_btl_tcp_rcvbuf"),  # its TCP BTL
+    "mpich": ("UCX_TCP_SNDBUF", "UCX_TCP_RCVBUF"),  # Debian's MPICH is ch4:ucx: UCX's tcp
+}
+
+
 def _tcp_buffer_env(mpi: str, size: object) -> dict[str, str]:
-    """MPI's TCP socket buffers (seeds/000 table 4): Open MPI's TCP transport only."""
-    if mpi != "openmpi":
-        raise UserError(f"tcp_buffer: sets Open MPI's btl_tcp socket buffers; not for {mpi}")
+    """MPI's TCP socket buffers (seeds/000 table 4), send and receive alike."""
+    if mpi not in TCP_BUFFER_VARS:
+        raise UserError(f"tcp_buffer: no TCP socket buffer setting known for {mpi}")
     n = str(parse_size(str(size)))
-    return {"OMPI_MCA_btl_tcp_sndbuf": n, "OMPI_MCA_btl_tcp_rcvbuf": n}
+    return dict.fromkeys(TCP_BUFFER_VARS[mpi], n)
 
 
 def _linpack(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:

@@ -168,6 +168,13 @@ def test_quick_study_cut_off_and_rerun_skips_finished_points(store, tmp_path):
     html = page.build(study, records)
     # EP and LU vs np; QCD Gflops vs dims and its computation / communication split
     assert html.count("<svg") == 4
+    from test_report_chromium import CHROMIUM, render  # the report test's probe
+
+    if CHROMIUM:
+        (tmp_path / "npb-qcd.html").write_text(html)
+        shown = render(tmp_path / "npb-qcd.html", tmp_path)
+        assert not shown["errors"] and not shown["resources"]
+        assert shown["svgs"] == shown["drawn"] == 4
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
     for finding in study.findings:
         assert finding["text"].replace("'", "&#x27;") in html

@@ -243,6 +243,20 @@ def test_grid_linpack_quick_end_to_end(tmp_path, capsys):
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
 
 
+def test_grid_step_is_not_run_on_a_plain_cluster():
+    """--cluster: a step of a grid cluster (figs. 8, 10 through the grid launcher) is not
+    runnable on a cluster that is not a grid, rather than run plainly under the grid's name."""
+    from clustertune.cluster import local_cluster
+    from clustertune.studies import kinds
+
+    study = spec.load("grid-linpack", quick=True)
+    clusters = execute.Clusters(study, local_cluster(), log=lambda line: None)
+    linpack = kinds.KINDS["linpack"]
+    why = clusters.unavailable(study.clusters["gridstack100"], linpack)
+    assert why and "grid of slurm sites" in why and "is not a grid" in why
+    assert clusters.unavailable(study.clusters["nodes"], linpack) is None
+
+
 def test_cases_give_one_point_each_with_readable_keys():
     study = spec.load("grid-linpack", quick=True)
     keys = [p.key for p in study.points() if p.step.name == "placement"]

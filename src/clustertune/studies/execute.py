@@ -125,6 +125,9 @@ class Clusters:
         if self.override and kind.sites > len(self.given().sites):
             return (f"a {kind.name} step needs {kind.sites} sites: --cluster "
                     f"{self.given().name!r} has {len(self.given().sites)}")  # fmt: skip
+        if self.override and spec.scheduler and self.given().launcher != "grid":
+            return (f"cluster {spec.name!r} is a grid of {spec.scheduler} sites (jobs through "
+                    f"the grid launcher): --cluster {self.given().name!r} is not a grid")  # fmt: skip
         return None
 
     def given(self) -> Cluster:

@@ -1,7 +1,5 @@
 # clustertune - top-level entry points. `make setup` is idempotent and quick once done.
 SHELL := /bin/bash
-# Debian OpenBLAS 0.3.21 picks kernels for these CPUs that need this override (see README).
-export OPENBLAS_CORETYPE ?= Haswell
 PYTHON ?= python3
 VENV := .venv
 STAMP := .stamps

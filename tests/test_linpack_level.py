@@ -294,7 +294,7 @@ def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -
 
 @pytest.mark.parametrize(("caller", "core"), [(None, linpack.CORETYPE_DEFAULT), ("Zen", "Zen")])
 def test_a_default_blas_run_names_the_openblas_core_itself(tmp_path, monkeypatch, caller, core):
-    """Without the Makefile's export (OPENBLAS_CORETYPE unset) a run of the level gets
+    """With OPENBLAS_CORETYPE unset a run of the level gets
     run.CORETYPE_DEFAULT; a core the caller names is kept. The record's environment says
     which, and an OpenBLAS reports the core that ran."""
     if caller is None:

@@ -297,7 +297,7 @@ def test_pypi_openblas_shim_forwards_the_fortran_blas() -> None:
 def test_openblas_candidates_run_the_core_they_name() -> None:
     """Each OpenBLAS is a candidate with the core it picks itself and with Haswell (one
     candidate if those are the same); a run with a candidate's environment reports that
-    core, whatever OPENBLAS_CORETYPE the caller has (the Makefile exports Haswell); a
+    core, whatever OPENBLAS_CORETYPE the caller has (a user may export Haswell); a
     singleton MPI process each."""
     from clustertune.levels.linpack import blas as blaslib
 

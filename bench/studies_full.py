@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 import traceback
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from clustertune import report  # noqa: E402
 from clustertune.errors import UserError  # noqa: E402
+from clustertune.launch.process import signal_of, stop_on_signals  # noqa: E402
 from clustertune.results import Store  # noqa: E402
 from clustertune.studies import execute, page, spec  # noqa: E402
 
@@ -55,20 +57,30 @@ def run_study(name: str, store: Store, quick: bool, out: Path) -> dict:
 
 def run_all(names: list[str], one: Callable[[str], dict],
             log: Callable[[str], None] = print) -> list[dict]:  # fmt: skip
-    """Every study in turn, timed; an exception fails that study only."""
+    """Every study in turn, timed; an exception fails that study only; SIGINT/SIGTERM stop
+    the study running (its point stored interrupted, its clusters removed) and the rest."""
     rows = []
     for name in names:
         begin, load_before = time.monotonic(), load()
         log(f"== {name}: start (load {load_before})")
+        stop = False
         try:
             row = one(name)
         except Exception as exc:  # noqa: BLE001 - one study's failure must not stop the others
             traceback.print_exc()
             row = {"ok": False, "problems": [f"{type(exc).__name__}: {exc}"]}
+        except KeyboardInterrupt as exc:
+            row = {
+                "ok": False,
+                "problems": [f"interrupted ({signal.Signals(signal_of(exc)).name})"],
+            }
+            stop = True
         row |= {"study": name, "wall_s": time.monotonic() - begin, "load_before": load_before,
                 "load_after": load()}  # fmt: skip
         log(f"== {name}: {'ok' if row['ok'] else 'FAILED'} in {row['wall_s']:.0f} s")
         rows.append(row)
+        if stop:
+            break
     return rows
 
 
@@ -104,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     Path(args.db).parent.mkdir(parents=True, exist_ok=True)
     store = Store(args.db)
+    stop_on_signals()  # as the CLI: a stop signal stops the running job, which is stored
     try:
         rows = run_all(names, lambda name: run_study(name, store, args.quick, out))
         main_report = out / "clustertune-report.html"

@@ -140,3 +140,18 @@ def test_studies_full_runs_every_study_when_one_fails(tmp_path, monkeypatch, cap
     assert [r["ok"] for r in rows] == [False, False, True] and all(r["wall_s"] >= 0 for r in rows)
     assert studies.main([*argv, "--studies", "beowulf-tuning"]) == 0
     assert studies.main([*argv, "--studies", "no-such-study"]) == 2
+
+
+def test_studies_full_stops_at_a_stop_signal():
+    """Ctrl-C (or SIGTERM, through the CLI's handler) stops the study running and the rest."""
+    ran = []
+
+    def fake(name: str) -> dict:
+        ran.append(name)
+        if name == "b":
+            raise KeyboardInterrupt
+        return {"ok": True, "problems": []}
+
+    rows = studies.run_all(["a", "b", "c"], fake, log=lambda line: None)
+    assert ran == ["a", "b"] and [r["ok"] for r in rows] == [True, False]
+    assert rows[1]["problems"] == ["interrupted (SIGINT)"]

@@ -1006,6 +1006,20 @@ def test_a_flag_where_another_flag_blames_is_its_symptom():
     assert notes == ["goes with the finding there: host1-host2 dips"]
 
 
+def test_a_host_left_out_only_for_a_flapping_peer_is_that_peers_symptom():
+    """host2's port flaps; the reachability check host2-host3 failed twice, so the tie
+    left host3 out (a fresh idle suite): that is host2's symptom, not a finding on host3.
+    A host that also failed with a healthy peer stays a finding."""
+    flapping = {"host": "host2", "figure": "flapping", "reason": "host2 carrier changes"}
+    left_out = {"host": "host3", "figure": "reachable", "peers": ["host2"],
+                "reason": "host3: no TCP connection with host2"}  # fmt: skip
+    also_host1 = {"host": "host3", "figure": "reachable", "peers": ["host1", "host2"],
+                  "reason": "host3: no TCP connection with host1, host2"}  # fmt: skip
+    kept, notes = na.symptoms([flapping], [left_out, also_host1])
+    assert kept == [also_host1]
+    assert notes == ["goes with the finding there: host3: no TCP connection with host2"]
+
+
 def test_two_flagged_links_of_one_host_out_of_three_put_the_host_at_fault():
     flap = {"pair": ["host2", "host3"], "figure": "flapping", "reason": "host2-host3 came back"}
     resent = {"pair": ["host1", "host2"], "figure": "retransmissions", "reason": "1-2 resent"}

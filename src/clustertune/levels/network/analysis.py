@@ -1014,11 +1014,14 @@ def pairs_to_hosts(hosts: Sequence[str], flagged: list[dict]) -> tuple[list[dict
 def symptoms(blaming: list[dict], found: list[dict]) -> tuple[list[dict], list[str]]:
     """The flags of ``found`` that blame no host or pair a flag of ``blaming`` already
     blames, and a note for each of the others: that finding's symptom (a lossy or slow
-    link's curve jags; a flapping host's links retransmit)."""
+    link's curve jags; a flapping host's links retransmit; a host that could not connect
+    only with a flapping host is left out for that host's fault)."""
     blamed = [_blamed(f) for f in blaming if "fabric" not in f]
     kept, notes = [], []
     for f in found:
-        if any(b <= _blamed(f) for b in blamed):  # that host, or that very pair
+        peers = set(f.get("peers", ()))
+        # that host, or that very pair; or every peer it failed with is the one blamed
+        if any(b <= _blamed(f) or (peers and peers <= b) for b in blamed):
             notes.append(f"goes with the finding there: {f['reason']}")
         else:
             kept.append(f)

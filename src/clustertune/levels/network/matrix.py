@@ -250,7 +250,7 @@ def reachability(launcher: Launcher, hosts: Sequence[str]) -> tuple[list[str], l
         suspect = (f"{host}'s NIC or cable, or {host} is down" if len(peers) == len(hosts) - 1
                    else f"the route between them ({host} reaches the other hosts)")  # fmt: skip
         flags.append({
-            "host": host, "figure": "reachable", "value": None, "median": None,
+            "host": host, "figure": "reachable", "value": None, "median": None, "peers": peers,
             "reason": f"{host}: no TCP connection with {', '.join(peers)}, left out of the "
             f"matrix — suspect {suspect} ({failed[own[0]]})",
         })  # fmt: skip

@@ -1,6 +1,7 @@
 """Real MPI jobs through the launchers: the probe on both MPIs, and a hung job killed."""
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -8,7 +9,7 @@ import pytest
 
 from clustertune import kernels, runner
 from clustertune.cluster import Cluster, Host, Site, local_cluster
-from clustertune.launch import Job, launcher_for
+from clustertune.launch import Job, launcher_for, mpi_flags
 from clustertune.launch.process import job_pids
 
 MPIS = ("openmpi", "mpich")
@@ -131,10 +132,6 @@ def test_finalize_shim_tells_the_process_manager_before_it_leaves():
     """Every rank under the shim sends PMI finalize before its socket closes: hydra takes
     a PMI socket closed without it for a dead rank and kills the job (a verified run then
     failed with "BAD TERMINATION ... EXIT CODE: 1" under load, across GRAM sites)."""
-    import subprocess
-
-    from clustertune.launch import mpi_flags
-
     shim = kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")
     argv = ["mpiexec.mpich", "-verbose", "-n", "2", "-genv", "LD_PRELOAD", str(shim), "-genv",
             "UCX_TLS", "tcp,self", str(kernels.kernel_path("ct-probe", "mpich"))]  # fmt: skip

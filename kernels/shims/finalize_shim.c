@@ -10,10 +10,9 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-/* PMI-1 wire protocol (what MPICH speaks to hydra and to Slurm's pmi2 plug-in): one
+/* PMI-1 wire protocol (what MPICH speaks to hydra here, seen with strace): one
  * "cmd=finalize" line, answered by one "cmd=finalize_ack" line. */
 static void pmi_finalize(void)
 {
@@ -22,7 +21,8 @@ static void pmi_finalize(void)
         return; /* a singleton, or a process manager without a PMI socket */
     int fd = atoi(fd_text);
     static const char request[] = "cmd=finalize\n";
-    if (write(fd, request, strlen(request)) != (ssize_t)strlen(request))
+    const size_t length = sizeof request - 1;
+    if (write(fd, request, length) != (ssize_t)length)
         return;
     char c;
     while (read(fd, &c, 1) == 1 && c != '\n')

@@ -52,6 +52,14 @@ def test_rotation_puts_each_program_first_in_turn() -> None:
     assert all(sorted(r) == ["baseline", "milc", "ours"] for r in three)
 
 
+def test_compare_pairs_the_runs_of_a_round() -> None:
+    c = bench().compare([2.0, 1.0, 6.0], [1.0, 2.0, 3.0])
+    assert c["ratio_best"] == 2.0 and c["ratio_median"] == 1.0
+    assert c["ratio_rounds"] == [2.0, 0.5, 2.0]
+    with pytest.raises(ValueError):
+        bench().compare([1.0], [1.0, 2.0])  # a round without its pair
+
+
 def test_baseline_must_be_an_executable(tmp_path) -> None:
     import subprocess
 

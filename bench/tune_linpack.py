@@ -20,7 +20,10 @@ Prints three ratios:
      runs it at smaller Ns first (the ratio against N). "Fits": --peak-n memory is the largest N for
      --mem-fraction of memory (~25 min per run here); --peak-n auto (default) the
      largest whose run lasts about --peak-minutes at 0.9 of the DGEMM rate, capped by
-     memory; the N used is printed.
+     memory; the N used is printed. --memory-run adds one run at the memory N after
+     the peak round (hpcc stays at the peak round's N, where its ratio is printed): the
+     figure at the largest N that fits, in one bench; its expected length is printed
+     first, from the peak round's rate.
   3. tuned Linpack / hpcc (Debian's hpcc, its default BLAS, the tuned HPL.dat: same N,
      NB, P x Q, variant, ranks and BLAS threads), alternating, --peak-repeat rounds;
      hpcc also runs its other tests, so its round takes longer than ours.
@@ -29,7 +32,8 @@ bench's time at the end.
 
 Usage: bench/tune_linpack.py [--np 2] [--n 1024] [--space quick|full] [--budget 3]
                              [--peak-n auto|memory|N] [--peak-minutes 1] [--repeat 3]
-                             [--peak-repeat 1] [--growth N,N,..] [--skip-peak] [--json out]
+                             [--peak-repeat 1] [--growth N,N,..] [--memory-run]
+                             [--skip-peak] [--json out]
 """
 
 from __future__ import annotations
@@ -127,12 +131,21 @@ def main() -> int:
         help="Ns (comma-separated) at which the peak's configuration also runs once, before the"
         " peak run: the ratio to DGEMM against N",
     )
+    ap.add_argument(
+        "--memory-run",
+        action="store_true",
+        help="after the peak round, run the tuned configuration once more at the largest N"
+        " for --mem-fraction of memory (hpcc is not run there)",
+    )
     ap.add_argument("--skip-peak", action="store_true")
     ap.add_argument("--timeout", type=float, default=7200)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if args.peak_n not in ("auto", "memory") and not args.peak_n.isdigit():
         ap.error(f"--peak-n: a number, 'auto' or 'memory', not {args.peak_n!r}")
+    if args.memory_run and (args.peak_n == "memory" or args.skip_peak):
+        ap.error("--memory-run: the peak round must run at another N (not --peak-n memory,"
+                 " not --skip-peak)")  # fmt: skip
     if not all(v.isdigit() for v in filter(None, args.growth.split(","))):
         ap.error(f"--growth: comma-separated numbers, not {args.growth!r}")
     started = time.monotonic()
@@ -255,17 +268,42 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
             rate = (ct_runs if tool == "ct" else hpcc_runs)[-1]
             print(f"round {i + 1}: {tool:<4} N={n} {rate:.2f} Gflop/s ({walls[tool][-1]:.0f} s "
                   f"wall{said if tool == 'ct' else ''})", flush=True)  # fmt: skip
+    memory = memory_run(args, tuned, summary["n"], max(ct_runs), env_ct) if args.memory_run else {}
     env_1 = hpcc.environment() | tuner.env(tuner.blas_of(tuned.blas), 1)
     after = hpcc.run_dgemm(args.dgemm_n, args.np, 5, env_1, args.timeout)
     top = max(max(dgemm.values()), after)
     vs_dgemm, vs_hpcc = max(ct_runs) / top, max(ct_runs) / max(hpcc_runs)
     print(f"RATIO tuned Linpack N={n} / best DGEMM ({best_blas}, {args.np} ranks, higher of "
-          f"before/after {top:.2f}): {vs_dgemm:.3f} (target >= 0.92)")  # fmt: skip
-    print(f"RATIO tuned Linpack / hpcc as shipped (same N, NB, grid, variant, ranks): {vs_hpcc:.3f}"
-          f" (median {statistics.median(ct_runs) / statistics.median(hpcc_runs):.3f})")  # fmt: skip
+          f"before/after {top:.2f}): {vs_dgemm:.3f} (target >= 0.92"
+          f"{'; the N that fits is the memory run below' if memory else ''})")  # fmt: skip
+    print(f"RATIO tuned Linpack / hpcc as shipped (same N={n}, NB, grid, variant, ranks): "
+          f"{vs_hpcc:.3f} (median {statistics.median(ct_runs) / statistics.median(hpcc_runs):.3f})")  # fmt: skip
+    if memory:
+        memory["vs_dgemm"] = memory["gflops"] / top
+        print(f"RATIO tuned Linpack N={memory['n']} (the largest for {args.mem_fraction:.0%} of "
+              f"memory) / best DGEMM ({top:.2f}): {memory['vs_dgemm']:.3f} (target >= 0.92; "
+              f"hpcc ran at N={n} only, its ratio above)")  # fmt: skip
     return {"peak_n": n, "peak_n_how": how, "dgemm": dgemm, "dgemm_after": after, "growth": growth,
             "peak_runs": ct_runs, "hpcc_runs": hpcc_runs, "peak_wall_s": walls,
-            "vs_dgemm": vs_dgemm, "vs_hpcc": vs_hpcc}  # fmt: skip
+            "vs_dgemm": vs_dgemm, "vs_hpcc": vs_hpcc, "memory_run": memory}  # fmt: skip
+
+
+def memory_run(args: argparse.Namespace, tuned: Config, n_memory: int, rate: float,
+               env: dict[str, str]) -> dict:  # fmt: skip
+    """One run of the tuned configuration at the memory N (the tuner's N: the largest
+    multiple of its NB whose N x (N+1) doubles fit --mem-fraction of the memory), announced
+    with its expected length at ``rate`` (the peak round's best)."""
+    n = n_memory
+    expect = (2 / 3 * n**3 + 1.5 * n**2) / (rate * 1e9) if rate > 0 else float("nan")
+    print(f"memory run: N={n} ({8.0 * n * (n + 1) / 2**30:.1f} GiB in all), expected "
+          f"~{expect / 60:.0f} min at the peak round's {rate:.2f} Gflop/s", flush=True)  # fmt: skip
+    began = time.monotonic()
+    sample, _ = hpcc.run_ct_linpack(hpldat.text(tuned, n), tuned.ranks, env, args.timeout)
+    gflops = sample["gflops"] if sample["passed"] is True else 0.0
+    wall = time.monotonic() - began
+    print(f"memory run: ct   N={n} {gflops:.2f} Gflop/s ({wall:.0f} s wall; "
+          f"{phases(sample)})", flush=True)  # fmt: skip
+    return {"n": n, "gflops": gflops, "wall_s": wall, "phases": sample["phase_stats"]}
 
 
 if __name__ == "__main__":

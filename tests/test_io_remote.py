@@ -8,10 +8,12 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 import socket
 import ssl
 import struct
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -308,6 +310,33 @@ def test_across_two_sites_mpich_client_openmpi_server(ca, make_vcluster, store) 
     assert set(record["figures"]["link_share"]) == {"16", "32"}
     html = section.render([record])
     assert "Remote collective I/O" in html and "mpich" in html and "of 1gbit" in html
+
+
+HOLD_AN_AREA = ("import time; from clustertune.levels.io import remote; "
+                "print(remote.export_dir(), flush=True); time.sleep(600)")  # fmt: skip
+
+
+def test_an_export_area_left_by_a_killed_run_is_removed_at_the_next_start() -> None:
+    """Two runs' areas: the SIGKILLed one's goes at the next export_dir(), never a live one's."""
+    runs = [subprocess.Popen([sys.executable, "-c", HOLD_AN_AREA], stdout=subprocess.PIPE,
+                             text=True) for _ in range(2)]  # fmt: skip
+    try:
+        killed, live = (Path(p.stdout.readline().strip()) for p in runs)
+        runs[0].kill()
+        runs[0].wait()
+        assert killed.is_dir() and live.is_dir()
+        mine = remote.export_dir()
+        assert not killed.exists() and live.is_dir() and mine.is_dir()
+        runs[1].kill()
+        runs[1].wait()
+        again = remote.export_dir()
+        assert not live.exists() and mine.is_dir() and again.is_dir()  # its own areas stay
+        shutil.rmtree(mine)
+        shutil.rmtree(again)
+    finally:
+        for p in runs:
+            p.kill()
+            p.wait()
 
 
 def test_link_share_and_forwarding_label() -> None:

@@ -16,8 +16,10 @@ trip per metadata call, the paper), ``--session file`` (a session per open/close
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -30,6 +32,8 @@ from . import SERVER_KERNEL
 READY = re.compile(rb"ct-io-server: listening on port (\d+)")
 SERVER_START_S = 30.0
 SERVER_NAME = "server"  # the server's certificate in the CA directory
+EXPORT_PREFIX = "clustertune-io-export-locked-"  # locked: see export_dir
+_held: dict[Path, int] = {}  # this process's export areas, each with the fd holding its lock
 
 
 def server_env(driver: str = "romio") -> dict[str, str]:
@@ -97,7 +101,42 @@ def address_of(cluster: Cluster, host: str) -> str:
 
 
 def export_dir() -> Path:
-    path = Path(tempfile.mkdtemp(prefix="clustertune-io-export-", dir="/tmp"))
+    """A new export area in /tmp for a ``--remote SITE`` run; the run removes it.
+
+    This process holds a flock on it while it lives, and the kernel drops the lock when
+    the process dies, SIGKILL included: so each call first removes the areas nobody holds
+    (left by a killed run) and never one a live run holds. The name differs from the
+    areas of earlier versions, which hold no lock and are never removed here."""
+    for path, fd in list(_held.items()):  # areas their runs have removed
+        if not path.exists():
+            os.close(fd)
+            del _held[path]
+    for stale in Path("/tmp").glob(EXPORT_PREFIX + "*"):
+        try:
+            fd = os.open(stale, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue  # removed meanwhile
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            shutil.rmtree(stale, ignore_errors=True)
+        except BlockingIOError:
+            pass  # a live run's
+        finally:
+            os.close(fd)
+    while True:
+        path = Path(tempfile.mkdtemp(prefix=EXPORT_PREFIX, dir="/tmp"))
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:
+            continue  # another run's sweep took it before it was locked
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(path)):  # still there, still ours
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    _held[path] = fd
     path.chmod(0o755)
     return path
 

@@ -39,10 +39,15 @@ def synthetic(verified: bool, **figures) -> dict:
     }  # fmt: skip
 
 
+def block_of(text: str) -> dict[str, str]:
+    return {ln.split("=")[0].strip(): ln.split("=", 1)[1].strip() for ln in text.splitlines()
+            if "=" in ln}  # fmt: skip
+
+
 def test_npb_text_is_rendered_from_the_record() -> None:
-    lines = npbrun.text(synthetic(True)).splitlines()
-    block = {ln.split("=")[0].strip(): ln.split("=", 1)[1].strip() for ln in lines if "=" in ln}
-    assert " LU Benchmark Completed." in lines
+    text = npbrun.text(synthetic(True))
+    block = block_of(text)
+    assert " LU Benchmark Completed." in text.splitlines()
     assert block["Size"] == "64x  64x  64"
     assert block["Mop/s total"] == "11424.13" and block["Mop/s/process"] == "2856.03"
     assert block["Verification"] == "SUCCESSFUL" and block["MPI"] == "Open MPI v4.1.4"
@@ -51,13 +56,30 @@ def test_npb_text_is_rendered_from_the_record() -> None:
     assert "UNSUCCESSFUL" in failed and "FAILED" in failed and "n/a" in failed
 
 
+def test_a_failed_run_shows_no_time_or_rate() -> None:
+    """A run that fails verification is reported as failed, never as a number: the block
+    says FAILED and why where the time and rates would be; class, size and np stay."""
+    text = npbrun.text(synthetic(False))
+    block = block_of(text)
+    for row in ("Time in seconds", "Mop/s total", "Mop/s/process"):
+        assert block[row] == "FAILED (verification)", block
+    assert block["Class"] == "A" and block["Size"] == "64x  64x  64"
+    assert block["Total processes"] == "4"
+    assert "11424" not in text and "2856" not in text and "computation" not in text
+    interrupted = synthetic(True) | {"status": "interrupted"}
+    assert block_of(npbrun.text(interrupted))["Mop/s total"] == "FAILED (interrupted)"
+
+
 def test_section_draws_per_process_rates_and_the_paper() -> None:
     records = [synthetic(True, np=n, mops_per_process=100.0 / n, name=f"LU.A.{n}")
-               for n in (1, 2, 4)] + [synthetic(False, np=8)]  # fmt: skip
+               for n in (1, 2, 4)] + [synthetic(False, np=8, mops_total=777.77, time_s=6.54)]  # fmt: skip
     lines = section.series(records)
     assert lines == {("LU.A", "openmpi", "vc"): {1: 100.0, 2: 50.0, 4: 25.0}}  # failed left out
     html = section.render(records)
     assert "Mop/s per process" in html and "UNSUCCESSFUL" in html
+    # the failed run's row: FAILED and why instead of its time and rates
+    assert "FAILED (verification)" in html and "777.8" not in html and "6.540" not in html
+    assert section.measured(records[-1])[:3] == ["FAILED (verification)"] * 3
     assert "etlwiz" in html and "193" in html  # seeds/003's machine and its latency
     assert section.comm_percent(records[0]["figures"]) == "10"  # 1 s of 10 s
     assert paper.paper()["source"].startswith("seeds/003")
@@ -124,6 +146,7 @@ def test_ep_injected_fault_is_unsuccessful_and_stored_failed(store, mpi: str) ->
     assert not compared(record)["sx"]["passed"]
     assert store.get(record["id"])["status"] == "failed"
     assert "UNSUCCESSFUL" in npbrun.text(record)
+    assert block_of(npbrun.text(record))["Mop/s total"] == "FAILED (verification)"
     assert "exit status 1" in record["error"]  # the kernel fails its job too, as ct-linpack
 
 

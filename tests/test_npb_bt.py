@@ -167,7 +167,7 @@ def test_through_the_level_the_fault_is_stored_failed(store) -> None:
     assert good["figures"]["name"] == "BT.S.4"
     bad = npbrun.run_npb(local_cluster(), store, "bt", "S", 1, "mpich", inject_fault=True)
     assert bad["status"] == "failed" and store.get(bad["id"])["status"] == "failed"
-    assert "UNSUCCESSFUL" in npbrun.text(bad)
+    assert "UNSUCCESSFUL" in npbrun.text(bad) and "FAILED (verification)" in npbrun.text(bad)
 
 
 def test_bench_script_drives_the_shared_bench_with_bt_cases() -> None:

@@ -68,6 +68,15 @@ def size_text(figures: dict) -> str:
     return str(size[0]) if size else "-"
 
 
+def failed(record: dict) -> str | None:
+    """What stands where a run's times and rates would be when it is not ok (a run that
+    fails verification is reported as failed, never as a number); None for an ok run."""
+    if record["status"] == "ok":
+        return None
+    why = "verification" if record["verification"] == "failed" else record["status"]
+    return f"FAILED ({why})"
+
+
 def npb_text(record: dict) -> str:
     """NPB's result block (print_results), rendered from the record."""
     f = record["figures"]
@@ -75,14 +84,15 @@ def npb_text(record: dict) -> str:
         return ""
     # "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4"
     mpi = (record["detail"].get("mpi_library") or "-").split(",")[0]
+    fail = failed(record)
     rows = [
         ("Class", f["class"]),
         ("Size", size_text(f)),
         ("Iterations", f["iterations"]),
-        ("Time in seconds", f"{f['time_s']:.2f}"),
+        ("Time in seconds", fail or f"{f['time_s']:.2f}"),
         ("Total processes", f["np"]),
-        ("Mop/s total", f"{f['mops_total']:.2f}"),
-        ("Mop/s/process", f"{f['mops_per_process']:.2f}"),
+        ("Mop/s total", fail or f"{f['mops_total']:.2f}"),
+        ("Mop/s/process", fail or f"{f['mops_per_process']:.2f}"),
         ("Operation type", f["op_type"]),
         ("Verification", "SUCCESSFUL" if f["verified"] else "UNSUCCESSFUL"),
         ("MPI", mpi),
@@ -115,11 +125,12 @@ def text(record: dict) -> str:
                 f"  {c['name']:<16} {number(c['value'])}  ref {number(c['reference'])}"
                 f"  rel.err {number(c['rel_error'], '.2e')}  {mark}"
             )
-        lines.append(
-            f"  computation {f['comp_time_s']:.3f} s, communication {f['comm_time_s']:.3f} s"
-            f" (max over ranks); {f['messages_per_iteration']:.0f} messages, "
-            f"{f['bytes_per_iteration']:.0f} bytes per iteration (all ranks)"
-        )
+        if not failed(record):
+            lines.append(
+                f"  computation {f['comp_time_s']:.3f} s, communication {f['comm_time_s']:.3f}"
+                f" s (max over ranks); {f['messages_per_iteration']:.0f} messages, "
+                f"{f['bytes_per_iteration']:.0f} bytes per iteration (all ranks)"
+            )
     if record["error"]:
         lines.append(f"  error: {record['error']}")
     return "\n".join(lines)

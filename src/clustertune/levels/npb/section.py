@@ -10,6 +10,7 @@ from collections import defaultdict
 from ... import render as html
 from . import LEVEL
 from .paper import paper
+from .run import failed
 
 
 def runs(records: list[dict]) -> list[dict]:
@@ -33,28 +34,31 @@ def comm_percent(figures: dict) -> str:
     return f"{100.0 * figures['comm_time_s'] / t:.0f}" if t > 0 else "-"
 
 
+def measured(record: dict) -> list[str]:
+    """A run's times, rates and traffic; a run that is not ok shows none of them."""
+    f = record["figures"]
+    if fail := failed(record):
+        return [fail] * 3 + ["-"] * 5
+    return [f"{f['time_s']:.3f}", f"{f['mops_total']:.1f}", f"{f['mops_per_process']:.1f}",
+            f"{f['comp_time_s']:.3f}", f"{f['comm_time_s']:.3f}", comm_percent(f),
+            f"{f['messages_per_iteration']:.0f}", f"{f['bytes_per_iteration']:.0f}"]  # fmt: skip
+
+
 def runs_table(records: list[dict]) -> str:
-    rows = []
-    for r in records:
-        f = r["figures"]
-        rows.append(
-            [r["id"], f["name"], mpi_of(r), r["meta"]["cluster"]["name"],
-             f"{f['time_s']:.3f}", f"{f['mops_total']:.1f}", f"{f['mops_per_process']:.1f}",
-             f"{f['comp_time_s']:.3f}", f"{f['comm_time_s']:.3f}", comm_percent(f),
-             f"{f['messages_per_iteration']:.0f}", f"{f['bytes_per_iteration']:.0f}",
-             verdict(r)]
-        )  # fmt: skip
+    rows = [[r["id"], r["figures"]["name"], mpi_of(r), r["meta"]["cluster"]["name"],
+             *measured(r), verdict(r)] for r in records]  # fmt: skip
     headers = ["run", "NPB", "MPI", "cluster", "time s", "Mop/s", "Mop/s/process",
                "comp s (max)", "comm s (max)", "comm %", "msgs/iter", "bytes/iter", "verification"]  # fmt: skip
     return html.table(headers, rows)
 
 
 def series(records: list[dict]) -> dict[tuple, dict[int, float]]:
-    """Best verified Mop/s per process for each (benchmark.class, MPI, cluster) and np."""
+    """Best Mop/s per process of an ok (verified) run for each (benchmark.class, MPI,
+    cluster) and np."""
     out: dict[tuple, dict[int, float]] = defaultdict(dict)
     for r in records:
         f = r["figures"]
-        if not f.get("verified"):
+        if failed(r) or not f.get("verified"):
             continue
         key = (f"{f['benchmark']}.{f['class']}", mpi_of(r),
                r["meta"]["cluster"]["name"])  # fmt: skip
@@ -63,10 +67,10 @@ def series(records: list[dict]) -> dict[tuple, dict[int, float]]:
 
 
 def comm_share(records: list[dict]) -> list[tuple[str, float, float]]:
-    """(label, computation s, communication s) of the latest verified run per NPB name."""
+    """(label, computation s, communication s) of the latest ok run per NPB name."""
     latest: dict[str, dict] = {}
     for r in records:
-        if r["figures"].get("verified"):
+        if r["figures"].get("verified") and not failed(r):
             latest[f"{r['figures']['name']} {mpi_of(r)}"] = r
     return [(label, r["figures"]["comp_time_s"], r["figures"]["comm_time_s"])
             for label, r in sorted(latest.items())]  # fmt: skip

@@ -88,9 +88,8 @@ def test_section_draws_per_process_rates_and_the_paper() -> None:
 def test_bad_class_and_unavailable_benchmark_are_user_errors() -> None:
     with pytest.raises(UserError, match="--class"):
         npbrun.kernel_args("Q")
-    if "bt" not in npb.AVAILABLE:
-        with pytest.raises(UserError, match="BT is not built"):
-            npbrun.kernel_of("bt")
+    with pytest.raises(UserError, match="SP is not built"):
+        npbrun.kernel_of("sp")
 
 
 @pytest.mark.parametrize(
@@ -102,8 +101,6 @@ def test_bad_class_and_unavailable_benchmark_are_user_errors() -> None:
     ],
 )
 def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -> None:
-    if args[0] not in npb.AVAILABLE:
-        pytest.skip(f"{args[0]} not built in this version")
     assert_refused_before_launch(["npb", *args], tmp_path / "r.db", named)
 
 
@@ -162,7 +159,7 @@ def test_demo_step_on_the_4_host_cluster(make_vcluster, store) -> None:
     assert all(r["status"] == "ok" and r["verification"] == "passed" for r in records)
     names = {r["figures"]["name"] for r in records}
     assert {"EP.S.1", "EP.S.2", "EP.S.4", "LU.S.1", "LU.S.2", "LU.S.4"} <= names
-    assert ("bt" in npb.AVAILABLE) == ({"BT.S.1", "BT.S.4"} <= names)
+    assert {"BT.S.1", "BT.S.4"} <= names
     assert len({r["meta"]["hosts"][-1] for r in records if r["figures"]["np"] == 4}) >= 1
     html = report.build(store, [r["id"] for r in records])
     assert "NAS Parallel Benchmarks" in html and "EP.S.4" in html

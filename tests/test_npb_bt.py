@@ -157,11 +157,8 @@ def test_a_count_that_is_not_square_stops_before_any_work(mpi: str) -> None:
 
 def test_through_the_level_the_fault_is_stored_failed(store) -> None:
     from clustertune.cluster import local_cluster
-    from clustertune.levels import npb
     from clustertune.levels.npb import run as npbrun
 
-    if "bt" not in npb.AVAILABLE:
-        pytest.skip("the npb level does not build BT in this version")
     good = npbrun.run_npb(local_cluster(), store, "bt", "S", 4, "openmpi", timeout=120)
     assert good["status"] == "ok" and good["verification"] == "passed", good["error"]
     assert good["figures"]["name"] == "BT.S.4"

@@ -45,7 +45,6 @@ FAILED_TO_START = 97
 HEARTBEAT_LOST = 96  # a daemon, host or the WAN died during the job: stopped
 STOP_GRACE_S = 5.0  # SIGTERM to SIGKILL of a stopped launcher (a cut WAN hangs its teardown)
 GRANTED = re.compile(r"Granted job allocation (\d+)")
-QUEUED = re.compile(r"job allocation (\d+)")
 FAIL_SWITCH = "CT_GRID_FAIL_SITE"
 
 

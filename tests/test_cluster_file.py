@@ -103,7 +103,7 @@ def test_unknown_host_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize(
     "text, bad_line, new_line, line, field, problem",
     [
-        (GOOD, 'cores = 4', 'cores = "four"', 23, "hosts[1].cores", "positive integer"),
+        (GOOD, 'cores = 4', 'cores = "four"', 23, "hosts[1].cores", "expected an integer"),
         (GOOD, 'cores = 4', 'core = 4', 23, "hosts[1].core", "unknown field"),
         (GOOD, 'link = "100mbit"', 'link = "100mb"', 25, "hosts[1].link", "bad link rate"),
         (GOOD, 'site = "tsukuba"', 'site = "osaka"', 24, "hosts[1].site", "unknown site 'osaka'"),

@@ -109,6 +109,7 @@ def local_cluster() -> Cluster:
 _TOP_KEYS = {"name", "launcher", "mpi", "link", "hosts", "sites", "slurm"}
 _HOST_KEYS = {"name", "address", "cores", "site", "link"}
 _SITE_KEYS = {"name", "launcher", "wan_link"}
+_SLURM_KEYS = {"partition"}
 
 
 def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
@@ -122,16 +123,12 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
             raise fail(table, index, "launcher", f"{value!r} is not one of {', '.join(launchers)}")
         return value
 
-    for key in doc:
-        if key not in _TOP_KEYS:
-            raise fail("", 0, key, f"unknown field (known: {', '.join(sorted(_TOP_KEYS))})")
+    tomlfile.known(fail, "", 0, doc, _TOP_KEYS)
     default_launcher = launcher("", 0, doc.get("launcher", "hostfile"))
-    mpi = doc.get("mpi", list(MPI_FLAVOURS))
-    if isinstance(mpi, str):
-        mpi = [mpi]
-    for flavour in mpi:
-        if flavour not in MPI_FLAVOURS:
-            raise fail("", 0, "mpi", f"{flavour!r} is not one of {', '.join(MPI_FLAVOURS)}")
+    mpi = tomlfile.choices(fail, "", 0, doc, "mpi", MPI_FLAVOURS)
+    slurm = tomlfile.typed(fail, "", 0, doc, "slurm", dict, {})
+    tomlfile.known(fail, "slurm", 0, slurm, _SLURM_KEYS)
+    tomlfile.typed(fail, "slurm", 0, slurm, "partition", str)
 
     def rate(table: str, index: int, key: str, value) -> int | None:
         try:
@@ -145,12 +142,8 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
 
     default_link = rate("", 0, "link", doc["link"]) if "link" in doc else None
     sites: dict[str, Site] = {}
-    for i, raw in enumerate(doc.get("sites", [])):
-        for key in raw:
-            if key not in _SITE_KEYS:
-                raise fail(
-                    "sites", i, key, f"unknown field (known: {', '.join(sorted(_SITE_KEYS))})"
-                )
+    for i, raw in enumerate(tomlfile.tables(fail, doc, "sites")):
+        tomlfile.known(fail, "sites", i, raw, _SITE_KEYS)
         site_name = raw.get("name")
         if not isinstance(site_name, str):
             raise fail("sites", i, "name", f"missing or not a name: {site_name!r}")
@@ -165,28 +158,22 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
     default_site = next(iter(sites), DEFAULT_SITE)
 
     hosts: list[Host] = []
-    raw_hosts = doc.get("hosts", [])
+    raw_hosts = tomlfile.tables(fail, doc, "hosts")
     if not raw_hosts:
         raise ConfigError(
             name, None, "hosts", "no [[hosts]] entries: a cluster needs at least one host"
         )
     for i, raw in enumerate(raw_hosts):
-        for key in raw:
-            if key not in _HOST_KEYS:
-                raise fail(
-                    "hosts", i, key, f"unknown field (known: {', '.join(sorted(_HOST_KEYS))})"
-                )
+        tomlfile.known(fail, "hosts", i, raw, _HOST_KEYS)
         host_name = raw.get("name")
         if not isinstance(host_name, str) or not _HOST_NAME_RE.match(host_name):
             raise fail("hosts", i, "name", f"missing or not a host name: {host_name!r}")
         if any(h.name == host_name for h in hosts):
             raise fail("hosts", i, "name", f"host {host_name!r} appears twice")
-        cores = raw.get("cores", 1)
-        if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        cores = tomlfile.typed(fail, "hosts", i, raw, "cores", int, 1)
+        if cores < 1:
             raise fail("hosts", i, "cores", f"must be a positive integer, got {cores!r}")
-        host_site = raw.get("site", default_site)
-        if not isinstance(host_site, str):
-            raise fail("hosts", i, "site", f"not a site name: {host_site!r}")
+        host_site = tomlfile.typed(fail, "hosts", i, raw, "site", str, default_site)
         if declared and host_site not in sites:
             raise fail(
                 "hosts", i, "site", f"unknown site {host_site!r} (sites: {', '.join(sites)})"
@@ -194,9 +181,10 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
         if host_site not in sites:  # without [[sites]], hosts name their sites freely
             sites[host_site] = new_site(host_site, default_launcher)
         link = rate("hosts", i, "link", raw["link"]) if "link" in raw else default_link
-        hosts.append(Host(host_name, raw.get("address"), cores, host_site, link))
+        address = tomlfile.typed(fail, "hosts", i, raw, "address", str)
+        hosts.append(Host(host_name, address, cores, host_site, link))
     return Cluster(
-        name=str(doc.get("name", path.stem)),
+        name=tomlfile.typed(fail, "", 0, doc, "name", str, path.stem),
         hosts=tuple(hosts),
         sites=tuple(sites.values()),
         mpi=tuple(mpi),

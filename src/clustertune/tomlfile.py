@@ -62,3 +62,48 @@ def read(path: Path, what: str) -> tuple[dict, LineFinder, Fail]:
         return ConfigError(name, where.line(table, index, key), label, problem)
 
     return doc, where, fail
+
+
+# One way to check a field's type, shared by every reader so their messages cannot drift.
+_KIND_NAMES = {str: "a string", int: "an integer", list: "an array", dict: "a table"}
+
+
+def known(fail: Fail, table: str, index: int, raw: dict, keys: set[str]) -> None:
+    """Refuses a field not in ``keys``, naming the known ones."""
+    for key in raw:
+        if key not in keys:
+            raise fail(table, index, key, f"unknown field (known: {', '.join(sorted(keys))})")
+
+
+def typed(fail: Fail, table: str, index: int, raw: dict, key: str, kind: type, default=None):
+    """``raw[key]`` when it is a ``kind`` (a bool is no integer), ``default`` when absent;
+    any other value is the ConfigError naming the field's line."""
+    if key not in raw:
+        return default
+    value = raw[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise fail(table, index, key, f"expected {_KIND_NAMES[kind]}, got {value!r}")
+    return value
+
+
+def tables(fail: Fail, doc: dict, key: str) -> list[dict]:
+    """The ``[[key]]`` entries of the document ([] when absent): ``hosts = ["n1"]`` is named
+    as the wrong type, not read as a table's fields."""
+    value = doc.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
+        raise fail("", 0, key, f"expected [[{key}]] tables, got {value!r}")
+    return value
+
+
+def choices(
+    fail: Fail, table: str, index: int, raw: dict, key: str, allowed: tuple[str, ...]
+) -> list[str]:
+    """A string or an array of strings, each one of ``allowed`` (all of them when absent)."""
+    value = raw.get(key, list(allowed))
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, list) or not values:
+        raise fail(table, index, key, f"expected one or an array of {', '.join(allowed)}")
+    for item in values:
+        if item not in allowed:
+            raise fail(table, index, key, f"{item!r} is not one of {', '.join(allowed)}")
+    return values

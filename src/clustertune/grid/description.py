@@ -50,29 +50,20 @@ def load_grid_file(path: Path) -> Cluster:
     name = str(path)
     doc, where, fail = tomlfile.read(path, "grid description")
 
-    def known(table: str, index: int, raw: dict, keys: set[str]) -> None:
-        for key in raw:
-            if key not in keys:
-                raise fail(table, index, key, f"unknown field (known: {', '.join(sorted(keys))})")
-
     def rate(table: str, index: int, key: str, value) -> int | None:
         try:
             return parse_rate(str(value))
         except UserError as exc:
             raise fail(table, index, key, str(exc)) from None
 
-    known("", 0, doc, _TOP)
-    mpi = doc.get("mpi", list(MPI_FLAVOURS))
-    mpi = [mpi] if isinstance(mpi, str) else mpi
-    for flavour in mpi:
-        if flavour not in MPI_FLAVOURS:
-            raise fail("", 0, "mpi", f"{flavour!r} is not one of {', '.join(MPI_FLAVOURS)}")
-    raw_sites = doc.get("sites", [])
+    tomlfile.known(fail, "", 0, doc, _TOP)
+    mpi = tomlfile.choices(fail, "", 0, doc, "mpi", MPI_FLAVOURS)
+    raw_sites = tomlfile.tables(fail, doc, "sites")
     if not raw_sites:
         raise ConfigError(name, None, "sites", "no [[sites]] entries: a grid needs a site")
     sites: dict[str, dict] = {}
     for i, raw in enumerate(raw_sites):
-        known("sites", i, raw, _SITE)
+        tomlfile.known(fail, "sites", i, raw, _SITE)
         site_name = raw.get("name")
         if not isinstance(site_name, str) or not _HOST_NAME_RE.match(site_name):
             raise fail("sites", i, "name", f"missing or not a name: {site_name!r}")
@@ -83,19 +74,21 @@ def load_grid_file(path: Path) -> Cluster:
             raise fail(
                 "sites", i, "scheduler", f"{scheduler!r} is not one of {', '.join(SCHEDULERS)}"
             )
-        contact = raw.get("contact")
-        if scheduler != "none" and not isinstance(contact, str):
+        contact = tomlfile.typed(fail, "sites", i, raw, "contact", str)
+        if scheduler != "none" and contact is None:
             raise fail("sites", i, "contact", f"a {scheduler} site needs its contact (host[:port])")
+        partition = tomlfile.typed(fail, "sites", i, raw, "partition", str)
         sites[site_name] = {
             "index": i, "scheduler": scheduler, "contact": contact,
             "link": rate("sites", i, "link", raw["link"]) if "link" in raw else None,
-            "launcher": raw.get("launcher", LAUNCHER_OF[scheduler]),
-            "settings": {k: raw[k] for k in ("partition",) if k in raw},
+            "launcher": tomlfile.typed(fail, "sites", i, raw, "launcher", str,
+                                       LAUNCHER_OF[scheduler]),
+            "settings": {} if partition is None else {"partition": partition},
             "wan": None,
         }  # fmt: skip
     hosts: list[Host] = []
-    for i, raw in enumerate(doc.get("hosts", [])):
-        known("hosts", i, raw, _HOST)
+    for i, raw in enumerate(tomlfile.tables(fail, doc, "hosts")):
+        tomlfile.known(fail, "hosts", i, raw, _HOST)
         host_name = raw.get("name")
         if not isinstance(host_name, str) or not _HOST_NAME_RE.match(host_name):
             raise fail("hosts", i, "name", f"missing or not a host name: {host_name!r}")
@@ -104,18 +97,19 @@ def load_grid_file(path: Path) -> Cluster:
         site_name = raw.get("site")
         if site_name not in sites:
             raise fail("hosts", i, "site", f"{site_name!r} is not a site ({', '.join(sites)})")
-        cores = raw.get("cores", 1)
-        if not isinstance(cores, int) or isinstance(cores, bool) or cores < 1:
+        cores = tomlfile.typed(fail, "hosts", i, raw, "cores", int, 1)
+        if cores < 1:
             raise fail("hosts", i, "cores", f"must be a positive integer, got {cores!r}")
         link = rate("hosts", i, "link", raw["link"]) if "link" in raw else sites[site_name]["link"]
-        hosts.append(Host(host_name, raw.get("address"), cores, site_name, link))
+        address = tomlfile.typed(fail, "hosts", i, raw, "address", str)
+        hosts.append(Host(host_name, address, cores, site_name, link))
     empty = [s for s in sites if not any(h.site == s for h in hosts)]
     if empty:
         line = where.line("sites", sites[empty[0]]["index"], "name")
         raise ConfigError(name, line, "hosts", f"site {empty[0]!r} has no [[hosts]]")
     links = []
-    for i, raw in enumerate(doc.get("links", [])):
-        known("links", i, raw, _LINK)
+    for i, raw in enumerate(tomlfile.tables(fail, doc, "links")):
+        tomlfile.known(fail, "links", i, raw, _LINK)
         pair = raw.get("sites")
         if not (isinstance(pair, list) and len(pair) == 2 and all(p in sites for p in pair)
                 and pair[0] != pair[1]):  # fmt: skip
@@ -125,8 +119,8 @@ def load_grid_file(path: Path) -> Cluster:
         if "rate" not in raw:
             raise fail("links", i, "rate", 'missing (e.g. rate = "100mbit")')
         bps = rate("links", i, "rate", raw["rate"])
-        delay = raw.get("delay_us", 0)
-        if not isinstance(delay, int) or isinstance(delay, bool) or delay < 0:
+        delay = tomlfile.typed(fail, "links", i, raw, "delay_us", int, 0)
+        if delay < 0:
             raise fail("links", i, "delay_us", f"must be a non-negative integer, got {delay!r}")
         links.append({"sites": pair, "rate_bps": bps, "delay_us": delay})
         for p in pair:
@@ -134,7 +128,7 @@ def load_grid_file(path: Path) -> Cluster:
                 wan = sites[p]["wan"]
                 sites[p]["wan"] = bps if wan is None else min(wan, bps)
     return Cluster(
-        name=str(doc.get("name", path.name.removesuffix(SUFFIX))),
+        name=tomlfile.typed(fail, "", 0, doc, "name", str, path.name.removesuffix(SUFFIX)),
         hosts=tuple(hosts),
         sites=tuple(
             Site(

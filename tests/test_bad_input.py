@@ -1,0 +1,117 @@
+"""Bad input is one line naming the file, line and field, or the option (exit 2), before
+anything is launched: never a traceback, never a message naming something else."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from clustertune.errors import ConfigError
+from clustertune.grid.description import load_grid_file
+from clustertune.sources import resolve_cluster
+
+CLUSTER = """\
+name = "lab"
+mpi = ["openmpi"]
+
+[[hosts]]
+name = "n1"
+address = "192.0.2.1"
+"""
+
+GRID = """\
+name = "lab"
+mpi = ["openmpi"]
+
+[[sites]]
+name = "s1"
+scheduler = "slurm"
+contact = "head:6817"
+
+[[hosts]]
+name = "n1"
+site = "s1"
+address = "192.0.2.1"
+
+[[hosts]]
+name = "n2"
+site = "s2"
+
+[[sites]]
+name = "s2"
+scheduler = "none"
+"""
+
+
+def refused(path, load, line: int | None, field: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    message = str(info.value)
+    where = f"{path}:{line}" if line else f"{path}"
+    assert message.startswith(f"{where}: {field}: "), message
+    assert problem in message, message
+
+
+# Both readers share tomlfile's type checks: each wrong type is named the same way in both
+# (the line in the cluster file, the line in the grid description).
+TYPE_CASES = [
+    ('mpi = ["openmpi"]', "mpi = 5", 2, 2, "mpi", "expected one or an array of openmpi, mpich"),
+    ('mpi = ["openmpi"]', "mpi = []", 2, 2, "mpi", "expected one or an array"),
+    ('mpi = ["openmpi"]', 'mpi = ["openmpi", 5]', 2, 2, "mpi", "5 is not one of"),
+    ('address = "192.0.2.1"', "address = 5", 6, 12, "hosts[0].address", "expected a string, got 5"),
+    ('name = "lab"', "name = 5", 1, 1, "name", "expected a string, got 5"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("old, new, line, _, field, problem", TYPE_CASES)
+def test_cluster_file_field_types(tmp_path, old, new, line, _, field, problem):
+    path = tmp_path / "c.toml"
+    path.write_text(CLUSTER.replace(old, new, 1))
+    refused(path, resolve_cluster, line, field, problem)
+
+
+@pytest.mark.parametrize("old, new, _, line, field, problem", TYPE_CASES)
+def test_grid_description_field_types(tmp_path, old, new, _, line, field, problem):
+    path = tmp_path / "g.grid.toml"
+    path.write_text(GRID.replace(old, new, 1))
+    refused(path, load_grid_file, line, field, problem)
+
+
+@pytest.mark.parametrize(
+    "text, line, field, problem",
+    [
+        ('hosts = ["n1"]\n', 1, "hosts", "expected [[hosts]] tables, got ['n1']"),
+        ("slurm = 3\n" + CLUSTER, 1, "slurm", "expected a table, got 3"),
+        (CLUSTER + "[slurm]\npartition = 3\n", 8, "slurm[0].partition", "expected a string"),
+        (CLUSTER + "[slurm]\npartiton = 'x'\n", 8, "slurm[0].partiton", "unknown field"),
+        ('sites = "tokyo"\n' + CLUSTER, 1, "sites", "expected [[sites]] tables"),
+        (CLUSTER + "cores = true\n", 7, "hosts[0].cores", "expected an integer, got True"),
+        (CLUSTER + "site = 1\n", 7, "hosts[0].site", "expected a string, got 1"),
+    ],
+)
+def test_cluster_file_structure(tmp_path, text, line, field, problem):
+    path = tmp_path / "c.toml"
+    path.write_text(textwrap.dedent(text))
+    refused(path, resolve_cluster, line, field, problem)
+
+
+LINK = '[[links]]\nsites = ["s1", "s2"]\nrate = "1gbit"\n'
+
+
+@pytest.mark.parametrize(
+    "old, new, line, field, problem",
+    [
+        ('name = "lab"', 'links = ["s1"]', 1, "links", "expected [[links]] tables"),
+        ("", LINK + 'delay_us = "5"\n', 24, "links[0].delay_us", "expected an integer, got '5'"),
+        ('contact = "head:6817"', "contact = 6817", 7, "sites[0].contact", "expected a string"),
+        ('contact = "head:6817"', 'contact = "h"\npartition = 2', 8, "sites[0].partition",
+         "expected a string, got 2"),
+        ('contact = "head:6817"', 'contact = "h"\nlauncher = 2', 8, "sites[0].launcher",
+         "expected a string, got 2"),
+    ],
+)  # fmt: skip
+def test_grid_description_structure(tmp_path, old, new, line, field, problem):
+    path = tmp_path / "g.grid.toml"
+    path.write_text(GRID.replace(old, new, 1) if old else GRID + new)
+    refused(path, load_grid_file, line, field, problem)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from clirun import assert_refused_before_launch
 
 from clustertune.errors import ConfigError
 from clustertune.grid.description import load_grid_file
@@ -115,3 +116,14 @@ def test_grid_description_structure(tmp_path, old, new, line, field, problem):
     path = tmp_path / "g.grid.toml"
     path.write_text(GRID.replace(old, new, 1) if old else GRID + new)
     refused(path, load_grid_file, line, field, problem)
+
+
+def test_grant_without_a_ca_is_refused(tmp_path):
+    """``io ca issue`` checked for the CA, ``grant`` wrote into a missing directory."""
+    missing = tmp_path / "nonexistent"
+    assert_refused_before_launch(
+        ["io", "ca", "grant", "--ca-dir", str(missing), "alice"],
+        tmp_path / "r.db",
+        f"no CA in {missing}: run 'clustertune io ca init' first",
+    )
+    assert not missing.exists()

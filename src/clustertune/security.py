@@ -84,6 +84,14 @@ def subject_of(name: str, server: bool = False) -> str:
     return f"{ORG}/OU={'server' if server else 'user'}/CN={name}"
 
 
+def _ca(directory: Path) -> Path:
+    """The CA's certificate in ``directory``; a user error when there is none."""
+    ca = directory / "ca.pem"
+    if not ca.is_file():
+        raise UserError(f"no CA in {directory}: run 'clustertune io ca init' first")
+    return ca
+
+
 def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS,
           rsa: bool = False) -> Credentials:  # fmt: skip
     """A certificate for ``name`` signed by the CA in ``directory`` (re-issued if present).
@@ -92,9 +100,7 @@ def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS,
         raise UserError(f"certificate name {name!r}: letters, digits, '.', '_', '-' only")
     if name == "ca":
         raise UserError("certificate name 'ca' is the authority's own")
-    ca = directory / "ca.pem"
-    if not ca.is_file():
-        raise UserError(f"no CA in {directory}: run 'clustertune io ca init' first")
+    ca = _ca(directory)
     key, cert, csr = directory / f"{name}.key", directory / f"{name}.pem", directory / f"{name}.csr"
     _key(key, rsa)
     _openssl("req", "-new", "-key", str(key), "-subj", subject_of(name, server), "-out", str(csr))
@@ -129,6 +135,7 @@ def grant(directory: Path, subject: str, area: str = ".", right: str = "rw") -> 
     grid-mapfile, replacing any earlier line for the subject. The file."""
     if right not in RIGHTS:
         raise UserError(f"right {right!r}: one of {', '.join(RIGHTS)}")
+    _ca(directory)  # the grid-mapfile lives beside the CA that signs its subjects
     return _map(directory / GRIDMAP, subject, f"{check_area(area)} {right}")
 
 

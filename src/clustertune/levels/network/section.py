@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ... import render as html
+from ...runner import ENV_KNOB_PREFIXES
 from ...units import format_rate
 from . import LEVEL, analysis
 
@@ -152,16 +153,98 @@ def _graphs(records: list[dict]) -> list[str]:
     return parts
 
 
-def _overhead(records: list[dict]) -> str:
-    """MPI (and PVM) over TCP on the same pair and network: seeds/002's table."""
-    runs = defaultdict(lambda: defaultdict(list))  # (cluster, pair, rate) -> layer -> runs
+# Environment prefixes that configure an MPI or PVM library (runner.ENV_KNOB_PREFIXES but
+# clustertune's own CT_): runs that differ in them are different configurations.
+LIBRARY_KNOB_PREFIXES = tuple(p for p in ENV_KNOB_PREFIXES if p != "CT_")
+
+
+def _config(record: dict) -> str:
+    """The layer, and for MPI and PVM the library settings the run had in its environment:
+    a run with OpenMPI's socket buffers cut must not hide behind a default run's best."""
+    if record["params"]["layer"] == "tcp":
+        return _layer(record)
+    env = record["meta"].get("env") or {}
+    knobs = [f"{k}={v}" for k, v in sorted(env.items()) if k.startswith(LIBRARY_KNOB_PREFIXES)]
+    return " ".join([_layer(record), *knobs])
+
+
+def _group(record: dict) -> tuple[str, str, str]:
+    return record["meta"]["cluster"]["name"], _pair(record), _rate(record)
+
+
+def overhead_groups(records: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
+    """(cluster, pair, link) -> configuration -> its complete plain ping-pong runs."""
+    runs = defaultdict(lambda: defaultdict(list))
     for r in records:
         p = r["params"]
         complete = r["status"] == "ok"  # a cut-off sweep has no trustworthy bandwidth
-        if complete and p["mode"] == "pingpong" and not p.get("sockbuf") and not p.get("nagle"):
-            runs[(r["meta"]["cluster"]["name"], _pair(r), _rate(r))][_layer(r)].append(r)
-    rows = []
-    for (cluster, pair, rate), layers in sorted(runs.items()):
+        if (p.get("command") == "pingpong" and complete and p["mode"] == "pingpong"
+                and not p.get("sockbuf") and not p.get("nagle")):  # fmt: skip
+            runs[_group(r)][_config(r)].append(r)
+    return runs
+
+
+def _compare(uppers: list[dict], tcps: list[dict]) -> dict:
+    """analysis.overhead of two sets of runs, bandwidth from sizes valid for all of them."""
+    min_size = max(r["figures"].get("bandwidth_min_size_bytes", 0) for r in (*uppers, *tcps))
+    return analysis.overhead([_curve(r) for r in uppers], [_curve(r) for r in tcps], min_size)
+
+
+def _flags(group: tuple, name: str, o: dict) -> list[str]:
+    """MPI out of line with its like-for-like TCP baseline: one line per figure."""
+    cluster, pair, rate = group
+    where = f"{name} on {pair} ({cluster}, {rate})"
+    (lu, lt), (bu, bt) = o["latency_floor_us"], o["bandwidth_mbps"]
+    text = {
+        "latency": f"latency {lu:.1f} vs {lt:.1f} µs (fastest small message), {lu / lt:.1f}× "
+        f"(in line up to {analysis.MPI_MAX_LATENCY_RATIO:.0f}×; seeds/002 1.8×)",
+        "bandwidth": f"bandwidth {bu:.1f} vs {bt:.1f} Mbit/s, {bu / bt:.2f}×, "
+        f"{o['bandwidth_loss_pct']:.0f} % lost (in line up to "
+        f"{analysis.MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} %; seeds/002 8 %)",
+    }
+    return [
+        f"{where}: MPI overhead out of line with TCP (busy-poll): {text[what]}"
+        for what in analysis.overhead_out_of_line(o)
+    ]
+
+
+def overhead_check(uppers: list[dict], records: list[dict]) -> tuple[str, list[str]] | None:
+    """``net pingpong``'s reading of the MPI run(s) just made (one configuration, one pair)
+    against the like-for-like TCP runs stored for their pair and network, each side its
+    best: a summary line and the flags. None when there is nothing to compare."""
+    first = uppers[0]
+    like = LIKE_FOR_LIKE.get(first["params"]["layer"])
+    uppers = [r for r in uppers if r["status"] == "ok"]
+    if not like or not uppers or first["params"]["mode"] != "pingpong":
+        return None
+    cluster, pair, _ = group = _group(first)
+    tcps = overhead_groups(records).get(group, {}).get(like)
+    if not tcps:
+        a, b = first["params"]["between"]
+        return (
+            f"no {like} run on {pair} ({cluster}) to compare with: run net pingpong "
+            f"--cluster {cluster} --between {a},{b} --layer tcp --wait poll",
+            [],
+        )
+    try:
+        o = _compare(uppers, tcps)
+    except ValueError as exc:
+        return f"not compared with {like}: {exc}", []
+    flags = _flags(group, _config(first), o)
+    runs = ", ".join(str(r["id"]) for r in uppers)
+    summary = (
+        f"latency {o['latency_ratio']:.2f}×, bandwidth loss {o['bandwidth_loss_pct']:.1f} % "
+        f"(best of run(s) {runs} / of {len(tcps)} {like} run(s))" + ("" if flags else ": in line")
+    )
+    return summary, flags
+
+
+def _overhead(records: list[dict]) -> str:
+    """MPI (and PVM) over TCP on the same pair and network: seeds/002's table, and the
+    flags of MPI out of line with its like-for-like baseline."""
+    rows, flags = [], []
+    for group, layers in sorted(overhead_groups(records).items()):
+        cluster, pair, rate = group
         for name, uppers in sorted(layers.items()):
             if name in TCP_BASELINES:
                 continue
@@ -171,16 +254,13 @@ def _overhead(records: list[dict]) -> str:
                 if not tcps:
                     continue
                 label = tcp_label + (" (like for like)" if tcp_name == like else "")
-                min_size = max(
-                    r["figures"].get("bandwidth_min_size_bytes", 0) for r in (*uppers, *tcps)
-                )
                 try:
-                    o = analysis.overhead(
-                        [_curve(r) for r in uppers], [_curve(r) for r in tcps], min_size
-                    )
+                    o = _compare(uppers, tcps)
                 except ValueError as exc:
                     rows.append([cluster, rate, pair, name, label, "", "", str(exc)])
                     continue
+                if tcp_name == like:
+                    flags += _flags(group, name, o)
                 (lu, ll), (bu, bl) = o["latency_runs"], o["bandwidth_runs"]
                 used = f"runs {uppers[lu]['id']} / {tcps[ll]['id']}"
                 if (lu, ll) != (bu, bl):
@@ -192,6 +272,7 @@ def _overhead(records: list[dict]) -> str:
                 )  # fmt: skip
     if not rows:
         return ""
+    items = "".join(f"<li><b>{html.esc(f)}</b></li>" for f in flags)
     return (
         "<h3>Message-passing overhead over TCP</h3><p>Same host pair and network; "
         "seeds/002 measured 8 % / 1.8× for MPI and 16 % / 2.0× for PVM. Two TCP baselines "
@@ -202,8 +283,13 @@ def _overhead(records: list[dict]) -> str:
         "below 1×. <b>Both sides are their best run</b> on the pair, figure by figure: the "
         "lowest latency and the highest bandwidth among the complete runs of that layer "
         "(a run whose ends the scheduler put on one core pays a tick per message, and the "
-        "same statistic on both sides keeps the ratio fair). <i>from</i> names the runs "
-        "read, upper / TCP, out of how many.</p>"
+        "same statistic on both sides keeps the ratio fair). Runs with other MPI settings "
+        "in their environment (<code>OMPI_MCA_*</code>, <code>UCX_*</code>, ...) are a "
+        "layer of their own. <i>from</i> names the runs read, upper / TCP, out of how "
+        f"many. MPI is flagged against its like-for-like baseline above "
+        f"{analysis.MPI_MAX_LATENCY_RATIO:.0f}× the latency or "
+        f"{analysis.MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} % bandwidth lost (docs/network.md).</p>"
+        + (f"<p>Out of line:</p><ul>{items}</ul>" if items else "")
         + html.table(
             [
                 "cluster",

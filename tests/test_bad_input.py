@@ -8,8 +8,9 @@ import textwrap
 import pytest
 from clirun import assert_refused_before_launch
 
-from clustertune.errors import ConfigError
+from clustertune.errors import ConfigError, UserError
 from clustertune.grid.description import load_grid_file
+from clustertune.levels.network import pingpong
 from clustertune.sources import resolve_cluster
 
 CLUSTER = """\
@@ -127,3 +128,23 @@ def test_grant_without_a_ca_is_refused(tmp_path):
         f"no CA in {missing}: run 'clustertune io ca init' first",
     )
     assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["grid", "up", "--name", "fbx", "--sites", "0", "--hosts-per-site", "2"],
+         "--sites 0: must be between 1 and 50"),
+        (["grid", "up", "--name", "fbx", "--sites", "5", "--hosts-per-site", "50",
+          "--wan-link", "1gbit"], "--sites 5 x --hosts-per-site 50: a virtual grid has at most"),
+        (["net", "pingpong", "--max-size", "0"], "--max-size 0 B: must be between 1 B and 1 GiB"),
+    ],
+)  # fmt: skip
+def test_messages_name_the_option_given(tmp_path, args, named):
+    assert_refused_before_launch(args, tmp_path / "r.db", named)
+
+
+def test_a_size_check_names_its_callers_option():
+    """net matrix says --size, not net pingpong's --max-size (the check is pingpong's)."""
+    with pytest.raises(UserError, match=r"^--size 0 B: must be between 1 B and 1 GiB$"):
+        pingpong.check_size(0, "--size")

@@ -77,6 +77,12 @@ def plan(name: str, sites: int, hosts_per_site: int, schedulers: list[str],
     """(the virtual cluster's plan, the grid's state): pure, checked before anything runs."""
     if not 1 <= hosts_per_site <= 50:
         raise UserError(f"--hosts-per-site {hosts_per_site}: must be between 1 and 50")
+    # vcluster.plan's limits, worded for this command's options (it would say --hosts)
+    if not 1 <= sites <= 50:
+        raise UserError(f"--sites {sites}: must be between 1 and 50")
+    if sites * hosts_per_site > 200:
+        raise UserError(f"--sites {sites} x --hosts-per-site {hosts_per_site}: a virtual grid "
+                        "has at most 200 hosts")  # fmt: skip
     cplan = vcluster.plan(name, sites * hosts_per_site, link_bps, sites=sites,
                           wan_bps=wan_bps, delay_us=delay_us)  # fmt: skip
     d = grid_dir(name)

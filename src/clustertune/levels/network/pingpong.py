@@ -69,9 +69,10 @@ def parse_between(cluster: Cluster, text: str | None) -> tuple[str, str]:
     return parts[0], parts[1]
 
 
-def check_size(max_size: int) -> None:
-    if not 1 <= max_size <= MAX_MESSAGE_BYTES:
-        raise UserError(f"--max-size {max_size} B: must be between 1 B and 1 GiB")
+def check_size(size: int, option: str = "--max-size") -> None:
+    """``option`` names the size in the caller's command (net matrix: --size)."""
+    if not 1 <= size <= MAX_MESSAGE_BYTES:
+        raise UserError(f"{option} {size} B: must be between 1 B and 1 GiB")
 
 
 SHAPED_LAUNCHERS = ("vcluster", "grid")  # hosts whose links are tbf-shaped namespaces

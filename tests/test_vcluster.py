@@ -155,3 +155,31 @@ def test_the_paced_wire_caps_gso_at_100_us_of_wire_time_and_paces_only_when_aske
     assert [vcluster._daemon_params(paced, i)["rate_bps"] for i in (0, 1)] == [10**9, 10**8]
     with pytest.raises(UserError, match="--wire wired: expected one of tbf, paced"):
         vcluster.plan("w", 2, 10**9, wire="wired")
+
+
+def test_tx_and_rx_rate_parse_check_and_show_as_typed():
+    host, changes = vcluster.parse_host_link("host1=1gbit,tx-rate=20mbit,rx-rate=500mbit")
+    assert changes["faults"] == {"tx_rate_bps": 20 * 10**6, "rx_rate_bps": 500 * 10**6}
+    assert vcluster.format_faults(changes["faults"]) == "tx-rate=20mbit,rx-rate=500mbit"
+    with pytest.raises(UserError, match="tx-rate: a fault rate is a number"):
+        vcluster.parse_faults(["tx-rate=unlimited"], "vcluster set")
+    state = vcluster.plan("w", 2, 10**8)
+    with pytest.raises(UserError, match="rx-rate: 1gbit on host1 is above its nominal link"):
+        vcluster.merge_faults(state["hosts"][1], {"rx_rate_bps": 10**9}, "vcluster set")
+    host = {"link_bps": 10**9, "faults": {"rate_bps": 10**8, "tx_rate_bps": 2 * 10**8}}
+    assert [vcluster._direction_rate(host, d) for d in ("tx", "rx")] == [10**8, 10**8]
+
+
+@pytest.mark.root
+def test_tx_rate_slows_only_what_the_host_sends(make_vcluster):
+    cluster = make_vcluster(
+        hosts=2, link_bps=10**8, host_faults={"host1": {"tx_rate_bps": 2 * 10**7}}
+    )
+    sent = measure_rate(cluster, "host1", "host0", 2 * 10**6)
+    received = measure_rate(cluster, "host0", "host1", 8 * 10**6)
+    assert 16e6 <= sent <= 22e6, f"{sent / 1e6:.1f} Mbit/s out of a 20 Mbit transmit side"
+    assert 90e6 <= received <= 110e6, f"{received / 1e6:.1f} Mbit/s into a 100 Mbit host"
+    vcluster.set_faults(cluster.name, "host1", ["tx-rate=off", "rx-rate=20mbit"])
+    sent = measure_rate(cluster, "host1", "host0", 8 * 10**6)
+    received = measure_rate(cluster, "host0", "host1", 2 * 10**6)
+    assert 90e6 <= sent <= 110e6 and 16e6 <= received <= 22e6, (sent, received)

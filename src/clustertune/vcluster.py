@@ -179,10 +179,14 @@ def plan(
 
 # --- faults (docs/faults.md) ------------------------------------------------------------
 
-FAULT_FIELDS = ("rate", "loss", "delay", "jitter", "flap", "seed")
+FAULT_FIELDS = ("rate", "tx-rate", "rx-rate", "loss", "delay", "jitter", "flap", "seed")
 LINK_FAULT_FIELDS = ("loss", "delay", "jitter", "seed")  # what a per-destination queue can do
-_FAULT_KEYS = {"rate": "rate_bps", "loss": "loss", "delay": "delay_us", "jitter": "jitter_us",
+_FAULT_KEYS = {"rate": "rate_bps", "tx-rate": "tx_rate_bps", "rx-rate": "rx_rate_bps", "loss": "loss", "delay": "delay_us", "jitter": "jitter_us",
                "flap": "flap", "seed": "seed"}  # fmt: skip
+# One direction of a host's port (a duplex mismatch, a bad transmit side): tx is what the
+# host sends (tbf on its eth0), rx what it receives (tbf on its switch port), each below
+# the host's rate and nominal link.
+RATE_FIELDS = ("rate", "tx-rate", "rx-rate")
 _DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)(us|ms|s)$")
 _DURATION_US = {"us": 1, "ms": 1000, "s": 1_000_000}
 OFF = "off"
@@ -204,10 +208,10 @@ def _duration_us(text: str) -> float:
 
 def _parse_field(field: str, text: str):
     """One fault field's value; ValueError says what was expected."""
-    if field == "rate":
+    if field in RATE_FIELDS:
         rate = parse_rate(text)  # UserError on a bad rate
         if rate is None:
-            raise ValueError("a fault rate is a number (to remove it: rate=off)")
+            raise ValueError(f"a fault rate is a number (to remove it: {field}=off)")
         return rate
     if field == "loss":
         text = text.strip()
@@ -302,12 +306,14 @@ def link_key(hosts: list[dict], pair: str, where: str) -> str:
 def merge_faults(host: dict, faults: dict, where: str = "--host-link") -> None:
     """Apply parsed faults to a host of the state (None removes a field) and check them."""
     host["faults"] = _merged(host["faults"], faults)
-    rate, nominal = host["faults"].get("rate_bps"), host["link_bps"]
-    if rate is not None and nominal is not None and rate > nominal:
-        raise UserError(
-            f"{where}: rate: {format_rate(rate)} on {host['name']} is above its nominal link "
-            f"{format_rate(nominal)} (a fault rate is below nominal)"
-        )
+    nominal = host["link_bps"]
+    for field in RATE_FIELDS:
+        rate = host["faults"].get(_FAULT_KEYS[field])
+        if rate is not None and nominal is not None and rate > nominal:
+            raise UserError(
+                f"{where}: {field}: {format_rate(rate)} on {host['name']} is above its nominal "
+                f"link {format_rate(nominal)} (a fault rate is below nominal)"
+            )
 
 
 def format_faults(faults: dict) -> str:
@@ -324,7 +330,7 @@ def format_faults(faults: dict) -> str:
         value = faults.get(_FAULT_KEYS[field])
         if value is None:
             continue
-        if field == "rate":
+        if field in RATE_FIELDS:
             value = format_rate(value)
         elif field == "loss":
             value = f"{value * 100:g}%"
@@ -357,9 +363,9 @@ def set_faults(name: str, host_name: str, items: list[str]) -> dict:
         k for k in set(before) | set(host["faults"]) if before.get(k) != host["faults"].get(k)
     }
     started: dict[str, int] = {}
-    if "rate_bps" in changed:
+    if changed & _RATE_KEYS:
         _shape(state, index)
-    if changed & {"rate_bps", "delay_us", "jitter_us", "loss", "seed"}:
+    if changed & {*_RATE_KEYS, "delay_us", "jitter_us", "loss", "seed"}:
         started |= _apply_packet_faults(state, index)
         for key in state.get("link_faults", {}):  # they build on the host's own
             if host_name in key.split("-"):
@@ -510,15 +516,30 @@ exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' 
     state["agent"] = str(path)
 
 
+_RATE_KEYS = {_FAULT_KEYS[f] for f in RATE_FIELDS}
+
+
+def _direction_rate(host: dict, direction: str) -> int | None:
+    """The rate of one direction of a host's link: the slowest of its nominal link, its
+    fault rate and that direction's (``tx``: what it sends, ``rx``: what it receives)."""
+    rates = [
+        host["link_bps"],
+        *(host["faults"].get(k) for k in ("rate_bps", f"{direction}_rate_bps")),
+    ]
+    given = [r for r in rates if r is not None]
+    return min(given) if given else None
+
+
 def _shape(state: dict, index: int) -> None:
-    """tbf on both ends of a host's link (its fault rate, else its nominal rate), and the
-    GSO cap its pacer needs (:func:`netns.cap_gso`)."""
+    """tbf on both ends of a host's link: its eth0 at its sending rate, its switch port
+    (the switch sending to it) at its receiving rate; and the GSO cap its pacer needs
+    (:func:`netns.cap_gso`)."""
     host = state["hosts"][index]
-    rate = host["faults"].get("rate_bps", host["link_bps"])
-    netns.shape(host["namespace"], "eth0", rate)
+    tx = _direction_rate(host, "tx")
+    netns.shape(host["namespace"], "eth0", tx)
     if state.get("wire") == "paced":
-        netns.cap_gso(host["namespace"], "eth0", rate)
-    netns.shape(state["switch_ns"], f"vh{index}", rate)
+        netns.cap_gso(host["namespace"], "eth0", tx)
+    netns.shape(state["switch_ns"], f"vh{index}", _direction_rate(host, "rx"))
 
 
 def _daemon_params(state: dict, index: int) -> dict:
@@ -528,7 +549,7 @@ def _daemon_params(state: dict, index: int) -> dict:
     faults = host["faults"]
     paced = state.get("wire") == "paced"
     return {
-        "rate_bps": (faults.get("rate_bps", host["link_bps"]) or 0) if paced else 0,
+        "rate_bps": (_direction_rate(host, "tx") or 0) if paced else 0,
         "delay_us": faults.get("delay_us", state["delay_us"]),
         "jitter_us": faults.get("jitter_us", 0),
         "loss": faults.get("loss", 0.0),

@@ -14,11 +14,11 @@
  * the same sums of the same products in the same order, so both give the same bits.
  *
  * AVX (the translation unit qcd_update_avx.c, built with -mavx2 but without FMA): two
- * complex numbers per 256-bit register, columns 0 and 1 of a row of c together and column
- * 2 in the low half. For a b the real and imaginary parts of a_ik are broadcast and
- * multiplied by row k of b (columns 0-1 and 2) and by that row with each complex number's
- * halves swapped; the two sums meet once per element with one sign flip. ADD is 0 or 1,
- * known at compile time. */
+ * complex numbers per 256-bit register, columns 0 and 1 of a row of c together, column 2's
+ * two sums in one more register. For a b the real and imaginary parts of a_ik are broadcast
+ * and multiplied by row k of b; the imaginary sum, swapped within each complex number,
+ * meets the real one once per element with one sign flip. ADD is 0 or 1, known at compile
+ * time. */
 #if defined(__AVX__)
 #include <immintrin.h>
 
@@ -41,7 +41,12 @@ static inline __attribute__((always_inline)) void su3_store_row_(double *c, int 
     _mm_storeu_pd(p + 4, r2);
 }
 
-/* c = a b (DAG 0) or a^+ b (DAG 1): the broadcasts come from row i or column i of a */
+/* c = a b (DAG 0) or a^+ b (DAG 1): the broadcasts come from row i or column i of a.
+ * Swapping the halves of each complex number commutes with every lanewise product and
+ * sum, so the sums of Im(a_ik) times row k are taken unswapped and swapped once per row;
+ * column 2's two sums share one register (Re a_ik, Re a_ik, Im a_ik, Im a_ik) times
+ * (b_k2, b_k2). The same sums in the same order as one 128-bit sum per part: 13 live
+ * registers, where precomputed swapped rows needed 19 and spilled. */
 static inline __attribute__((always_inline)) void su3_mul_xn_(const double *restrict a,
                                                               const double *restrict b,
                                                               double *restrict c, int dag,
@@ -50,28 +55,26 @@ static inline __attribute__((always_inline)) void su3_mul_xn_(const double *rest
     const __m256d sign = dag ? _mm256_set_pd(-0.0, 0.0, -0.0, 0.0)
                              : _mm256_set_pd(0.0, -0.0, 0.0, -0.0);
     const __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 6), b2 = _mm256_loadu_pd(b + 12);
-    const __m128d c0 = _mm_loadu_pd(b + 4), c1 = _mm_loadu_pd(b + 10), c2 = _mm_loadu_pd(b + 16);
-    const __m256d s0 = SWAP4(b0), s1 = SWAP4(b1), s2 = SWAP4(b2);
-    const __m128d d0 = SWAP2(c0), d1 = SWAP2(c1), d2 = SWAP2(c2);
+    const __m256d c0 = _mm256_broadcast_pd((const __m128d *)(b + 4));
+    const __m256d c1 = _mm256_broadcast_pd((const __m128d *)(b + 10));
+    const __m256d c2 = _mm256_broadcast_pd((const __m128d *)(b + 16));
     for (int i = 0; i < 3; i++) {
         const double *a0 = dag ? &RE(a, 0, i) : &RE(a, i, 0);
         const double *a1 = dag ? &RE(a, 1, i) : &RE(a, i, 1);
         const double *a2 = dag ? &RE(a, 2, i) : &RE(a, i, 2);
         __m256d r = _mm256_broadcast_sd(a0), m = _mm256_broadcast_sd(a0 + 1);
-        __m256d t01 = _mm256_mul_pd(r, b0), u01 = _mm256_mul_pd(m, s0);
-        __m128d t2 = _mm_mul_pd(_mm256_castpd256_pd128(r), c0);
-        __m128d u2 = _mm_mul_pd(_mm256_castpd256_pd128(m), d0);
+        __m256d t01 = _mm256_mul_pd(r, b0), w01 = _mm256_mul_pd(m, b0);
+        __m256d v = _mm256_mul_pd(_mm256_blend_pd(r, m, 12), c0);
         r = _mm256_broadcast_sd(a1), m = _mm256_broadcast_sd(a1 + 1);
         t01 = _mm256_add_pd(t01, _mm256_mul_pd(r, b1));
-        u01 = _mm256_add_pd(u01, _mm256_mul_pd(m, s1));
-        t2 = _mm_add_pd(t2, _mm_mul_pd(_mm256_castpd256_pd128(r), c1));
-        u2 = _mm_add_pd(u2, _mm_mul_pd(_mm256_castpd256_pd128(m), d1));
+        w01 = _mm256_add_pd(w01, _mm256_mul_pd(m, b1));
+        v = _mm256_add_pd(v, _mm256_mul_pd(_mm256_blend_pd(r, m, 12), c1));
         r = _mm256_broadcast_sd(a2), m = _mm256_broadcast_sd(a2 + 1);
         t01 = _mm256_add_pd(t01, _mm256_mul_pd(r, b2));
-        u01 = _mm256_add_pd(u01, _mm256_mul_pd(m, s2));
-        t2 = _mm_add_pd(t2, _mm_mul_pd(_mm256_castpd256_pd128(r), c2));
-        u2 = _mm_add_pd(u2, _mm_mul_pd(_mm256_castpd256_pd128(m), d2));
-        su3_store_row_(c, i, t01, u01, t2, u2, sign, add);
+        w01 = _mm256_add_pd(w01, _mm256_mul_pd(m, b2));
+        v = _mm256_add_pd(v, _mm256_mul_pd(_mm256_blend_pd(r, m, 12), c2));
+        su3_store_row_(c, i, t01, SWAP4(w01), _mm256_castpd256_pd128(v),
+                       SWAP2(_mm256_extractf128_pd(v, 1)), sign, add);
     }
 }
 
@@ -89,35 +92,33 @@ static inline __attribute__((always_inline)) void su3_mul_dn_(const double *rest
 
 /* sum_k a_ik conj(b_jk): t = a Re(b), u = swap(a) Im(b), c = t + (u.re, -u.im). Row k's
  * pair (Re b_0k, Re b_0k, Re b_1k, Re b_1k) and its Im twin are built once per product;
- * a_ik is broadcast to both halves. */
+ * a_ik is broadcast to both halves. As in su3_mul_xn_, u is summed unswapped (Im(b)'s pair
+ * is its own swap) and swapped once; column 2's t and u share one register, a_ik times
+ * (Re b_2k, Re b_2k, Im b_2k, Im b_2k). */
 static inline __attribute__((always_inline)) void su3_mul_nd_(const double *restrict a, const double *restrict b,
                                double *restrict c, int add)
 {
     const __m256d sign = _mm256_set_pd(-0.0, 0.0, -0.0, 0.0);
-    __m256d re[3], im[3];
-    __m128d re2[3], im2[3];
+    __m256d re[3], im[3], q[3];
     for (int k = 0; k < 3; k++) {
         __m256d x = _mm256_insertf128_pd(_mm256_castpd128_pd256(_mm_loadu_pd(&RE(b, 0, k))),
                                          _mm_loadu_pd(&RE(b, 1, k)), 1);
         re[k] = _mm256_movedup_pd(x);
         im[k] = _mm256_permute_pd(x, 15);
-        re2[k] = _mm_set1_pd(RE(b, 2, k));
-        im2[k] = _mm_set1_pd(IM(b, 2, k));
+        q[k] = _mm256_permute_pd(_mm256_broadcast_pd((const __m128d *)&RE(b, 2, k)), 12);
     }
     for (int i = 0; i < 3; i++) {
-        __m256d x = _mm256_broadcast_pd((const __m128d *)&RE(a, i, 0)), y = SWAP4(x);
-        __m256d t01 = _mm256_mul_pd(x, re[0]), u01 = _mm256_mul_pd(y, im[0]);
-        __m128d t2 = _mm_mul_pd(_mm256_castpd256_pd128(x), re2[0]);
-        __m128d u2 = _mm_mul_pd(_mm256_castpd256_pd128(y), im2[0]);
+        __m256d x = _mm256_broadcast_pd((const __m128d *)&RE(a, i, 0));
+        __m256d t01 = _mm256_mul_pd(x, re[0]), w01 = _mm256_mul_pd(x, im[0]);
+        __m256d v = _mm256_mul_pd(x, q[0]);
         for (int k = 1; k < 3; k++) {
             x = _mm256_broadcast_pd((const __m128d *)&RE(a, i, k));
-            y = SWAP4(x);
             t01 = _mm256_add_pd(t01, _mm256_mul_pd(x, re[k]));
-            u01 = _mm256_add_pd(u01, _mm256_mul_pd(y, im[k]));
-            t2 = _mm_add_pd(t2, _mm_mul_pd(_mm256_castpd256_pd128(x), re2[k]));
-            u2 = _mm_add_pd(u2, _mm_mul_pd(_mm256_castpd256_pd128(y), im2[k]));
+            w01 = _mm256_add_pd(w01, _mm256_mul_pd(x, im[k]));
+            v = _mm256_add_pd(v, _mm256_mul_pd(x, q[k]));
         }
-        su3_store_row_(c, i, t01, u01, t2, u2, sign, add);
+        su3_store_row_(c, i, t01, SWAP4(w01), _mm256_castpd256_pd128(v),
+                       SWAP2(_mm256_extractf128_pd(v, 1)), sign, add);
     }
 }
 
@@ -310,7 +311,55 @@ static inline void su2_mul(const double *a, const double *b, double *c) /* 28 fl
 }
 
 /* Rows i, j of the 3x3 matrix m become r (the SU(2) element b embedded in rows and
- * columns i, j) times those rows: 3 columns x 2x2 complex matrix-vector = 84 flops. */
+ * columns i, j) times those rows: 3 columns x 2x2 complex matrix-vector = 84 flops.
+ * Each element is ((r_00 x + r_01 ...) in the order of the scalar form below; the AVX
+ * form takes a row's three complex numbers at once (two per 256-bit register, the third in
+ * 128 bits), x - y written as x + (-y), which IEEE defines to be the same number. */
+#if defined(__AVX__)
+/* (re, im) of each complex number -> (-im, re): i times it, exactly */
+static inline __attribute__((always_inline)) __m256d su2_times_i4_(__m256d x)
+{
+    return _mm256_xor_pd(SWAP4(x), _mm256_set_pd(0.0, -0.0, 0.0, -0.0));
+}
+
+static inline __attribute__((always_inline)) __m128d su2_times_i2_(__m128d x)
+{
+    return _mm_xor_pd(SWAP2(x), _mm_set_pd(0.0, -0.0));
+}
+
+static inline __attribute__((always_inline)) void su2_left_mul(const double *b, int i, int j,
+                                                               double *m)
+{
+    /* row i' = r_i0 row i + r_i1 row j with r_00 = b0 + i b3, r_01 = b2 + i b1,
+     * r_10 = -b2 + i b1, r_11 = b0 - i b3; (a + i c) x = a x + c (i x) */
+    const __m256d b0 = _mm256_set1_pd(b[0]), b1 = _mm256_set1_pd(b[1]);
+    const __m256d b2 = _mm256_set1_pd(b[2]), b3 = _mm256_set1_pd(b[3]);
+    const __m256d nb2 = _mm256_set1_pd(-b[2]), nb3 = _mm256_set1_pd(-b[3]);
+    double *pi = m + 6 * i, *pj = m + 6 * j;
+    const __m256d x01 = _mm256_loadu_pd(pi), y01 = _mm256_loadu_pd(pj);
+    const __m128d x2 = _mm_loadu_pd(pi + 4), y2 = _mm_loadu_pd(pj + 4);
+    const __m256d ix01 = su2_times_i4_(x01), iy01 = su2_times_i4_(y01);
+    const __m128d ix2 = su2_times_i2_(x2), iy2 = su2_times_i2_(y2);
+#define LO(v) _mm256_castpd256_pd128(v)
+    _mm256_storeu_pd(pi, _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(b0, x01),
+                                                                   _mm256_mul_pd(b3, ix01)),
+                                                     _mm256_mul_pd(b2, y01)),
+                                       _mm256_mul_pd(b1, iy01)));
+    _mm_storeu_pd(pi + 4, _mm_add_pd(_mm_add_pd(_mm_add_pd(_mm_mul_pd(LO(b0), x2),
+                                                           _mm_mul_pd(LO(b3), ix2)),
+                                                _mm_mul_pd(LO(b2), y2)),
+                                     _mm_mul_pd(LO(b1), iy2)));
+    _mm256_storeu_pd(pj, _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(nb2, x01),
+                                                                   _mm256_mul_pd(b1, ix01)),
+                                                     _mm256_mul_pd(b0, y01)),
+                                       _mm256_mul_pd(nb3, iy01)));
+    _mm_storeu_pd(pj + 4, _mm_add_pd(_mm_add_pd(_mm_add_pd(_mm_mul_pd(LO(nb2), x2),
+                                                           _mm_mul_pd(LO(b1), ix2)),
+                                                _mm_mul_pd(LO(b0), y2)),
+                                     _mm_mul_pd(LO(nb3), iy2)));
+#undef LO
+}
+#else
 static inline void su2_left_mul(const double *b, int i, int j, double *m)
 {
     const double r00r = b[0], r00i = b[3], r01r = b[2], r01i = b[1];
@@ -323,6 +372,7 @@ static inline void su2_left_mul(const double *b, int i, int j, double *m)
         IM(m, j, k) = r10r * xi + r10i * xr + r11r * yi + r11i * yr;
     }
 }
+#endif
 
 /* The quaternion c with Re Tr(r w) = 2 b.c for every SU(2) element b (r its matrix),
  * where w is the 2x2 block (i, j) of m: the projection of w on multiples of SU(2).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from clirun import assert_refused_before_launch
+from clirun import assert_refused_before_launch, cli
 
 from clustertune.errors import ConfigError, UserError
 from clustertune.grid.description import load_grid_file
@@ -148,3 +148,24 @@ def test_a_size_check_names_its_callers_option():
     """net matrix says --size, not net pingpong's --max-size (the check is pingpong's)."""
     with pytest.raises(UserError, match=r"^--size 0 B: must be between 1 B and 1 GiB$"):
         pingpong.check_size(0, "--size")
+
+
+@pytest.mark.parametrize(
+    "args, value",
+    [(["probe"], "-5"), (["npb", "ep"], "-1"), (["npb", "ep"], "0"), (["probe"], "nan"),
+     (["net", "pingpong"], "inf")],
+)  # fmt: skip
+def test_timeout_must_be_positive(tmp_path, args, value):
+    """Refused by the parser (exit 2) instead of a job launched, killed at once, stored as
+    failed and exit 1."""
+    db = tmp_path / "r.db"
+    out = cli(*args, "--timeout", value, "--db", str(db), timeout=60)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert (
+        out.stderr.strip()
+        .splitlines()[-1]
+        .endswith(
+            f"error: argument --timeout: expected a positive number of seconds, got '{value}'"
+        )
+    ), out.stderr
+    assert out.stdout == "" and not db.exists()

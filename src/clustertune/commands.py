@@ -13,6 +13,7 @@ factories below.
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 
 from .cluster import MPI_FLAVOURS, Cluster
@@ -58,10 +59,21 @@ def add_hosts(parser: argparse.ArgumentParser, what: str = "hosts to place ranks
     parser.add_argument("--hosts", type=host_list, help=f"comma-separated {what} (default: all)")
 
 
+def positive_seconds(text: str) -> float:
+    """A timeout: 0 or less would launch a job only to kill it at once."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not 0 < seconds < math.inf:  # NaN too
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
+    return seconds
+
+
 def add_timeout(parser: argparse.ArgumentParser, default: float | None) -> None:
     told = f"default {default:.0f}" if default is not None else "default: from the link rate"
     parser.add_argument(
-        "--timeout", type=float, default=default,
+        "--timeout", type=positive_seconds, default=default,
         help=f"seconds before the job is killed and stored as failed ({told})",
     )  # fmt: skip
 

@@ -49,6 +49,7 @@ REMOTE = (
     'kind = "netcdf_remote"\n'
 )
 
+NPB = '[study]\nname = "x"\n[[cluster]]\nname = "c"\n[[step]]\nname = "s"\nkind = "npb"\n'
 BAD = [
     ('[study]\nname = "x"\n\n[[cluster]]\nname = "c"\nhostz = 2\n', 6, "cluster[0].hostz"),
     ('[study]\nname = "x"\n[[cluster]]\nname = "c"\n[[step]]\nname = "s"\nkind = "nope"\n', 7,
@@ -73,6 +74,12 @@ BAD = [
     (REMOTE + 'cases = [{ batch = "yes" }]\n', 9, "step[0].cases: batch: expected true or false"),
     (REMOTE + 'params = { server_round = "lots" }\n', 9, "step[0].params: server_round: 'lots'"),
     (REMOTE + 'params = { remote = "site1" }\n', 9, "step[0].params: 'remote' is not a parameter"),
+    # the npb step's values too, not when the point runs on a cluster built for it
+    (NPB + 'params = { class = "Q" }\n', 8,
+     "step[0].params: class: expected one of S, W, A, B, C, got 'Q'"),
+    (NPB + 'sweep = { benchmark = ["ep", "ft"] }\n', 8,
+     "step[0].sweep: benchmark: npb ft: FT is not built in this version of clustertune"),
+    (NPB + 'cases = [{ np = 0 }]\n', 8, "step[0].cases: np: must be at least 1, got 0"),
 ]  # fmt: skip
 
 

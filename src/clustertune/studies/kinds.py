@@ -124,11 +124,21 @@ def _blas_count(v: dict) -> int:
     return 2 * len(blas.select(v.get("blas"), blas.installed()))
 
 
+def _npb_args(v: dict) -> tuple[str, str, int]:
+    """(benchmark, class, np), checked by the npb level's own checks when the file is read."""
+    from ..levels.npb import run
+
+    bench = str(v.get("benchmark", "ep")).lower()
+    cls = str(v.get("class", "S")).upper()
+    _field("benchmark", run.kernel_of, bench)
+    _field("class", run.kernel_args, cls)
+    return bench, cls, _positive(v, "np", 1)
+
+
 def _npb(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
     from ..levels.npb import run
 
-    return [run.run_npb(cluster, store, str(v.get("benchmark", "ep")).lower(),
-                        str(v.get("class", "S")).upper(), _int(v, "np", 1), mpi)]  # fmt: skip
+    return [run.run_npb(cluster, store, *_npb_args(v), mpi)]
 
 
 def _qcd(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
@@ -147,7 +157,8 @@ def _qcd(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
     return [run.run_qcd(cluster, store, spec, np=np, mpi=mpi, extra=extra)]
 
 
-LEVEL_WORDING = re.compile(r"^(--[\w-]+|bad \w+) ")  # "--sizes '..': ...", "bad size '..': ..."
+# "--sizes '..': ...", "--class: ...", "bad size '..': ..."
+LEVEL_WORDING = re.compile(r"^(--[\w-]+:?|bad \w+) ")
 
 
 def _field(key: str, parse: Callable, text: str):
@@ -248,7 +259,7 @@ KINDS: dict[str, Kind] = {
         Kind("blas", "linpack", frozenset({"np", "n", "nb", "gemm_n", "blas"}), _blas,
              "blas compare: DGEMM and the LU with each installed BLAS", _blas_count),
         Kind("npb", "npb", frozenset({"benchmark", "class", "np"}), _npb,
-             "npb: EP, LU or BT of a class on np ranks"),
+             "npb: EP, LU or BT of a class on np ranks", check=_npb_args),
         Kind("qcd", "qcd", frozenset({"np", "lattice", "dims", "sweeps", "or_steps", "seed"}),
              _qcd, "qcd: ct-qcd, the decomposition of `dims` split directions"),
         Kind("netcdf", "io", IO_PARAMS | {"site"}, _netcdf,

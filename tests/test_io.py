@@ -93,18 +93,32 @@ def test_variants_run_in_the_order_asked(built, store) -> None:
 
 
 def test_a_corrupted_value_fails_the_run_and_its_files(built, store, tmp_path) -> None:
+    """One repetition: the read of the corrupted file must fail too (the read's injected
+    flip once undid the write's), and no invalid row shows a time, rate or ratio."""
     tmp_path = tmp_path / "files"
     tmp_path.mkdir()
     record = netcdf.measure(local_cluster(), store, np=2, mpi="openmpi", sizes=[16],
-                            mode="collective", ops=["write", "read"], fmt="cdf2", reps=2,
-                            raw=False, directory=str(tmp_path), inject_fault=True)  # fmt: skip
+                            mode="collective", ops=["write", "read"], fmt="cdf2", reps=1,
+                            directory=str(tmp_path), inject_fault=True)  # fmt: skip
     assert record["status"] == "failed" and record["verification"] == "failed"
-    assert not any(r["valid"] for r in netcdf.results(record))
+    rows = netcdf.results(record)
+    assert len(rows) == 6 and not any(r["valid"] for r in rows)
+    assert all(r[k] is None for r in rows for k in netcdf.MEASURED)
+    checks = {(r["op"], r["variant"]): r["failed_checks"] for r in rows}
+    assert checks[("write", "netcdf")] == ["kernel check", "netcdf4"]
+    assert checks[("read", "rawswap")] == ["kernel check"]
     # the file itself holds the wrong value: the netCDF4 read-back saw it too
     assert "netCDF4 read-back: 1 values differ" in record["error"]
     # the kernel's exit status 1 comes with its reason
     for op in ("write", "read"):
-        assert f"N=16 collective {op} netcdf: data differ from the pattern" in record["error"]
+        for variant in netcdf.VARIANTS:
+            assert f"N=16 collective {op} {variant}: data differ" in record["error"], (op, variant)
+    assert record["figures"]["write_over_rawswap"] == {"16": None}
+    text = netcdf.text(record)
+    table = text.splitlines()[2:8]
+    assert all(ln.endswith("NO") and "FAILED (kernel check" in ln for ln in table), table
+    assert not any("." in ln.split(maxsplit=5)[5] for ln in table), table  # no 1.234 ms
+    assert "N=16: none (a row is not valid)" in text
     assert record["figures"]["files"][str(tmp_path / "ct_io_netcdf_16_collective.nc")] == {
         "ncvalidator": True,
         "ncdump": True,
@@ -135,11 +149,17 @@ def test_readback_names_a_wrong_value_and_a_wrong_shape(tmp_path) -> None:
 def test_derive_ratio_against_raw_with_swap() -> None:
     def s(variant: str, size: int, t: float) -> dict:
         return {"variant": variant, "size": size, "op": "write", "mode": "collective",
-                "open_to_close_s": {"min": t}}  # fmt: skip
+                "open_to_close_s": {"min": t}, "verified": True}  # fmt: skip
 
     figures = netcdf.derive([s("netcdf", 128, 0.012), s("rawswap", 128, 0.010),
                              s("raw", 128, 0.005), s("netcdf", 16, 1.0)], None)  # fmt: skip
     assert figures == {"write_over_rawswap": {"128": pytest.approx(1.2)}}
+    # valid rows only: a sample the kernel failed, or whose file failed a check, has none
+    bad = s("rawswap", 64, 0.010) | {"verified": False}
+    file = s("netcdf", 32, 0.012) | {"file": "/x/32.nc"}
+    figures = netcdf.derive([s("netcdf", 64, 0.012), bad, file, s("rawswap", 32, 0.010)], None,
+                            {"/x/32.nc": {"ncvalidator": True, "netcdf4": False}})  # fmt: skip
+    assert figures == {"write_over_rawswap": {"64": None, "32": None}}
 
 
 @pytest.mark.parametrize(

@@ -44,8 +44,9 @@
  * Verification: every repetition's read is compared with the pattern on every rank; after
  * the last write repetition the file is read back (untimed) and compared. A mismatch makes
  * the sample "verified": false and the run failed. --inject-fault (tests): the last rank
- * flips one value of what the last write repetition writes, and of what the first read
- * returns, so both checks (and any check of the file) must fail.
+ * flips one bit of one value of what the last write repetition writes, and another bit of
+ * the same value of what the first read returns, so both checks (and any check of the file)
+ * must fail, with any --reps (the read's flip never undoes the write's).
  *
  * Files: DIR/ct_io_<variant>_<N>_<mode>.<nc|bin>; the netCDF files stay with --keep (for
  * ncvalidator, ncdump and a netCDF4 read-back by the caller), the raw ones never do. A read
@@ -74,6 +75,9 @@
 #define MAX_SIZES 16
 #define MAX_N 2048 /* N^3 ints must stay addressable; 2048^3 * 4 B = 32 GiB */
 #define TITLE "clustertune ct-io-netcdf: int data(z, y, x) = z*N*N + y*N + x"
+/* --inject-fault: different bits, so a read of the corrupted file stays wrong */
+#define FAULT_WRITE_BIT 1
+#define FAULT_READ_BIT 2
 
 #define NC_CHECK(call) nc_check((call), #call, __LINE__)
 
@@ -504,7 +508,7 @@ static int measure(const run_info *ri, const block *b, enum op op, int mode,
             if (op == OP_WRITE) {
                 fill(b);
                 if (corrupt)
-                    b->buf[0] ^= 1;
+                    b->buf[0] ^= FAULT_WRITE_BIT;
                 /* every variant writes a new file: the previous repetition's is removed
                  * untimed (truncating it, as NC_CLOBBER would, costs ext4 a flush at close and
                  * freeing its pages 14-46 ms on a loaded machine, which timed the file system
@@ -527,7 +531,7 @@ static int measure(const run_info *ri, const block *b, enum op op, int mode,
                 times[v][p][r] = tmax[p];
             if (op == OP_READ) {
                 if (corrupt)
-                    b->buf[0] ^= 1;
+                    b->buf[0] ^= FAULT_READ_BIT;
                 ok[i] &= check(b);
             }
         }

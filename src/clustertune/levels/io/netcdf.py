@@ -82,13 +82,31 @@ def driver_env(mpi: str, driver: str) -> dict[str, str]:
     return {"OMPI_MCA_io": DRIVERS[driver]} if mpi == "openmpi" else {}
 
 
-def derive(samples: list[dict], result: dict | None) -> dict:
+# a result's times and rates; an invalid result has none (it is reported failed)
+MEASURED = ("open_to_close_s_min", "io_only_s_min", "mbps", "open_to_close_s_median",
+            "io_only_s_median", "mbps_io", "cpu_s_min", "cpu_s_median")  # fmt: skip
+
+
+def failed_checks(sample: dict, files: dict[str, dict]) -> list[str]:
+    """Why a sample is not valid (empty: valid): the kernel's own check of the data, then
+    each check of the netCDF file it wrote."""
+    checks = files.get(sample.get("file"), {})
+    kernel = [] if sample.get("verified") else ["kernel check"]
+    return kernel + [name for name, ok in checks.items() if ok is False]
+
+
+def derive(samples: list[dict], result: dict | None, files: dict[str, dict] | None = None) -> dict:
     """Per size: netCDF collective write time over raw MPI-IO + swap of the same bytes
-    (open-to-close minimums; the bench criterion is <= 1.2 from 8 MB)."""
-    best = {(s["variant"], s["size"]): s["open_to_close_s"]["min"] for s in samples
+    (open-to-close minimums; the bench criterion is <= 1.2 from 8 MB); None for a size
+    where either is not valid (``files``: the checks of the files, by path)."""
+    best = {(s["variant"], s["size"]): None if failed_checks(s, files or {})
+            else s["open_to_close_s"]["min"] for s in samples
             if s.get("op") == "write" and s.get("mode") == "collective"}  # fmt: skip
-    ratios = {str(size): t / best[("rawswap", size)] for (variant, size), t in best.items()
-              if variant == "netcdf" and best.get(("rawswap", size))}  # fmt: skip
+    ratios = {}
+    for (variant, size), t in best.items():
+        if variant == "netcdf" and ("rawswap", size) in best:
+            swap = best[("rawswap", size)]
+            ratios[str(size)] = t / swap if t and swap else None
     return {"write_over_rawswap": ratios} if ratios else {}
 
 
@@ -165,12 +183,18 @@ def measure(
     env = {} if remote else driver_env(mpi, driver)
     args = kernel_args(sizes, mode, ops, fmt, reps, workdir, raw and not variants, inject_fault,
                        variants, warmup)  # fmt: skip
+    files: dict[str, dict] = {}  # the checks of the files, filled before the record ends
+
+    def ratios(samples: list[dict], result: dict | None) -> dict:
+        return derive(samples, result, files)
+
     try:
         with Run(cluster, store, level=LEVEL.name, kernel=kernel, params=params,
-                 hosts=job_hosts, np=np, mpi=mpi, env=env, derive=derive) as run:  # fmt: skip
+                 hosts=job_hosts, np=np, mpi=mpi, env=env, derive=ratios) as run:  # fmt: skip
             if not remote:
                 step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout, args=args)
-                run.figures["files"] = check_files(run, job_hosts[0], step.output.samples)
+                files.update(check_files(run, job_hosts[0], step.output.samples))
+                run.figures["files"] = files
             elif address:
                 client = fwd.client_env(creds, address, batch, session)
                 run.env.update(client)
@@ -192,11 +216,12 @@ def measure(
                     run.record["meta"]["env"].update(client)
                     step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout,
                                    args=args)  # fmt: skip
-                run.figures["files"] = check_files(run, server_host, step.output.samples)
+                files.update(check_files(run, server_host, step.output.samples))
+                run.figures["files"] = files
                 if cluster.wan_bps:
                     run.figures["wan_bps"] = cluster.wan_bps
-                    run.figures["link_share"] = fwd.link_shares(step.output.samples,
-                                                                cluster.wan_bps)  # fmt: skip
+                    valid = [s for s in step.output.samples if not failed_checks(s, files)]
+                    run.figures["link_share"] = fwd.link_shares(valid, cluster.wan_bps)
     finally:
         if not keep_files and not address:
             if made or site:
@@ -215,19 +240,21 @@ def results(record: dict) -> list[dict]:
     for s in record["samples"]:
         if "open_to_close_s" not in s:
             continue
-        checks = files.get(s.get("file"), {})
-        valid = bool(s.get("verified")) and all(v is not False for v in checks.values())
-        out.append({
+        failed = failed_checks(s, files)
+        row = {
             "size": s["size"], "op": s["op"], "mode": s["mode"], "np": s["np"],
             "remote": remote, "open_to_close_s_min": s["open_to_close_s"]["min"],
-            "io_only_s_min": s["io_only_s"]["min"], "mbps": s["mbps"], "valid": valid,
+            "io_only_s_min": s["io_only_s"]["min"], "mbps": s["mbps"], "valid": not failed,
             "variant": s["variant"], "format": s["format"], "bytes": s["bytes"],
             "reps": s["reps"], "open_to_close_s_median": s["open_to_close_s"]["median"],
             "io_only_s_median": s["io_only_s"]["median"], "mbps_io": s["mbps_io"],
             # records stored before the kernel measured CPU time have none
             "cpu_s_min": s.get("cpu_s", {}).get("min"),
             "cpu_s_median": s.get("cpu_s", {}).get("median"),
-        })  # fmt: skip
+            "failed_checks": failed,
+        }  # fmt: skip
+        # a result that failed a check is reported failed, never as a number
+        out.append(row | dict.fromkeys(MEASURED) if failed else row)
     return out
 
 
@@ -244,16 +271,23 @@ def text(record: dict) -> str:
         f"{'median':>8} {'I/O ms':>8} {'median':>8} {'MB/s':>8}  valid",
     ]
     for r in rows:
+        if r["valid"]:
+            measured = (
+                f"{1e3 * r['open_to_close_s_min']:>13.3f} {1e3 * r['open_to_close_s_median']:>8.3f}"
+                f" {1e3 * r['io_only_s_min']:>8.3f} {1e3 * r['io_only_s_median']:>8.3f}"
+                f" {r['mbps']:>8.1f}  yes"
+            )
+        else:  # where the times and the rate would be: failed, and which checks
+            measured = f"{'FAILED (' + ', '.join(r['failed_checks']) + ')':>49}  NO"
         lines.append(
             f"{r['size']:>5} {r['bytes'] / 2**20:>7.2f} {r['op']:<5} {r['mode']:<11} "
-            f"{r['variant']:<8} {1e3 * r['open_to_close_s_min']:>13.3f} "
-            f"{1e3 * r['open_to_close_s_median']:>8.3f} {1e3 * r['io_only_s_min']:>8.3f} "
-            f"{1e3 * r['io_only_s_median']:>8.3f} {r['mbps']:>8.1f}  {'yes' if r['valid'] else 'NO'}"
+            f"{r['variant']:<8} {measured}"
         )
     ratios = record["figures"].get("write_over_rawswap") or {}
     if ratios:
-        lines.append("netCDF collective write / raw MPI-IO + swap: "
-                     + ", ".join(f"N={k}: {v:.2f}" for k, v in ratios.items()))  # fmt: skip
+        lines.append("netCDF collective write / raw MPI-IO + swap (valid rows only): " + ", ".join(
+            f"N={k}: {v:.2f}" if v is not None else f"N={k}: none (a row is not valid)"
+            for k, v in ratios.items()))  # fmt: skip
     shares = record["figures"].get("link_share") or {}
     if shares:
         lines.append(f"share of the {format_rate(record['figures']['wan_bps'])} inter-site link "

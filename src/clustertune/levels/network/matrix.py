@@ -52,6 +52,9 @@ LOSS_POINT_TIME_S = 1.0
 # n-1 checks, which take ceil((n-1) / REACH_WORKERS) such waves, twice (a failed check is
 # repeated). A check that passes takes < 1 s.
 REACH_WORKERS = 8
+# The one-way streams (TCP): the bandwidth size back to back, each way, this long per
+# point; a pingpong averages the two directions and cannot tell which one is bad.
+ONE_WAY_POINT_TIME_S = 0.05
 Pair = tuple[str, str]
 
 
@@ -85,13 +88,25 @@ def disjoint_rounds(pairs: Sequence[Pair]) -> list[list[Pair]]:
 def measurement(a: str, b: str, samples: Sequence[dict]) -> dict:
     """Latency (smallest size) and bandwidth (throughput of the largest) of one pair, and
     the TCP retransmissions of its runs when the samples carry them (TCP layer)."""
-    curve = analysis.curve_from_points([s for s in samples if not s.get("sweep")])
+    curve = analysis.curve_from_points(
+        [s for s in samples if not s.get("sweep") and not s.get("one_way")]
+    )
     return {
         "pair": [a, b],
         "latency_us": analysis.latency_us(curve),
         "bandwidth_mbps": float(curve.throughput_mbps[-1]),
         **tcp_counters(samples),
+        **one_way(a, b, samples),
     }
+
+
+def one_way(a: str, b: str, samples: Sequence[dict]) -> dict:
+    """The pair's one-way stream throughputs, Mbit/s by direction ("a>b"), when measured."""
+    rates = {
+        s["one_way"]: 8 * s["size"] / s["t_min_s"] / analysis.MBIT
+        for s in samples if s.get("one_way")
+    }  # fmt: skip
+    return {"pair": [a, b], "one_way_mbps": rates} if rates else {}
 
 
 def sweeps(size: int, mid_sizes: bool = True, retest: bool = False) -> list[Sweep]:
@@ -131,22 +146,29 @@ def tcp_counters(samples: Sequence[dict]) -> dict[str, int | None]:
 
 
 def _tcp_pair(
-    run: Run, a: str, b: str, runs: Sequence[Sweep], timeout: float, tag: dict
+    run: Run, a: str, b: str, runs: Sequence[Sweep], timeout: float, tag: dict, streams: int
 ) -> list[dict]:
+    """The pair's ``runs`` (client a), then with ``streams`` a one-way stream of that size
+    each way (client a, then client b): samples marked ``sweep`` and ``one_way``."""
     found = []
-    for lo, hi, extra in runs:  # a run each, so the TCP counters are each run's own
+    stream = ("--mode", "stream", "--point-time", str(ONE_WAY_POINT_TIME_S))
+    ways = [(src, dst, (streams, streams, stream)) for src, dst in ((a, b), (b, a))]
+    # a run each, so the TCP counters are each run's own
+    for src, dst, (lo, hi, extra) in [(a, b, r) for r in runs] + (ways if streams else []):
         args = ["--min-size", str(lo), "--max-size", str(hi), "--perturbation", "0",
                 "--trials", "3", *extra]  # fmt: skip
         try:
-            step = tcp_pair(run, a, b, args, timeout, tag={"host_a": a, "host_b": b, **tag},
-                            what=f"{a}-{b} {lo}-{hi} B")  # fmt: skip
+            step = tcp_pair(run, src, dst, args, timeout, tag={"host_a": src, "host_b": dst, **tag},
+                            what=f"{src}-{dst} {lo}-{hi} B{' stream' if extra == stream else ''}")  # fmt: skip
         except UserError as exc:  # the server could not start: this pair stays unmeasured
-            run.problems.append(f"{a}-{b}: {exc}")
+            run.problems.append(f"{src}-{dst}: {exc}")
             return found
         detail = (step.output.result or {}).get("detail") or {}
         for i, sample in enumerate(step.output.samples):  # in the stored samples too
             sample["sweep"] = lo < hi
-            if i == 0:
+            if extra == stream:
+                sample["one_way"] = f"{src}>{dst}"
+            elif i == 0:
                 sample["retrans"] = lost_and_resent(detail)
                 sample["data_segs"] = both_ends(detail, "data_segs_out")
         found += step.output.samples
@@ -154,13 +176,21 @@ def _tcp_pair(
 
 
 def tcp_round(
-    run: Run, pairs: Sequence[Pair], runs: Sequence[Sweep], timeout: float | None, tag: dict
+    run: Run,
+    pairs: Sequence[Pair],
+    runs: Sequence[Sweep],
+    timeout: float | None,
+    tag: dict,
+    streams: int = 0,
 ) -> dict[Pair, list[dict]]:
-    """One round: every pair at the same time, each in its own thread."""
-    largest = max(hi for _, hi, _ in runs)
+    """One round: every pair at the same time, each in its own thread; ``streams``: the
+    size of a one-way stream each way after the runs (0: none)."""
+    largest = max([streams, *(hi for _, hi, _ in runs)])
     timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, largest) for a, b in pairs)
     with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
-        futures = {pair: pool.submit(_tcp_pair, run, *pair, runs, timeout, tag) for pair in pairs}
+        futures = {
+            pair: pool.submit(_tcp_pair, run, *pair, runs, timeout, tag, streams) for pair in pairs
+        }
         return {pair: f.result() for pair, f in futures.items()}
 
 
@@ -173,13 +203,24 @@ def lost_and_resent(detail: dict) -> int | None:
 
 
 def retest(
-    run: Run, pairs: Sequence[Pair], runs: Sequence[Sweep], timeout: float | None, what: str
+    run: Run,
+    pairs: Sequence[Pair],
+    runs: Sequence[Sweep],
+    timeout: float | None,
+    what: str,
+    streams: int = 0,
 ) -> dict[Pair, list[dict]]:
-    """``pairs`` measured again with ``runs``, in rounds of disjoint pairs."""
+    """``pairs`` measured again with ``runs`` (and ``streams``), in rounds of disjoint pairs."""
     found: dict[Pair, list[dict]] = {}
     for r, group in enumerate(disjoint_rounds(pairs)):
-        found |= tcp_round(run, group, runs, timeout, {"round": r, "retest": what})
+        found |= tcp_round(run, group, runs, timeout, {"round": r, "retest": what}, streams)
     return found
+
+
+def one_way_retest(run: Run, pairs: Sequence[Pair], size: int, timeout: float | None) -> list:
+    """The one-way streams of ``pairs`` measured again (the asymmetry re-test)."""
+    found = retest(run, pairs, [], timeout, "one-way", streams=size)
+    return [one_way(a, b, samples) for (a, b), samples in found.items()]
 
 
 def loss_retest(run: Run, pairs: Sequence[Pair], size: int, timeout: float | None) -> list[dict]:
@@ -402,8 +443,10 @@ def run_matrix(
             else:
                 # the re-test of a latency or bandwidth suspect needs their two sizes only
                 runs = sweeps(size, mid_sizes=shapes and not retest, retest=retest)
+                streams = 0 if retest else size  # the one-way streams have their own re-test
                 for r, group in enumerate(rounds(live) if not retest else disjoint_rounds(pairs)):
-                    found |= tcp_round(run, group, runs, timeout, {"round": r, "retest": retest})
+                    tag = {"round": r, "retest": retest}
+                    found |= tcp_round(run, group, runs, timeout, tag, streams)
                 if not retest:
                     curves.update(sweep_curves(found))
             result = []
@@ -443,6 +486,10 @@ def run_matrix(
             )
             run.figures["flagged"], notes = analysis.with_loss(run.figures["flagged"], loss)
             run.figures["notes"] = run.figures.get("notes", []) + notes
+            run.figures["one_way_mbps"] = analysis.one_way_grid(names, first)
+            run.figures["flagged"] += analysis.diagnose_asymmetry(
+                names, first, lambda pairs: one_way_retest(run, pairs, size, timeout)
+            )
         if shapes and diagnosis is not None:
             found = analysis.diagnose_shapes(
                 names, curves,
@@ -520,6 +567,7 @@ def matrix_json(record: dict) -> dict:
         "latency_us": f.get("latency_us"),
         "bandwidth_mbps": f.get("bandwidth_mbps"),
         "retransmissions": f.get("retransmissions"),
+        "one_way_mbps": f.get("one_way_mbps"),
         "flagged": f.get("flagged", []),
         "notes": f.get("notes", []),
     }
@@ -546,6 +594,9 @@ def matrix_text(record: dict) -> str:
     lines += ["  latency (µs)", *_grid(j["hosts"], j["latency_us"], lambda v: f"{v:.1f}")]
     if j["retransmissions"] is not None:
         lines += ["  TCP retransmissions", *_grid(j["hosts"], j["retransmissions"], str)]
+    if j["one_way_mbps"] is not None:
+        lines += ["  one-way stream (Mbit/s, row host sending to column host)",
+                  *_grid(j["hosts"], j["one_way_mbps"], lambda v: f"{v:.1f}")]  # fmt: skip
     if j["flagged"]:
         lines += ["  flagged:"] + [f"    {f['reason']}" for f in j["flagged"]]
     else:

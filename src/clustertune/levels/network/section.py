@@ -232,8 +232,10 @@ def overhead_check(uppers: list[dict], records: list[dict]) -> tuple[str, list[s
         return f"not compared with {like}: {exc}", []
     flags = _flags(group, _config(first), o)
     runs = ", ".join(str(r["id"]) for r in uppers)
+    floor_up, floor_tcp = o["latency_floor_us"]
     summary = (
-        f"latency {o['latency_ratio']:.2f}×, bandwidth loss {o['bandwidth_loss_pct']:.1f} % "
+        f"latency floor {floor_up / floor_tcp:.2f}× (figure {o['latency_ratio']:.2f}×), "
+        f"bandwidth loss {o['bandwidth_loss_pct']:.1f} % "
         f"(best of run(s) {runs} / of {len(tcps)} {like} run(s))" + ("" if flags else ": in line")
     )
     return summary, flags
@@ -343,6 +345,7 @@ def _matrices(records: list[dict]) -> list[str]:
             ("bandwidth_mbps", "Bandwidth per pair", "Mbit/s"),
             ("latency_us", "Latency per pair", "µs"),
             ("retransmissions", "TCP retransmissions per pair", "segments"),
+            ("one_way_mbps", "One-way stream, row host sending to column host", "Mbit/s"),
         ):
             if f.get(key) is None:  # MPI matrices and older runs have no retransmissions
                 continue

@@ -8,9 +8,12 @@ import textwrap
 import pytest
 from clirun import assert_refused_before_launch, cli
 
+from clustertune.cluster import Cluster, Host, Site
 from clustertune.errors import ConfigError, UserError
 from clustertune.grid.description import load_grid_file
+from clustertune.levels import hosts
 from clustertune.levels.network import pingpong
+from clustertune.runner import new_record
 from clustertune.sources import resolve_cluster
 
 CLUSTER = """\
@@ -169,3 +172,35 @@ def test_timeout_must_be_positive(tmp_path, args, value):
         )
     ), out.stderr
     assert out.stdout == "" and not db.exists()
+
+
+# --- an unreachable host, in the report --------------------------------------------------
+
+
+def _hosts_record(run_id: int, cluster: str, answered: list[str], status: str, **more) -> dict:
+    lab = Cluster(cluster, (Host("host0"), Host("host1")), (Site("site0", "local"),))
+    record = new_record("hosts", "hostinfo", lab, {}, ["host0", "host1"], 1)
+    facts = {"site": "site0", "nominal_link_bps": 10**9, "memory_bytes": 2**30,
+             "cpu": {"model": "cpu-model", "cores": 2, "isa": ["avx2"]},
+             "blas": {"openblas_core": "Haswell"}, "mpi": {"openmpi": "4.1", "mpich": "4.0"}}  # fmt: skip
+    record.update(id=run_id, status=status, samples=[{"name": n} | facts for n in answered])
+    record.update(more)
+    return record
+
+
+def test_hosts_section_names_the_unreachable_host_and_keeps_the_last_inventory():
+    """The section showed only the latest record: after an info with an unreachable host,
+    "Cluster lab, run 3" and an empty table, the host and its reason nowhere."""
+    reason = "ssh: connect to host 192.0.2.2 port 22: No route to host"
+    page = hosts.render([
+        _hosts_record(1, "lab", ["host0", "host1"], "ok"),
+        _hosts_record(2, "other", ["host0"], "failed", error="host1: exit status 255\ntail"),
+        _hosts_record(3, "lab", ["host0"], "failed", detail={"unreachable": {"host1": reason}}),
+    ])  # fmt: skip
+    lab, other = page.split("<h3>Cluster other</h3>")
+    assert "Latest run 3 (failed): could not read 1 host(s)" in lab
+    assert f"<td>host1</td><td>{reason}</td>" in lab
+    assert "Inventory: run 1." in lab and lab.count("<td>cpu-model</td>") == 2
+    # a record without the detail (stored by earlier versions): its hosts without facts
+    assert "<td>host1</td><td>host1: exit status 255</td>" in other
+    assert "No run has read every host of this cluster." in other

@@ -36,8 +36,11 @@ def collect_and_store(cluster: Cluster, store: Store) -> dict:
             else:
                 said = step.completed.stderr.strip()[-500:]
                 hosts.append(where | {"error": said or "; ".join(step.problems) or "no answer"})
-        if all("error" not in h for h in hosts):
-            run.result = {"verification": "not-verified"}
+        unreachable = {h["name"]: h["error"] for h in hosts if "error" in h}
+        # kept in the record, so the report can say which host failed and why
+        run.result = {"verification": "not-verified", "detail": {"unreachable": unreachable}}
+        if unreachable:
+            run.problems.append(f"unreachable: {', '.join(unreachable)}")
     return {
         "run_id": run.record["id"],
         "cluster": cluster.name,
@@ -90,30 +93,48 @@ def demo(cluster: Cluster, store: Store) -> list[dict]:
     return [store.get(collect_and_store(cluster, store)["run_id"])]
 
 
+def unreachable_of(record: dict) -> dict[str, str]:
+    """Host -> why ``info`` could not read it, in one ``hosts`` record."""
+    if "unreachable" in record["detail"]:
+        return record["detail"]["unreachable"]
+    # records stored before the detail was: the hosts without facts, the run's error
+    answered = {h["name"] for h in record["samples"]}
+    reason = (record["error"] or "no answer").splitlines()[0]
+    return {n: reason for n in record["meta"]["cluster"]["hosts"] if n not in answered}
+
+
 @LEVEL.section
 def render(records: list[dict]) -> str:
-    latest = records[-1]
-    rows = [
-        [h["name"], h.get("site"), format_rate(h.get("nominal_link_bps")), h["cpu"]["model"],
-         h["cpu"]["cores"], " ".join(h["cpu"]["isa"]), f"{(h['memory_bytes'] or 0) / 2**30:.1f}",
-         h["blas"]["openblas_core"], h["mpi"]["openmpi"], h["mpi"]["mpich"]]
-        for h in latest["samples"] if "error" not in h
-    ]  # fmt: skip
-    return (
-        f"<p>Cluster {html.esc(latest['meta']['cluster']['name'])}, run {latest['id']}.</p>"
-        + html.table(
-            [
-                "host",
-                "site",
-                "link",
-                "cpu",
-                "cores",
-                "ISA",
-                "GiB",
-                "OpenBLAS core",
-                "Open MPI",
-                "MPICH",
-            ],
-            rows,
-        )
-    )
+    """Per cluster: the latest inventory that read every host, and, when a later ``info``
+    did not, which hosts it could not read and why."""
+    by_cluster: dict[str, list[dict]] = {}
+    for record in records:
+        by_cluster.setdefault(record["meta"]["cluster"]["name"], []).append(record)
+    parts = []
+    for name, runs in by_cluster.items():
+        parts.append(f"<h3>Cluster {html.esc(name)}</h3>")
+        latest = runs[-1]
+        inventory = next((r for r in reversed(runs) if r["status"] == "ok"), None)
+        if latest is not inventory:
+            missing = unreachable_of(latest)
+            said = (
+                f"could not read {len(missing)} host(s)" if missing else html.esc(latest["error"])
+            )
+            parts.append(
+                f"<p>Latest run {latest['id']} ({html.esc(latest['status'])}): {said}.</p>"
+            )
+            if missing:
+                parts.append(html.table(["host", "why"], [[h, why] for h, why in missing.items()]))
+        if inventory is None:
+            parts.append("<p>No run has read every host of this cluster.</p>")
+            continue
+        rows = [
+            [h["name"], h.get("site"), format_rate(h.get("nominal_link_bps")), h["cpu"]["model"],
+             h["cpu"]["cores"], " ".join(h["cpu"]["isa"]), f"{(h['memory_bytes'] or 0) / 2**30:.1f}",
+             h["blas"]["openblas_core"], h["mpi"]["openmpi"], h["mpi"]["mpich"]]
+            for h in inventory["samples"]
+        ]  # fmt: skip
+        headers = ["host", "site", "link", "cpu", "cores", "ISA", "GiB", "OpenBLAS core",
+                   "Open MPI", "MPICH"]  # fmt: skip
+        parts.append(f"<p>Inventory: run {inventory['id']}.</p>" + html.table(headers, rows))
+    return "".join(parts)

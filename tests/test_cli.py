@@ -58,6 +58,27 @@ def test_probe_json_then_results_and_report(tmp_path):
     assert "<script" not in html and "<link" not in html  # self-contained
 
 
+def test_compare_shows_each_runs_status_and_no_ratio_of_a_failed_run():
+    from clustertune.cluster import local_cluster
+    from clustertune.results import Store
+    from clustertune.runner import new_record
+
+    store = Store()  # the private database the CLI below uses too
+    for status, verification, mops in (("ok", "passed", 100.0), ("failed", "failed", 35.6)):
+        record = new_record("npb", "ct-npb-ep", local_cluster(), {}, ["localhost"], 2, "openmpi")
+        record.update(status=status, verification=verification, figures={"mops_total": mops})
+        store.save(record)
+    store.close()
+    out = run("results", "compare", "1", "2")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[:3] == ["run 1: npb/ct-npb-ep ok, verification passed",
+                         "run 2: npb/ct-npb-ep failed, verification failed",
+                         "no ratios: run 2 is failed (verification failed)"]  # fmt: skip
+    (row,) = [ln for ln in lines if ln.startswith("mops_total")]
+    assert row.split()[-1] == "-" and "0.356" not in out.stdout
+
+
 def test_info_json_describes_this_host():
     facts = one_json(run("info", "--json"))
     (host,) = facts["hosts"]

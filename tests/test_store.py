@@ -70,6 +70,23 @@ def test_compare_gives_ratios_also_of_spreads():
     assert "dips" not in diff["figures"]  # a list is not a figure to divide
 
 
+def test_compare_gives_no_ratio_with_a_run_that_is_not_ok():
+    """A run that failed verification is reported as failed, never as a number: no ratio
+    of its figures, and the comparison says which run and why; both statuses are shown."""
+    a = make_record(mops_total=100.0, np=2)
+    b = make_record(status="failed", verification="failed", mops_total=35.6, np=2)
+    a["id"], b["id"] = 1, 2
+    diff = compare(a, b)
+    assert diff["figures"]["mops_total"] == {"a": 100.0, "b": 35.6, "ratio": None}
+    assert all(row["ratio"] is None for row in diff["figures"].values())
+    assert diff["no_ratio"] == "run 2 is failed (verification failed)"
+    assert [(r["id"], r["status"], r["verification"]) for r in diff["runs"]] == [
+        (1, "ok", "passed"), (2, "failed", "failed")]  # fmt: skip
+    b.update(status="ok", verification="passed")
+    assert compare(a, b)["figures"]["mops_total"]["ratio"] == pytest.approx(0.356)
+    assert compare(a, b)["no_ratio"] is None
+
+
 def test_csv_row_flattens_scalar_figures_and_spreads():
     record = make_record(gflops=45.9, per_phase={"pfact": 1.0}, curve=[1, 2])
     record["id"] = 3

@@ -122,7 +122,11 @@ def cmd_results_export(args: argparse.Namespace) -> Output:
 def cmd_results_compare(args: argparse.Namespace) -> Output:
     store = open_store(args)
     diff = compare(store.get(args.a), store.get(args.b))
-    lines = [f"{'figure':28} {'run ' + str(args.a):>16} {'run ' + str(args.b):>16}  ratio"]
+    lines = [f"run {r['id']}: {r['level']}/{r['kernel']} {r['status']}, verification "
+             f"{r['verification']}" for r in diff["runs"]]  # fmt: skip
+    if diff["no_ratio"]:
+        lines.append(f"no ratios: {diff['no_ratio']}")
+    lines.append(f"{'figure':28} {'run ' + str(args.a):>16} {'run ' + str(args.b):>16}  ratio")
     for name, row in diff["figures"].items():
         ratio = f"{row['ratio']:.3f}" if row["ratio"] is not None else "-"
         lines.append(f"{name:28} {row['a']!s:>16} {row['b']!s:>16}  {ratio}")

@@ -126,14 +126,22 @@ def scalar_figures(figures: dict) -> dict:
 
 
 def compare(a: dict, b: dict) -> dict:
-    """Figures of two runs side by side, with the ratio b/a where both are numbers."""
+    """Figures of two runs side by side, with the ratio b/a where both are numbers and both
+    runs are ok: a run that is not ok (failed verification, ...) gives no ratio, and
+    ``no_ratio`` says why."""
     rows = {}
     fa, fb = scalar_figures(a.get("figures", {})), scalar_figures(b.get("figures", {}))
+    not_ok = [f"run {r['id']} is {r['status']} (verification {r['verification']})"
+              for r in (a, b) if r["status"] != "ok"]  # fmt: skip
     for name in sorted(set(fa) | set(fb)):
         va, vb = fa.get(name), fb.get(name)
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (va, vb))
-        rows[name] = {"a": va, "b": vb, "ratio": (vb / va if numeric and va else None)}
-    return {"a": a["id"], "b": b["id"], "levels": [a["level"], b["level"]], "figures": rows}
+        ratio = vb / va if numeric and va and not not_ok else None
+        rows[name] = {"a": va, "b": vb, "ratio": ratio}
+    runs = [{k: r[k] for k in ("id", "level", "kernel", "status", "verification")}
+            for r in (a, b)]  # fmt: skip
+    return {"a": a["id"], "b": b["id"], "levels": [a["level"], b["level"]], "runs": runs,
+            "no_ratio": "; ".join(not_ok) or None, "figures": rows}  # fmt: skip
 
 
 def flatten_for_csv(record: dict) -> dict:

@@ -1,9 +1,12 @@
-"""Diagnoses of the network level beyond the matrix: MPI overhead out of line with its
-like-for-like TCP baseline (report and ``net pingpong``)."""
+"""Diagnoses of the network level: MPI overhead out of line with its like-for-like TCP
+baseline (report and ``net pingpong``), and a link slow in one direction (``net matrix``'s
+one-way streams)."""
 
 import pytest
 
-from clustertune.levels.network import cli, pingpong, section
+from clustertune import vcluster
+from clustertune.levels.network import analysis as na
+from clustertune.levels.network import cli, matrix, pingpong, section
 
 SIZES = [s for p in range(23) for s in (2**p - 3, 2**p, 2**p + 3) if s >= 1]
 
@@ -115,3 +118,96 @@ def test_an_out_of_line_run_is_re_tested_before_blaming(monkeypatch, retest_mbps
         calls.clear()
         over = cli._over_tcp("cluster", FakeStore([TCP_POLL, retest]), "spec", retest)
         assert calls == [] and over["runs"] == [4] and over["flags"] == []
+
+
+# --------------------------------------------------------------------------- asymmetry
+
+HOSTS = ["host0", "host1", "host2", "host3"]
+
+
+def streams(rate, hosts=HOSTS):
+    """The matrix's measurements with one-way streams only: rate(src, dst) in Mbit/s."""
+    return [
+        {"pair": [a, b], "one_way_mbps": {f"{a}>{b}": rate(a, b), f"{b}>{a}": rate(b, a)}}
+        for i, a in enumerate(hosts) for b in hosts[i + 1 :]
+    ]  # fmt: skip
+
+
+def retest_with(rate):
+    asked = []
+
+    def remeasure(pairs):
+        asked.append(sorted(pairs))
+        return [m for m in streams(rate) if tuple(m["pair"]) in set(pairs)]
+
+    return remeasure, asked
+
+
+@pytest.mark.parametrize("end, side", [(0, "transmit"), (1, "receive")])
+def test_a_host_slow_one_way_is_named_with_its_side(end, side):
+    def rate(src, dst):  # host2's transmit (end 0) or receive (end 1) side at 100 Mbit
+        return 96.0 if (src, dst)[end] == "host2" else 940.0
+
+    remeasure, asked = retest_with(rate)
+    (flag,) = na.diagnose_asymmetry(HOSTS, streams(rate), remeasure)
+    assert flag["host"] == "host2" and flag["figure"] == "asymmetric", flag
+    assert flag["reason"].startswith("host2: asymmetric: ")
+    one = (
+        "host2->host0 96.0, host0->host2 940.0"
+        if end == 0
+        else "host0->host2 96.0, host2->host0 940.0"
+    )
+    assert one + " Mbit/s" in flag["reason"]
+    assert f"host2's {side} side is slow on 3 of its 3 links" in flag["reason"]
+    assert asked == [[("host0", "host2"), ("host1", "host2"), ("host2", "host3")]]
+
+
+def test_healthy_streams_and_a_slow_direction_that_does_not_repeat_flag_nothing():
+    def noisy(src, dst):  # the worst healthy ratio seen at load 24: 0.62
+        return 512.0 if (src, dst) == ("host1", "host3") else 823.0
+
+    remeasure, asked = retest_with(noisy)
+    assert na.diagnose_asymmetry(HOSTS, streams(noisy), remeasure) == [] and asked == []
+
+    def once(src, dst):  # host1->host3 slow in the matrix only (a loaded moment)
+        return 200.0 if (src, dst) == ("host1", "host3") else 900.0
+
+    remeasure, asked = retest_with(lambda src, dst: 900.0)
+    assert na.diagnose_asymmetry(HOSTS, streams(once), remeasure) == []
+    assert asked == [[("host1", "host3")]]
+
+
+def test_one_slow_direction_of_one_link_is_flagged_on_the_pair():
+    def rate(src, dst):
+        return 90.0 if (src, dst) == ("host3", "host1") else 900.0
+
+    remeasure, _ = retest_with(rate)
+    (flag,) = na.diagnose_asymmetry(HOSTS, streams(rate), remeasure)
+    assert flag["pair"] == ["host1", "host3"]
+    assert flag["reason"].startswith("asymmetric: host3->host1 90.0, host1->host3 900.0 Mbit/s")
+    assert "host3's transmit or host1's receive side" in flag["reason"]
+
+
+def test_one_way_grid_is_row_sending_to_column():
+    grid = na.one_way_grid(
+        ["h0", "h1"], [{"pair": ["h0", "h1"], "one_way_mbps": {"h0>h1": 1.0, "h1>h0": 2.0}}]
+    )
+    assert grid == [[None, 1.0], [2.0, None]]
+    assert na.one_way_grid(["h0", "h1"], [{"pair": ["h0", "h1"]}]) is None  # MPI: none
+
+
+@pytest.mark.root
+def test_matrix_names_the_host_whose_one_direction_is_slow(make_vcluster, store):
+    cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": {"tx_rate_bps": 10**8}})
+    for side, faults in (("transmit", None), ("receive", ["tx-rate=off", "rx-rate=100mbit"])):
+        if faults:
+            vcluster.set_faults(cluster.name, "host2", faults)
+        doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+        asym = [f for f in doc["flagged"] if f["figure"] == "asymmetric"]
+        assert [f.get("host") for f in asym] == ["host2"], doc["flagged"]
+        assert f"host2's {side} side is slow on 3 of its 3 links" in asym[0]["reason"]
+        # the rest is host2's slow links, seen by the ping-pong: nothing on another host
+        assert {f.get("host") for f in doc["flagged"]} == {"host2"}, doc["flagged"]
+        grid = doc["one_way_mbps"]
+        slow = [grid[2][j] if side == "transmit" else grid[j][2] for j in (0, 1, 3)]
+        assert max(slow) < 110, grid

@@ -79,6 +79,14 @@ def test_compare_shows_each_runs_status_and_no_ratio_of_a_failed_run():
     assert row.split()[-1] == "-" and "0.356" not in out.stdout
 
 
+def test_report_out_that_cannot_be_written_is_one_line(tmp_path):
+    assert_user_error(run("report", "--out", str(tmp_path)), f"--out {tmp_path}: is a directory")
+    (tmp_path / "file").write_text("")
+    out = run("report", "--out", str(tmp_path / "file" / "r.html"))
+    assert_user_error(out, "cannot write the report", str(tmp_path / "file"))
+    assert len(out.stderr.splitlines()) == 1
+
+
 def test_info_json_describes_this_host():
     facts = one_json(run("info", "--json"))
     (host,) = facts["hosts"]

@@ -140,8 +140,16 @@ def cmd_report(args: argparse.Namespace) -> Output:
     from . import report
 
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report.build(open_store(args)))
+    if out.is_dir():  # checked before the report is built
+        raise UserError(f"--out {out}: is a directory; name a file, e.g. {out / 'report.html'}")
+    html = report.build(open_store(args))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(html)
+    except OSError as exc:
+        raise UserError(
+            f"--out {out}: cannot write the report: {exc.filename}: {exc.strerror}"
+        ) from None
     return Output({"report": str(out.resolve())}, f"report written to {out.resolve()}")
 
 

@@ -2,6 +2,8 @@
 baseline (report and ``net pingpong``), and a link slow in one direction (``net matrix``'s
 one-way streams)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from clustertune import vcluster
@@ -97,6 +99,9 @@ class FakeStore:
         return self.records
 
 
+VIRTUAL = SimpleNamespace(sites=[SimpleNamespace(launcher="vcluster")])
+
+
 @pytest.mark.parametrize("retest_mbps, flagged", [(990.0, False), (210.0, True)])
 def test_an_out_of_line_run_is_re_tested_before_blaming(monkeypatch, retest_mbps, flagged):
     slow = record(3, "mpi", 16.0, 200.0, mpi="openmpi")
@@ -110,14 +115,30 @@ def test_an_out_of_line_run_is_re_tested_before_blaming(monkeypatch, retest_mbps
         return retest
 
     monkeypatch.setattr(pingpong, "run_pingpong", run_pingpong)
-    over = cli._over_tcp("cluster", store, "spec", slow)
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    over = cli._over_tcp(VIRTUAL, store, "spec", slow)
     assert calls == ["spec"] and over["runs"] == [3, 4] and over["retest"] == [retest]
     assert bool(over["flags"]) is flagged, over
     assert "best of run(s) 3, 4" in over["summary"]
     if not flagged:  # a run in line at once is not re-tested
         calls.clear()
-        over = cli._over_tcp("cluster", FakeStore([TCP_POLL, retest]), "spec", retest)
+        over = cli._over_tcp(VIRTUAL, FakeStore([TCP_POLL, retest]), "spec", retest)
         assert calls == [] and over["runs"] == [4] and over["flags"] == []
+
+
+def test_on_a_starved_machine_a_virtual_cluster_is_not_judged(monkeypatch):
+    slow = record(3, "mpi", 16.0, 264.0, mpi="mpich")  # healthy MPICH at load 25
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (25.0, 20.0, 15.0))
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(pingpong, "run_pingpong", lambda *a: pytest.fail("re-tested"))
+    over = cli._over_tcp(VIRTUAL, FakeStore([TCP_POLL, slow]), "spec", slow)
+    assert over["flags"] == [] and over["runs"] == [3]
+    assert "73.4 %" in over["summary"] and "not judged: load 25.0 on the 2 CPUs" in over["summary"]
+    # hosts of their own (ssh, a batch system) are not starved by this machine's load
+    real = SimpleNamespace(sites=[SimpleNamespace(launcher="ssh")])
+    monkeypatch.setattr(pingpong, "run_pingpong", lambda *a: slow)
+    over = cli._over_tcp(real, FakeStore([TCP_POLL, slow]), "spec", slow)
+    assert len(over["flags"]) == 1 and "73 % lost" in over["flags"][0]
 
 
 # --------------------------------------------------------------------------- asymmetry

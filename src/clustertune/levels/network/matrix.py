@@ -149,7 +149,8 @@ def _tcp_pair(
     run: Run, a: str, b: str, runs: Sequence[Sweep], timeout: float, tag: dict, streams: int
 ) -> list[dict]:
     """The pair's ``runs`` (client a), then with ``streams`` a one-way stream of that size
-    each way (client a, then client b): samples marked ``sweep`` and ``one_way``."""
+    each way (client a, then client b): samples marked ``sweep`` and ``one_way`` (the
+    direction; every sample is tagged with the pair, a then b)."""
     found = []
     stream = ("--mode", "stream", "--point-time", str(ONE_WAY_POINT_TIME_S))
     ways = [(src, dst, (streams, streams, stream)) for src, dst in ((a, b), (b, a))]
@@ -158,7 +159,7 @@ def _tcp_pair(
         args = ["--min-size", str(lo), "--max-size", str(hi), "--perturbation", "0",
                 "--trials", "3", *extra]  # fmt: skip
         try:
-            step = tcp_pair(run, src, dst, args, timeout, tag={"host_a": src, "host_b": dst, **tag},
+            step = tcp_pair(run, src, dst, args, timeout, tag={"host_a": a, "host_b": b, **tag},
                             what=f"{src}-{dst} {lo}-{hi} B{' stream' if extra == stream else ''}")  # fmt: skip
         except UserError as exc:  # the server could not start: this pair stays unmeasured
             run.problems.append(f"{src}-{dst}: {exc}")

@@ -13,11 +13,14 @@
  * Broadcast buffers live in depth+2 slots (allocated with the matrix, lp_problem_alloc);
  * a slot is reused only after its broadcast has completed (every send done), which the
  * progress engine guarantees eventually. */
+#define _DEFAULT_SOURCE /* madvise */
 #include "lp.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 void lp_problem_init(lp_problem *pb, const lp_algo *al, const lp_grid *g)
 {
@@ -59,11 +62,31 @@ lp_mem lp_problem_mem(const lp_problem *pb)
     return m;
 }
 
+/* Asks for 2 MB pages on the whole pages of [p, p + bytes), before anything touches
+ * them. With 4 KB pages every column of a large local matrix lies on pages of its own,
+ * and the row swaps and the trailing update's stores into C, which walk across columns,
+ * miss the TLB at almost every column; Debian's kernel gives transparent huge pages only
+ * on request (THP "madvise"). Where it refuses, the matrix simply keeps small pages. */
+static void ask_huge_pages(void *p, size_t bytes)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t page = 4096;
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (p && hi > lo)
+        (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
+
 void lp_problem_alloc(lp_problem *pb)
 {
     lp_mem m = lp_problem_mem(pb);
     ct_alloc_failure f = {0};
     pb->a = ct_mpi_try_alloc(&f, (size_t)m.matrix, "the local matrix");
+    ask_huge_pages(pb->a, (size_t)m.matrix);
     pb->x = ct_mpi_try_alloc(&f, (size_t)m.x, "the solution vector");
     if (m.work > 0)
         pb->work = ct_mpi_try_alloc(&f, (size_t)m.work, "the row-swap work buffer");

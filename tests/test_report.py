@@ -4,9 +4,17 @@ the page ``clustertune study report`` writes (same directory, same file name).""
 from __future__ import annotations
 
 import re
+import signal
+from types import SimpleNamespace
 
-from clustertune import cli, report
+import pytest
+
+from clustertune import cli, demo, report
 from clustertune.cluster import local_cluster
+from clustertune.errors import UserError
+from clustertune.launch.process import Interrupted
+from clustertune.levels import Level
+from clustertune.results import Store
 from clustertune.runner import new_record
 
 
@@ -60,3 +68,45 @@ def test_study_names_are_escaped_in_links(store):
     html = report.build(store, ids)
     assert "href='clustertune-study-a%20b%26%3Cc%3E-quick.html'" in html
     assert "a b&amp;&lt;c&gt;" in html and "<c>" not in html
+
+
+@pytest.mark.parametrize(
+    ("stop", "code"),
+    [(None, 1), (UserError("no such host"), 2), (Interrupted(signal.SIGTERM), 128 + 15)],
+)
+def test_demo_reports_what_was_stored_also_when_a_level_stops(tmp_path, monkeypatch, capsys,
+                                                              stop, code):  # fmt: skip
+    """A level that fails or is interrupted still gets the report of the levels before it
+    and of its own runs stored until then (not of runs stored before the demo), and the
+    exit status stays the failure's."""
+    monkeypatch.setattr(demo, "stop_on_signals", lambda: None)
+    monkeypatch.setattr(demo, "demo_cluster", lambda: (local_cluster(), False))
+    monkeypatch.setattr(demo, "REPORT_PATH", tmp_path / "out" / "report.html")
+    earlier = Store()  # the database demo.main opens (CLUSTERTUNE_DB, the test's own)
+    earlier.save(_record(None))  # run 1: not the demo's
+    earlier.close()
+
+    def good(cluster, store) -> list[dict]:
+        record = _record(None)
+        store.save(record)
+        return [record]
+
+    def stops(cluster, store) -> list[dict]:
+        record = _record(None, "failed")
+        store.save(record)
+        if stop is not None:
+            raise stop
+        return [record]
+
+    def after(cluster, store) -> list[dict]:
+        assert stop is None, "a level after the one that stopped ran"
+        return []
+
+    steps = [Level(f"l{i}", "", i, demo=step) for i, step in enumerate((good, stops, after))]
+    monkeypatch.setattr(demo, "levels", SimpleNamespace(all_levels=lambda: steps))
+    assert demo.main() == code
+    out, err = capsys.readouterr()
+    assert out.strip() == str((tmp_path / "out" / "report.html").resolve())
+    assert "2 run(s) stored" in err and "runs not ok: [3]" in err
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert ": 2 run(s).</p>" in html  # runs 2 and 3

@@ -55,6 +55,7 @@ def default_db_path() -> Path:
 class Store:
     def __init__(self, path: Path | str | None = None):
         self.path = Path(path) if path else default_db_path()
+        self.saved: list[int] = []  # ids of the records this store saved, in order
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.path, timeout=30)
@@ -88,6 +89,7 @@ class Store:
             self.conn.execute(
                 "UPDATE runs SET record = ? WHERE id = ?", (json.dumps(record), record["id"])
             )
+        self.saved.append(record["id"])
         return record["id"]
 
     def get(self, run_id: int) -> dict:

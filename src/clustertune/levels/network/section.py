@@ -290,7 +290,11 @@ def _overhead(records: list[dict]) -> str:
         "layer of their own. <i>from</i> names the runs read, upper / TCP, out of how "
         f"many. MPI is flagged against its like-for-like baseline above "
         f"{analysis.MPI_MAX_LATENCY_RATIO:.0f}× the latency or "
-        f"{analysis.MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} % bandwidth lost (docs/network.md).</p>"
+        f"{analysis.MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} % bandwidth lost, latency read on "
+        "each side's fastest small message (docs/network.md). Records carry no load "
+        "figure: on a virtual cluster, whose ranks share one machine's CPUs, a flag can be "
+        "that machine's load (healthy MPICH lost 58-69 % at load 15-28; "
+        "<code>net pingpong</code> withholds its flags there): run again on a quiet one.</p>"
         + (f"<p>Out of line:</p><ul>{items}</ul>" if items else "")
         + html.table(
             [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import netCDF4
@@ -192,3 +193,21 @@ def test_section_draws_write_and_read(built, store, tmp_path) -> None:
     html = section.render([record])
     assert "<svg" in html and "netcdf local collective np=1" in html
     assert Path(record["params"]["dir"]).exists() is False  # the temporary directory is gone
+
+
+def test_section_shows_valid_results_only_and_no_empty_legend() -> None:
+    def sample(op: str, t: float, verified: bool) -> dict:
+        return {"size": 16, "op": op, "mode": "collective", "variant": "netcdf", "np": 2,
+                "format": "cdf1", "bytes": 16384.0, "reps": 1, "verified": verified,
+                "open_to_close_s": {"min": t, "median": t}, "io_only_s": {"min": t, "median": t},
+                "mbps": 16384 / t / 1e6, "mbps_io": 16384 / t / 1e6}  # fmt: skip
+
+    record = {"id": 7, "level": "io", "status": "failed", "error": "verification failed",
+              "params": {}, "figures": {}, "detail": {"mpiio_driver": "romio"},
+              "meta": {"cluster": {"name": "vc"}, "np": 2},
+              "samples": [sample("write", 0.0123456, False), sample("read", 0.0024680, True)]}  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib warned of a legend without lines
+        html = section.render([record])
+    assert "2.468" in html and "12.346" not in html  # the read's time, not the failed write's
+    assert "Failed or incomplete runs: 7 (verification failed)" in html

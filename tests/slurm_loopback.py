@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from clustertune.grid import slurm
+
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "scontrol", "sinfo", "unshare")
 MARK = "CT_SLURM_LOOPBACK"  # in the environment of every daemon we start (and slurmstepd)
 
@@ -115,48 +117,11 @@ class SlurmLoopback:
     def write_conf(self) -> None:
         ctld, slurmd, *node_ports = free_ports(2 + len(self.nodes))
         host = socket.gethostname().split(".")[0]
-        cpus = os.cpu_count() or 2
-        d = self.dir
-        lines = [
-            "ClusterName=ctloop",
-            f"SlurmctldHost={host}(127.0.0.1)",
-            "SlurmUser=root",
-            f"SlurmctldPort={ctld}",
-            f"SlurmdPort={slurmd}",
-            "AuthType=auth/munge",
-            f"AuthInfo=socket={self.sock}",
-            "CredType=cred/munge",
-            f"StateSaveLocation={d}/state",
-            f"SlurmdSpoolDir={d}/spool/%n",
-            f"TmpFS={d}/tmp/%n",  # PMIx app dirs would clash between pseudo-nodes
-            f"SlurmctldPidFile={d}/slurmctld.pid",
-            f"SlurmdPidFile={d}/slurmd-%n.pid",
-            f"SlurmctldLogFile={d}/log/slurmctld.log",
-            f"SlurmdLogFile={d}/log/slurmd-%n.log",
-            "MailProg=/bin/true",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_Core",
-            "MpiDefault=none",
-            "ReturnToService=2",
-            "SlurmdTimeout=30",
-            "KillWait=2",
-        ]
-        for node, port in zip(self.nodes, node_ports, strict=True):
-            lines.append(
-                f"NodeName={node} NodeHostname={host} NodeAddr=127.0.0.1 Port={port} "
-                f"CPUs={cpus} State=UNKNOWN"
-            )
-            for sub in ("spool", "tmp"):
-                (d / sub / node).mkdir(parents=True, exist_ok=True)
-        lines.append(
-            f"PartitionName={self.partition} Nodes={','.join(self.nodes)} Default=YES "
-            "MaxTime=INFINITE State=UP"
-        )
-        self.conf.write_text("\n".join(lines) + "\n")
+        # MULTIPLE_SLURMD: every pseudo-node on this host, each slurmd on its own port
+        nodes = [{"NodeName": node, "NodeHostname": host, "NodeAddr": "127.0.0.1", "Port": port}
+                 for node, port in zip(self.nodes, node_ports, strict=True)]  # fmt: skip
+        slurm.write_conf_file(self.conf, "ctloop", f"{host}(127.0.0.1)", (ctld, slurmd),
+                              self.sock, nodes, os.cpu_count() or 2, self.partition)  # fmt: skip
 
     def _wait(self, what: str, ready, timeout: float) -> None:
         deadline = time.monotonic() + timeout

@@ -15,6 +15,7 @@ import slurm_loopback
 from test_interrupt import assert_stopped_and_stored, start_hung_probe, wait_for_nothing_left
 
 from clustertune import runner
+from clustertune.grid import slurm as grid_slurm
 from clustertune.launch import launcher_for
 from clustertune.sources import resolve_cluster
 
@@ -46,6 +47,31 @@ cores = 2
 name = "n2"
 cores = 2
 """
+
+
+def test_loopback_runs_the_grid_sites_slurm_conf(tmp_path):
+    """The loopback Slurm these tests stand up is configured as a virtual grid's site is
+    (a copy of the settings had drifted: SlurmdTimeout 30 here, 10 there); only where it
+    runs differs: names, addresses, ports and paths."""
+    site = {"name": "site0", "dir": str(tmp_path / "grid"), "head": "host0",
+            "hosts": [{"name": "host0", "address": "10.213.0.10"}]}  # fmt: skip
+    Path(site["dir"]).mkdir()
+    grid_slurm.write_conf("g", site, 2)
+    loop = slurm_loopback.SlurmLoopback(tmp_path / "loop")
+    loop.munge.rmdir()  # only its slurm.conf is wanted here
+    loop.dir.mkdir()
+    loop.write_conf()
+
+    def settings(path: Path) -> dict[str, str]:
+        pairs = (line.split("=", 1) for line in path.read_text().splitlines())
+        return {key: value for key, value in pairs if key not in PLACE}
+
+    assert settings(loop.conf) == settings(grid_slurm.conf_path(site))
+
+
+PLACE = {"ClusterName", "SlurmctldHost", "SlurmctldPort", "SlurmdPort", "AuthInfo",
+         "StateSaveLocation", "SlurmdSpoolDir", "TmpFS", "SlurmctldPidFile", "SlurmdPidFile",
+         "SlurmctldLogFile", "SlurmdLogFile", "NodeName", "PartitionName"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

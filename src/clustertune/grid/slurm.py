@@ -45,20 +45,33 @@ def run_client(site: dict, argv: list[str], timeout: float = 20.0) -> subprocess
 
 
 def write_conf(grid: str, site: dict, cpus: int) -> None:
-    d = Path(site["dir"])
     head = next(h for h in site["hosts"] if h["name"] == site["head"])
+    nodes = [{"NodeName": h["name"], "NodeHostname": h["name"], "NodeAddr": h["address"]}
+             for h in site["hosts"]]  # fmt: skip
+    write_conf_file(conf_path(site), f"{grid}{site['name']}", f"{head['name']}({head['address']})",
+                    (CTLD_PORT, SLURMD_PORT), Path(site["dir"]) / "munge" / "sock", nodes, cpus,
+                    PARTITION)  # fmt: skip
+
+
+def write_conf_file(path: Path, cluster: str, controller: str, ports: tuple[int, int],
+                    munge_socket: Path, nodes: list[dict], cpus: int, partition: str) -> None:  # fmt: skip
+    """slurm.conf (``path``; state, spool, TmpFS, pids and logs beside it, ``%n`` in every
+    per-node path) for one slurmctld and one slurmd per node, all on one file system: a
+    virtual grid's site, and the tests' loopback Slurm (tests/slurm_loopback.py).
+    ``ports``: slurmctld's, slurmd's; ``nodes``: each node's NodeName line fields."""
+    d = path.parent
     lines = [
-        f"ClusterName={grid}{site['name']}"[:40],
-        f"SlurmctldHost={head['name']}({head['address']})",
+        f"ClusterName={cluster}"[:40],
+        f"SlurmctldHost={controller}",
         "SlurmUser=root",
-        f"SlurmctldPort={CTLD_PORT}",
-        f"SlurmdPort={SLURMD_PORT}",
+        f"SlurmctldPort={ports[0]}",
+        f"SlurmdPort={ports[1]}",
         "AuthType=auth/munge",
-        f"AuthInfo=socket={d / 'munge' / 'sock'}",
+        f"AuthInfo=socket={munge_socket}",
         "CredType=cred/munge",
         f"StateSaveLocation={d / 'state'}",
         f"SlurmdSpoolDir={d / 'spool'}/%n",
-        f"TmpFS={d / 'tmp'}/%n",
+        f"TmpFS={d / 'tmp'}/%n",  # PMIx app dirs would clash between the nodes
         f"SlurmctldPidFile={d / 'slurmctld.pid'}",
         f"SlurmdPidFile={d}/slurmd-%n.pid",
         f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
@@ -72,20 +85,20 @@ def write_conf(grid: str, site: dict, cpus: int) -> None:
         "SelectTypeParameters=CR_Core",
         "MpiDefault=none",
         "ReturnToService=2",
-        "SlurmdTimeout=10",
+        # a slurmd slow to answer on a loaded machine is not taken for dead (a dead one is
+        # named by the grid's own heartbeat, which waits on no Slurm timeout)
+        "SlurmdTimeout=30",
         "KillWait=2",
         "MinJobAge=600",  # a finished job stays visible to scontrol: its state and exit code
     ]
-    for h in site["hosts"]:
-        lines.append(
-            f"NodeName={h['name']} NodeHostname={h['name']} NodeAddr={h['address']} "
-            f"CPUs={cpus} State=UNKNOWN"
-        )
+    for node in nodes:
+        fields = " ".join(f"{key}={value}" for key, value in node.items())
+        lines.append(f"{fields} CPUs={cpus} State=UNKNOWN")
         for sub in ("spool", "tmp"):
-            (d / sub / h["name"]).mkdir(parents=True, exist_ok=True)
-    nodes = ",".join(h["name"] for h in site["hosts"])
-    lines.append(f"PartitionName={PARTITION} Nodes={nodes} Default=YES MaxTime=INFINITE State=UP")
-    conf_path(site).write_text("\n".join(lines) + "\n")
+            (d / sub / node["NodeName"]).mkdir(parents=True, exist_ok=True)
+    names = ",".join(node["NodeName"] for node in nodes)
+    lines.append(f"PartitionName={partition} Nodes={names} Default=YES MaxTime=INFINITE State=UP")
+    path.write_text("\n".join(lines) + "\n")
 
 
 def node_states(site: dict) -> dict[str, str]:

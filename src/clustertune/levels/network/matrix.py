@@ -444,12 +444,16 @@ def run_matrix(
             else:
                 # the re-test of a latency or bandwidth suspect needs their two sizes only
                 runs = sweeps(size, mid_sizes=shapes and not retest, retest=retest)
-                streams = 0 if retest else size  # the one-way streams have their own re-test
                 for r, group in enumerate(rounds(live) if not retest else disjoint_rounds(pairs)):
-                    tag = {"round": r, "retest": retest}
-                    found |= tcp_round(run, group, runs, timeout, tag, streams)
+                    found |= tcp_round(run, group, runs, timeout, {"round": r, "retest": retest})
                 if not retest:
                     curves.update(sweep_curves(found))
+                    # the one-way streams in rounds of their own, so that no latency run
+                    # shares the CPUs with a stream; their re-test is one_way_retest
+                    for r, group in enumerate(rounds(live)):
+                        tag = {"round": r, "retest": False}
+                        for pair, samples in tcp_round(run, group, [], timeout, tag, size).items():
+                            found.setdefault(pair, []).extend(samples)
             result = []
             for (a, b), samples in found.items():
                 try:

@@ -3,11 +3,15 @@ anything is launched: never a traceback, never a message naming something else."
 
 from __future__ import annotations
 
+import argparse
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 from clirun import assert_refused_before_launch, cli
 
+from clustertune.cli import build_parser
 from clustertune.cluster import Cluster, Host, Site
 from clustertune.errors import ConfigError, UserError
 from clustertune.grid.description import load_grid_file
@@ -204,3 +208,68 @@ def test_hosts_section_names_the_unreachable_host_and_keeps_the_last_inventory()
     # a record without the detail (stored by earlier versions): its hosts without facts
     assert "<td>host1</td><td>host1: exit status 255</td>" in other
     assert "No run has read every host of this cluster." in other
+
+
+# --- the README's "Using it" block, against the parser -----------------------------------
+
+
+README = Path(__file__).parents[1] / "README.md"
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(found[0].choices) if found else {}
+
+
+def _usage_lines() -> list[str]:
+    text = README.read_text()
+    block = text.split("## Using it", 1)[1].split("\n* ", 1)[0].replace("\\\n", " ")
+    return [line.strip().removeprefix("clustertune ") for line in block.splitlines()
+            if line.strip().startswith("clustertune ")]  # fmt: skip
+
+
+def test_readme_usage_is_what_the_parser_takes():
+    """Each option a usage line shows exists on each command it names, each value it lists
+    is a choice of it (net matrix --layer pvm, gemm --dat were not), and every command and
+    action is shown (study, grid info|compare, tune qcd were not; vcluster set has its own
+    paragraph)."""
+    top = _subparsers(build_parser())
+    shown, wrong = set(), []
+    for line in _usage_lines():
+        commands: list[str] = []
+        for segment in line.split(" | "):
+            words = segment.split("#")[0].split()
+            first = words[0].split("|")  # "linpack|gemm", "npb ep|lu|bt": each
+            if not commands or (
+                all(w in top for w in first)  # "... | tune tcp ...": a new command
+                and not any(w in _subparsers(top[c]) for c in commands for w in first)
+            ):
+                if not all(w in top for w in first):
+                    wrong.append(f"{line}: {words[0]} is no command")
+                    break
+                commands, words = first, words[1:]
+            parsers, actions = [top[c] for c in commands], [""]
+            while words and (known := _subparsers(parsers[0])):
+                named = words[0].split("|")
+                if not all(a in known for a in named):
+                    break
+                if actions == [""]:
+                    actions = named
+                parsers, words = [known[a] for a in named], words[1:]
+            shown.update(f"{c} {a}".strip() for c in commands for a in actions)
+            for at, word in enumerate(words):
+                option = word.strip("[]")
+                if not re.fullmatch(r"--?[A-Za-z][\w-]*", option):
+                    continue
+                value = words[at + 1].strip("[]") if at + 1 < len(words) else ""
+                for parser in parsers:
+                    action = parser._option_string_actions.get(option)
+                    if action is None:
+                        wrong.append(f"{line}: {option} is no option of {parser.prog}")
+                    elif action.choices and not value.startswith("-"):
+                        wrong += [f"{line}: {option} {v}: not a choice of {parser.prog}"
+                                  for v in value.split("|") if v not in action.choices]  # fmt: skip
+    assert not wrong, "\n".join(wrong)
+    every = {f"{c} {a}".strip() for c, p in top.items() for a in (_subparsers(p) or [""])}
+    assert every - shown == {"vcluster set"}, every - shown
+    assert "`clustertune vcluster set --name N --host host2" in README.read_text()

@@ -293,7 +293,7 @@ def _overhead(records: list[dict]) -> str:
         f"{analysis.MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} % bandwidth lost, latency read on "
         "each side's fastest small message (docs/network.md). Records carry no load "
         "figure: on a virtual cluster, whose ranks share one machine's CPUs, a flag can be "
-        "that machine's load (healthy MPICH lost 58-69 % at load 15-28; "
+        "that machine's load (healthy MPICH lost 58-71 % at load 15-29; "
         "<code>net pingpong</code> withholds its flags there): run again on a quiet one.</p>"
         + (f"<p>Out of line:</p><ul>{items}</ul>" if items else "")
         + html.table(

@@ -141,6 +141,34 @@ def test_on_a_starved_machine_a_virtual_cluster_is_not_judged(monkeypatch):
     assert len(over["flags"]) == 1 and "73 % lost" in over["flags"][0]
 
 
+def test_net_pingpong_prints_the_flag_under_the_mpi_run_and_puts_it_in_its_json(monkeypatch):
+    env = {"OMPI_MCA_btl_tcp_sndbuf": "4096", "OMPI_MCA_btl_tcp_rcvbuf": "4096"}
+    runs = iter([record(3, "mpi", 16.0, 91.0, mpi="openmpi", env=env),
+                 record(4, "mpi", 16.0, 81.0, mpi="openmpi", env=env)])  # fmt: skip
+    store = FakeStore([TCP_POLL])
+
+    def run_pingpong(cluster, store_, spec):
+        store.records.append(r := next(runs))
+        return r
+
+    monkeypatch.setattr(cli, "cluster_of", lambda args: VIRTUAL)
+    monkeypatch.setattr(cli, "open_store", lambda args: store)
+    monkeypatch.setattr(pingpong, "parse_between", lambda cluster, text: ("host0", "host1"))
+    monkeypatch.setattr(pingpong, "run_pingpongs", lambda c, s, spec, b: [run_pingpong(c, s, spec)])
+    monkeypatch.setattr(pingpong, "run_pingpong", run_pingpong)
+    monkeypatch.setattr(cli.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    args = SimpleNamespace(between=None, layer="mpi", mode="pingpong", mpi="openmpi",
+                           max_size="4M", nagle=False, timeout=None, wait="block", sockbuf=None)  # fmt: skip
+    out = cli.cmd_pingpong(args)
+    lines = out.text.splitlines()
+    assert lines[0].startswith("run 3: mpi (openmpi)") and "run 4: mpi (openmpi)" in out.text
+    assert lines[-2].startswith("  over TCP poll    latency floor ")
+    assert "bandwidth loss 90.8 % (best of run(s) 3, 4 / of 1 TCP poll run(s))" in lines[-2]
+    assert lines[-1].startswith("  FLAG: MPI openmpi OMPI_MCA_btl_tcp_rcvbuf=4096")
+    assert out.status == 0 and out.payload["run_id"] == 3
+    assert out.payload["over_tcp"]["runs"] == [3, 4] and len(out.payload["over_tcp"]["flags"]) == 1
+
+
 # --------------------------------------------------------------------------- asymmetry
 
 HOSTS = ["host0", "host1", "host2", "host3"]

@@ -20,19 +20,11 @@ from clustertune.levels.network import pingpong
 from clustertune.runner import new_record
 from clustertune.sources import resolve_cluster
 
-CLUSTER = """\
-name = "lab"
-mpi = ["openmpi"]
-
-[[hosts]]
-name = "n1"
-address = "192.0.2.1"
-"""
-
-GRID = """\
-name = "lab"
-mpi = ["openmpi"]
-
+HEAD = 'name = "lab"\nmpi = ["openmpi"]\n\n'  # the two readers' first lines alike
+CLUSTER = HEAD + '[[hosts]]\nname = "n1"\naddress = "192.0.2.1"\n'
+GRID = (
+    HEAD
+    + """\
 [[sites]]
 name = "s1"
 scheduler = "slurm"
@@ -51,6 +43,7 @@ site = "s2"
 name = "s2"
 scheduler = "none"
 """
+)
 
 
 def refused(path, load, line: int | None, field: str, problem: str) -> None:

@@ -179,7 +179,7 @@ def plan(
 
 # --- faults (docs/faults.md) ------------------------------------------------------------
 
-FAULT_FIELDS = ("rate", "tx-rate", "rx-rate", "loss", "delay", "jitter", "flap", "seed")
+FAULT_FIELDS = ("rate", "loss", "delay", "jitter", "flap", "seed", "tx-rate", "rx-rate")
 LINK_FAULT_FIELDS = ("loss", "delay", "jitter", "seed")  # what a per-destination queue can do
 _FAULT_KEYS = {"rate": "rate_bps", "tx-rate": "tx_rate_bps", "rx-rate": "rx_rate_bps", "loss": "loss", "delay": "delay_us", "jitter": "jitter_us",
                "flap": "flap", "seed": "seed"}  # fmt: skip

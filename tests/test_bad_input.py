@@ -9,9 +9,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from clirun import assert_refused_before_launch, cli
+from clirun import assert_refused_before_launch
 
 from clustertune.cli import build_parser
+from clustertune.cli import main as cli_main
 from clustertune.cluster import Cluster, Host, Site
 from clustertune.errors import ConfigError, UserError
 from clustertune.grid.description import load_grid_file
@@ -155,20 +156,17 @@ def test_a_size_check_names_its_callers_option():
     [(["probe"], "-5"), (["npb", "ep"], "-1"), (["npb", "ep"], "0"), (["probe"], "nan"),
      (["net", "pingpong"], "inf")],
 )  # fmt: skip
-def test_timeout_must_be_positive(tmp_path, args, value):
+def test_timeout_must_be_positive(tmp_path, capsys, args, value):
     """Refused by the parser (exit 2) instead of a job launched, killed at once, stored as
     failed and exit 1."""
     db = tmp_path / "r.db"
-    out = cli(*args, "--timeout", value, "--db", str(db), timeout=60)
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert (
-        out.stderr.strip()
-        .splitlines()[-1]
-        .endswith(
-            f"error: argument --timeout: expected a positive number of seconds, got '{value}'"
-        )
-    ), out.stderr
-    assert out.stdout == "" and not db.exists()
+    with pytest.raises(SystemExit) as exited:
+        cli_main([*args, "--timeout", value, "--db", str(db)])
+    assert exited.value.code == 2
+    out = capsys.readouterr()
+    said = f"error: argument --timeout: expected a positive number of seconds, got '{value}'"
+    assert out.err.strip().splitlines()[-1].endswith(said), out.err
+    assert out.out == "" and not db.exists()
 
 
 # --- an unreachable host, in the report --------------------------------------------------

@@ -260,3 +260,13 @@ def test_matrix_names_the_host_whose_one_direction_is_slow(make_vcluster, store)
         grid = doc["one_way_mbps"]
         slow = [grid[2][j] if side == "transmit" else grid[j][2] for j in (0, 1, 3)]
         assert max(slow) < 110, grid
+
+
+def test_a_pairs_streams_are_its_one_way_figures_not_its_bandwidth():
+    samples = [{"size": 1, "t_min_s": 5e-5}, {"size": 1 << 20, "t_min_s": 0.01},
+               {"size": 1 << 20, "t_min_s": 0.0084, "one_way": "a>b"},
+               {"size": 1 << 20, "t_min_s": 0.084, "one_way": "b>a"}]  # fmt: skip
+    m = matrix.measurement("a", "b", samples)
+    assert m["bandwidth_mbps"] == pytest.approx(838.9, abs=0.1)  # the ping-pong's
+    assert m["one_way_mbps"] == pytest.approx({"a>b": 998.6, "b>a": 99.9}, abs=0.1)
+    assert "one_way_mbps" not in matrix.measurement("a", "b", samples[:2])

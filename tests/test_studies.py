@@ -378,7 +378,7 @@ def test_remote_netcdf_quick_killed_mid_way_then_rerun_and_rendered(tmp_path):
             "--quick", "--db", str(db)]  # fmt: skip
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
-        if "remote/sizes=16,session=job" in line and "running on" in line:
+        if "remote/sizes=16,np=2,session=job" in line and "running on" in line:
             proc.send_signal(signal.SIGKILL)  # mid-point: no record, nothing cleaned up
             break
     proc.stderr.read()

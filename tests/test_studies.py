@@ -74,6 +74,11 @@ BAD = [
     (REMOTE + 'cases = [{ batch = "yes" }]\n', 9, "step[0].cases: batch: expected true or false"),
     (REMOTE + 'params = { server_round = "lots" }\n', 9, "step[0].params: server_round: 'lots'"),
     (REMOTE + 'params = { remote = "site1" }\n', 9, "step[0].params: 'remote' is not a parameter"),
+    # a wrong type is named, not a TypeError nor a table's "unknown field"
+    ('cluster = 5\n[study]\nname = "x"\n', 1, "cluster: expected [[cluster]] tables, got 5"),
+    ('step = ["x"]\n[study]\nname = "x"\n', 1, "step: expected [[step]] tables"),
+    ('here = "a"\n[study]\nname = "x"\n', 1, "here: expected [[here]] tables"),
+    (NPB + "params = 5\n", 8, "step[0].params: expected a table, got 5"),
     # the npb step's values too, not when the point runs on a cluster built for it
     (NPB + 'params = { class = "Q" }\n', 8,
      "step[0].params: class: expected one of S, W, A, B, C, got 'Q'"),

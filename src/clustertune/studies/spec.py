@@ -150,13 +150,6 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
     path = find(name_or_file)
     doc, _, fail = tomlfile.read(path, "study file")
 
-    def unknown(table: str, index: int, got: dict, allowed: set[str]) -> None:
-        for key in got:
-            if key not in allowed:
-                raise fail(
-                    table, index, key, f"unknown field (known: {', '.join(sorted(allowed))})"
-                )
-
     def text(table: str, index: int, got: dict, key: str, default: str | None = None) -> str:
         value = got.get(key, default)
         if not isinstance(value, str) or not value:
@@ -175,7 +168,7 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
     head = doc.get("study")
     if not isinstance(head, dict):
         raise fail("", 0, "study", "missing [study] table")
-    unknown("study", 0, head, STUDY_KEYS)
+    tomlfile.known(fail, "study", 0, head, STUDY_KEYS)
     name = text("study", 0, head, "name")
     reference = None
     if "reference" in head:
@@ -184,12 +177,12 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
             raise fail("study", 0, "reference", f"no such file {reference}")
 
     clusters: dict[str, ClusterSpec] = {}
-    for i, c in enumerate(doc.get("cluster", [])):
-        unknown("cluster", i, c, CLUSTER_KEYS)
+    for i, c in enumerate(tomlfile.tables(fail, doc, "cluster")):
+        tomlfile.known(fail, "cluster", i, c, CLUSTER_KEYS)
         over = c.get("quick", {}) if quick else {}
         if not isinstance(over, dict):
             raise fail("cluster", i, "quick", "expected a table")
-        unknown("cluster", i, over, {"hosts", "link", "cores", "faults", "wan_link"})
+        tomlfile.known(fail, "cluster", i, over, {"hosts", "link", "cores", "faults", "wan_link"})
         merged = {**c, **over}
         cname = text("cluster", i, c, "name")
         if cname in clusters:
@@ -231,8 +224,8 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         )
 
     steps: list[StepSpec] = []
-    for i, s in enumerate(doc.get("step", [])):
-        unknown("step", i, s, STEP_KEYS)
+    for i, s in enumerate(tomlfile.tables(fail, doc, "step")):
+        tomlfile.known(fail, "step", i, s, STEP_KEYS)
         sname = text("step", i, s, "name")
         if any(st.name == sname for st in steps) or "/" in sname:
             raise fail("step", i, "name", f"{sname!r}: step names are unique, without '/'")
@@ -242,7 +235,7 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         over = s.get("quick", {}) if quick else {}
         if not isinstance(over, dict):
             raise fail("step", i, "quick", "expected a table")
-        unknown("step", i, over, QUICK_KEYS)
+        tomlfile.known(fail, "step", i, over, QUICK_KEYS)
         cluster = s.get("cluster", next(iter(clusters), ""))
         if cluster not in clusters:
             raise fail("step", i, "cluster", f"{cluster!r} is not a [[cluster]] of this study")
@@ -251,8 +244,14 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
             mpi = [mpi]
         if not isinstance(mpi, list) or not mpi or any(m not in MPI_FLAVOURS for m in mpi):
             raise fail("step", i, "mpi", f"expected a list of {', '.join(MPI_FLAVOURS)}")
-        params = {**s.get("params", {}), **over.get("params", {})}
-        sweep = {**s.get("sweep", {}), **over.get("sweep", {})}
+        params = {
+            **tomlfile.typed(fail, "step", i, s, "params", dict, {}),
+            **tomlfile.typed(fail, "step", i, over, "params", dict, {}),
+        }
+        sweep = {
+            **tomlfile.typed(fail, "step", i, s, "sweep", dict, {}),
+            **tomlfile.typed(fail, "step", i, over, "sweep", dict, {}),
+        }
         for key, values in sweep.items():
             if not isinstance(values, list) or not values:
                 raise fail("step", i, "sweep", f"{key}: expected a non-empty list of values")
@@ -281,7 +280,7 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         steps = [s for s in steps if not s.full_only]
 
     findings = []
-    for i, f in enumerate(doc.get("finding", [])):
+    for i, f in enumerate(tomlfile.tables(fail, doc, "finding")):
         from .findings import check_spec
 
         # a finding may read a full-only step: "no data" in the quick variant
@@ -291,10 +290,10 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         findings.append(f)
 
     here = []
-    for i, h in enumerate(doc.get("here", [])):
+    for i, h in enumerate(tomlfile.tables(fail, doc, "here")):
         from .findings import check_selector
 
-        unknown("here", i, h, {"quantity", "item", "a", "scale", "unit"})
+        tomlfile.known(fail, "here", i, h, {"quantity", "item", "a", "scale", "unit"})
         text("here", i, h, "quantity")
         if problem := check_selector(h.get("a"), {st.get("name") for st in doc.get("step", [])}):
             raise fail("here", i, "a", problem)

@@ -5,9 +5,9 @@ argument factories that give every measuring command the same options.
 The grammar (README "Using it"): ``clustertune COMMAND [ACTION] [options]``, where
 COMMAND is a level's command (``probe``, ``net``, ``linpack``, ``gemm``, ``blas``, ...) or
 a tool (``vcluster``, ``info``, ``results``, ``report``), ACTION picks among its kinds of run
-(``net pingpong``, ``blas compare``), and every measuring command takes ``--cluster``,
-``--np``, ``--mpi``, ``--hosts``, ``--timeout``, ``--db`` and ``--json`` from the
-factories below.
+(``net pingpong``, ``blas compare``). Every command takes ``--cluster``, ``--db`` and
+``--json`` (:func:`common_parser`); every MPI job ``--np``, ``--mpi``, ``--hosts`` and
+``--timeout`` (:func:`add_job_options`); the others take the factories they need.
 """
 
 from __future__ import annotations

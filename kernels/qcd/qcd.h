@@ -109,6 +109,9 @@ typedef struct {
     int wave[QCD_DIM], plane[QCD_DIM];
     int64_t *in[QCD_DIM][2], *gin[QCD_DIM][2], *in_at[QCD_DIM][2];
     int64_t *all_local, *all_global; /* every local site, both parities */
+    /* the ghost sites of U_mu that an exchange or a copy fills (ascending): the only ghosts
+     * of U_mu ever read */
+    int64_t nghost[QCD_DIM], *ghost[QCD_DIM];
     qcd_halo_plan plan[QCD_DIM][2];  /* links of direction mu, parity p */
 } qcd_lattice;
 
@@ -203,9 +206,10 @@ void qcd_update_sites(const qcd_lattice *lat, double *const *u, int mu, int64_t 
 #define QCD_PLAQ_SCALE 0x1p50
 void qcd_plaquette_local(const qcd_lattice *lat, double *const *u, __int128 sum[2]);
 
-/* Reunitarises every link, ghosts too (exact copies of their owners' links: the same
- * function gives the same result, and no exchange is needed), in memory order; the local
- * links' worst |U U^+ - 1| and |det U - 1| are measured just before each is reunitarised. */
+/* Reunitarises every local link and every ghost link that is read (lat->ghost: exact
+ * copies of their owners' links, so the same function gives the same result, and no
+ * exchange is needed); the local links' worst |U U^+ - 1| and |det U - 1| are measured
+ * just before each is reunitarised. */
 void qcd_reunit_check(const qcd_lattice *lat, double *const *u, double *unit_err, double *det_err);
 
 /* ------------------------------------------------------------------ checkpoint (qcd_ckpt.c) */

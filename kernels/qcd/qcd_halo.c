@@ -303,6 +303,45 @@ static void sort_copies(const qcd_lattice *lat, int mu, qcd_copylist *cl)
     cl->at = group_starts(lat, mu, cl->n, cl->src);
 }
 
+static int by_site(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int64_t take(int64_t *to, const int64_t *from, int64_t n)
+{
+    memcpy(to, from, (size_t)n * sizeof *to);
+    return n;
+}
+
+/* lat->ghost[mu]: every ghost site a plan of mu fills (message, early or late copy), once */
+static void ghost_sites(qcd_lattice *lat, int mu)
+{
+    int64_t n = 0;
+    for (int p = 0; p < 2; p++) {
+        const qcd_halo_plan *pl = &lat->plan[mu][p];
+        for (int i = 0; i < pl->nmsg; i++)
+            n += pl->msg[i].n;
+        n += pl->early.n + pl->late.n;
+    }
+    int64_t *g = ct_mpi_alloc((size_t)(n ? n : 1) * sizeof *g, "ghost list"), k = 0;
+    for (int p = 0; p < 2; p++) {
+        const qcd_halo_plan *pl = &lat->plan[mu][p];
+        for (int i = 0; i < pl->nmsg; i++)
+            k += take(g + k, pl->msg[i].recv, pl->msg[i].n);
+        k += take(g + k, pl->early.dst, pl->early.n);
+        k += take(g + k, pl->late.dst, pl->late.n);
+    }
+    qsort(g, (size_t)n, sizeof *g, by_site);
+    int64_t m = 0;
+    for (k = 0; k < n; k++)
+        if (m == 0 || g[k] != g[m - 1])
+            g[m++] = g[k];
+    lat->ghost[mu] = g;
+    lat->nghost[mu] = m;
+}
+
 void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM],
                       const int grid[QCD_DIM])
 {
@@ -388,6 +427,8 @@ void qcd_lattice_init(qcd_lattice *lat, MPI_Comm comm, const int global[QCD_DIM]
             if (lat->wave[mu] >= 0)
                 sort_copies(lat, mu, &lat->plan[mu][p].early);
         }
+    for (int mu = 0; mu < QCD_DIM; mu++)
+        ghost_sites(lat, mu);
 }
 
 void qcd_lattice_free(qcd_lattice *lat)
@@ -419,6 +460,8 @@ void qcd_lattice_free(qcd_lattice *lat)
     }
     free(lat->all_local);
     free(lat->all_global);
+    for (int mu = 0; mu < QCD_DIM; mu++)
+        free(lat->ghost[mu]);
 }
 
 void qcd_halo_init(qcd_halo *h, qcd_lattice *lat, double *const *u, ct_phases *phases)

@@ -198,20 +198,20 @@ void QCD_VARIANT(qcd_plaquette_local)(const qcd_lattice *lat, double *const *u, 
 void QCD_VARIANT(qcd_reunit_check)(const qcd_lattice *lat, double *const *u, double *unit_err,
                                    double *det_err)
 {
-    const int64_t *local = lat->all_local, *end = local + lat->volume; /* ascending */
     double ue = 0.0, de = 0.0;
-    for (int64_t e = 0; e < lat->next; e++) {
-        int mine = local < end && *local == e;
-        local += mine;
+    for (int64_t k = 0; k < lat->volume; k++) { /* ascending: memory order */
+        const int64_t e = lat->all_local[k];
         for (int mu = 0; mu < QCD_DIM; mu++) {
             double *l = u[mu] + e * QCD_SITE;
-            if (mine) {
-                ue = fmax(ue, su3_unitarity_error(l));
-                de = fmax(de, su3_det_error(l));
-            }
+            ue = fmax(ue, su3_unitarity_error(l));
+            de = fmax(de, su3_det_error(l));
             su3_reunit(l);
         }
     }
+    /* 8^4 on one rank: 3.8 k of the 5.9 k ghost sites per direction, on two 2.2-2.4 k of 4 k */
+    for (int mu = 0; mu < QCD_DIM; mu++)
+        for (int64_t k = 0; k < lat->nghost[mu]; k++)
+            su3_reunit(u[mu] + lat->ghost[mu][k] * QCD_SITE);
     *unit_err = ue;
     *det_err = de;
 }

@@ -414,7 +414,7 @@ def test_remote_netcdf_quick_killed_mid_way_then_rerun_and_rendered(tmp_path):
 
     html = page.build(study, sorted(records, key=lambda r: r["id"]))
     assert html.count("<svg") == 4  # figs. 3 and 4, local and remote
-    assert "remote/sizes=32,session=job,batch=True/mpich/r1" in html
+    assert "remote/sizes=32,np=2,session=job,batch=True/mpich/r1" in html
     assert "Remote collective" in html and "link between the clusters" in html
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
     verdicts = VERDICTS.findall(html)

@@ -32,15 +32,18 @@ from .spec import ClusterSpec, Point, Study
 
 
 class TaggedStore(Store):
-    """The study's store seen by a level: every record saved carries the point's tag."""
+    """The study's store seen by a level: every record saved carries the point's tag, and
+    ``records`` keeps the point's records (``saved``, as in any Store, their ids)."""
 
     def __init__(self, base: Store, tag: dict):  # shares the open connection
-        self.path, self.conn, self.tag, self.saved = base.path, base.conn, tag, []
+        self.path, self.conn, self.tag = base.path, base.conn, tag
+        self.saved: list[int] = []
+        self.records: list[dict] = []
 
     def save(self, record: dict) -> int:
         record["meta"]["study"] = dict(self.tag)
         run_id = super().save(record)
-        self.saved.append(record)
+        self.records.append(record)
         return run_id
 
     def close(self) -> None:  # the base store owns the connection
@@ -232,10 +235,10 @@ def run_point(
         extra = {"rundir": rundir(store, study)} if kind.rundir else {}
         kind.run(cluster, tagged, dict(point.values), point.mpi, **extra)
     except UserError as exc:
-        if not tagged.saved:  # refused before anything ran: nothing stored
+        if not tagged.records:  # refused before anything ran: nothing stored
             log(f"{where}: error: {exc}")
             return {"point": point.key, "status": "error", "error": str(exc)}
-    records = tagged.saved
+    records = tagged.records
     status = "ok" if records and all(r["status"] == "ok" for r in records) else (
         records[-1]["status"] if records else "failed")  # fmt: skip
     ids = ", ".join(str(r["id"]) for r in records)

@@ -75,6 +75,8 @@ def test_latency_is_judged_on_the_floor_of_each_side():
     loaded = record(5, "mpi", 201.0, 990.0, mpi="openmpi", floor_us=19.0)
     tcp = record(1, "tcp", 11.9, 994.0, wait="poll", floor_us=9.3)
     assert section.overhead_check([loaded], [tcp])[1] == []
+    row = section._overhead([tcp, loaded]).split("<tbody>")[1]
+    assert "<td>16.89</td><td>2.04</td>" in row  # 201 / 11.9 figures, 19 / 9.3 floors
     slow = record(6, "mpi", 60.0, 990.0, mpi="mpich")  # every message 10x TCP's
     (flag,) = section.overhead_check([slow], [TCP_POLL])[1]
     assert "MPI mpich on host0-host1" in flag and "latency 60.0 vs 6.0 µs" in flag, flag

@@ -259,10 +259,11 @@ def _overhead(records: list[dict]) -> str:
                 try:
                     o = _compare(uppers, tcps)
                 except ValueError as exc:
-                    rows.append([cluster, rate, pair, name, label, "", "", str(exc)])
+                    rows.append([cluster, rate, pair, name, label, "", "", "", str(exc)])
                     continue
                 if tcp_name == like:
                     flags += _flags(group, name, o)
+                floor_up, floor_tcp = o["latency_floor_us"]
                 (lu, ll), (bu, bl) = o["latency_runs"], o["bandwidth_runs"]
                 used = f"runs {uppers[lu]['id']} / {tcps[ll]['id']}"
                 if (lu, ll) != (bu, bl):
@@ -270,7 +271,8 @@ def _overhead(records: list[dict]) -> str:
                     used = f"latency: {used}; bandwidth: {bandwidth_runs}"
                 rows.append(
                     [cluster, rate, pair, name, label, f"{o['bandwidth_loss_pct']:.1f}",
-                     f"{o['latency_ratio']:.2f}", f"{used} (of {len(uppers)} / {len(tcps)})"]
+                     f"{o['latency_ratio']:.2f}", f"{floor_up / floor_tcp:.2f}",
+                     f"{used} (of {len(uppers)} / {len(tcps)})"]
                 )  # fmt: skip
     if not rows:
         return ""
@@ -305,6 +307,7 @@ def _overhead(records: list[dict]) -> str:
                 "TCP baseline",
                 "bandwidth loss (%)",
                 "latency ratio",
+                "fastest small message ratio",
                 "from",
             ],
             rows,

@@ -275,7 +275,7 @@ def test_flap_takes_the_link_down_in_periods(make_vcluster):
     downs = [(a, b) for (a, s, _), (b, t, _) in pairwise(replies) if t - s > 1 and b - a >= 0.05]
     lengths = [up - at for at, up in downs]
     periods = [b - a for (_, a), (_, b) in pairwise(downs)]
-    assert len(downs) >= 4, downs
+    assert len(downs) >= 4, (len(replies), downs)
     # each period ends on the flapper's fixed schedule, to a probe interval; its start, on a
     # loaded machine (load 11-15), came up to 84 ms late: the flapper is a CFS process
     assert all(abs(length - down) <= 0.1 for length in lengths), downs

@@ -113,22 +113,6 @@ def test_nonzero_exit_after_result_is_failed(store):
     assert "exit status 3" in r["error"]
 
 
-HYDRA = "[proxy:0:1@host1] HYDU_sock_write: unable to return exit status upstream"
-
-
-def test_mpich_launcher_teardown_after_a_verified_result_is_a_note_not_a_failure(store):
-    r = finished(store, completed(lines(sample(size=1), result()), returncode=255, stderr=HYDRA))
-    assert (r["status"], r["verification"]) == ("ok", "passed"), r["error"]
-    assert r["meta"]["launcher_notes"] == [
-        "step0: exit status 255 in MPICH's launcher teardown, after the result"
-    ]
-    # without a result line, or with the kernel's own failure, it is still a failed run
-    r = finished(store, completed(lines(sample(size=1)), returncode=255, stderr=HYDRA))
-    assert r["status"] == "incomplete" and "exit status 255" in r["error"]
-    r = finished(store, completed(lines(result("failed")), returncode=255, stderr=HYDRA))
-    assert r["status"] == "failed" and "exit status 255" in r["error"]
-
-
 def test_derive_adds_figures_and_reports_analysis_errors(store):
     out = completed(lines(sample(v=2), result()))
     r = finished(store, out, derive=lambda s, res: {"double": s[0]["v"] * 2})

@@ -43,11 +43,6 @@ ENV_KNOBS = (
 )  # fmt: skip
 ENV_KNOB_PREFIXES = ("CT_", "OMPI_MCA_", "PMIX_MCA_", "UCX_", "MPIR_CVAR_", "HYDRA_", "FI_")
 STDERR_TAIL = 2000
-# MPICH 4.0.2's hydra now and then fails its own teardown after every rank has written its
-# output (virtual clusters, both launchers: a proxy's exit status lost on a control socket
-# mpiexec had closed, exit 255). The job's output is whole then: its exit status becomes a
-# note in the record's meta, not a failure; a kernel's own failure still fails the run.
-HYDRA_TEARDOWN = ("unable to return exit status upstream", "assert (!closed) failed")
 LAUNCHER_LINES = 8  # the last lines of the launcher's text kept in a failed run's error
 
 Derive = Callable[[list[dict], dict | None], dict]
@@ -144,14 +139,6 @@ class Step:
         return (self.output.result or {}).get("verification") == "failed"
 
     @property
-    def lost_in_teardown(self) -> bool:
-        """Its result came, then MPICH's launcher failed its teardown (HYDRA_TEARDOWN)."""
-        c = self.completed
-        return (c.returncode != 0 and not (c.interrupted or c.timed_out) and not self.failed
-                and self.output.result is not None and not self.output.errors
-                and any(sign in c.stderr for sign in HYDRA_TEARDOWN))  # fmt: skip
-
-    @property
     def problems(self) -> list[str]:
         found = list(self.output.errors)
         c = self.completed
@@ -159,7 +146,7 @@ class Step:
             found.append(f"interrupted after {c.elapsed_s:.0f} s; the job was killed")
         elif c.timed_out:
             found.append(f"timed out after {c.elapsed_s:.0f} s; the job was killed")
-        elif c.returncode != 0 and not self.is_service and not self.lost_in_teardown:
+        elif c.returncode != 0 and not self.is_service:
             said = self.launcher_said if not found else None
             found.append(
                 f"exit status {c.returncode}" + (f"; the launcher said: {said}" if said else "")
@@ -318,10 +305,6 @@ class Run:
         record = self.record
         steps = sorted(self.steps, key=lambda s: s.order)
         record["meta"]["commands"] = [s.completed.argv for s in steps]
-        teardown = [f"{s.what}: exit status {s.completed.returncode} in MPICH's launcher "
-                    "teardown, after the result" for s in steps if s.lost_in_teardown]  # fmt: skip
-        if teardown:
-            record["meta"]["launcher_notes"] = teardown
         record["elapsed_s"] = round(time.monotonic() - self._begin, 3)
         record["samples"] = [sample for s in steps for sample in s.output.samples]
         several = len(steps) > 1

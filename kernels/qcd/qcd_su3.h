@@ -327,6 +327,23 @@ static inline __attribute__((always_inline)) __m128d su2_times_i2_(__m128d x)
     return _mm_xor_pd(SWAP2(x), _mm_set_pd(0.0, -0.0));
 }
 
+/* out = ((c0 x + c1 (i x)) + c2 y) + c3 (i y), x and y a row's three complex numbers
+ * (v: two in 256 bits, h: the third in 128) */
+static inline __attribute__((always_inline)) void su2_row_(double *out, const __m256d c[4],
+                                                           const __m256d v[4],
+                                                           const __m128d h[4])
+{
+    __m256d r = _mm256_add_pd(_mm256_mul_pd(c[0], v[0]), _mm256_mul_pd(c[1], v[1]));
+    __m128d r2 = _mm_add_pd(_mm_mul_pd(_mm256_castpd256_pd128(c[0]), h[0]),
+                            _mm_mul_pd(_mm256_castpd256_pd128(c[1]), h[1]));
+    for (int k = 2; k < 4; k++) {
+        r = _mm256_add_pd(r, _mm256_mul_pd(c[k], v[k]));
+        r2 = _mm_add_pd(r2, _mm_mul_pd(_mm256_castpd256_pd128(c[k]), h[k]));
+    }
+    _mm256_storeu_pd(out, r);
+    _mm_storeu_pd(out + 4, r2);
+}
+
 static inline __attribute__((always_inline)) void su2_left_mul(const double *b, int i, int j,
                                                                double *m)
 {
@@ -334,30 +351,15 @@ static inline __attribute__((always_inline)) void su2_left_mul(const double *b, 
      * r_10 = -b2 + i b1, r_11 = b0 - i b3; (a + i c) x = a x + c (i x) */
     const __m256d b0 = _mm256_set1_pd(b[0]), b1 = _mm256_set1_pd(b[1]);
     const __m256d b2 = _mm256_set1_pd(b[2]), b3 = _mm256_set1_pd(b[3]);
-    const __m256d nb2 = _mm256_set1_pd(-b[2]), nb3 = _mm256_set1_pd(-b[3]);
+    const __m256d ci[4] = {b0, b3, b2, b1};
+    const __m256d cj[4] = {_mm256_set1_pd(-b[2]), b1, b0, _mm256_set1_pd(-b[3])};
     double *pi = m + 6 * i, *pj = m + 6 * j;
     const __m256d x01 = _mm256_loadu_pd(pi), y01 = _mm256_loadu_pd(pj);
     const __m128d x2 = _mm_loadu_pd(pi + 4), y2 = _mm_loadu_pd(pj + 4);
-    const __m256d ix01 = su2_times_i4_(x01), iy01 = su2_times_i4_(y01);
-    const __m128d ix2 = su2_times_i2_(x2), iy2 = su2_times_i2_(y2);
-#define LO(v) _mm256_castpd256_pd128(v)
-    _mm256_storeu_pd(pi, _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(b0, x01),
-                                                                   _mm256_mul_pd(b3, ix01)),
-                                                     _mm256_mul_pd(b2, y01)),
-                                       _mm256_mul_pd(b1, iy01)));
-    _mm_storeu_pd(pi + 4, _mm_add_pd(_mm_add_pd(_mm_add_pd(_mm_mul_pd(LO(b0), x2),
-                                                           _mm_mul_pd(LO(b3), ix2)),
-                                                _mm_mul_pd(LO(b2), y2)),
-                                     _mm_mul_pd(LO(b1), iy2)));
-    _mm256_storeu_pd(pj, _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(nb2, x01),
-                                                                   _mm256_mul_pd(b1, ix01)),
-                                                     _mm256_mul_pd(b0, y01)),
-                                       _mm256_mul_pd(nb3, iy01)));
-    _mm_storeu_pd(pj + 4, _mm_add_pd(_mm_add_pd(_mm_add_pd(_mm_mul_pd(LO(nb2), x2),
-                                                           _mm_mul_pd(LO(b1), ix2)),
-                                                _mm_mul_pd(LO(b0), y2)),
-                                     _mm_mul_pd(LO(nb3), iy2)));
-#undef LO
+    const __m256d v[4] = {x01, su2_times_i4_(x01), y01, su2_times_i4_(y01)};
+    const __m128d h[4] = {x2, su2_times_i2_(x2), y2, su2_times_i2_(y2)};
+    su2_row_(pi, ci, v, h);
+    su2_row_(pj, cj, v, h);
 }
 #else
 static inline void su2_left_mul(const double *b, int i, int j, double *m)

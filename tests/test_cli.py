@@ -116,6 +116,27 @@ def test_user_errors_are_one_line(args, fragments):
     assert_user_error(run(*args), *fragments)
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["results", "list"], ["report"], ["vcluster", "status"], ["study", "list"],
+     ["grid", "status"]],  # fmt: skip
+)
+def test_commands_that_do_not_read_a_cluster_refuse_cluster(args):
+    """--cluster was accepted and ignored here (results list --cluster X listed everything)."""
+    proc = run(*args, "--cluster", "lab.toml")
+    assert proc.returncode == 2 and "unrecognized arguments: --cluster" in proc.stderr
+
+
+def test_output_into_a_reader_that_leaves_early_is_not_an_error(tmp_path):
+    """`clustertune ... | head -1`: the reader has gone before the text is written; the
+    command ends with its own status, no BrokenPipeError traceback."""
+    proc = subprocess.Popen([*CLI, "study", "list", "--db", str(tmp_path / "r.db")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc.stdout.close()  # before the CLI has imported itself: its one write meets EPIPE
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "BrokenPipe" not in err
+
+
 def test_user_error_with_json_still_prints_one_document():
     proc = run("probe", "--cluster", "nosuch", "--json")
     assert proc.returncode == 2

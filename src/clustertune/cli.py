@@ -14,12 +14,13 @@ import argparse
 import csv
 import io
 import json
+import os
 import signal
 import sys
 from pathlib import Path
 
 from . import __version__, levels, vcluster
-from .commands import Output, common_parser, open_store
+from .commands import Output, common_parser, open_store, store_parser
 from .errors import UserError
 from .launch.process import signal_of, stop_on_signals
 from .results import compare, flatten_for_csv
@@ -157,7 +158,7 @@ def cmd_report(args: argparse.Namespace) -> Output:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    common = common_parser()
+    common, store = common_parser(), store_parser()
     parser = argparse.ArgumentParser(
         prog="clustertune", description="Evaluate, diagnose and tune clusters level by level."
     )
@@ -166,7 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     vc = sub.add_parser("vcluster", help="virtual cluster of network namespaces on this machine")
     vc_sub = vc.add_subparsers(dest="action", required=True)
-    p = vc_sub.add_parser("up", parents=[common], help="build a virtual cluster")
+    p = vc_sub.add_parser("up", parents=[store], help="build a virtual cluster")
     p.add_argument("--name", required=True)
     p.add_argument("--hosts", type=int, required=True, help="number of hosts (host0..hostN-1)")
     p.add_argument(
@@ -201,11 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
         "frame its time on the wire; false alarms when the CPU is busy; docs/network.md)",
     )
     p.set_defaults(func=cmd_vcluster_up)  # fmt: skip
-    p = vc_sub.add_parser("down", parents=[common], help="remove a virtual cluster")
+    p = vc_sub.add_parser("down", parents=[store], help="remove a virtual cluster")
     p.add_argument("--name", required=True)
     p.set_defaults(func=cmd_vcluster_down)
     p = vc_sub.add_parser(
-        "set", parents=[common], help="change one host's or link's faults on a running cluster"
+        "set", parents=[store], help="change one host's or link's faults on a running cluster"
     )
     p.add_argument("--name", required=True)
     target = p.add_mutually_exclusive_group(required=True)
@@ -219,28 +220,28 @@ def build_parser() -> argparse.ArgumentParser:
         f"{', '.join(vcluster.LINK_FAULT_FIELDS)}); FIELD=off removes one, clear all",
     )
     p.set_defaults(func=cmd_vcluster_set)
-    p = vc_sub.add_parser("status", parents=[common], help="list virtual clusters")
+    p = vc_sub.add_parser("status", parents=[store], help="list virtual clusters")
     p.set_defaults(func=cmd_vcluster_status)
 
     res = sub.add_parser("results", help="stored runs")
     res_sub = res.add_subparsers(dest="action", required=True)
-    p = res_sub.add_parser("list", parents=[common])
+    p = res_sub.add_parser("list", parents=[store])
     p.add_argument("--level")
     p.add_argument("--limit", type=int)
     p.set_defaults(func=cmd_results_list)
-    p = res_sub.add_parser("show", parents=[common])
+    p = res_sub.add_parser("show", parents=[store])
     p.add_argument("id", type=int)
     p.set_defaults(func=cmd_results_show)
-    p = res_sub.add_parser("export", parents=[common])
+    p = res_sub.add_parser("export", parents=[store])
     p.add_argument("--format", choices=("json", "csv"), default="json")
     p.add_argument("--level")
     p.set_defaults(func=cmd_results_export)
-    p = res_sub.add_parser("compare", parents=[common])
+    p = res_sub.add_parser("compare", parents=[store])
     p.add_argument("a", type=int)
     p.add_argument("b", type=int)
     p.set_defaults(func=cmd_results_compare)
 
-    p = sub.add_parser("report", parents=[common], help="write the HTML report")
+    p = sub.add_parser("report", parents=[store], help="write the HTML report")
     p.add_argument("--out", default="clustertune-report.html")
     p.set_defaults(func=cmd_report)
 
@@ -268,7 +269,10 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"error": message}))
         print(f"clustertune: {message}", file=sys.stderr)
         return 128 + signum
-    print(json.dumps(out.payload) if args.json else out.text)
+    try:
+        print(json.dumps(out.payload) if args.json else out.text, flush=True)
+    except BrokenPipeError:  # the reader (e.g. `| head`) left: not an error of this command
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no 2nd one at exit
     return out.status
 
 

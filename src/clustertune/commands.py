@@ -30,17 +30,24 @@ class Output:
     status: int = 0
 
 
-def common_parser() -> argparse.ArgumentParser:
-    """The parent parser of every command: --cluster, --db, --json."""
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--cluster", help="cluster file (TOML) or virtual cluster name; default: this host"
-    )
-    common.add_argument(
+def store_parser() -> argparse.ArgumentParser:
+    """The parent parser of every command: --db, --json."""
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument(
         "--db",
         help="results database (default $CLUSTERTUNE_DB or ~/.local/share/clustertune/results.db)",
     )
-    common.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    store.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    return store
+
+
+def common_parser() -> argparse.ArgumentParser:
+    """The parent parser of the commands that measure a cluster: --cluster, --db, --json
+    (the others take store_parser's, so that no --cluster is accepted and ignored)."""
+    common = argparse.ArgumentParser(add_help=False, parents=[store_parser()])
+    common.add_argument(
+        "--cluster", help="cluster file (TOML) or virtual cluster name; default: this host"
+    )
     return common
 
 

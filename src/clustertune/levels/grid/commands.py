@@ -8,7 +8,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
-from ...commands import Output, open_store
+from ...commands import Output, open_store, positive_seconds, store_parser
 from ...errors import UserError
 from ...grid import info, jobs, staging, virtual
 from ...units import format_rate, parse_rate
@@ -190,10 +190,11 @@ def cmd_compare(args: argparse.Namespace) -> Output:
 
 @LEVEL.commands
 def add_commands(sub, common) -> None:
+    store = store_parser()  # no grid action reads --cluster: the grid is --name
     p = sub.add_parser("grid", help="virtual grid: sites with their own schedulers; jobs on them")
     gsub = p.add_subparsers(dest="grid_command", required=True)
 
-    u = gsub.add_parser("up", parents=[common], help="build a virtual grid")
+    u = gsub.add_parser("up", parents=[store], help="build a virtual grid")
     u.add_argument("--name", required=True)
     u.add_argument("--sites", type=int, default=2)
     u.add_argument("--hosts-per-site", type=int, default=2)
@@ -203,25 +204,25 @@ def add_commands(sub, common) -> None:
     u.add_argument("--link", default="1gbit", help="link rate of each host inside a site")
     u.add_argument("--wan-link", help="rate of the link between sites, e.g. 100mbit")
     u.add_argument("--delay-us", type=int, default=0, help="per-packet delay on each host")
-    u.add_argument("--start-timeout", type=float, default=30.0,
+    u.add_argument("--start-timeout", type=positive_seconds, default=30.0,
                    help="seconds for the daemons of a site to come up")  # fmt: skip
     u.set_defaults(func=cmd_up)
 
-    d = gsub.add_parser("down", parents=[common], help="stop the daemons, remove the grid")
+    d = gsub.add_parser("down", parents=[store], help="stop the daemons, remove the grid")
     d.add_argument("--name", required=True)
     d.set_defaults(func=cmd_down)
 
-    s = gsub.add_parser("status", parents=[common], help="the virtual grids and their daemons")
+    s = gsub.add_parser("status", parents=[store], help="the virtual grids and their daemons")
     s.set_defaults(func=cmd_status)
 
-    i = gsub.add_parser("info", parents=[common],
+    i = gsub.add_parser("info", parents=[store],
                         help="resources per site: CPU, memory, load, scheduler state, MPI, links")  # fmt: skip
     i.add_argument("--name", required=True)
     i.add_argument("--max-age", type=float, default=30.0,
                    help="answer from the cache while younger than this (s; 0: ask now)")  # fmt: skip
     i.set_defaults(func=cmd_info)
 
-    j = gsub.add_parser("submit", parents=[common], help="run a job on one site (RSL's attributes)")
+    j = gsub.add_parser("submit", parents=[store], help="run a job on one site (RSL's attributes)")
     j.add_argument("--name", required=True, help="the grid")
     j.add_argument("--site", required=True, help="a site, or auto: the one with most free CPUs")
     j.add_argument("--count", type=int, default=1)
@@ -230,7 +231,7 @@ def add_commands(sub, common) -> None:
     j.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     j.add_argument("--directory")
     j.add_argument("--hosts", help="hosts of the site (default: all)")
-    j.add_argument("--timeout", type=float, default=120.0)
+    j.add_argument("--timeout", type=positive_seconds, default=120.0)
     j.add_argument("--no-wait", action="store_true", help="print the handle and return")
     j.add_argument("--stage-in", action="append", default=[], metavar="FILE",
                    help="copy FILE to the job's run directory on the site first (checksummed)")  # fmt: skip
@@ -241,7 +242,7 @@ def add_commands(sub, common) -> None:
     j.add_argument("arguments", nargs=argparse.REMAINDER)
     j.set_defaults(func=cmd_submit)
 
-    c = gsub.add_parser("compare", parents=[common],
+    c = gsub.add_parser("compare", parents=[store],
                         help="seeds/000: a kernel inside one site vs across two sites")  # fmt: skip
     c.add_argument("--name", required=True, help="the grid (two sites or more)")
     c.add_argument("--kernels", default="linpack,pingpong", help="linpack, pingpong or both")
@@ -253,5 +254,5 @@ def add_commands(sub, common) -> None:
                    help="Linpack's ranks, one per host (within: that many hosts in site0)")  # fmt: skip
     c.add_argument("--max-size", type=int, default=4 << 20, help="ping-pong's largest message")
     c.add_argument("--full-sweep", action="store_true", help="the ping-pong's full sweep")
-    c.add_argument("--timeout", type=float, default=300.0, help="seconds per run")
+    c.add_argument("--timeout", type=positive_seconds, default=300.0, help="seconds per run")
     c.set_defaults(func=cmd_compare)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ...commands import Output, open_store
+from ...commands import Output, open_store, store_parser
 from .. import Level, register
 
 LEVEL = register(Level("study", "Studies: the papers' experiments", order=95))
@@ -76,7 +76,8 @@ def cmd_report(args: argparse.Namespace) -> Output:
 def add_commands(sub, common) -> None:
     st = sub.add_parser("study", help="the papers' experiments: list, run, report")
     st_sub = st.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = st_sub.add_parser("list", parents=[common], help="built-in studies and stored points")
+    store = store_parser()  # list and report read the store only: no --cluster
+    p = st_sub.add_parser("list", parents=[store], help="built-in studies and stored points")
     p.set_defaults(func=cmd_list)
     p = st_sub.add_parser("run", parents=[common], help="run a study's unfinished points")
     p.add_argument("study", help="a built-in study's name or a study file (TOML)")
@@ -84,7 +85,7 @@ def add_commands(sub, common) -> None:
     p.add_argument("--max-points", type=int, help="stop after this many new points")
     p.add_argument("--redo-failed", action="store_true", help="run failed points again")
     p.set_defaults(func=cmd_run)
-    p = st_sub.add_parser("report", parents=[common], help="the study's HTML page")
+    p = st_sub.add_parser("report", parents=[store], help="the study's HTML page")
     p.add_argument("study", help="a built-in study's name or a study file (TOML)")
     p.add_argument("--quick", action="store_true", help="the quick variant's runs")
     p.add_argument("--out", help="output file (default clustertune-study-NAME.html)")

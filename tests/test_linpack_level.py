@@ -310,3 +310,24 @@ def test_a_default_blas_run_names_the_openblas_core_itself(tmp_path, monkeypatch
     ran = record["detail"]["blas"].get("core")
     if ran:  # the default libblas.so.3 is an OpenBLAS: its kernels are the named core's
         assert ran.lower() == core.lower()
+
+
+def test_a_failed_check_shows_no_time_or_rate() -> None:
+    """HPL prints a FAILED combination's Gflops; here only its residual and verdict show:
+    a number that failed verification is not a result."""
+    lu = {"variant": "WR11R2C4", "n": 64, "nb": 8, "p": 1, "q": 2, "time_s": 0.25,
+          "gflops": 123.456, "residual": 7.5, "passed": False}  # fmt: skip
+    good = {**lu, "time_s": 0.5, "gflops": 4.5, "residual": 0.01, "passed": True}
+    record = {"id": 7, "kernel": "ct-linpack", "status": "failed", "verification": "failed",
+              "samples": [lu, good], "detail": {}, "error": None, "params": {},
+              "meta": {"np": 2, "cluster": {"name": "c"}}}  # fmt: skip
+    text = linpack.text(record)
+    assert "123.456" not in text and "0.25" not in text and "FAILED" in text
+    assert "4.500 Gflops" in text
+    table = section.lu_table([record], {})
+    assert "123.456" not in table and "4.500" in table and "7.5" in table
+    gemm = {**record, "kernel": "ct-gemm",
+            "samples": [{"dtype": "d", "mode": "local", "n": 64, "p": 1, "q": 1,
+                         "gflops": 99.125, "passed": False}]}  # fmt: skip
+    assert "99.125" not in linpack.gemm_text(gemm) and "FAILED" in linpack.gemm_text(gemm)
+    assert "99.125" not in section.gemm_table([gemm]) and "FAILED" in section.gemm_table([gemm])

@@ -112,6 +112,13 @@ def verdict(passed: object) -> str:
     return "PASSED" if passed is True else "FAILED" if passed is False else "not checked"
 
 
+def measured(passed: object, value: float, spec: str) -> str:
+    """A time or rate as text, or "-" in its width when its check FAILED: a number that
+    failed verification is not a result (its residual and verdict say why)."""
+    text = format(value, spec)
+    return "-".rjust(len(text)) if passed is False else text
+
+
 def residual_text(residual: object) -> str:
     """The kernel writes a NaN or infinite residual (a blown-up solve) as null."""
     return f"{residual:.4g}" if isinstance(residual, int | float) else "n/a"
@@ -122,7 +129,8 @@ def text(record: dict) -> str:
     for r in results(record):
         lines.append(
             f"  {r['variant']:<10} N={r['n']:<7} NB={r['nb']:<4} {r['p']}x{r['q']:<3} "
-            f"{r['time_s']:9.2f} s {r['gflops']:10.3f} Gflops  "
+            f"{measured(r['passed'], r['time_s'], '9.2f')} s "
+            f"{measured(r['passed'], r['gflops'], '10.3f')} Gflops  "
             f"resid {residual_text(r['residual'])} {verdict(r['passed'])}"
         )
     for skipped in record["detail"].get("skipped", []):
@@ -169,8 +177,8 @@ def gemm_args(n: str, nb: int, dtypes: str, repeat: int, local: bool, p: int, q:
 def gemm_text(record: dict) -> str:
     lines = [f"run {record['id']}: {record['status']}, verification {record['verification']}"]
     lines += [
-        f"  {s['dtype']} {s['mode']} N={s['n']} {s['p']}x{s['q']} {s['gflops']:10.3f} Gflops "
-        f"{'PASSED' if s['passed'] else 'FAILED'}"
+        f"  {s['dtype']} {s['mode']} N={s['n']} {s['p']}x{s['q']} "
+        f"{measured(bool(s['passed']), s['gflops'], '10.3f')} Gflops {verdict(bool(s['passed']))}"
         for s in record["samples"]
     ]
     if record["error"]:

@@ -45,8 +45,9 @@ def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
     for r, s in lu_points(records):
         pct = percent_of_peak(r, s, peaks) if s["passed"] is True else None
         rows.append(
-            [r["id"], s["variant"], s["n"], s["nb"], f"{s['p']}x{s['q']}", f"{s['time_s']:.2f}",
-             f"{s['gflops']:.3f}", f"{pct:.1f}" if pct is not None else "-",
+            [r["id"], s["variant"], s["n"], s["nb"], f"{s['p']}x{s['q']}",
+             run.measured(s["passed"], s["time_s"], ".2f"),
+             run.measured(s["passed"], s["gflops"], ".3f"), f"{pct:.1f}" if pct is not None else "-",
              run.residual_text(s["residual"]), run.verdict(s["passed"])]
         )  # fmt: skip
     headers = [
@@ -100,7 +101,7 @@ def lu_figure(records: list[dict]) -> str:
 def gemm_table(records: list[dict]) -> str:
     rows = [
         [r["id"], s["dtype"], s["mode"], s["n"], f"{s['p']}x{s['q']}", r["meta"]["np"],
-         f"{s['gflops']:.3f}", "PASSED" if s["passed"] else "FAILED"]
+         run.measured(bool(s["passed"]), s["gflops"], ".3f"), run.verdict(bool(s["passed"]))]
         for r in records if r["kernel"] == "ct-gemm" and not r["params"].get("compare")
         for s in r["samples"]
     ]  # fmt: skip

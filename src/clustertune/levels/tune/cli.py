@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from ... import runner
-from ...commands import Output, add_job_options, cluster_of, open_store
+from ...commands import Output, add_job_options, cluster_of, open_store, positive_seconds
 from ...errors import UserError
 from ..linpack import run as lprun
 from ..network import pingpong
@@ -196,5 +196,5 @@ def add_commands(sub, common) -> None:
 
     c = tsub.add_parser("tcp", parents=[common], help="TCP socket buffer size for a host pair")
     c.add_argument("--between", metavar="HOST,HOST", help="the pair (default: first two hosts)")
-    c.add_argument("--timeout", type=float, help="seconds per ping-pong (default: from the link)")
+    c.add_argument("--timeout", type=positive_seconds, help="seconds per ping-pong (default: from the link)")
     c.set_defaults(func=cmd_tcp)

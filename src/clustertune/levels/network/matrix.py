@@ -414,7 +414,7 @@ def run_matrix(
     ``timeout`` bounds each launch (default: from the link rates)."""
     if layer not in ("tcp", "mpi"):
         raise UserError(f"--layer {layer!r}: net matrix runs over tcp or mpi")
-    check_size(size)
+    check_size(size, "--size")
     names = hosts or [h.name for h in cluster.hosts]
     for name in names:
         cluster.host(name)

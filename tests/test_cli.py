@@ -118,8 +118,13 @@ def test_user_errors_are_one_line(args, fragments):
 
 @pytest.mark.parametrize(
     "args",
-    [["results", "list"], ["report"], ["vcluster", "status"], ["study", "list"],
-     ["grid", "status"]],  # fmt: skip
+    [
+        ["results", "list"],
+        ["report"],
+        ["vcluster", "status"],
+        ["study", "list"],
+        ["grid", "status"],
+    ],
 )
 def test_commands_that_do_not_read_a_cluster_refuse_cluster(args):
     """--cluster was accepted and ignored here (results list --cluster X listed everything)."""

@@ -196,5 +196,7 @@ def add_commands(sub, common) -> None:
 
     c = tsub.add_parser("tcp", parents=[common], help="TCP socket buffer size for a host pair")
     c.add_argument("--between", metavar="HOST,HOST", help="the pair (default: first two hosts)")
-    c.add_argument("--timeout", type=positive_seconds, help="seconds per ping-pong (default: from the link)")
+    c.add_argument(
+        "--timeout", type=positive_seconds, help="seconds per ping-pong (default: from the link)"
+    )
     c.set_defaults(func=cmd_tcp)

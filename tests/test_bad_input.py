@@ -71,7 +71,7 @@ TYPE_CASES = [
 def test_cluster_file_field_types(tmp_path, old, new, line, _, field, problem):
     path = tmp_path / "c.toml"
     path.write_text(CLUSTER.replace(old, new, 1))
-    refused(path, resolve_cluster, line, field, problem)
+    refused(str(path), resolve_cluster, line, field, problem)  # as --cluster gives it
 
 
 @pytest.mark.parametrize("old, new, _, line, field, problem", TYPE_CASES)
@@ -96,7 +96,7 @@ def test_grid_description_field_types(tmp_path, old, new, _, line, field, proble
 def test_cluster_file_structure(tmp_path, text, line, field, problem):
     path = tmp_path / "c.toml"
     path.write_text(textwrap.dedent(text))
-    refused(path, resolve_cluster, line, field, problem)
+    refused(str(path), resolve_cluster, line, field, problem)
 
 
 LINK = '[[links]]\nsites = ["s1", "s2"]\nrate = "1gbit"\n'

@@ -127,7 +127,7 @@ def test_one_host_link_and_wan_link_are_shaped(make_vcluster):
     assert [h.site for h in cluster.hosts] == ["site0", "site0", "site1"]
     assert [s.wan_bps for s in cluster.sites] == [50 * 10**6, 50 * 10**6]
     # host0 -> host2 crosses the WAN (50 Mbit) and ends on host2's 20 Mbit link
-    slow = measure_rate(cluster, "host0", "host2", 2 * 10**6)
+    slow = measure_rate(cluster, "host0", "host2", 4 * 10**6)  # 1.6 s: TCP's start a small share
     assert 16e6 <= slow <= 22e6, f"{slow / 1e6:.1f} Mbit/s into a 20 Mbit host"
     fast = measure_rate(cluster, "host0", "host1", 20 * 10**6)
     assert fast > 500e6, f"{fast / 1e6:.1f} Mbit/s inside a 1 Gbit site"

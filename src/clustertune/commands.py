@@ -5,8 +5,9 @@ argument factories that give every measuring command the same options.
 The grammar (README "Using it"): ``clustertune COMMAND [ACTION] [options]``, where
 COMMAND is a level's command (``probe``, ``net``, ``linpack``, ``gemm``, ``blas``, ...) or
 a tool (``vcluster``, ``info``, ``results``, ``report``), ACTION picks among its kinds of run
-(``net pingpong``, ``blas compare``). Every command takes ``--cluster``, ``--db`` and
-``--json`` (:func:`common_parser`); every MPI job ``--np``, ``--mpi``, ``--hosts`` and
+(``net pingpong``, ``blas compare``). Every command takes ``--db`` and ``--json``
+(:func:`store_parser`), those that measure a cluster ``--cluster`` too
+(:func:`common_parser`); every MPI job ``--np``, ``--mpi``, ``--hosts`` and
 ``--timeout`` (:func:`add_job_options`); the others take the factories they need.
 """
 

@@ -25,7 +25,16 @@
  * --params FILE: SIGHUP re-reads the parameters from FILE, lines "delay_us=N",
  * "jitter_us=N", "loss=P", "seed=N" (keys left out keep their value); the PRNG restarts
  * from the seed. --stats FILE: the counters as one JSON object, rewritten at most once a
- * second and at exit.
+ * second, at exit and at once on SIGUSR1 (a reader sends it and waits for the new file).
+ *
+ * The pacer checks itself: every packet it lets through was due at a time it computed
+ * (arrival or wire free, plus serialisation and delay); how late the verdict actually
+ * left (after the send() that carries it) is counted in a log-scale histogram of
+ * nanoseconds, 8 buckets per power of two ("late_hist": bucket i < 8 holds i ns, above
+ * that bucket 8*m+s holds [(8+s) << (m-3), (9+s) << (m-3)) ns), with the largest seen.
+ * A busy CPU that keeps this daemon from running shows there; what it cannot see is a
+ * packet that waited in the kernel queue before the daemon read it (its due time starts
+ * when read).
  *
  * usage: ct-nfq-delay QUEUE DELAY_US [--rate-bps R] [--mtu M] [--jitter-us J] [--loss P]
  *                     [--seed S] [--params FILE] [--stats FILE] */
@@ -69,10 +78,16 @@ static uint64_t prng, loss_threshold;
 static uint64_t wire_free_ns; /* when the emulated wire has sent everything accepted so far */
 static long mtu = 1500;
 static int drop_all;
-static struct { unsigned long long packets, dropped, errors; } count;
-static volatile sig_atomic_t stopping, reload;
-static char verdicts[VERDICT_BYTES * 2048];
+static struct { unsigned long long packets, dropped, errors, released; } count;
+static volatile sig_atomic_t stopping, reload, stats_now;
+#define BATCH_MAX 2048
+static char verdicts[VERDICT_BYTES * BATCH_MAX];
 static size_t verdict_len;
+#define LATE_BUCKETS 512 /* 8 per power of two of nanoseconds, up to 2^64 */
+static unsigned long long late_hist[LATE_BUCKETS];
+static uint64_t late_max_ns;
+static uint64_t batch_due[BATCH_MAX]; /* due times of the accepted packets in verdicts[] */
+static unsigned batch_timed;
 
 static uint64_t now_ns(void)
 {
@@ -149,11 +164,31 @@ static void configure_gso(int whole, int ack)
     configure(attrs, (size_t)(end - attrs), ack);
 }
 
+static unsigned late_bucket(uint64_t ns)
+{
+    if (ns < 8)
+        return (unsigned)ns;
+    unsigned msb = 63u - (unsigned)__builtin_clzll(ns);
+    return msb * 8 + (unsigned)((ns >> (msb - 3)) & 7);
+}
+
+/* Sends the batch; each accepted packet in it is as late as now is past its due time. */
 static void flush_verdicts(void)
 {
     if (verdict_len && send(sock, verdicts, verdict_len, 0) < 0)
         count.errors++;
     verdict_len = 0;
+    if (!batch_timed)
+        return;
+    uint64_t sent = now_ns();
+    for (unsigned i = 0; i < batch_timed; i++) {
+        uint64_t late = sent > batch_due[i] ? sent - batch_due[i] : 0;
+        late_hist[late_bucket(late)]++;
+        if (late > late_max_ns)
+            late_max_ns = late;
+    }
+    count.released += batch_timed;
+    batch_timed = 0;
 }
 
 static void verdict(uint32_t id, uint32_t what)
@@ -164,6 +199,13 @@ static void verdict(uint32_t id, uint32_t what)
     if (verdict_len + VERDICT_BYTES > sizeof verdicts)
         flush_verdicts();
     verdict_len += queue_message(verdicts + verdict_len, NFQNL_MSG_VERDICT, 0, attrs, (size_t)(end - attrs));
+}
+
+/* Lets a held packet go; its lateness is counted when the batch is sent. */
+static void release(struct held h)
+{
+    verdict(h.id, NF_ACCEPT); /* may flush the batch before this one joins it */
+    batch_due[batch_timed++] = h.release_ns;
 }
 
 static int earlier(const struct held *a, const struct held *b)
@@ -202,6 +244,7 @@ static struct held pop(void)
 
 static void on_signal(int sig) { (void)sig; stopping = 1; }
 static void on_hangup(int sig) { (void)sig; reload = 1; }
+static void on_usr1(int sig) { (void)sig; stats_now = 1; }
 
 static const char *check_params(const struct params *p)
 {
@@ -273,8 +316,15 @@ static void write_stats(const char *path)
     FILE *f = fopen(tmp, "w");
     if (!f)
         return;
-    fprintf(f, "{\"packets\": %llu, \"dropped\": %llu, \"errors\": %llu}\n", count.packets,
-            count.dropped, count.errors);
+    fprintf(f, "{\"packets\": %llu, \"dropped\": %llu, \"errors\": %llu, \"released\": %llu, "
+            "\"late_max_ns\": %llu, \"late_hist\": [", count.packets, count.dropped, count.errors,
+            count.released, (unsigned long long)late_max_ns);
+    unsigned used = LATE_BUCKETS;
+    while (used && !late_hist[used - 1])
+        used--;
+    for (unsigned i = 0; i < used; i++)
+        fprintf(f, i ? ",%llu" : "%llu", late_hist[i]);
+    fprintf(f, "]}\n");
     if (fclose(f) == 0)
         rename(tmp, path);
 }
@@ -343,7 +393,7 @@ static void take_packet(const struct nlmsghdr *nh, uint64_t now, const struct pa
         hold += (int64_t)((2 * u - 1) * (double)p->jitter_us * 1000.0);
     }
     if (held == HELD_MAX) /* full: release the earliest now */
-        verdict(pop().id, NF_ACCEPT);
+        release(pop());
     push((struct held){ sent + (uint64_t)(hold > 0 ? hold : 0), count.packets, id });
 }
 
@@ -392,6 +442,8 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sa.sa_handler = on_hangup;
     sigaction(SIGHUP, &sa, NULL);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
 
     sock = socket(AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER);
     struct sockaddr_nl self = { .nl_family = AF_NETLINK };
@@ -448,16 +500,17 @@ int main(int argc, char **argv)
         }
         /* release every packet due within 2 us, all verdicts in one send */
         while (held && heap[0].release_ns <= now + 2000)
-            verdict(pop().id, NF_ACCEPT);
+            release(pop());
         flush_verdicts();
-        if (stats_path && now >= stats_due && count.packets != stats_seen) {
+        if (stats_path && (stats_now || (now >= stats_due && count.packets != stats_seen))) {
+            stats_now = 0;
             write_stats(stats_path);
             stats_seen = count.packets;
             stats_due = now + 1000000000ull;
         }
     }
     while (held)
-        verdict(pop().id, NF_ACCEPT);
+        release(pop());
     flush_verdicts();
     if (stats_path)
         write_stats(stats_path);

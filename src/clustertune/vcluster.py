@@ -738,12 +738,111 @@ def status() -> list[dict]:
         if state is None:
             continue
         state["healthy"] = _is_healthy(state)
+        daemons = {key: (_daemon_files(state, key)[1], pid)
+                   for key, pid in state.get("delay_pids", {}).items()}  # fmt: skip
+        stats = _fresh_stats(daemons) if state["healthy"] else {}
         for host in state["hosts"]:
-            stats = _daemon_files(state, host["name"])[1]
-            if host["name"] in state.get("delay_pids", {}) and stats.is_file():
-                host["daemon"] = json.loads(stats.read_text())
+            if host["name"] in stats:
+                daemon = stats[host["name"]]
+                late = _summary(daemon.pop("late_hist", []), daemon.pop("late_max_ns", None))
+                host["daemon"] = daemon | {"late": without_hist({"": late})[""]}
         result.append(state)
     return result
+
+
+# --- the pacer's own check (kernels/vcluster/nfq_delay.c) -------------------------------
+# Each daemon counts how late every packet it let through left against the time it was
+# due, in a histogram of nanoseconds with 8 buckets per power of two; these read it.
+# The form of one daemon's figures (wire_lateness, lateness_delta, record meta "wire"):
+LATENESS_FIELDS = ("packets", "p50_us", "p99_us", "max_us")
+_STATS_WAIT_S = 1.0  # a daemon rewrites its stats within one loop (<= 0.2 s idle) of SIGUSR1
+
+
+def _bucket_upper_ns(index: int) -> int:
+    """The top of histogram bucket ``index`` (see the daemon's header comment)."""
+    if index < 8:
+        return index + 1
+    magnitude, step = divmod(index, 8)
+    return (9 + step) << (magnitude - 3)
+
+
+def _summary(hist: list[int], max_ns: int | None = None) -> dict:
+    """packets, p50/p99 (the top of the bucket holding them: at most 1/8 over) and max, in
+    us, of one lateness histogram; ``max_ns`` (exact) bounds the histogram's top bucket."""
+    total = sum(hist)
+    result: dict = {"packets": total, "p50_us": None, "p99_us": None, "max_us": None,
+                    "hist": hist}  # fmt: skip
+    if not total:
+        return result
+    top = max(i for i, n in enumerate(hist) if n)
+    limit = _bucket_upper_ns(top) if max_ns is None else min(max_ns, _bucket_upper_ns(top))
+    for key, fraction in (("p50_us", 0.5), ("p99_us", 0.99)):
+        seen = 0
+        for i, n in enumerate(hist):
+            seen += n
+            if seen >= fraction * total:
+                result[key] = round(min(_bucket_upper_ns(i), limit) / 1000, 1)
+                break
+    result["max_us"] = round(limit / 1000, 1)
+    return result
+
+
+def _fresh_stats(daemons: dict[str, tuple[Path, int]]) -> dict[str, dict]:
+    """Each daemon's stats ({key: (stats file, pid)}) after asking them all (SIGUSR1) to
+    rewrite them now; a daemon that does not answer within _STATS_WAIT_S gives its older
+    file, one with no file is left out."""
+    waiting = {}
+    for key, (path, pid) in daemons.items():
+        before = path.stat().st_ino if path.exists() else None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGUSR1)
+            waiting[key] = before
+    deadline = time.monotonic() + _STATS_WAIT_S
+    while waiting and time.monotonic() < deadline:
+        for key, before in list(waiting.items()):
+            with contextlib.suppress(FileNotFoundError):
+                if daemons[key][0].stat().st_ino != before:  # a rename gives a new inode
+                    del waiting[key]
+        time.sleep(0.005)
+    result = {}
+    for key, (path, _) in daemons.items():
+        with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):
+            result[key] = json.loads(path.read_text())
+    return result
+
+
+def wire_lateness(state: dict) -> dict[str, dict]:
+    """How late each running ct-nfq-delay of the cluster has released packets so far:
+    ``{daemon: {"packets", "p50_us", "p99_us", "max_us", "hist"}}``, the daemon named by
+    its host ("host3"; a link fault's daemon "host1>host2"). Hosts without a daemon (an
+    unshaped link without faults, or the tbf wire without faults) are left out. Pass two
+    of these to :func:`lateness_delta` for an interval."""
+    daemons = {key: (_daemon_files(state, key)[1], pid)
+               for key, pid in state.get("delay_pids", {}).items()}  # fmt: skip
+    return {
+        key: _summary(stats["late_hist"], stats.get("late_max_ns"))
+        for key, stats in _fresh_stats(daemons).items()
+        if "late_hist" in stats
+    }
+
+
+def lateness_delta(before: dict[str, dict], after: dict[str, dict]) -> dict[str, dict]:
+    """The lateness of the packets released between two :func:`wire_lateness` readings,
+    per daemon present in both (a daemon restarted between them counts from its start)."""
+    result = {}
+    for key, late in after.items():
+        old = before.get(key, {}).get("hist", [])
+        hist = [n - (old[i] if i < len(old) else 0) for i, n in enumerate(late["hist"])]
+        if any(n < 0 for n in hist):  # a new daemon (vcluster set restarted it)
+            hist = late["hist"]
+        exact_max = late["max_us"]  # the daemon's whole life: bounds the interval's top bucket
+        result[key] = _summary(hist, None if exact_max is None else round(exact_max * 1000))
+    return result
+
+
+def without_hist(lateness: dict[str, dict]) -> dict[str, dict]:
+    """The figures only (LATENESS_FIELDS), as records and ``vcluster status`` show them."""
+    return {key: {f: late[f] for f in LATENESS_FIELDS} for key, late in lateness.items()}
 
 
 def cluster_from_state(state: dict) -> Cluster:
@@ -799,7 +898,7 @@ def describe(state: dict) -> str:
     """One human-readable block per cluster for ``vcluster status``."""
     lines = [
         f"{state['name']}: {len(state['hosts'])} hosts, {state['sites']} site(s), "
-        f"link {format_rate(state['link_bps'])}"
+        f"link {format_rate(state['link_bps'])}, wire {state.get('wire', DEFAULT_WIRE)}"
         + (f", wan {format_rate(state['wan_bps'])}" if state["sites"] > 1 else "")
         + (f", delay {state['delay_us']} us/host" if state["delay_us"] else "")
         + ("" if state.get("healthy", True) else "  [BROKEN: run vcluster down]")
@@ -812,14 +911,22 @@ def describe(state: dict) -> str:
             f"  netns {h['namespace']}"
             + (f"  faults {faults}" if faults else "")
             + (
-                f" (daemon: {daemon['packets']} packets, {daemon['dropped']} dropped)"
+                f" (daemon: {daemon['packets']} packets, {daemon['dropped']} dropped"
+                f"{_late_text(daemon['late'])})"
                 if daemon
                 else ""
-            )
+            )  # fmt: skip
         )
     for key, faults in state.get("link_faults", {}).items():
         lines.append(f"  link {key}  faults {format_faults(faults)}")
     return "\n".join(lines)
+
+
+def _late_text(late: dict) -> str:
+    if not late["packets"]:
+        return ""
+    return (f", released late p50 {late['p50_us']:g} / p99 {late['p99_us']:g} / "
+            f"max {late['max_us']:g} us")  # fmt: skip
 
 
 def exec_argv(state_or_cluster: Cluster, host: str, argv: list[str]) -> list[str]:

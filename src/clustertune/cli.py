@@ -198,8 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--wire",
         choices=vcluster.WIRES,
         default=vcluster.DEFAULT_WIRE,
-        help="link model: tbf (token bucket; mid-size messages outrun it) or paced (every "
-        "frame its time on the wire; false alarms when the CPU is busy; docs/network.md)",
+        help=vcluster.WIRE_HELP,
     )
     p.set_defaults(func=cmd_vcluster_up)  # fmt: skip
     p = vc_sub.add_parser("down", parents=[store], help="remove a virtual cluster")

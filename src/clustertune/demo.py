@@ -57,7 +57,7 @@ def demo_cluster() -> tuple[Cluster, bool]:
     vcluster.down(DEMO_NAME)  # a crashed earlier demo leaves nothing in the way
     state = vcluster.plan(DEMO_NAME, DEMO_HOSTS, DEMO_LINK_BPS)
     cluster = vcluster.cluster_from_state(vcluster.up(state))
-    log(f"virtual cluster {DEMO_NAME}: {DEMO_HOSTS} hosts at 1 Gbit")
+    log(f"virtual cluster {DEMO_NAME}: {DEMO_HOSTS} hosts at 1 Gbit, {state['wire']} wire")
     return cluster, True
 
 

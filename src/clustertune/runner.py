@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from . import __version__, kernels
+from . import __version__, kernels, vcluster
 from .cluster import Cluster
 from .errors import UserError
 from .kernels import KernelOutput
@@ -46,6 +46,41 @@ STDERR_TAIL = 2000
 LAUNCHER_LINES = 8  # the last lines of the launcher's text kept in a failed run's error
 
 Derive = Callable[[list[dict], dict | None], dict]
+
+# The load per CPU above which the figures of hosts sharing this machine's CPUs are not
+# judged (busy-polling MPI ranks starve: healthy MPICH lost at most 21 % of TCP's
+# bandwidth at load 5-11 on 2 CPUs, 58-71 % in four runs at load 15-29; docs/network.md).
+# One constant for the network CLI and the report (record meta "load" and "cpus").
+STARVED_LOAD_PER_CPU = 5.0
+
+# The emulated wire's own check (vcluster.wire_lateness): a run whose pacers released
+# packets later than this at the 99th percentile is labelled "wire late": its latency
+# figures and flags may be the wire's, not the hosts' (threshold: docs/network.md).
+WIRE_LATE_P99_US = 200.0
+
+
+def machine() -> dict:
+    """This machine's load and CPUs now, for a record's meta."""
+    return {
+        "load": [round(x, 2) for x in os.getloadavg()],
+        "online": os.cpu_count(),
+        "usable": len(os.sched_getaffinity(0)),
+    }
+
+
+def wire_state(cluster: Cluster) -> dict | None:
+    """The vcluster state behind a virtual cluster or grid (its pacers), else None."""
+    directory = cluster.extra.get("state_dir")
+    return vcluster.load_state(Path(directory).name) if directory else None
+
+
+def wire_late_label(late: dict[str, dict], load: float) -> str | None:
+    """``wire late (p99 N µs, load L)`` when a pacer's p99 over the run passed
+    :data:`WIRE_LATE_P99_US`, naming the worst; else None."""
+    p99 = max((v["p99_us"] for v in late.values() if v["p99_us"] is not None), default=None)
+    if p99 is None or p99 <= WIRE_LATE_P99_US:
+        return None
+    return f"wire late (p99 {p99:g} µs, load {load:.1f})"
 
 
 @cache
@@ -87,6 +122,7 @@ def new_record(
 ) -> dict:
     from .hostinfo import blas_info, mpi_versions  # local: hostinfo is heavier to import
 
+    start = machine()
     return {
         "schema": SCHEMA,
         "id": None,
@@ -107,6 +143,7 @@ def new_record(
                 "link_bps": {h.name: h.link_bps for h in cluster.hosts},
                 "site_of": {h.name: h.site for h in cluster.hosts},
                 "faults": cluster.extra.get("faults") or {},  # injected, at the run's start
+                "wire": cluster.extra.get("wire"),  # a virtual link's model; None: real
             },
             "hosts": hosts,
             "np": np,
@@ -114,6 +151,9 @@ def new_record(
             "blas": blas_info(),
             "env": env_knobs(extra_env),
             "commands": [],
+            # the machine: load average (1, 5, 15 min) at the start and end, CPUs
+            "load": {"start": start["load"], "end": None},
+            "cpus": {"online": start["online"], "usable": start["usable"]},
         },
         "params": params,
         "samples": [],
@@ -200,6 +240,8 @@ class Run:
         self._lock = threading.Lock()
         self._launches = 0
         self._begin = 0.0
+        self._wire: dict | None = None  # the pacers' state, on a virtual cluster
+        self._late_before: dict[str, dict] = {}
 
     # ----------------------------------------------------------------- launching
 
@@ -283,6 +325,9 @@ class Run:
     # ----------------------------------------------------------------- the record
 
     def __enter__(self) -> Run:
+        self._wire = wire_state(self.cluster)
+        if self._wire is not None:
+            self._late_before = vcluster.wire_lateness(self._wire)
         self._begin = time.monotonic()
         return self
 
@@ -306,6 +351,7 @@ class Run:
         steps = sorted(self.steps, key=lambda s: s.order)
         record["meta"]["commands"] = [s.completed.argv for s in steps]
         record["elapsed_s"] = round(time.monotonic() - self._begin, 3)
+        self._machine_after(record["meta"])
         record["samples"] = [sample for s in steps for sample in s.output.samples]
         several = len(steps) > 1
         problems = [f"{s.what}: {p}" if several else p for s in steps for p in s.problems]
@@ -358,6 +404,18 @@ class Run:
             record["error"] = "; ".join(dict.fromkeys(problems)) + (f"\n{tail}" if tail else "")
         self.store.save(record)
         return record
+
+    def _machine_after(self, meta: dict) -> None:
+        """The load at the end and, on a virtual cluster, how late its wire was over the
+        run (meta "wire_late"; meta "labels" gets "wire late ..." when that distorts)."""
+        meta["load"]["end"] = machine()["load"]
+        if self._wire is None:
+            return
+        late = vcluster.lateness_delta(self._late_before, vcluster.wire_lateness(self._wire))
+        meta["wire_late"] = vcluster.without_hist(late)
+        label = wire_late_label(late, max(meta["load"]["start"][0], meta["load"]["end"][0]))
+        if label:
+            meta.setdefault("labels", []).append(label)
 
 
 class _RunService:

@@ -94,13 +94,18 @@ def _save_state(state: dict) -> None:
     tmp.replace(directory / "state.json")  # atomic: a crash never leaves half a state file
 
 
-# Link models. tbf: a token bucket per veth end; cheap and steady under CPU load, but a
-# message smaller than its bucket passes at memory speed (mid-size ping-pong reads up to
-# 2x nominal). paced: every packet through the host's ct-nfq-delay, charged its frames'
-# time on the wire (never above nominal; docs/network.md), at the cost of ~20 us per hop
-# and, on a CPU-starved machine, latency spikes and spurious TCP retransmissions.
+# Link models. paced (the default): every packet through the host's ct-nfq-delay, charged
+# its frames' time on the wire (never above nominal; docs/network.md), at the cost of
+# ~20 us per hop and, on a CPU-starved machine, late releases (wire_lateness says how
+# late; a run on a late wire is labelled). tbf: a token bucket per veth end; cheap and
+# steady under CPU load, but a message smaller than its bucket passes at memory speed
+# (mid-size ping-pong reads up to 2x nominal): rate only, for machines too busy to pace.
 WIRES = ("tbf", "paced")
-DEFAULT_WIRE = "tbf"  # paced is not robust to a busy CPU yet (docs/network.md)
+DEFAULT_WIRE = "paced"  # every figure read over it bounded by the link (issue 19)
+WIRE_HELP = (
+    "link model: paced (default: every frame its time on the wire) or tbf (rate only: "
+    "mid-size messages outrun it; for machines too busy to pace); docs/network.md"
+)
 
 
 def plan(

@@ -73,8 +73,10 @@ def parse_schedulers(text: str, sites: int) -> list[str]:
 
 
 def plan(name: str, sites: int, hosts_per_site: int, schedulers: list[str],
-         link_bps: int | None, wan_bps: int | None, delay_us: int = 0) -> tuple[dict, dict]:  # fmt: skip
-    """(the virtual cluster's plan, the grid's state): pure, checked before anything runs."""
+         link_bps: int | None, wan_bps: int | None, delay_us: int = 0,
+         wire: str = vcluster.DEFAULT_WIRE) -> tuple[dict, dict]:  # fmt: skip
+    """(the virtual cluster's plan, the grid's state): pure, checked before anything runs.
+    ``wire``: the hosts' link model (vcluster.WIRES)."""
     if not 1 <= hosts_per_site <= 50:
         raise UserError(f"--hosts-per-site {hosts_per_site}: must be between 1 and 50")
     # vcluster.plan's limits, worded for this command's options (it would say --hosts)
@@ -84,7 +86,7 @@ def plan(name: str, sites: int, hosts_per_site: int, schedulers: list[str],
         raise UserError(f"--sites {sites} x --hosts-per-site {hosts_per_site}: a virtual grid "
                         "has at most 200 hosts")  # fmt: skip
     cplan = vcluster.plan(name, sites * hosts_per_site, link_bps, sites=sites,
-                          wan_bps=wan_bps, delay_us=delay_us)  # fmt: skip
+                          wan_bps=wan_bps, delay_us=delay_us, wire=wire)  # fmt: skip
     d = grid_dir(name)
     site_list = []
     for k, scheduler in enumerate(schedulers):
@@ -100,7 +102,7 @@ def plan(name: str, sites: int, hosts_per_site: int, schedulers: list[str],
     state = {
         "name": name, "status": "building", "dir": str(d), "sites": site_list,
         "origin": cplan["hosts"][0]["name"], "link_bps": link_bps, "wan_bps": wan_bps,
-        "created": time.time(),
+        "wire": wire, "created": time.time(),
     }  # fmt: skip
     return cplan, state
 

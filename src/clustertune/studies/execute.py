@@ -161,7 +161,7 @@ class Clusters:
             wan = parse_rate(spec.wan_link) if spec.wan_link else None
             self.names.append(name)
             self.log(f"building virtual cluster {name} for {spec.name!r}: {spec.hosts} hosts, "
-                     f"link {spec.link or 'unlimited'}"
+                     f"link {spec.link or 'unlimited'}, {vcluster.DEFAULT_WIRE} wire"
                      + (f", faults {spec.faults}" if spec.faults else "")
                      + (f", a grid of {spec.scheduler} sites" if spec.scheduler else ""))  # fmt: skip
             if spec.scheduler:  # seeds/000's grid: jobs co-allocated through each site's scheduler

@@ -8,6 +8,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from ... import vcluster
 from ...commands import Output, open_store, positive_seconds, store_parser
 from ...errors import UserError
 from ...grid import info, jobs, staging, virtual
@@ -21,7 +22,7 @@ def cmd_up(args: argparse.Namespace) -> Output:
     schedulers = virtual.parse_schedulers(args.scheduler, args.sites)
     cplan, state = virtual.plan(
         args.name, args.sites, args.hosts_per_site, schedulers, parse_rate(args.link),
-        parse_rate(args.wan_link) if args.wan_link else None, args.delay_us,
+        parse_rate(args.wan_link) if args.wan_link else None, args.delay_us, args.wire,
     )  # fmt: skip
     state = virtual.up(cplan, state, timeout=args.start_timeout)
     return Output(state, describe(state))
@@ -46,6 +47,7 @@ def cmd_status(args: argparse.Namespace) -> Output:
 
 def describe(state: dict) -> str:
     lines = [f"{state['name']}: {len(state['sites'])} site(s), link {format_rate(state['link_bps'])}"
+             + f", wire {state.get('wire', 'tbf')}"  # grids older than the option were tbf
              + (f", wan {format_rate(state['wan_bps'])}" if state.get("wan_bps") else "")]  # fmt: skip
     down = state.get("down_daemons", {})
     for s in state["sites"]:
@@ -204,6 +206,8 @@ def add_commands(sub, common) -> None:
     u.add_argument("--link", default="1gbit", help="link rate of each host inside a site")
     u.add_argument("--wan-link", help="rate of the link between sites, e.g. 100mbit")
     u.add_argument("--delay-us", type=int, default=0, help="per-packet delay on each host")
+    u.add_argument("--wire", choices=vcluster.WIRES, default=vcluster.DEFAULT_WIRE,
+                   help=vcluster.WIRE_HELP)  # fmt: skip
     u.add_argument("--start-timeout", type=positive_seconds, default=30.0,
                    help="seconds for the daemons of a site to come up")  # fmt: skip
     u.set_defaults(func=cmd_up)

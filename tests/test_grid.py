@@ -340,6 +340,44 @@ def test_submit_mpi_job(grid, site, mpi):
 
 @pytest.mark.root
 @needs_tools
+@pytest.mark.parametrize("site,mpi", [("site0", "mpich"), ("site2", "mpich"), ("site0", "openmpi")])
+def test_failed_verification_fails_the_submitted_job(grid, site, mpi, capsys):
+    """grid submit of an MPI kernel whose verification fails: the job fails with the
+    kernel's exit status and is stored failed (under MPICH the finalize shim once made
+    every rank exit 0, and such a job was reported done); the healthy job is done."""
+    import json
+
+    from clustertune.cli import main
+
+    line = ["grid", "submit", "--name", grid["name"], "--site", site, "--jobtype", "mpi",
+            "--mpi", mpi, "--count", "2", "--json", str(kernels.kernel_path("ct-npb-lu", mpi)),
+            "--class", "S"]  # fmt: skip
+    store = Store(os.environ["CLUSTERTUNE_DB"])
+    for fault in (False, True):
+        code = main(line + ["--inject-fault"] * fault)
+        payload = json.loads(capsys.readouterr().out)
+        if fault:  # the kernel's 1, or srun's status for a task that exited 1
+            assert (code, payload["state"]) == (1, "failed") and payload["exit_status"], payload
+        else:
+            assert (code, payload["state"], payload["exit_status"]) == (0, "done", 0), payload
+        assert store.get(payload["run_id"])["status"] == ("failed" if fault else "ok")
+
+
+@pytest.mark.root
+@needs_tools
+def test_failed_verification_fails_the_coallocated_run(grid, store):
+    """The co-allocated grid launcher (mpirun across a Slurm and an ssh site, MPICH under
+    the finalize shim): the job's own exit status fails the run, beside the verdict."""
+    from clustertune.levels.npb.run import run_npb
+
+    record = run_npb(cluster_from_grid(grid), store, "lu", "S", 2, "mpich",
+                     hosts=["host0", "host4"], inject_fault=True, timeout=60)  # fmt: skip
+    assert (record["status"], record["verification"]) == ("failed", "failed")
+    assert "exit status 1" in record["error"], record["error"]
+
+
+@pytest.mark.root
+@needs_tools
 def test_cancel_active_job(grid):
     backend = jobs.backend(grid, "site1")
     handle = backend.submit(jobs.GridJob("/bin/sleep", ["60"]))

@@ -1,5 +1,6 @@
 """Real MPI jobs through the launchers: the probe on both MPIs, and a hung job killed."""
 
+import json
 import os
 import subprocess
 import time
@@ -11,6 +12,7 @@ from clustertune import kernels, runner
 from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.launch import Job, launcher_for, mpi_flags
 from clustertune.launch.process import job_pids
+from clustertune.results import Store
 
 MPIS = ("openmpi", "mpich")
 
@@ -128,18 +130,57 @@ def test_command_lines_per_launcher(tmp_path):
     assert "--bind-to" not in real_openmpi  # real hosts keep OpenMPI's binding
 
 
-def test_finalize_shim_tells_the_process_manager_before_it_leaves():
+def test_finalize_shim_tells_the_process_manager_before_it_leaves(tmp_path):
     """Every rank under the shim sends PMI finalize before its socket closes: hydra takes
     a PMI socket closed without it for a dead rank and kills the job (a verified run then
-    failed with "BAD TERMINATION ... EXIT CODE: 1" under load, across GRAM sites)."""
+    failed with "BAD TERMINATION ... EXIT CODE: 1" under load, across GRAM sites). The
+    ranks' stdout goes to files of their own: on hydra's stdout its -verbose lines once cut
+    the probe's JSON line in two."""
     shim = kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")
-    argv = ["mpiexec.mpich", "-verbose", "-n", "2", "-genv", "LD_PRELOAD", str(shim), "-genv",
-            "UCX_TLS", "tcp,self", str(kernels.kernel_path("ct-probe", "mpich"))]  # fmt: skip
+    argv = ["mpiexec.mpich", "-verbose", "-n", "2", "-outfile-pattern", str(tmp_path / "out.%r"),
+            "-genv", "LD_PRELOAD", str(shim), "-genv", "UCX_TLS", "tcp,self",
+            str(kernels.kernel_path("ct-probe", "mpich"))]  # fmt: skip
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     said = done.stdout + done.stderr
     assert said.count("PMI response: cmd=finalize_ack") == 2, said[-3000:]
-    assert '"rank_sum":1' in done.stdout  # the ranks got through MPI_Init and the probe
+    rank0 = (tmp_path / "out.0").read_text()
+    assert '"rank_sum":1' in rank0, rank0  # the ranks got through MPI_Init and the probe
+
+
+@pytest.mark.parametrize("inject_fault", [False, True])
+def test_finalize_shim_keeps_the_exit_status_main_returned(inject_fault):
+    """A rank's exit status under the shim is what main returned: it once left with
+    _exit(0) inside MPI_Finalize, so a failed verification (ct-gemm returns 1) exited 0."""
+    shim = kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")
+    argv = ["mpiexec.mpich", "-n", "2", "-genv", "LD_PRELOAD", str(shim), "-genv", "UCX_TLS",
+            "tcp,self", str(kernels.kernel_path("ct-gemm", "mpich")), "-N", "200"]  # fmt: skip
+    done = subprocess.run(argv + ["--inject-fault"] * inject_fault, capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert '"verification":"' + ("failed" if inject_fault else "passed") in done.stdout
+    assert done.returncode == (1 if inject_fault else 0), done.stdout[-2000:] + done.stderr
+
+
+@pytest.mark.root
+@pytest.mark.parametrize("mpi", MPIS)
+def test_failed_verification_fails_the_job_on_a_virtual_cluster(make_vcluster, mpi, capsys):
+    """clustertune npb ... --inject-fault on a virtual cluster: the job's own exit status
+    says failed (MPICH runs there under the finalize shim), beside the kernel's verdict; the
+    healthy run exits 0 with no error."""
+    from clustertune.cli import main
+
+    cluster = make_vcluster(hosts=2, link_bps=10**9)
+    line = ["npb", "lu", "--class", "S", "--np", "2", "--mpi", mpi, "--cluster", cluster.name,
+            "--json"]  # fmt: skip
+    assert main(line) == 0
+    healthy = json.loads(capsys.readouterr().out)
+    assert (healthy["status"], healthy["error"]) == ("ok", None)
+    assert main(line + ["--inject-fault"]) == 1
+    record = json.loads(capsys.readouterr().out)
+    assert (record["status"], record["verification"]) == ("failed", "failed")
+    assert "exit status 1" in record["error"], record["error"]  # the job itself failed
+    stored = Store(os.environ["CLUSTERTUNE_DB"]).get(record["id"])
+    assert stored["status"] == "failed" and "exit status 1" in stored["error"]
 
 
 def test_environment_knobs_are_recorded(store, monkeypatch):

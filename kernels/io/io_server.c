@@ -4,7 +4,8 @@
  * mutual TLS (ncfwd_proto.h).
  *
  *   mpirun -np S ct-io-server --export DIR --cert C --key K --ca CA --gridmap FILE
- *                             [--port P] [--idle-timeout 60] [--sessions N] [--max-request B]
+ *                             [--crl FILE] [--port P] [--idle-timeout 60]
+ *                             [--handshake-timeout 10] [--sessions N] [--max-request B]
  *                             [--round 4M]
  *
  * Rank 0 listens on --port (0: any; the ready line on stderr says which), every other rank on
@@ -12,6 +13,13 @@
  * must name its certificate's subject; rank 0 answers with every rank's port and tells the
  * other ranks; client rank r then connects to server rank r*S/P with the session's token and
  * the same subject. One session at a time, in the order they come; then the next.
+ *
+ * Connections: each rank takes every connection as it comes and runs the TLS handshakes and
+ * HELLOs of all of them at once (non-blocking), each with a hard deadline of
+ * --handshake-timeout from its connect: a peer that stays silent, or trickles its bytes, is
+ * dropped at its deadline and holds up nobody else meanwhile. The CRL (--crl) is re-read
+ * whenever its file changes; a revoked or expired certificate is refused at the handshake,
+ * with the reason and the certificate's subject in the log.
  *
  * Serving: the server ranks take one request from each of their clients, agree (one
  * allreduce) that all of them are well formed and the same operation, and perform it together
@@ -21,28 +29,38 @@
  * stays busy: see transfer()). A malformed,
  * truncated or oversized frame, a refused path, a client that stops talking for
  * --idle-timeout seconds or disconnects with a file open, ends that session only: its files
- * are aborted, and the server takes the next session.
+ * are aborted, and the server takes the next session. Every reply is built in one bounded
+ * buffer (ncfwd_wr): a reply that would not fit is an error reply, never a longer one.
  *
  * Files and their writers: a created file is written under a temporary name in the same
- * directory (".NAME.ct-partial-TOKEN") and renamed to NAME only by a close that every server
- * rank completed for clients that all stayed: a file whose writer died is removed, never
- * visible under its name, and an older complete NAME stays as it was.
+ * directory (".NAME.ct-partial-RANDOM", RANDOM drawn by the server), created exclusively
+ * (O_EXCL: never through a link planted under that name), and renamed to NAME only by a close
+ * that every server rank completed for clients that all stayed: a file whose writer died is
+ * removed, never visible under its name, and an older complete NAME stays as it was.
  *
- * Access (GSI-style): the grid-mapfile maps certificate subjects to a directory under
- * --export and a right, one line each:  "/C=JP/O=clustertune/CN=alice" area [rw|ro]
- * Paths are taken relative to that area (an absolute path must lie inside it); "..", a path
- * whose directory resolves outside the area, or a symlink as the file are refused. Every
- * refusal is logged on stderr as "ct-io-server: refused ...".
+ * Access (GSI-style): the grid-mapfile maps certificate subjects (RFC 2253) to a directory
+ * under --export and a right, one line each:  "CN=alice,OU=user,O=clustertune,C=JP" area rw
+ * (or ro); blank lines and # comments aside, any other line is an error (FILE:LINE) at
+ * start-up, and a reason to refuse every client until it is fixed when the file is re-read
+ * at each session. Paths are taken relative to the area (an absolute path must lie inside
+ * it). Every directory from the export root down to the file is opened one component at a
+ * time with O_NOFOLLOW, and the file itself too (reads) or created exclusively (writes), and
+ * PnetCDF is given those open directories (/proc/self/fd/N/...): no symlink is ever followed
+ * under the export, and nothing checked can be swapped before its use. Every refusal is
+ * logged on stderr as "ct-io-server: refused ...".
  */
-#define _XOPEN_SOURCE 700 /* realpath */
+#define _GNU_SOURCE /* O_PATH, accept4 */
 #include "ct.h"
 #include "ct_mpi.h"
 #include "ct_opt.h"
 #include "ncfwd_proto.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
 #include <pnetcdf.h>
 #include <poll.h>
 #include <pthread.h>
@@ -56,20 +74,44 @@
 
 #define MAX_CLIENTS 64 /* per server rank */
 #define MAX_FILES 16
-#define GRIDMAP_LINE 2048
+#define MAX_PENDING 64 /* connections in their handshake or HELLO at once, per rank */
+#define GRIDMAP_LINE 4096
+#define HELLO_BYTES 16
+#define PARTIAL ".ct-partial-"
+#define REPLACE ".ct-replace-"
 
 typedef struct {
-    const char *export_dir, *cert, *key, *ca, *gridmap;
+    const char *export_dir, *cert, *key, *ca, *gridmap, *crl;
     int port, sessions, help;
-    double idle;
+    double idle, handshake;
     uint64_t max_request;
     uint64_t round; /* bytes per client per round of a put/get; 0: whole requests */
 } options;
 
 typedef struct {
     int used, ncid, writing, indep;
-    char final[PATH_MAX], temp[PATH_MAX];
+    int dir;                         /* O_PATH fd of the file's directory */
+    int fd;                          /* the file (temporary, when written), open while used:
+                                      * PnetCDF re-opens it by its /proc/self/fd name */
+    char name[NAME_MAX + 1];         /* the file in dir */
+    char temp[NAME_MAX + 1];         /* its temporary name while written */
+    char shown[PATH_MAX];            /* the path as the log shows it */
 } file_slot;
+
+/* A connection in its TLS handshake or HELLO (non-blocking), or done with both. */
+typedef struct {
+    ncfwd_conn c;
+    double deadline; /* ct_now() by which both must be done */
+    int tls_done;
+    unsigned char buf[NCFWD_HEADER + HELLO_BYTES];
+    size_t have;
+} pending;
+
+typedef struct {
+    ncfwd_conn c;
+    uint32_t rank, size;
+    uint64_t token;
+} hello_msg;
 
 typedef struct {
     int rank, size;
@@ -77,22 +119,29 @@ typedef struct {
     SSL_CTX *ctx;
     int listen_fd, port;
     char export_real[PATH_MAX];
+    int export_fd; /* O_PATH fd of the export root: every path is walked from it */
+    struct stat crl_seen; /* the CRL file as last loaded */
+    pending pend[MAX_PENDING];
+    int npend;
+    hello_msg ready[MAX_PENDING]; /* HELLOs received, in order, not yet taken */
+    int nready;
     /* the session */
     uint64_t token;
     uint32_t clients; /* P */
-    char subject[256], area[PATH_MAX];
+    char subject[NCFWD_MAX_SUBJECT], area[PATH_MAX];
     int read_only;
     int nconn;
     int conn_rank[MAX_CLIENTS];
     ncfwd_conn conn[MAX_CLIENTS];
     file_slot files[MAX_FILES];
-    char replaced[PATH_MAX]; /* rank 0: the file a close replaced, unlinked after the reply */
+    int replaced_dir; /* rank 0: the file a close replaced, unlinked after the reply */
+    char replaced[NAME_MAX + 1];
 } server;
 
 static void refused(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void refused(const char *who, const char *fmt, ...)
 {
-    char msg[600];
+    char msg[PATH_MAX + 600];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -115,113 +164,204 @@ static void say(const char *fmt, ...)
 
 /* ------------------------------------------------------------ access: grid-mapfile, paths */
 
-/* The area and right of a subject; 0, or -1 if the grid-mapfile does not name it. */
-static int gridmap_lookup(const server *s, const char *subject, char *area, size_t len, int *ro)
+/* Whether an area (or a client path) stays under its root as text: relative, no "..". */
+static int relative_below(const char *path)
 {
-    FILE *f = fopen(s->o.gridmap, "r");
-    if (!f)
+    if (path[0] == '/')
+        return 0;
+    for (const char *c = path; *c;) {
+        size_t n = strcspn(c, "/");
+        if (n == 2 && c[0] == '.' && c[1] == '.')
+            return 0;
+        c += n + (c[n] == '/');
+    }
+    return 1;
+}
+
+/* One line of the grid-mapfile: 1 an entry (subject, area, ro), 0 blank or a comment, -1 an
+ * error (why). Strict: "SUBJECT" AREA RIGHT, RIGHT rw or ro, nothing after. */
+static int gridmap_line(char *line, char **subject, char **area, int *ro, char *why, size_t len)
+{
+    char *p = line + strspn(line, " \t");
+    if (*p == '\0' || *p == '\n' || *p == '#')
+        return 0;
+    char *end = *p == '"' ? strchr(p + 1, '"') : NULL;
+    if (!end || end == p + 1) {
+        snprintf(why, len, "expected \"SUBJECT\" AREA rw|ro");
         return -1;
-    char line[GRIDMAP_LINE];
-    int found = -1;
-    while (found < 0 && fgets(line, sizeof line, f)) {
-        char *p = line + strspn(line, " \t");
-        if (*p != '"')
-            continue; /* comments, blank lines */
-        char *end = strchr(p + 1, '"');
-        if (!end)
-            continue;
-        *end = '\0';
-        if (strcmp(p + 1, subject) != 0)
-            continue;
-        char a[PATH_MAX] = ".", right[8] = "rw";
-        sscanf(end + 1, "%4095s %7s", a, right);
-        snprintf(area, len, "%s", a);
-        *ro = strcmp(right, "ro") == 0;
-        found = 0;
+    }
+    *end = '\0';
+    *subject = p + 1;
+    char *save = NULL, *right;
+    *area = strtok_r(end + 1, " \t\n", &save);
+    right = *area ? strtok_r(NULL, " \t\n", &save) : NULL;
+    if (!*area || !right) {
+        snprintf(why, len, "subject %s without %s", *subject, *area ? "a right (rw or ro)"
+                                                                    : "an area and a right");
+        return -1;
+    }
+    if (strcmp(right, "rw") != 0 && strcmp(right, "ro") != 0) {
+        snprintf(why, len, "right %.20s: rw or ro", right);
+        return -1;
+    }
+    if (strtok_r(NULL, " \t\n", &save)) {
+        snprintf(why, len, "text after the right");
+        return -1;
+    }
+    if (!relative_below(*area)) {
+        snprintf(why, len, "area %.200s: a directory relative to the export, without ..", *area);
+        return -1;
+    }
+    *ro = strcmp(right, "ro") == 0;
+    return 1;
+}
+
+/* Reads the whole grid-mapfile strictly: 0 (found: whether subject has a line; its area and
+ * right), or -1 with why naming FILE:LINE. The first bad line makes the whole file bad. */
+static int gridmap_read(const char *path, const char *subject, char *area, size_t arealen,
+                        int *ro, int *found, char *why, size_t whylen)
+{
+    FILE *f = fopen(path, "r");
+    *found = 0;
+    if (!f) {
+        snprintf(why, whylen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[GRIDMAP_LINE], bad[300];
+    int rc = 0;
+    for (int n = 1; rc == 0 && fgets(line, sizeof line, f); n++) {
+        char *subj, *a;
+        int r;
+        if (!strchr(line, '\n') && !feof(f)) {
+            snprintf(bad, sizeof bad, "line longer than %d bytes", GRIDMAP_LINE - 2);
+            r = -1;
+        } else {
+            r = gridmap_line(line, &subj, &a, ro, bad, sizeof bad);
+        }
+        if (r < 0) {
+            snprintf(why, whylen, "%s:%d: %s", path, n, bad);
+            rc = -1;
+        } else if (r == 1 && strcmp(subj, subject) == 0) {
+            if (*found) {
+                snprintf(why, whylen, "%s:%d: a second line for %s", path, n, subject);
+                rc = -1;
+            }
+            *found = 1;
+            snprintf(area, arealen, "%s", a);
+        }
     }
     fclose(f);
-    return found;
+    return rc;
 }
 
-static int inside(const char *root, const char *path)
+/* Opens the directory `rel` (components separated by '/'; "." and empty ones skipped) under
+ * the directory fd `at`, one component at a time, each a real directory (O_NOFOLLOW): its
+ * O_PATH fd, or -1 with errno (ELOOP or ENOTDIR for a symlink, EINVAL for ".."). */
+static int walk(int at, const char *rel)
 {
-    size_t n = strlen(root);
-    return strncmp(root, path, n) == 0 && (path[n] == '\0' || path[n] == '/' || n == 1);
-}
-
-/* The file a client path names under the session's area: 0, or -1 with why. */
-static int resolve(const server *s, const char *path, int writing, char *out, size_t outlen,
-                   char *why, size_t whylen)
-{
-    char root[PATH_MAX], rel[PATH_MAX];
-    if (!realpath(s->area, root)) {
-        snprintf(why, whylen, "the area %s does not exist", s->area);
+    int fd = openat(at, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    char copy[PATH_MAX], *save = NULL;
+    if ((size_t)snprintf(copy, sizeof copy, "%s", rel) >= sizeof copy) {
+        close(fd);
+        errno = ENAMETOOLONG;
         return -1;
     }
+    for (char *c = strtok_r(copy, "/", &save); c && fd >= 0; c = strtok_r(NULL, "/", &save)) {
+        if (strcmp(c, ".") == 0)
+            continue;
+        if (strcmp(c, "..") == 0) {
+            close(fd);
+            errno = EINVAL;
+            return -1;
+        }
+        int next = openat(fd, c, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int e = errno;
+        close(fd);
+        errno = e;
+        fd = next;
+    }
+    return fd;
+}
+
+static const char *walk_why(int e)
+{
+    return e == ELOOP || e == ENOTDIR ? "passes through a symlink or a non-directory"
+           : e == ENOENT              ? "names a directory that does not exist"
+                                      : strerror(e);
+}
+
+/* Opens a file to read in dir without following a symlink (and without blocking on a FIFO):
+ * its fd, or -1 with why. */
+static int open_regular(int dir, const char *name, const char *shown, char *why, size_t whylen)
+{
+    int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) {
+        snprintf(why, whylen, errno == ELOOP ? "path %s is a symlink" : "no file %s", shown);
+        return -1;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, whylen, "no file %s (not a regular file)", shown);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Splits a client path into its directory relative to the export (area included) and its
+ * last component: 0, or -1 with why. Checks the text only; the walk checks the file system. */
+static int split_path(const server *s, const char *path, char *dir, size_t dirlen, char *name,
+                      char *why, size_t whylen)
+{
+    char rel[PATH_MAX], area_abs[PATH_MAX + PATH_MAX];
     if (!*path) {
         snprintf(why, whylen, "empty path");
         return -1;
     }
+    snprintf(area_abs, sizeof area_abs, "%s/%s", s->export_real, s->area);
     if (path[0] == '/') {
-        if (!inside(root, path) || strlen(path) == strlen(root)) {
+        /* absolute: only inside the area, as the area's path reads (no symlink in it) */
+        size_t n = strlen(area_abs);
+        if (strcmp(s->area, ".") == 0)
+            n = strlen(s->export_real);
+        if (strncmp(path, area_abs, n) != 0 || path[n] != '/') {
             snprintf(why, whylen, "absolute path %s outside the export area", path);
             return -1;
         }
-        snprintf(rel, sizeof rel, "%s", path + strlen(root));
+        snprintf(rel, sizeof rel, "%s", path + n + 1);
     } else {
         snprintf(rel, sizeof rel, "%s", path);
     }
-    /* components: no "..", and the file's directory must resolve inside the area */
-    char dir[PATH_MAX], copy[PATH_MAX], *save = NULL, *last = NULL;
-    snprintf(copy, sizeof copy, "%s", rel);
-    snprintf(dir, sizeof dir, "%s", root);
-    for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
-        if (strcmp(c, "..") == 0) {
-            snprintf(why, whylen, "path %s contains ..", path);
-            return -1;
-        }
-        if (strcmp(c, ".") == 0)
-            continue;
-        if (last) {
-            size_t n = strlen(dir);
-            snprintf(dir + n, sizeof dir - n, "/%s", last);
-        }
-        last = c;
+    if (!relative_below(rel)) {
+        snprintf(why, whylen, "path %s contains ..", path);
+        return -1;
     }
-    if (!last) {
+    char *slash = strrchr(rel, '/');
+    const char *last = slash ? slash + 1 : rel;
+    if (!*last || strcmp(last, ".") == 0) {
         snprintf(why, whylen, "path %s names no file", path);
         return -1;
     }
-    char real_dir[PATH_MAX];
-    if (!realpath(dir, real_dir)) {
-        snprintf(why, whylen, "directory of %s does not exist", path);
+    /* room for the temporary name: "." NAME ".ct-partial-" 16 hex digits */
+    if (strlen(last) + 1 + strlen(PARTIAL) + 16 > NAME_MAX) {
+        snprintf(why, whylen, "file name of %s too long", path);
         return -1;
     }
-    if (!inside(root, real_dir)) {
-        snprintf(why, whylen, "path %s leaves the export area (through a symlink)", path);
-        return -1;
-    }
-    if ((size_t)snprintf(out, outlen, "%s/%s", real_dir, last) >= outlen) {
+    strcpy(name, last);
+    if (slash)
+        *slash = '\0';
+    if ((size_t)snprintf(dir, dirlen, "%s/%s", s->area, slash ? rel : ".") >= dirlen) {
         snprintf(why, whylen, "path too long");
-        return -1;
-    }
-    struct stat st;
-    if (lstat(out, &st) == 0 && S_ISLNK(st.st_mode)) {
-        snprintf(why, whylen, "path %s is a symlink", path);
-        return -1;
-    }
-    if (!writing && (lstat(out, &st) != 0 || !S_ISREG(st.st_mode))) {
-        snprintf(why, whylen, "no file %s", path);
         return -1;
     }
     return 0;
 }
 
-/* ------------------------------------------------------------ sockets, sessions */
+/* ------------------------------------------------------------ sockets, handshakes */
 
 static int listen_on(int port, int *bound)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     if (fd < 0)
         return -1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -237,28 +377,10 @@ static int listen_on(int port, int *bound)
     return fd;
 }
 
-/* A TLS connection accepted before deadline (monotonic s); 0, or -1 when none came. */
-static int accept_one(server *s, ncfwd_conn *c, double deadline)
+static void set_blocking(int fd, int blocking)
 {
-    for (;;) {
-        double left = deadline - ct_now();
-        if (left <= 0)
-            return -1;
-        struct pollfd p = {.fd = s->listen_fd, .events = POLLIN};
-        if (poll(&p, 1, (int)(left * 1000 > 1000 ? 1000 : left * 1000 + 1)) <= 0)
-            continue;
-        int fd = accept(s->listen_fd, NULL, NULL);
-        if (fd < 0)
-            continue;
-        ncfwd_set_timeout(fd, 10.0); /* the handshake and HELLO */
-        if (ncfwd_tls_start(c, s->ctx, fd, 1)) {
-            refused(c->peer, "%s", c->error);
-            ncfwd_close(c);
-            continue;
-        }
-        ncfwd_set_timeout(fd, s->o.idle);
-        return 0;
-    }
+    int fl = fcntl(fd, F_GETFL);
+    fcntl(fd, F_SETFL, blocking ? fl & ~O_NONBLOCK : fl | O_NONBLOCK);
 }
 
 static void send_status(ncfwd_conn *c, int status)
@@ -268,28 +390,162 @@ static void send_status(ncfwd_conn *c, int status)
     ncfwd_send_wr(c, NCFWD_REPLY, &w);
 }
 
-/* The HELLO of a connection: 0, or -1 (refused, logged, closed). */
-static int read_hello(server *s, ncfwd_conn *c, uint32_t *rank, uint32_t *size, uint64_t *token)
+/* Re-reads the CRL when its file changed since the last load (or was replaced). */
+static void reload_crl(server *s, int first)
 {
-    unsigned char buf[256];
-    int op;
-    uint32_t len;
+    struct stat st;
+    if (!s->o.crl)
+        return;
+    int gone = stat(s->o.crl, &st) != 0;
+    if (!first && !gone && st.st_ino == s->crl_seen.st_ino &&
+        st.st_mtim.tv_sec == s->crl_seen.st_mtim.tv_sec &&
+        st.st_mtim.tv_nsec == s->crl_seen.st_mtim.tv_nsec && st.st_size == s->crl_seen.st_size)
+        return;
+    if (gone)
+        memset(&st, 0, sizeof st);
+    s->crl_seen = st;
+    char why[600];
+    if (ncfwd_tls_set_crl(s->ctx, s->o.ca, s->o.crl, why, sizeof why)) {
+        if (first)
+            ct_mpi_fail("--crl %s: %s", s->o.crl, why);
+        say("CRL %s unusable (%s): every client refused until it is fixed", s->o.crl, why);
+    } else if (!first && s->rank == 0) {
+        say("CRL %s re-read", s->o.crl);
+    }
+}
+
+static void drop_pending(server *s, int i)
+{
+    ncfwd_close(&s->pend[i].c);
+    s->pend[i] = s->pend[--s->npend];
+}
+
+/* Advances one pending connection as far as its bytes allow: 1 its HELLO is complete (moved
+ * to the ready queue), 0 waiting for more, -1 refused (logged, closed). */
+static int advance(server *s, int i)
+{
+    pending *p = &s->pend[i];
+    if (!p->tls_done) {
+        int rc = ncfwd_tls_step(&p->c, 1);
+        if (rc < 0) {
+            refused(p->c.peer, "%s", p->c.error);
+            drop_pending(s, i);
+            return -1;
+        }
+        if (rc == 0)
+            return 0;
+        p->tls_done = 1;
+    }
+    for (;;) {
+        size_t need = NCFWD_HEADER;
+        int op = 0;
+        uint32_t len = 0;
+        char why[200];
+        if (p->have >= NCFWD_HEADER) {
+            if (ncfwd_parse_header(p->buf, &op, &len, why, sizeof why) || op != NCFWD_HELLO ||
+                len != HELLO_BYTES) {
+                refused(p->c.peer, "malformed HELLO (%s frame of %u bytes%s%s)",
+                        ncfwd_op_name(op), len, *why ? ": " : "", *why ? why : "");
+                set_blocking(p->c.fd, 1);
+                ncfwd_set_timeout(p->c.fd, 1.0);
+                send_status(&p->c, NC_EINVAL);
+                drop_pending(s, i);
+                return -1;
+            }
+            need += len;
+        }
+        if (p->have == need)
+            break;
+        why[0] = '\0';
+        ERR_clear_error();
+        int n = SSL_read(p->c.ssl, p->buf + p->have, (int)(need - p->have));
+        if (n <= 0) {
+            int e = SSL_get_error(p->c.ssl, n);
+            if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+                p->c.want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+                return 0;
+            }
+            refused(p->c.peer, "connection ended before its HELLO");
+            drop_pending(s, i);
+            return -1;
+        }
+        p->have += (size_t)n;
+    }
     ncfwd_rd r;
-    if (ncfwd_recv(c, &op, buf, sizeof buf, &len)) {
-        refused(c->peer, "%s", c->error);
-        ncfwd_close(c);
+    hello_msg *h = &s->ready[s->nready];
+    ncfwd_rd_init(&r, p->buf + NCFWD_HEADER, HELLO_BYTES);
+    if (ncfwd_rd_u32(&r, &h->rank) || ncfwd_rd_u32(&r, &h->size) || ncfwd_rd_u64(&r, &h->token) ||
+        h->size < 1 || h->rank >= h->size) {
+        refused(p->c.peer, "malformed HELLO (rank %u of %u)", h->rank, h->size);
+        set_blocking(p->c.fd, 1);
+        ncfwd_set_timeout(p->c.fd, 1.0);
+        send_status(&p->c, NC_EINVAL);
+        drop_pending(s, i);
         return -1;
     }
-    ncfwd_rd_init(&r, buf, len);
-    if (op != NCFWD_HELLO || ncfwd_rd_u32(&r, rank) || ncfwd_rd_u32(&r, size) ||
-        ncfwd_rd_u64(&r, token) || ncfwd_rd_done(&r) || *size < 1 || *rank >= *size) {
-        refused(c->peer, "malformed HELLO (%s frame of %u bytes)", ncfwd_op_name(op), len);
-        send_status(c, NC_EINVAL);
-        ncfwd_close(c);
-        return -1;
+    /* from here the session's rules: blocking, --idle-timeout on every read and write */
+    set_blocking(p->c.fd, 1);
+    ncfwd_set_timeout(p->c.fd, s->o.idle);
+    h->c = p->c;
+    s->nready++;
+    s->pend[i] = s->pend[--s->npend];
+    return 1;
+}
+
+/* The next HELLO on this rank's port, in the order they completed: every connection's TLS
+ * handshake and HELLO run at once, each with a hard deadline --handshake-timeout after its
+ * connect, so a silent or slow peer delays nobody else. 0 with the HELLO, or -1 when `until`
+ * (ct_now() seconds) passes first. */
+static int next_hello(server *s, double until, hello_msg *out)
+{
+    for (;;) {
+        if (s->nready) {
+            *out = s->ready[0];
+            memmove(s->ready, s->ready + 1, (size_t)--s->nready * sizeof s->ready[0]);
+            return 0;
+        }
+        double now = ct_now();
+        for (int i = s->npend - 1; i >= 0; i--)
+            if (s->pend[i].deadline <= now) {
+                refused(s->pend[i].c.peer, "no TLS handshake and HELLO within %g s",
+                        s->o.handshake);
+                drop_pending(s, i);
+            }
+        if (now >= until)
+            return -1;
+        struct pollfd fds[MAX_PENDING + 1];
+        int n = 0;
+        double wake = until;
+        for (int i = 0; i < s->npend; i++) {
+            fds[n++] = (struct pollfd){.fd = s->pend[i].c.fd, .events = (short)s->pend[i].c.want};
+            wake = s->pend[i].deadline < wake ? s->pend[i].deadline : wake;
+        }
+        int listening = s->npend + s->nready < MAX_PENDING;
+        if (listening)
+            fds[n++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+        double left = wake - now;
+        int ms = left > 1.0 ? 1000 : (int)(left * 1000) + 1;
+        if (poll(fds, (nfds_t)n, ms) <= 0)
+            continue;
+        /* the pending ones first, from the end: advance() moves the last into a freed place */
+        for (int i = s->npend - 1; i >= 0; i--)
+            if (fds[i].revents)
+                advance(s, i);
+        if (listening && fds[n - 1].revents) {
+            int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0)
+                continue;
+            reload_crl(s, 0);
+            pending *p = &s->pend[s->npend++];
+            *p = (pending){.deadline = ct_now() + s->o.handshake};
+            if (ncfwd_tls_begin(&p->c, s->ctx, fd, 1, NULL)) {
+                refused(NULL, "%s", p->c.error);
+                drop_pending(s, s->npend - 1);
+                continue;
+            }
+            advance(s, s->npend - 1);
+        }
     }
-    (void)s;
-    return 0;
 }
 
 static void end_session(server *s)
@@ -318,6 +574,38 @@ static void wait_quietly(MPI_Request *rq)
     wait_napping(rq, 2000000);
 }
 
+/* Rank 0: whether a session may start for the HELLO h (else refused, answered, closed); its
+ * area and right. The grid-mapfile is re-read each time, strictly. */
+static int admit(server *s, hello_msg *h, char *area, size_t arealen, int *ro)
+{
+    char why[PATH_MAX + 400];
+    int found = 0, status = NC_NOERR;
+    if (h->rank != 0) {
+        refused(h->c.peer, "HELLO of client rank %u outside a session", h->rank);
+        status = NC_EINVAL;
+    } else if (gridmap_read(s->o.gridmap, h->c.peer, area, arealen, ro, &found, why,
+                            sizeof why)) {
+        refused(h->c.peer, "grid-mapfile %s; every client is refused until it is fixed", why);
+        status = NC_EACCESS;
+    } else if (!found) {
+        refused(h->c.peer, "subject not in the grid-mapfile %s", s->o.gridmap);
+        status = NC_EACCESS;
+    } else {
+        int fd = walk(s->export_fd, area);
+        if (fd < 0) {
+            refused(h->c.peer, "grid-mapfile area %s %s under the export %s", area,
+                    walk_why(errno), s->export_real);
+            status = NC_EACCESS;
+        }
+        close(fd);
+    }
+    if (status != NC_NOERR) {
+        send_status(&h->c, status);
+        ncfwd_close(&h->c);
+    }
+    return status == NC_NOERR;
+}
+
 /* Collective: a session formed on every rank (1), or none (0: try again). */
 static int open_session(server *s, const uint16_t *ports)
 {
@@ -326,36 +614,17 @@ static int open_session(server *s, const uint16_t *ports)
         uint64_t token;
         uint32_t clients;
         int32_t read_only, ok;
-        char subject[256], area[PATH_MAX];
+        char subject[NCFWD_MAX_SUBJECT], area[PATH_MAX];
     } sh = {0};
     if (s->rank == 0) {
-        ncfwd_conn c = {.fd = -1};
-        accept_one(s, &c, 1e300);
-        uint32_t rank, size;
-        uint64_t token;
-        if (read_hello(s, &c, &rank, &size, &token) == 0) {
-            char area[PATH_MAX];
-            int ro = 0;
-            if (rank != 0) {
-                refused(c.peer, "HELLO of client rank %u outside a session", rank);
-                send_status(&c, NC_EINVAL);
-                ncfwd_close(&c);
-            } else if (gridmap_lookup(s, c.peer, area, sizeof area, &ro)) {
-                refused(c.peer, "subject not in the grid-mapfile %s", s->o.gridmap);
-                send_status(&c, NC_EACCESS);
-                ncfwd_close(&c);
-            } else if (strstr(area, "..") || area[0] == '/') {
-                refused(c.peer, "grid-mapfile area %s is not a directory under the export", area);
-                send_status(&c, NC_EACCESS);
-                ncfwd_close(&c);
-            } else {
-                sh.ok = 1, sh.token = token, sh.clients = size, sh.read_only = ro;
-                snprintf(sh.subject, sizeof sh.subject, "%s", c.peer);
-                if ((size_t)snprintf(sh.area, sizeof sh.area, "%s/%s", s->export_real, area) >=
-                    sizeof sh.area)
-                    sh.ok = 0;
-                s->conn[0] = c, s->conn_rank[0] = 0, s->nconn = 1;
-            }
+        hello_msg h;
+        char area[PATH_MAX];
+        int ro = 0;
+        if (next_hello(s, 1e300, &h) == 0 && admit(s, &h, area, sizeof area, &ro)) {
+            sh.ok = 1, sh.token = h.token, sh.clients = h.size, sh.read_only = ro;
+            snprintf(sh.subject, sizeof sh.subject, "%s", h.c.peer);
+            snprintf(sh.area, sizeof sh.area, "%s", area);
+            s->conn[0] = h.c, s->conn_rank[0] = 0, s->nconn = 1;
         }
     }
     MPI_Request rq;
@@ -383,31 +652,27 @@ static int open_session(server *s, const uint16_t *ports)
     int ok = expect <= MAX_CLIENTS;
     double deadline = ct_now() + s->o.idle;
     while (ok && s->nconn < expect) {
-        ncfwd_conn c = {.fd = -1};
-        if (accept_one(s, &c, deadline)) {
+        hello_msg h;
+        if (next_hello(s, deadline, &h)) {
             refused(NULL, "session of %s: client ranks missing after %.0f s", s->subject,
                     s->o.idle);
             ok = 0;
             break;
         }
-        uint32_t rank, size;
-        uint64_t token;
-        if (read_hello(s, &c, &rank, &size, &token))
-            continue;
-        int mine = (int)((uint64_t)rank * (uint64_t)s->size / s->clients) == s->rank;
+        int mine = (int)((uint64_t)h.rank * (uint64_t)s->size / s->clients) == s->rank;
         int dup = 0;
         for (int i = 0; i < s->nconn; i++)
-            dup |= s->conn_rank[i] == (int)rank;
-        if (token != s->token || size != s->clients || !mine || dup ||
-            strcmp(c.peer, s->subject) != 0) {
-            refused(c.peer, "HELLO of client rank %u does not belong to the session of %s", rank,
-                    s->subject);
-            send_status(&c, NC_EACCESS);
-            ncfwd_close(&c);
+            dup |= s->conn_rank[i] == (int)h.rank;
+        if (h.token != s->token || h.size != s->clients || !mine || dup ||
+            strcmp(h.c.peer, s->subject) != 0) {
+            refused(h.c.peer, "HELLO of client rank %u does not belong to the session of %s",
+                    h.rank, s->subject);
+            send_status(&h.c, NC_EACCESS);
+            ncfwd_close(&h.c);
             continue;
         }
-        send_status(&c, NC_NOERR);
-        s->conn[s->nconn] = c, s->conn_rank[s->nconn] = (int)rank, s->nconn++;
+        send_status(&h.c, NC_NOERR);
+        s->conn[s->nconn] = h.c, s->conn_rank[s->nconn] = (int)h.rank, s->nconn++;
     }
     int all;
     CT_MPI_CHECK(MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
@@ -476,6 +741,15 @@ static int read_transfer(server *s, ncfwd_conn *c, request *q, char *why, size_t
     return 0;
 }
 
+static void free_slot(file_slot *f)
+{
+    if (f->dir >= 0)
+        close(f->dir);
+    if (f->fd >= 0)
+        close(f->fd);
+    f->dir = f->fd = -1, f->used = 0;
+}
+
 static void abort_files(server *s)
 {
     for (int i = 0; i < MAX_FILES; i++) {
@@ -484,10 +758,11 @@ static void abort_files(server *s)
             continue;
         ncmpi_abort(f->ncid);
         if (f->writing && s->rank == 0)
-            unlink(f->temp);
+            unlinkat(f->dir, f->temp, 0);
         if (s->rank == 0)
-            say("aborted %s: %s removed, %s left as it was", f->final, f->temp, f->final);
-        f->used = 0;
+            say("aborted %s: its temporary %s removed, %s left as it was", f->shown, f->temp,
+                f->shown);
+        free_slot(f);
     }
 }
 
@@ -502,34 +777,89 @@ static void share_payload(request *q0, unsigned char *payload, uint32_t *len)
     *len = n;
 }
 
-/* Path checks on rank 0, the verdict everywhere: 0, or an error status (logged). */
+/* The file a create or open names, checked on rank 0 and opened on every rank (f->dir and
+ * f->fd): 0, or an error status (logged). Rank 0 checks the path's text and walks it, and
+ * for a create makes the temporary file exclusively (O_CREAT | O_EXCL | O_NOFOLLOW, under a
+ * random name: never through a link, never someone else's file); every rank then walks the
+ * path itself and opens the file without following a link (a create's temporary must be the
+ * very file rank 0 made), so any rank's failure, the tree changed meanwhile, fails them all. */
 static int shared_path(server *s, const char *path, int writing, file_slot *f)
 {
     struct {
         int32_t status;
-        char final[PATH_MAX];
-    } v = {NC_NOERR, ""};
+        char dir[PATH_MAX], name[NAME_MAX + 1], temp[NAME_MAX + 1];
+        dev_t dev; /* of the temporary rank 0 made */
+        ino_t ino;
+    } v = {NC_NOERR, "", "", "", 0, 0};
+    char why[PATH_MAX + 200] = "";
+    struct stat st;
+    f->dir = f->fd = -1;
+    snprintf(f->shown, sizeof f->shown, "%s", path);
     if (s->rank == 0) {
-        char why[PATH_MAX + 100];
+        uint64_t random = 0;
         if (writing && s->read_only) {
-            refused(s->subject, "create %s: read-only access", path);
+            snprintf(why, sizeof why, "create %s: read-only access", path);
             v.status = NC_EACCESS;
-        } else if (resolve(s, path, writing, v.final, sizeof v.final, why, sizeof why)) {
-            refused(s->subject, "%s", why);
-            v.status = writing ? NC_EACCESS : NC_ENOENT;
+        } else if (split_path(s, path, v.dir, sizeof v.dir, v.name, why, sizeof why)) {
+            v.status = NC_EACCESS;
+        } else if ((f->dir = walk(s->export_fd, v.dir)) < 0) {
+            snprintf(why, sizeof why, "path %s %s in the export area", path, walk_why(errno));
+            v.status = NC_EACCESS;
+        } else if (!writing) {
+            v.status = (f->fd = open_regular(f->dir, v.name, path, why, sizeof why)) < 0
+                           ? NC_ENOENT
+                           : NC_NOERR;
+        } else if (fstatat(f->dir, v.name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+                   !S_ISREG(st.st_mode)) {
+            /* a link in NAME's place would be replaced by the rename, never followed: but
+             * a client has no business naming one */
+            snprintf(why, sizeof why, "path %s is %s", path,
+                     S_ISLNK(st.st_mode) ? "a symlink" : "not a regular file");
+            v.status = NC_EACCESS;
+        } else if (RAND_bytes((unsigned char *)&random, sizeof random) != 1) {
+            snprintf(why, sizeof why, "no random bytes for a temporary name");
+            v.status = NC_EIO;
+        } else {
+            snprintf(v.temp, sizeof v.temp, ".%s" PARTIAL "%016llx", v.name,
+                     (unsigned long long)random);
+            f->fd = openat(f->dir, v.temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                           0666);
+            if (f->fd < 0 || fstat(f->fd, &st) != 0) {
+                snprintf(why, sizeof why, "create %s: %s", path, strerror(errno));
+                v.status = NC_EACCESS;
+            } else {
+                v.dev = st.st_dev, v.ino = st.st_ino;
+            }
         }
+        if (*why)
+            refused(s->subject, "%s", why);
     }
     CT_MPI_CHECK(MPI_Bcast(&v, sizeof v, MPI_BYTE, 0, MPI_COMM_WORLD));
-    if (v.status == NC_NOERR) {
-        snprintf(f->final, sizeof f->final, "%s", v.final);
-        if (writing) {
-            char *base = strrchr(v.final, '/');
-            int dir = (int)(base - v.final);
-            snprintf(f->temp, sizeof f->temp, "%.*s/.%s.ct-partial-%016llx", dir, v.final,
-                     base + 1, (unsigned long long)s->token);
-        }
+    int status = v.status;
+    if (status == NC_NOERR && s->rank != 0) {
+        if ((f->dir = walk(s->export_fd, v.dir)) < 0)
+            status = NC_EACCESS;
+        else if (!writing)
+            status = (f->fd = open_regular(f->dir, v.name, path, why, sizeof why)) < 0
+                         ? NC_ENOENT
+                         : NC_NOERR;
+        else if ((f->fd = openat(f->dir, v.temp, O_RDWR | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+                 fstat(f->fd, &st) != 0 || st.st_dev != v.dev || st.st_ino != v.ino)
+            status = NC_EACCESS;
     }
-    return v.status;
+    int worst;
+    CT_MPI_CHECK(MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (worst != NC_NOERR) {
+        if (s->rank == 0 && status == NC_NOERR)
+            refused(s->subject, "%s: the directory tree changed under the server ranks", path);
+        if (writing && s->rank == 0 && f->fd >= 0)
+            unlinkat(f->dir, v.temp, 0);
+        free_slot(f);
+        return worst;
+    }
+    snprintf(f->name, sizeof f->name, "%s", v.name);
+    snprintf(f->temp, sizeof f->temp, "%s", v.temp);
+    return NC_NOERR;
 }
 
 /* One metadata request, performed by every rank with rank 0's arguments; its reply. */
@@ -563,12 +893,23 @@ static int metadata(server *s, int op, const unsigned char *payload, uint32_t le
         int status = shared_path(s, text, writing, f);
         if (status != NC_NOERR)
             return status;
-        status = writing ? ncmpi_create(MPI_COMM_WORLD, f->temp, a | NC_CLOBBER, MPI_INFO_NULL,
+        /* PnetCDF gets the file this rank opened, by a name the kernel resolves from the open
+         * file itself: nothing is looked up along the path again, now or when PnetCDF opens
+         * the file a second time (independent mode) */
+        char at[64];
+        snprintf(at, sizeof at, "/proc/self/fd/%d", f->fd);
+        status = writing ? ncmpi_create(MPI_COMM_WORLD, at, a | NC_CLOBBER, MPI_INFO_NULL,
                                         &f->ncid)
-                         : ncmpi_open(MPI_COMM_WORLD, f->final, NC_NOWRITE, MPI_INFO_NULL,
-                                      &f->ncid);
-        if (status != NC_NOERR)
+                         : ncmpi_open(MPI_COMM_WORLD, at, NC_NOWRITE, MPI_INFO_NULL, &f->ncid);
+        if (status != NC_NOERR) {
+            if (s->rank == 0)
+                refused(s->subject, "%s %s: %s", writing ? "create" : "open", f->shown,
+                        ncmpi_strerror(status));
+            if (writing && s->rank == 0)
+                unlinkat(f->dir, f->temp, 0);
+            free_slot(f);
             return status;
+        }
         f->used = 1, f->writing = writing;
         if (!writing) { /* the header, for the client's inq_* */
             int ndims, nvars;
@@ -588,6 +929,14 @@ static int metadata(server *s, int op, const unsigned char *payload, uint32_t le
                 ncmpi_inq_varname(f->ncid, i, n);
                 ncmpi_inq_varndims(f->ncid, i, &nd);
                 ncfwd_wr_str(out, n, strlen(n)), ncfwd_wr_i32(out, nd);
+            }
+            if (out->overflow) { /* no handle for the client: the file is closed again */
+                if (s->rank == 0)
+                    refused(s->subject, "open %s: its header exceeds one reply (%d bytes)",
+                            f->shown, NCFWD_MAX_CONTROL);
+                ncmpi_close(f->ncid);
+                free_slot(f);
+                return NC_ENOMEM;
             }
         }
         return NC_NOERR;
@@ -664,23 +1013,24 @@ static int metadata(server *s, int op, const unsigned char *payload, uint32_t le
              * data first, 4-40 ms for 64 MiB here. NAME is absent for the microseconds between
              * the two renames. The older file's pages are freed (another 14-46 ms) on a
              * thread after the client has its reply. */
+            int d = f->dir;
             snprintf(s->replaced, sizeof s->replaced, "%s", f->temp);
-            char *base = strrchr(s->replaced, '/'), *mark = strstr(base ? base : "", ".ct-partial-");
-            if (mark)
-                memcpy(mark, ".ct-replace-", strlen(".ct-replace-"));
-            if (!mark || all != NC_NOERR || rename(f->final, s->replaced) != 0)
+            memcpy(strstr(s->replaced, PARTIAL), REPLACE, strlen(REPLACE));
+            if (all != NC_NOERR || renameat(d, f->name, d, s->replaced) != 0)
                 s->replaced[0] = '\0';
-            if (all == NC_NOERR && rename(f->temp, f->final) != 0) {
-                say("rename %s -> %s: %s", f->temp, f->final, strerror(errno));
+            if (all == NC_NOERR && renameat(d, f->temp, d, f->name) != 0) {
+                say("rename %s -> %s: %s", f->temp, f->shown, strerror(errno));
                 all = NC_EFILE;
-                if (s->replaced[0] && rename(s->replaced, f->final) == 0) /* the older back */
+                if (s->replaced[0] && renameat(d, s->replaced, d, f->name) == 0) /* older back */
                     s->replaced[0] = '\0';
             }
             if (all != NC_NOERR)
-                unlink(f->temp);
+                unlinkat(d, f->temp, 0);
+            if (s->replaced[0])
+                s->replaced_dir = dup(d);
         }
         CT_MPI_CHECK(MPI_Bcast(&all, 1, MPI_INT, 0, MPI_COMM_WORLD));
-        f->used = 0;
+        free_slot(f);
         return all;
     }
     }
@@ -832,25 +1182,40 @@ static int transfer(server *s, int op, request *q, int *who, char *why, size_t w
     return 0;
 }
 
-static void *unlinker(void *path)
+typedef struct {
+    int dir;
+    char name[NAME_MAX + 1];
+} doomed;
+
+static void *unlinker(void *arg)
 {
-    unlink(path);
-    free(path);
+    doomed *d = arg;
+    unlinkat(d->dir, d->name, 0);
+    close(d->dir);
+    free(d);
     return NULL;
 }
 
-/* Removes a file on a thread of its own (no MPI there): the next requests need not wait for
- * the kernel to free its pages; unlinked here when no thread can start. */
-static void unlink_behind(const char *path)
+/* Removes the file a close replaced on a thread of its own (no MPI there): the next requests
+ * need not wait for the kernel to free its pages; unlinked here when no thread can start. */
+static void unlink_behind(server *s)
 {
     pthread_t t;
-    char *copy = strdup(path);
-    if (copy && pthread_create(&t, NULL, unlinker, copy) == 0) {
-        pthread_detach(t);
-        return;
+    doomed *d = malloc(sizeof *d);
+    if (d) {
+        d->dir = s->replaced_dir;
+        snprintf(d->name, sizeof d->name, "%s", s->replaced);
+        if (pthread_create(&t, NULL, unlinker, d) == 0) {
+            pthread_detach(t);
+            d = NULL;
+        }
     }
-    free(copy);
-    unlink(path);
+    if (d) {
+        free(d);
+        unlinkat(s->replaced_dir, s->replaced, 0);
+        close(s->replaced_dir);
+    }
+    s->replaced[0] = '\0', s->replaced_dir = -1;
 }
 
 /* Serves one session until BYE, or ends it at the first fault anywhere. */
@@ -910,23 +1275,23 @@ static void serve(server *s)
             for (int i = 0; i < s->nconn; i++) /* every client asked the same */
                 if (q[i].len != len || memcmp(q[i].buf, payload, len) != 0)
                     ok = 0;
-            static ncfwd_wr out;
-            out.len = 0, out.overflow = 0;
-            int status = metadata(s, op, payload, len, &out);
+            /* the reply: the status, then what the request returns, in one bounded writer;
+             * a result that does not fit is an error reply of the status alone */
+            static ncfwd_wr w;
+            w.len = 4, w.overflow = 0;
+            int status = metadata(s, op, payload, len, &w);
             if (!ok)
                 status = NC_EINVAL;
-            ncfwd_wr w = {0};
-            ncfwd_wr_i32(&w, status);
-            if (status == NC_NOERR && !out.overflow) {
-                memcpy(w.buf + w.len, out.buf, out.len);
-                w.len += out.len;
-            }
+            if (status == NC_NOERR && w.overflow)
+                status = NC_ENOMEM; /* metadata() bounds its results: not reached today */
+            if (status != NC_NOERR)
+                w.len = 4, w.overflow = 0;
+            for (int b = 0; b < 4; b++)
+                w.buf[b] = (unsigned char)((uint32_t)status >> (8 * b));
             for (int i = 0; i < s->nconn; i++)
                 ncfwd_send_wr(&s->conn[i], NCFWD_REPLY, &w);
-            if (s->replaced[0]) {
-                unlink_behind(s->replaced);
-                s->replaced[0] = '\0';
-            }
+            if (s->replaced[0])
+                unlink_behind(s);
         }
         for (int i = 0; i < s->nconn; i++)
             free(q[i].data), q[i].data = NULL;
@@ -938,13 +1303,16 @@ static void serve(server *s)
 
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
 {
-    *o = (options){.idle = 60.0, .max_request = (uint64_t)1 << 31, .round = 4 << 20};
+    *o = (options){.idle = 60.0, .handshake = 10.0, .max_request = (uint64_t)1 << 31,
+                   .round = 4 << 20};
     const ct_opt table[] = {
         {"--export", CT_OPT_STRING, .dest = &o->export_dir},
         {"--cert", CT_OPT_STRING, .dest = &o->cert},
         {"--key", CT_OPT_STRING, .dest = &o->key},
         {"--ca", CT_OPT_STRING, .dest = &o->ca},
         {"--gridmap", CT_OPT_STRING, .dest = &o->gridmap},
+        {"--crl", CT_OPT_STRING, .dest = &o->crl},
+        {"--handshake-timeout", CT_OPT_SECONDS, .dest = &o->handshake, .max = 3600},
         {"--port", CT_OPT_INT, .dest = &o->port, .min = 0, .max = 65535},
         {"--sessions", CT_OPT_INT, .dest = &o->sessions, .min = 0, .max = INT_MAX},
         {"--idle-timeout", CT_OPT_SECONDS, .dest = &o->idle, .max = 86400},
@@ -973,8 +1341,9 @@ int main(int argc, char **argv)
         return CT_EXIT_USAGE;
     }
     if (s.o.help) {
-        printf("usage: %s --export DIR --cert C --key K --ca CA --gridmap FILE [--port P] "
-               "[--sessions N] [--idle-timeout S] [--max-request BYTES] [--round BYTES]\n", ct_basename(argv[0]));
+        printf("usage: %s --export DIR --cert C --key K --ca CA --gridmap FILE [--crl FILE] "
+               "[--port P] [--sessions N] [--idle-timeout S] [--handshake-timeout S] "
+               "[--max-request BYTES] [--round BYTES]\n", ct_basename(argv[0]));
         return 0;
     }
     if (!realpath(s.o.export_dir, s.export_real)) {
@@ -982,6 +1351,19 @@ int main(int argc, char **argv)
                 strerror(errno));
         return CT_EXIT_USAGE;
     }
+    s.export_fd = open(s.export_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (s.export_fd < 0) {
+        fprintf(stderr, "%s: --export %s: %s\n", ct_basename(argv[0]), s.o.export_dir,
+                strerror(errno));
+        return CT_EXIT_USAGE;
+    }
+    char why[PATH_MAX + 400], area[PATH_MAX];
+    int ro, found;
+    if (gridmap_read(s.o.gridmap, "", area, sizeof area, &ro, &found, why, sizeof why)) {
+        fprintf(stderr, "%s: --gridmap %s\n", ct_basename(argv[0]), why);
+        return CT_EXIT_USAGE;
+    }
+    s.replaced_dir = -1;
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-reply is an error to handle, not our death */
     ct_mpi_init(&argc, &argv);
     CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &s.rank));
@@ -991,6 +1373,7 @@ int main(int argc, char **argv)
     s.ctx = ncfwd_tls_context(1, s.o.cert, s.o.key, s.o.ca, err, sizeof err);
     if (!s.ctx)
         ct_mpi_fail("TLS: %s", err);
+    reload_crl(&s, 1);
     s.listen_fd = listen_on(s.rank == 0 ? s.o.port : 0, &s.port);
     if (s.listen_fd < 0)
         ct_mpi_fail("cannot listen on port %d: %s", s.rank == 0 ? s.o.port : 0, strerror(errno));

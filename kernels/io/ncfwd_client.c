@@ -6,6 +6,9 @@
  * Configuration (environment of every rank):
  *   CT_NCFWD_SERVER   host:port of the server's rank 0 (required)
  *   CT_NCFWD_CERT, CT_NCFWD_KEY, CT_NCFWD_CA   this client's certificate, key, and the CA
+ *   CT_NCFWD_SERVER_SUBJECT  the subject (RFC 2253) the server's certificate must have; when
+ *                     unset, its subjectAltName must name the host or address dialled. Either
+ *                     way a certificate of the same CA issued to someone else is refused.
  *   CT_NCFWD_BATCH    1 (default): define-mode calls are pipelined and their replies read at
  *                     enddef, the open's reply carries the header so inq_* answer locally;
  *                     0: one round trip per call (the paper's forwarding)
@@ -66,7 +69,7 @@ static int fail(const char *what)
 
 static int conn_fail(void)
 {
-    char msg[400];
+    char msg[NCFWD_MAX_SUBJECT + 40];
     snprintf(msg, sizeof msg, "server connection: %s", S.conn.error);
     ncfwd_close(&S.conn);
     S.connected = 0;
@@ -147,9 +150,16 @@ static int hello(const char *host, const char *port, uint32_t rank, uint32_t siz
         return fail(msg);
     }
     ncfwd_set_timeout(fd, S.timeout);
-    if (ncfwd_tls_start(&S.conn, S.ctx, fd, 0)) {
+    const char *pinned = getenv("CT_NCFWD_SERVER_SUBJECT");
+    if (pinned && !*pinned)
+        pinned = NULL;
+    if (ncfwd_tls_start(&S.conn, S.ctx, fd, 0, pinned ? NULL : host) == 0 && pinned &&
+        strcmp(S.conn.peer, pinned) != 0)
+        snprintf(S.conn.error, sizeof S.conn.error,
+                 "the server's certificate is %.450s, not the expected %.450s", S.conn.peer, pinned);
+    if (S.conn.error[0]) {
         ncfwd_close(&S.conn);
-        char msg[400];
+        char msg[NCFWD_MAX_SUBJECT + 300];
         snprintf(msg, sizeof msg, "%s:%s: %s", host, port, S.conn.error);
         return fail(msg);
     }

@@ -5,10 +5,13 @@
 #include <errno.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <stdio.h>
 #include <string.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -327,6 +330,35 @@ static void tls_why(char *why, size_t whylen, const char *what)
     ERR_clear_error();
 }
 
+/* The subject of a certificate as a full RFC 2253 distinguished name (every special
+ * character escaped, nothing cut): 0, or -1 when it does not fit out. */
+static int subject_rfc2253(X509 *cert, char *out, size_t outlen)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    int n = bio ? X509_NAME_print_ex(bio, X509_get_subject_name(cert), 0, XN_FLAG_RFC2253) : -1;
+    int rc = -1;
+    if (n >= 0 && (size_t)n < outlen && BIO_read(bio, out, n) == n) {
+        out[n] = '\0';
+        rc = 0;
+    }
+    BIO_free(bio);
+    return rc;
+}
+
+/* Verification callback: the subject of a certificate the chain check refused goes into
+ * the connection's peer, so the refusal names whom it refused. */
+static int note_refused(int ok, X509_STORE_CTX *store)
+{
+    if (!ok) {
+        SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
+        ncfwd_conn *c = ssl ? SSL_get_app_data(ssl) : NULL;
+        X509 *cert = X509_STORE_CTX_get_current_cert(store);
+        if (c && cert && subject_rfc2253(cert, c->peer, sizeof c->peer))
+            snprintf(c->peer, sizeof c->peer, "(a subject too long to show)");
+    }
+    return ok;
+}
+
 SSL_CTX *ncfwd_tls_context(int server, const char *cert, const char *key, const char *ca,
                            char *why, size_t whylen)
 {
@@ -344,30 +376,102 @@ SSL_CTX *ncfwd_tls_context(int server, const char *cert, const char *key, const 
     } else if (SSL_CTX_load_verify_locations(ctx, ca, NULL) != 1) {
         tls_why(why, whylen, "CA file");
     } else {
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, note_refused);
         return ctx;
     }
     SSL_CTX_free(ctx);
     return NULL;
 }
 
-int ncfwd_tls_start(ncfwd_conn *c, SSL_CTX *ctx, int fd, int server)
+int ncfwd_tls_set_crl(SSL_CTX *ctx, const char *ca, const char *crl, char *why, size_t whylen)
+{
+    X509_STORE *store = X509_STORE_new();
+    int rc = -1;
+    if (!store) {
+        tls_why(why, whylen, "X509_STORE_new");
+        return -1;
+    }
+    /* leaf only: the CA's own CRL covers the certificates it issued */
+    X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+    if (X509_STORE_load_file(store, ca) != 1) {
+        tls_why(why, whylen, "CA file");
+    } else if (X509_STORE_load_file(store, crl) != 1) {
+        tls_why(why, whylen, "CRL file");
+    } else {
+        STACK_OF(X509_OBJECT) *objs = X509_STORE_get0_objects(store);
+        int crls = 0;
+        for (int i = 0; i < sk_X509_OBJECT_num(objs); i++)
+            crls += X509_OBJECT_get_type(sk_X509_OBJECT_value(objs, i)) == X509_LU_CRL;
+        if (crls)
+            rc = 0;
+        else
+            snprintf(why, whylen, "CRL file %s holds no CRL", crl);
+    }
+    if (rc) { /* fail closed: the CA without any CRL, under CRL_CHECK, verifies nobody */
+        X509_STORE_free(store);
+        store = X509_STORE_new();
+        if (!store)
+            return -1;
+        X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK);
+        X509_STORE_load_file(store, ca);
+        ERR_clear_error();
+    }
+    SSL_CTX_set_cert_store(ctx, store);
+    return rc;
+}
+
+/* Whether text is an IPv4 or IPv6 address (checked as an address, not as a DNS name). */
+static int is_address(const char *text)
+{
+    unsigned char buf[16];
+    return inet_pton(AF_INET, text, buf) == 1 || inet_pton(AF_INET6, text, buf) == 1;
+}
+
+int ncfwd_tls_begin(ncfwd_conn *c, SSL_CTX *ctx, int fd, int server, const char *host)
 {
     int one = 1; /* requests and replies are small: no Nagle delay on them */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     c->fd = fd;
+    c->want = POLLIN;
     c->peer[0] = c->error[0] = '\0';
     c->ssl = SSL_new(ctx);
     if (!c->ssl || SSL_set_fd(c->ssl, fd) != 1) {
         tls_why(c->error, sizeof c->error, "SSL_new");
         return -1;
     }
+    SSL_set_app_data(c->ssl, c);
+    if (!server && host) {
+        /* the server must be the one dialled: its name or address in its certificate's
+         * subjectAltName (never the CN, which any certificate of the CA may carry) */
+        X509_VERIFY_PARAM *param = SSL_get0_param(c->ssl);
+        X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
+        int ok = is_address(host) ? X509_VERIFY_PARAM_set1_ip_asc(param, host)
+                                  : SSL_set1_host(c->ssl, host) && SSL_set_tlsext_host_name(c->ssl, host);
+        if (ok != 1) {
+            tls_why(c->error, sizeof c->error, "server name to check");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int ncfwd_tls_step(ncfwd_conn *c, int server)
+{
+    ERR_clear_error();
+    SSL_set_app_data(c->ssl, c); /* c may have moved since the last step (note_refused) */
     int rc = server ? SSL_accept(c->ssl) : SSL_connect(c->ssl);
     if (rc != 1) {
+        int e = SSL_get_error(c->ssl, rc);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+            c->want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+            return 0;
+        }
         long v = SSL_get_verify_result(c->ssl);
         if (v != X509_V_OK)
             snprintf(c->error, sizeof c->error, "TLS handshake: certificate refused: %s",
                      X509_verify_cert_error_string(v));
+        else if (e == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))
+            snprintf(c->error, sizeof c->error, "TLS handshake: timed out");
         else
             tls_why(c->error, sizeof c->error, "TLS handshake");
         return -1;
@@ -377,9 +481,30 @@ int ncfwd_tls_start(ncfwd_conn *c, SSL_CTX *ctx, int fd, int server)
         snprintf(c->error, sizeof c->error, "TLS handshake: the peer sent no certificate");
         return -1;
     }
-    X509_NAME_oneline(X509_get_subject_name(peer), c->peer, sizeof c->peer);
+    rc = subject_rfc2253(peer, c->peer, sizeof c->peer);
     X509_free(peer);
-    return 0;
+    if (rc) {
+        snprintf(c->peer, sizeof c->peer, "(a subject too long to show)");
+        snprintf(c->error, sizeof c->error, "TLS handshake: subject longer than %d bytes",
+                 NCFWD_MAX_SUBJECT - 1);
+        return -1;
+    }
+    return 1;
+}
+
+int ncfwd_tls_start(ncfwd_conn *c, SSL_CTX *ctx, int fd, int server, const char *host)
+{
+    if (ncfwd_tls_begin(c, ctx, fd, server, host))
+        return -1;
+    int rc;
+    while ((rc = ncfwd_tls_step(c, server)) == 0) {
+        struct pollfd p = {.fd = fd, .events = (short)c->want};
+        if (poll(&p, 1, -1) < 0 && errno != EINTR) { /* a blocking socket: rarely taken */
+            snprintf(c->error, sizeof c->error, "poll: %s", strerror(errno));
+            return -1;
+        }
+    }
+    return rc == 1 ? 0 : -1;
 }
 
 void ncfwd_set_timeout(int fd, double seconds)

@@ -30,6 +30,7 @@
 #define NCFWD_MAX_NAME 1024 /* path, names, attribute text */
 #define NCFWD_MAX_DIMS 8
 #define NCFWD_MAX_SERVERS 256
+#define NCFWD_MAX_SUBJECT 1024 /* a certificate subject in RFC 2253 form; longer ones refused */
 
 enum ncfwd_op {
     NCFWD_HELLO = 1,   /* u32 rank, u32 size, u64 token -> u32 servers, u16 port x servers */
@@ -101,8 +102,9 @@ void ncfwd_make_header(unsigned char h[NCFWD_HEADER], int op, uint32_t length);
 typedef struct {
     SSL *ssl;
     int fd;
-    char peer[256];    /* subject name of the peer's certificate (X509_NAME_oneline) */
-    char error[256];   /* what went wrong last */
+    int want;                      /* ncfwd_tls_step: POLLIN or POLLOUT to wait for */
+    char peer[NCFWD_MAX_SUBJECT];  /* the peer certificate's subject, RFC 2253, never cut */
+    char error[NCFWD_MAX_SUBJECT]; /* what went wrong last */
 } ncfwd_conn;
 
 /* Sends one frame; 0 or -1 (error in c->error). */
@@ -127,8 +129,20 @@ void ncfwd_close(ncfwd_conn *c);
  * CA file; the server also requires a client certificate. NULL with why on error. */
 SSL_CTX *ncfwd_tls_context(int server, const char *cert, const char *key, const char *ca,
                            char *why, size_t whylen);
-/* Handshake on a connected socket; fills c (peer subject). 0 or -1 with c->error. */
-int ncfwd_tls_start(ncfwd_conn *c, SSL_CTX *ctx, int fd, int server);
+/* The CA file and a CRL (PEM) as the context's trust store: every peer certificate is then
+ * checked against the CRL, and one it revokes is refused (so is every peer when the CRL has
+ * expired). Replaces the store in use, so a re-read CRL applies to the next handshakes.
+ * 0, or -1 with why (the context is then left refusing every peer: fail closed). */
+int ncfwd_tls_set_crl(SSL_CTX *ctx, const char *ca, const char *crl, char *why, size_t whylen);
+/* Sets up a handshake on a connected socket: as the client, `host` (not NULL) is the name or
+ * address the certificate of the server must carry (subjectAltName). 0 or -1 (c->error). */
+int ncfwd_tls_begin(ncfwd_conn *c, SSL_CTX *ctx, int fd, int server, const char *host);
+/* One step of the handshake (a non-blocking socket returns between steps): 1 done (c->peer
+ * filled), 0 to be called again when c->want is ready, -1 refused (c->error, and c->peer
+ * names the refused certificate when there was one). */
+int ncfwd_tls_step(ncfwd_conn *c, int server);
+/* The whole handshake on a blocking socket (begin and step). 0 or -1 with c->error. */
+int ncfwd_tls_start(ncfwd_conn *c, SSL_CTX *ctx, int fd, int server, const char *host);
 /* Idle timeout of a socket's reads and writes (seconds). */
 void ncfwd_set_timeout(int fd, double seconds);
 

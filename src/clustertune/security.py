@@ -8,10 +8,17 @@ Layout of a CA directory (``clustertune io ca init``; default ``$CLUSTERTUNE_CA`
 
     ca.pem ca.key            the authority (EC P-256, self-signed; RSA 2048 with ``rsa``)
     NAME.pem NAME.key        certificates it issued (``io ca issue NAME [--server]``)
-    grid-mapfile             "SUBJECT" AREA [rw|ro], one line per subject (``io ca grant``)
+    grid-mapfile             "SUBJECT" AREA rw|ro, one line per subject (``io ca grant``)
+    crl.pem                  the revocation list (``io ca revoke NAME``; made at init)
+    index.txt, serial files  ``openssl ca``'s record of what it revoked
 
-Subjects are written as OpenSSL's one-line form (``/C=JP/O=clustertune/OU=user/CN=alice``),
-the form the server compares. Keys are made with the ``openssl`` command (Debian's), mode 0600:
+Subjects in the grid-mapfile are full RFC 2253 distinguished names
+(``CN=alice,OU=user,O=clustertune,C=JP``, as ct-io-server prints the peer's certificate and
+compares it, every special character escaped); ``subject_of`` gives OpenSSL's one-line form
+for ``openssl req -subj`` and GSI's grid-mapfile (the GRAM sites). The grid-mapfile is read
+strictly: a line that is not ``"SUBJECT" AREA rw|ro`` (blank lines and # comments aside) is an
+error naming FILE:LINE, here and in the server. Keys are made with the ``openssl`` command
+(Debian's), mode 0600:
 EC P-256 by default (remote I/O), RSA 2048 with ``rsa=True`` (GSI: the Grid Community
 Toolkit's proxies are RSA and signed by the user's key; the grid's GRAM sites use it).
 """
@@ -33,6 +40,8 @@ DAYS = 825
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 GRIDMAP = "grid-mapfile"
 RIGHTS = ("rw", "ro")
+CRL = "crl.pem"
+CRL_DAYS = DAYS  # the CRL's nextUpdate: the server refuses everyone once it has passed
 
 
 def default_dir() -> Path:
@@ -77,11 +86,20 @@ def init_ca(directory: Path, rsa: bool = False) -> Path:
                  str(DAYS), "-out", str(cert), "-addext", "basicConstraints=critical,CA:TRUE",
                  "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
     (directory / GRIDMAP).touch()
+    if not (directory / CRL).is_file():
+        _gencrl(directory)
     return cert
 
 
 def subject_of(name: str, server: bool = False) -> str:
+    """OpenSSL's one-line form of a subject this CA issues (``openssl req -subj``, GSI)."""
     return f"{ORG}/OU={'server' if server else 'user'}/CN={name}"
+
+
+def dn_of(name: str, server: bool = False) -> str:
+    """The same subject as an RFC 2253 distinguished name: the grid-mapfile's form, and what
+    ct-io-server and libct_ncfwd compare (most specific part first)."""
+    return f"CN={name},OU={'server' if server else 'user'},O=clustertune,C=JP"
 
 
 def _ca(directory: Path) -> Path:
@@ -93,9 +111,11 @@ def _ca(directory: Path) -> Path:
 
 
 def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS,
-          rsa: bool = False) -> Credentials:  # fmt: skip
+          rsa: bool = False, hosts: tuple[str, ...] = ()) -> Credentials:  # fmt: skip
     """A certificate for ``name`` signed by the CA in ``directory`` (re-issued if present).
-    A negative ``days`` gives one that expired that many days ago (tests of refusal)."""
+    A negative ``days`` gives one that expired that many days ago (tests of refusal).
+    ``hosts``: names and addresses a server answers on, as its subjectAltName (what a client
+    that dials one of them checks)."""
     if not NAME.match(name):
         raise UserError(f"certificate name {name!r}: letters, digits, '.', '_', '-' only")
     if name == "ca":
@@ -106,7 +126,11 @@ def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS,
     _openssl("req", "-new", "-key", str(key), "-subj", subject_of(name, server), "-out", str(csr))
     usage = "serverAuth" if server else "clientAuth"
     ext = directory / f"{name}.ext"
-    ext.write_text(f"basicConstraints=CA:FALSE\nextendedKeyUsage={usage}\n")
+    alt = ",".join(f"IP:{h}" if _is_address(h) else f"DNS:{h}" for h in hosts)
+    ext.write_text(
+        f"basicConstraints=CA:FALSE\nextendedKeyUsage={usage}\n"
+        + (f"subjectAltName={alt}\n" if alt else "")
+    )
     try:
         _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey",
                  str(directory / "ca.key"), "-CAcreateserial", "-days", str(days),
@@ -124,19 +148,88 @@ def credentials(directory: Path, name: str) -> Credentials:
     return Credentials(cert, key, directory / "ca.pem")
 
 
+def _is_address(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _ca_config(directory: Path) -> Path:
+    """``openssl ca``'s configuration for revoking and CRLs (its database beside the CA)."""
+    (directory / "index.txt").touch()
+    if not (directory / "crlnumber").is_file():
+        (directory / "crlnumber").write_text("01\n")
+    cfg = directory / "openssl-ca.cnf"
+    cfg.write_text(f"""[ca]
+default_ca = clustertune
+[clustertune]
+database = {directory / "index.txt"}
+crlnumber = {directory / "crlnumber"}
+certificate = {directory / "ca.pem"}
+private_key = {directory / "ca.key"}
+default_md = sha256
+default_crl_days = {CRL_DAYS}
+""")
+    return cfg
+
+
+def _gencrl(directory: Path) -> Path:
+    """(Re)writes the CA's CRL from its database: the server re-reads it when it changes."""
+    crl = directory / CRL
+    tmp = directory / f".{CRL}.new"
+    _openssl("ca", "-config", str(_ca_config(directory)), "-gencrl", "-out", str(tmp))
+    tmp.replace(crl)  # whole, never half-written under the name the server reads
+    return crl
+
+
+def crl_file(directory: Path) -> Path:
+    """The CA's CRL, made (empty) when a CA directory from before revocation has none."""
+    _ca(directory)
+    return directory / CRL if (directory / CRL).is_file() else _gencrl(directory)
+
+
+def revoke(directory: Path, name: str) -> Path:
+    """Revokes the certificate ``name`` of this CA and rewrites the CRL. The CRL."""
+    _ca(directory)
+    cert = directory / f"{name}.pem"
+    if name == "ca" or not cert.is_file():
+        raise UserError(f"no certificate {name!r} in {directory} to revoke")
+    out = subprocess.run(
+        ["openssl", "ca", "-config", str(_ca_config(directory)), "-revoke", str(cert)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if out.returncode != 0 and "Already revoked" not in out.stderr:
+        raise UserError(f"openssl ca -revoke: {out.stderr.strip()[-300:]}")
+    return _gencrl(directory)
+
+
 def check_area(area: str) -> str:
-    if area.startswith("/") or ".." in Path(area).parts or not area or '"' in area:
+    if area.startswith("/") or ".." in Path(area).parts or not area or re.search(r'[\s"]', area):
         raise UserError(f"area {area!r}: a directory relative to the export ('.' for all of it)")
     return area
 
 
+def check_dn(subject: str) -> str:
+    """An RFC 2253 subject for the grid-mapfile (not the legacy one-line /C=../CN=.. form)."""
+    if subject.startswith("/") or '"' in subject or "\n" in subject or "=" not in subject:
+        raise UserError(f"subject {subject!r}: an RFC 2253 name, e.g. {dn_of('alice')}")
+    return subject
+
+
 def grant(directory: Path, subject: str, area: str = ".", right: str = "rw") -> Path:
-    """Maps ``subject`` to ``area`` (relative to the server's export) with ``right`` in the
-    grid-mapfile, replacing any earlier line for the subject. The file."""
+    """Maps ``subject`` (RFC 2253) to ``area`` (relative to the server's export) with
+    ``right`` in the grid-mapfile, replacing any earlier line for the subject. The file."""
     if right not in RIGHTS:
         raise UserError(f"right {right!r}: one of {', '.join(RIGHTS)}")
     _ca(directory)  # the grid-mapfile lives beside the CA that signs its subjects
-    return _map(directory / GRIDMAP, subject, f"{check_area(area)} {right}")
+    gridmap_entries(directory / GRIDMAP)  # a bad file is reported, not silently kept
+    return _map(directory / GRIDMAP, check_dn(subject), f"{check_area(area)} {right}")
 
 
 def map_account(path: Path, subject: str, account: str) -> Path:
@@ -144,12 +237,12 @@ def map_account(path: Path, subject: str, account: str) -> Path:
     local account the subject's jobs run as, replacing any earlier line for it."""
     if not NAME.match(account):
         raise UserError(f"account {account!r}: letters, digits, '.', '_', '-' only")
+    if '"' in subject or "\n" in subject or not subject.startswith("/"):
+        raise UserError(f"subject {subject!r}: expected the one-line form /C=../O=../CN=..")
     return _map(path, subject, account)
 
 
 def _map(path: Path, subject: str, rest: str) -> Path:
-    if '"' in subject or "\n" in subject or not subject.startswith("/"):
-        raise UserError(f"subject {subject!r}: expected the one-line form /C=../O=../CN=..")
     lines = path.read_text().splitlines() if path.is_file() else []
     kept = [line for line in lines if not line.startswith(f'"{subject}"')]
     kept.append(f'"{subject}" {rest}')
@@ -157,11 +250,28 @@ def _map(path: Path, subject: str, rest: str) -> Path:
     return path
 
 
+GRIDMAP_LINE = re.compile(r'^\s*"([^"]+)"\s+(\S+)\s+(\S+)\s*$')
+
+
 def gridmap_entries(path: Path) -> dict[str, tuple[str, str]]:
-    """subject -> (area, right), as the server reads the file."""
-    entries = {}
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        m = re.match(r'^\s*"([^"]+)"\s+(\S+)(?:\s+(rw|ro))?', line)
-        if m:
-            entries[m[1]] = (m[2], m[3] or "rw")
+    """subject -> (area, right), read as strictly as the server reads the file: a line that
+    is not blank, a # comment or ``"SUBJECT" AREA rw|ro`` is a user error naming FILE:LINE."""
+    entries: dict[str, tuple[str, str]] = {}
+    for n, line in enumerate(path.read_text().splitlines() if path.is_file() else [], 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        m = GRIDMAP_LINE.match(line)
+        where = f"{path}:{n}"
+        if not m:
+            raise UserError(f'{where}: expected "SUBJECT" AREA rw|ro, got {line.strip()!r}')
+        subject, area, right = m.groups()
+        if right not in RIGHTS:
+            raise UserError(f"{where}: right {right!r}: one of {', '.join(RIGHTS)}")
+        try:
+            check_area(area)
+        except UserError as exc:
+            raise UserError(f"{where}: {exc}") from None
+        if subject in entries:
+            raise UserError(f"{where}: a second line for {subject}")
+        entries[subject] = (area, right)
     return entries

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...commands import add_job_options
-from . import LEVEL, netcdf
+from . import LEVEL, netcdf, remote
 from . import commands as commands_io
 
 
@@ -50,6 +50,8 @@ def add_commands(sub, common) -> None:
     s.add_argument("--sessions", type=int, default=0, help="exit after N sessions (0: never)")
     s.add_argument("--idle-timeout", type=float, default=60.0, help="seconds a client may be "
                    "silent before its session is ended")  # fmt: skip
+    s.add_argument("--handshake-timeout", type=float, default=remote.HANDSHAKE_S,
+                   help="seconds a connection has for its TLS handshake and HELLO")  # fmt: skip
     s.add_argument("--lifetime", type=float, help="stop after this many seconds")
     s.add_argument("--driver", choices=tuple(netcdf.DRIVERS), default="romio")
     s.add_argument("--round", metavar="BYTES", help="put/get bytes per client per round "
@@ -61,6 +63,7 @@ def add_commands(sub, common) -> None:
     csub = c.add_subparsers(dest="ca_command", required=True)
     for name, helptext in (("init", "create the CA"), ("issue", "issue a certificate"),
                            ("grant", "map a subject to an area in the grid-mapfile"),
+                           ("revoke", "revoke a certificate (the CRL the server reads)"),
                            ("show", "list certificates and the grid-mapfile")):  # fmt: skip
         a = csub.add_parser(name, parents=[common], help=helptext)
         a.add_argument("--ca-dir", help="CA directory (default $CLUSTERTUNE_CA or "
@@ -68,8 +71,12 @@ def add_commands(sub, common) -> None:
         if name == "issue":
             a.add_argument("name", help="certificate name (CN)")
             a.add_argument("--server", action="store_true", help="a server certificate")
+            a.add_argument("--host", action="append", help="a server's host name or address "
+                           "(subjectAltName; repeat for several)")  # fmt: skip
+        if name == "revoke":
+            a.add_argument("name", help="certificate name")
         if name == "grant":
-            a.add_argument("name", help="certificate name, or a subject /C=../CN=..")
+            a.add_argument("name", help="certificate name, or an RFC 2253 subject CN=..,O=..")
             a.add_argument("--area", default=".", help="directory under the export")
             a.add_argument("--right", choices=("rw", "ro"), default="rw")
         a.set_defaults(func=commands_io.cmd_ca)

@@ -26,7 +26,7 @@ def cmd_serve(args: argparse.Namespace) -> Output:
     status = remote.serve(
         cluster, host, np=args.np, export=Path(args.export), ca_dir=ca_dir_of(args),
         port=args.port, sessions=args.sessions, idle_timeout=args.idle_timeout,
-        lifetime=args.lifetime, driver=args.driver,
+        lifetime=args.lifetime, driver=args.driver, handshake_timeout=args.handshake_timeout,
         round_bytes=None if args.round is None else parse_size(args.round),
     )  # fmt: skip
     return Output({"host": host, "status": status}, f"ct-io-server on {host} ended", status)
@@ -38,15 +38,20 @@ def cmd_ca(args: argparse.Namespace) -> Output:
         cert = security.init_ca(directory)
         return Output({"ca": str(cert)}, f"CA {security.CA_SUBJECT}: {cert}")
     if args.ca_command == "issue":
-        creds = security.issue(directory, args.name, server=args.server)
-        subject = security.subject_of(args.name, args.server)
+        creds = security.issue(directory, args.name, server=args.server,
+                               hosts=tuple(args.host or ()))  # fmt: skip
+        subject = security.dn_of(args.name, args.server)
         return Output({"cert": str(creds.cert), "key": str(creds.key), "subject": subject},
                       f"{subject}: {creds.cert} (key {creds.key})")  # fmt: skip
     if args.ca_command == "grant":
-        subject = args.name if args.name.startswith("/") else security.subject_of(args.name)
+        subject = args.name if "=" in args.name else security.dn_of(args.name)
         path = security.grant(directory, subject, args.area, args.right)
         return Output({"gridmap": str(path), "subject": subject, "area": args.area,
                        "right": args.right}, f'{path}: "{subject}" {args.area} {args.right}')  # fmt: skip
+    if args.ca_command == "revoke":
+        crl = security.revoke(directory, args.name)
+        return Output({"revoked": args.name, "crl": str(crl)},
+                      f"{args.name} revoked: {crl} (a running ct-io-server re-reads it)")  # fmt: skip
     entries = security.gridmap_entries(directory / security.GRIDMAP)
     certs = sorted(p.stem for p in directory.glob("*.pem") if p.stem != "ca")
     lines = [f"CA directory {directory}", "certificates: " + (", ".join(certs) or "none")]

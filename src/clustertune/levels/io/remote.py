@@ -32,6 +32,8 @@ from . import SERVER_KERNEL
 READY = re.compile(rb"ct-io-server: listening on port (\d+)")
 SERVER_START_S = 30.0
 SERVER_NAME = "server"  # the server's certificate in the CA directory
+SERVER_HOSTS = ("localhost", "127.0.0.1")  # its subjectAltName when made here
+HANDSHAKE_S = 10.0  # a connection's TLS handshake and HELLO, at most (ct-io-server)
 EXPORT_PREFIX = "clustertune-io-export-locked-"  # locked: see export_dir
 _held: dict[Path, int] = {}  # this process's export areas, each with the fd holding its lock
 
@@ -46,17 +48,20 @@ def server_env(driver: str = "romio") -> dict[str, str]:
 def server_argv(
     np: int, export: Path, ca_dir: Path, *, port: int = 0, sessions: int = 0,
     idle_timeout: float = 60.0, env: dict[str, str] | None = None, round_bytes: int | None = None,
+    handshake_timeout: float = HANDSHAKE_S,
 ) -> list[str]:  # fmt: skip
-    """mpirun of ct-io-server's ranks on one host (an I/O node), its certificate from ca_dir.
-    ``round_bytes``: a put's or get's bytes per client per round (the server's default, 4 MiB,
-    when None; 0: each block crosses the link whole before its write or after its read)."""
+    """mpirun of ct-io-server's ranks on one host (an I/O node), its certificate and the CA's
+    CRL from ca_dir. ``round_bytes``: a put's or get's bytes per client per round (the
+    server's default, 4 MiB, when None; 0: each block crosses the link whole before its write
+    or after its read)."""
     creds = security.credentials(ca_dir, SERVER_NAME)
     head = mpi_flags.openmpi(np, env or server_env())
     return head + [
         str(kernels.kernel_path(SERVER_KERNEL, "openmpi")), "--export", str(export),
         "--cert", str(creds.cert), "--key", str(creds.key), "--ca", str(creds.ca),
-        "--gridmap", str(ca_dir / security.GRIDMAP), "--port", str(port),
-        "--sessions", str(sessions), "--idle-timeout", f"{idle_timeout:g}",
+        "--gridmap", str(ca_dir / security.GRIDMAP), "--crl", str(security.crl_file(ca_dir)),
+        "--port", str(port), "--sessions", str(sessions), "--idle-timeout", f"{idle_timeout:g}",
+        "--handshake-timeout", f"{handshake_timeout:g}",
     ] + (["--round", str(round_bytes)] if round_bytes is not None else [])  # fmt: skip
 
 
@@ -65,10 +70,10 @@ def prepare_ca(ca_dir: Path, identity: str) -> security.Credentials:
     identity granted the whole export in the grid-mapfile when it has no line yet."""
     security.init_ca(ca_dir)
     if not (ca_dir / f"{SERVER_NAME}.pem").is_file():
-        security.issue(ca_dir, SERVER_NAME, server=True)
+        security.issue(ca_dir, SERVER_NAME, server=True, hosts=SERVER_HOSTS)
     if not (ca_dir / f"{identity}.pem").is_file():
         security.issue(ca_dir, identity)
-    subject = security.subject_of(identity)
+    subject = security.dn_of(identity)
     if subject not in security.gridmap_entries(ca_dir / security.GRIDMAP):
         security.grant(ca_dir, subject, ".", "rw")
     return security.credentials(ca_dir, identity)
@@ -155,14 +160,18 @@ def link_shares(samples: list[dict], link_bps: int | None) -> dict[str, dict[str
 
 
 def client_env(creds: security.Credentials, server: str, batch: bool, session: str) -> dict:
+    """libct_ncfwd's variables. The server must present the CA directory's server
+    certificate (its subject pinned): any other certificate of the CA, a user's or another
+    server's, is refused by the client."""
     return {**creds.env(), "CT_NCFWD_SERVER": server, "CT_NCFWD_BATCH": "1" if batch else "0",
-            "CT_NCFWD_SESSION": session}  # fmt: skip
+            "CT_NCFWD_SESSION": session,
+            "CT_NCFWD_SERVER_SUBJECT": security.dn_of(SERVER_NAME, server=True)}  # fmt: skip
 
 
 def serve(
     cluster: Cluster, host: str, *, np: int, export: Path, ca_dir: Path, port: int,
     sessions: int, idle_timeout: float, lifetime: float | None, driver: str = "romio",
-    round_bytes: int | None = None,
+    round_bytes: int | None = None, handshake_timeout: float = HANDSHAKE_S,
 ) -> int:  # fmt: skip
     """``clustertune io serve``: the server in the foreground until it ends (after
     ``sessions``), ``lifetime`` passes, or Ctrl-C. Its exit status."""
@@ -174,7 +183,7 @@ def serve(
     security.credentials(ca_dir, SERVER_NAME)  # its certificate exists
     argv = server_argv(np, export.resolve(), ca_dir, port=port, sessions=sessions,
                        idle_timeout=idle_timeout, env=server_env(driver),
-                       round_bytes=round_bytes)  # fmt: skip
+                       round_bytes=round_bytes, handshake_timeout=handshake_timeout)  # fmt: skip
     launcher = launcher_for(cluster)
     service = launcher.service(host, argv, ready=READY, env=server_env(driver),
                                start_timeout=SERVER_START_S, lifetime=lifetime,

@@ -138,8 +138,12 @@ def cmd_results_compare(args: argparse.Namespace) -> Output:
 
 
 def cmd_report(args: argparse.Namespace) -> Output:
-    from . import report
+    from . import report, summary
 
+    if args.summary:  # the report's first screen, in the terminal; no file written
+        store = open_store(args)
+        rows = summary.rows(store, store.list())
+        return Output({"summary": summary.as_json(rows)}, summary.text_table(rows))
     out = Path(args.out)
     if out.is_dir():  # checked before the report is built
         raise UserError(f"--out {out}: is a directory; name a file, e.g. {out / 'report.html'}")
@@ -242,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", parents=[store], help="write the HTML report")
     p.add_argument("--out", default="clustertune-report.html")
+    p.add_argument("--summary", action="store_true",
+                   help="print the report's summary table (the first screen) instead")  # fmt: skip
     p.set_defaults(func=cmd_report)
 
     for level in levels.all_levels():

@@ -1,7 +1,10 @@
-"""The HTML report: one self-contained file, one section per level present in the store.
+"""The HTML report: one self-contained file (no script, no external resource): first the
+summary table that answers "is it healthy, how fast, against what" (clustertune.summary),
+then one section per level present in the store, long tables folded.
 
-Each level's descriptor carries its renderer (clustertune.levels); the frame never names
-a level. The helpers the sections draw with are in :mod:`clustertune.render`.
+Each level's descriptor carries its renderer and its summary rows (clustertune.levels);
+the frame never names a level. The helpers the sections draw with are in
+:mod:`clustertune.render`.
 """
 
 from __future__ import annotations
@@ -9,23 +12,39 @@ from __future__ import annotations
 from contextlib import suppress
 from urllib.parse import quote
 
-from . import __version__, levels
-from .render import esc, table
+from . import __version__, levels, summary
+from .render import esc, fold, table
 from .results import STATUSES, Store
 from .runner import now_iso
 
 _CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222}
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:84em;color:#222}
 h1{border-bottom:2px solid #345} h2{color:#345;margin-top:2em}
 table{border-collapse:collapse;margin:1em 0;font-size:90%}
 td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
 th{background:#eef} .failed{color:#b00;font-weight:bold} .ok{color:#070}
 .incomplete,.interrupted{color:#a60} svg{max-width:100%;height:auto}
 pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
+details{margin:.5em 0} summary{cursor:pointer;color:#345}
+#summary{font-size:85%;margin-top:.5em} #summary td{padding:.1em .45em}
+#summary td:nth-child(3),#summary td:nth-child(6){text-align:right}
+#summary tr.good td.v{color:#070} #summary tr.warn td.v{color:#a60;font-weight:bold}
+#summary tr.bad td.v{color:#b00;font-weight:bold} #summary tr.none td.v{color:#666}
 """
 
 
 def _run_table(records: list[dict]) -> str:
+    """How many runs ended how, the runs not ok in view, every run in a fold."""
+    counts = ", ".join(f"{n} {status}" for status in STATUSES
+                       if (n := sum(r["status"] == status for r in records)))  # fmt: skip
+    bad = [r for r in records if r["status"] != "ok"]
+    text = f"<p>{len(records)} run(s): {counts or 'none'}.</p>"
+    if bad:
+        text += "<p>Runs not ok:</p>" + _runs(bad)
+    return text + fold(f"All {len(records)} runs", _runs(records))
+
+
+def _runs(records: list[dict]) -> str:
     rows = []
     for r in records:
         mpi = (r["meta"].get("mpi") or {}).get("flavour") or ""
@@ -104,6 +123,18 @@ def _study_titles() -> dict[str, str]:
     return titles
 
 
+def _level_section(level: levels.Level, records: list[dict]) -> str:
+    """The level's section on its own runs; the studies' points (their clusters, their
+    settings) drawn the same way in a fold below, as their pages show them in full."""
+    own = [r for r in records if not summary.in_study(r)]
+    studied = [r for r in records if summary.in_study(r)]
+    text = level.render(own) if own else ""
+    if studied:
+        names = ", ".join(sorted({str(r["meta"]["study"].get("name")) for r in studied}))
+        text += fold(f"{len(studied)} run(s) of studies ({names})", level.render(studied))
+    return text
+
+
 def build(store: Store, run_ids: list[int] | None = None) -> str:
     records = store.list()
     if run_ids:
@@ -116,13 +147,15 @@ def build(store: Store, run_ids: list[int] | None = None) -> str:
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>clustertune report</title>",
         f"<style>{_CSS}</style></head><body><h1>clustertune report</h1>",
         f"<p>Generated {esc(now_iso())} by clustertune {esc(__version__)} from "
-        f"{esc(store.path)}: {len(records)} run(s).</p>",
+        f"{esc(store.path)}: {len(records)} run(s).</p><p>Each row is read from the newest "
+        "run of its kind; its level links to the section with every run.</p>",
+        summary.html_table(summary.rows(store, records)),
     ]
     for level in levels.all_levels():
         level_records = by_level.pop(level.name, [])
         if level_records and level.render is not None:
             parts.append(f"<h2 id='{esc(level.name)}'>{esc(level.title)}</h2>")
-            parts.append(level.render(level_records))
+            parts.append(_level_section(level, level_records))
         elif level_records:
             by_level[level.name] = level_records
     for level, level_records in sorted(by_level.items()):  # levels without a renderer

@@ -20,10 +20,13 @@ A level is a module or package under ``clustertune/levels/`` that creates one
     @LEVEL.section
     def render(records) -> str: ...           # its report section (HTML fragment)
 
+    @LEVEL.summary
+    def rows(records) -> list[summary.Row]: ...   # its rows of the report's first screen
+
     @LEVEL.demo_step
     def demo(cluster, store) -> list[dict]: ...   # its step in make demo
 
-The CLI, the report, the demo, the kernel finder (kernels.py) and the build
+The CLI, the report (and its first screen, clustertune.summary), the demo, the kernel finder (kernels.py) and the build
 (``python -m clustertune.build``) read these descriptors; none of them names a level.
 """
 
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from ..kernels import Kernel, declare
 
 Renderer = Callable[[list[dict]], str]
+Summarizer = Callable[[list[dict]], list]  # -> list[clustertune.summary.Row]
 CommandAdder = Callable[..., None]
 DemoStep = Callable[..., list[dict]]
 
@@ -49,6 +53,7 @@ class Level:
     kernels: tuple[Kernel, ...] = ()
     add_commands: CommandAdder | None = None
     render: Renderer | None = None
+    summarize: Summarizer | None = None
     demo: DemoStep | None = None
 
     def commands(self, add: CommandAdder) -> CommandAdder:
@@ -60,6 +65,12 @@ class Level:
         """Decorator: ``render(records) -> HTML`` draws the level's report section."""
         self.render = render
         return render
+
+    def summary(self, rows: Summarizer) -> Summarizer:
+        """Decorator: ``rows(records) -> [summary.Row]`` gives the level's headline rows
+        of the report's first screen (each with the run it is read from)."""
+        self.summarize = rows
+        return rows
 
     def demo_step(self, step: DemoStep) -> DemoStep:
         """Decorator: ``step(cluster, store) -> records`` is the level's part of make demo."""

@@ -20,4 +20,4 @@ LEVEL = register(Level("grid", "Grid: several sites as one machine", order=70))
 sources.register(source.VirtualGrid(), before="vcluster")
 sources.register(description.GridFile(), before="file")
 
-from . import commands, demo, section  # noqa: E402, F401  (they hang their parts on LEVEL)
+from . import commands, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -60,9 +60,10 @@ def jobs_table(records: list[dict]) -> str:
                          r["status"], verdict])  # fmt: skip
     if not rows:
         return ""
-    return "<h3>Jobs and co-allocated runs (seconds from the request)</h3>" + html.table(
+    return "<h3>Jobs and co-allocated runs (seconds from the request)</h3>" + html.folded_table(
         ["run", "kernel", "placement", "site", "scheduler", "allocation", "hosts", "granted",
          "started", "ended", "status", "co-allocation / heartbeat"], rows,
+        [i for i, row in enumerate(rows) if row[10] != "ok"], "site rows (not ok above)",
     )  # fmt: skip
 
 
@@ -115,9 +116,10 @@ def runs_table(records: list[dict]) -> str:
                      (r["meta"].get("mpi") or {}).get("flavour"), shown,
                      _num(f.get("allocation_s"), ".2f"), _num(f.get("job_s"), ".2f"),
                      r["status"]])  # fmt: skip
-    return "<h3>Runs</h3>" + html.table(
+    return "<h3>Runs</h3>" + html.folded_table(
         ["run", "kernel", "placement / site", "path / backend", "hosts", "MPI", "result", "allocation s",
-         "job s", "status"], rows,
+         "job s", "status"], rows, [i for i, row in enumerate(rows) if row[-1] != "ok"],
+        "grid runs (not ok above)",
     )  # fmt: skip
 
 

@@ -41,8 +41,14 @@ def lu_points(records: list[dict]) -> list[tuple[dict, dict]]:
 
 
 def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
+    """Every LU result (a tuner's search adds dozens): the best and the failed in view,
+    all of them in a fold."""
+    points = lu_points(records)
+    failed = [i for i, (_, s) in enumerate(points) if s["passed"] is not True]
+    passed = [i for i, (_, s) in enumerate(points) if s["passed"] is True]
+    shown = failed + ([max(passed, key=lambda i: points[i][1]["gflops"])] if passed else [])
     rows = []
-    for r, s in lu_points(records):
+    for r, s in points:
         pct = percent_of_peak(r, s, peaks) if s["passed"] is True else None
         rows.append(
             [r["id"], s["variant"], s["n"], s["nb"], f"{s['p']}x{s['q']}",
@@ -62,7 +68,7 @@ def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
         "residual",
         "check",
     ]
-    return html.table(headers, rows)
+    return html.folded_table(headers, rows, shown, "LU results (best and failed above)")
 
 
 def lu_figure(records: list[dict]) -> str:
@@ -108,7 +114,8 @@ def gemm_table(records: list[dict]) -> str:
     if not rows:
         return ""
     headers = ["run", "type", "mode", "N", "PxQ", "np", "Gflops", "check"]
-    return "<h3>GEMM</h3>" + html.table(headers, rows)
+    failed = [i for i, row in enumerate(rows) if row[-1] != run.verdict(True)]
+    return "<h3>GEMM</h3>" + html.folded_table(headers, rows, failed, "GEMM results (failed above)")
 
 
 def latest_comparison(records: list[dict]) -> list[dict]:

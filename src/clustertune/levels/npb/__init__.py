@@ -24,4 +24,4 @@ LEVEL = register(
     )
 )  # fmt: skip
 
-from . import cli, demo, section  # noqa: E402, F401  (they hang their parts on LEVEL)
+from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

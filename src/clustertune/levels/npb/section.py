@@ -49,7 +49,10 @@ def runs_table(records: list[dict]) -> str:
              *measured(r), verdict(r)] for r in records]  # fmt: skip
     headers = ["run", "NPB", "MPI", "cluster", "time s", "Mop/s", "Mop/s/process",
                "comp s (max)", "comm s (max)", "comm %", "msgs/iter", "bytes/iter", "verification"]  # fmt: skip
-    return html.table(headers, rows)
+    failed_rows = [
+        i for i, r in enumerate(records) if failed(r) or not r["figures"].get("verified")
+    ]
+    return html.folded_table(headers, rows, failed_rows, "NPB runs (failed above)")
 
 
 def series(records: list[dict]) -> dict[tuple, dict[int, float]]:
@@ -110,13 +113,12 @@ def paper_part() -> str:
     findings = [
         [f"{f['benchmark']}.{f['class']}", f["figure"], f["text"]] for f in data["findings"]
     ]
-    return "\n".join([
-        "<h3>seeds/003: the paper's machines and NPB findings</h3>",
+    return html.fold("seeds/003: the paper's machines and NPB findings", "\n".join([
         html.table(["machine", "CPU", "MHz", "PEs", "network", "MPI latency us",
                     "MPI MB/s (max)", "Linpack n=100 Mflops"], machines),
         html.table(["NPB", "paper figure", "finding"], findings),
         f"<p>{html.esc(data['note'])} Source: {html.esc(data['source'])}.</p>",
-    ])  # fmt: skip
+    ]))  # fmt: skip
 
 
 @LEVEL.section

@@ -22,4 +22,4 @@ LEVEL = register(
           kernels=(Kernel(KERNEL, "qcd"),))
 )  # fmt: skip
 
-from . import cli, demo, section  # noqa: E402, F401  (they hang their parts on LEVEL)
+from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

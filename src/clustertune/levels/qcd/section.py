@@ -32,7 +32,8 @@ def runs_table(records: list[dict]) -> str:
     headers = ["run", "cluster", "lattice", "grid", "np", "beta", "sweeps", "plaquette",
                "link upd/s", "QCDFlops G", "(no comm)", "counted G", "comm s", "halo MB/s",
                "msgs/sweep", "verification"]  # fmt: skip
-    return html.table(headers, rows)
+    failed = [i for i, r in enumerate(records) if r["status"] != "ok"]
+    return html.folded_table(headers, rows, failed, "QCD runs (failed above)")
 
 
 def studies(records: list[dict]) -> dict[str, list[dict]]:
@@ -163,6 +164,7 @@ def render(records: list[dict]) -> str:
             f"<p>plaquette series bitwise identical on every grid: "
             f"{'-' if same is None else 'yes' if same else 'NO'}</p>",
         ]
-    parts += [series_figure(records), "<h3>seeds/003 (tables 4 and 5)</h3>", paper_table()]
-    parts += [f"<p>{html.esc(text)}</p>" for text in paper()["findings"]]
+    findings = "".join(f"<p>{html.esc(text)}</p>" for text in paper()["findings"])
+    parts += [series_figure(records),
+              html.fold("seeds/003: tables 4 and 5, findings", paper_table() + findings)]  # fmt: skip
     return "\n".join(p for p in parts if p)

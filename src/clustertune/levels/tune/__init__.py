@@ -20,4 +20,4 @@ from .. import Level, register
 
 LEVEL = register(Level("tune", "Tuning: Linpack settings from measurements", order=90))
 
-from . import cli, demo, section  # noqa: E402, F401  (they hang their parts on LEVEL)
+from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...render import esc, table
+from ...render import esc, fold, table
 from . import LEVEL
 from .cli import ORDER
 
@@ -31,8 +31,8 @@ def render(records: list[dict]) -> str:
             f"DGEMM {d['dgemm_gflops']:.1f}</h3>"
         )
         rows = [[k, d["why"][k]] for k in ORDER if k in d["why"]]
-        parts.append(table(["choice", "why"], rows))
-        parts.append(f"<pre>{esc(d['hpl_dat'])}</pre>")
+        parts.append(fold("why each choice", table(["choice", "why"], rows)))
+        parts.append(fold("HPL.dat", f"<pre>{esc(d['hpl_dat'])}</pre>"))
         parts.append(f"<p>Evidence: {len(d['runs'])} stored runs, params.tune = "
                      f"{esc(d['session'])}.</p>")  # fmt: skip
     return "\n".join(parts)

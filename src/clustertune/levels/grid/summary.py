@@ -1,0 +1,53 @@
+"""The grid level's rows of the report's first screen (clustertune.summary): seeds/000's
+comparison, the same kernel across two sites against inside one, as ratios; the MPI
+bandwidth across sites is also read against the nominal WAN rate."""
+
+from __future__ import annotations
+
+from ... import summary
+from ...units import format_rate
+from . import LEVEL
+from .compare import pairs
+
+# as for a LAN link (network/summary.py): headers take ~6 % of a frame
+IN_LINE_SHARE = 0.85
+
+
+def linpack_row(p: dict) -> summary.Row:
+    w, a = p.get("within_gflops"), p.get("across_gflops")
+    row = summary.Row(f"Linpack N={p['n']} np={p['ranks']} across/within ({p['grid']})",
+                      f"{a or 0:.2f} vs {w or 0:.2f} Gflop/s", "inside one site",
+                      run=p.get("across_run"), value=a, unit="Linpack across sites",
+                      key=f"grid linpack {p['grid']} {p['mpi']}", state=summary.NONE)  # fmt: skip
+    if w and a:
+        row.ratio = a / w
+    else:
+        row.figure, row.verdict, row.state = "one side has no result", "incomplete", summary.BAD
+    return row
+
+
+def pingpong_row(p: dict) -> summary.Row:
+    lw, la = p.get("within_latency_us"), p.get("across_latency_us")
+    bw, ba = p.get("within_bandwidth_mbps"), p.get("across_bandwidth_mbps")
+    row = summary.Row(f"MPI {p['mode']} across/within ({p['grid']})", "", run=p.get("across_run"),
+                      value=ba, unit="bandwidth across sites",
+                      key=f"grid pingpong {p['grid']} {p['mpi']}")  # fmt: skip
+    if not (lw and la and bw and ba):
+        row.figure, row.verdict, row.state = "one side has no result", "incomplete", summary.BAD
+        return row
+    row.figure = f"latency {la / lw:.1f}x, bandwidth {ba:.0f} vs {bw:.0f} Mbit/s"
+    wan = p.get("wan_bps")
+    if wan:
+        row.reference, row.ratio = f"WAN {format_rate(wan)} nominal", ba * 1e6 / wan
+        in_line = row.ratio >= IN_LINE_SHARE
+        row.verdict = "WAN in line" if in_line else f"below {IN_LINE_SHARE:.0%} of WAN"
+        row.state = summary.GOOD if in_line else summary.WARN
+    else:
+        row.reference, row.ratio, row.state = "inside one site", ba / bw, summary.NONE
+    return row
+
+
+@LEVEL.summary
+def rows(records: list[dict]) -> list[summary.Row]:
+    return [linpack_row(p) if p["kernel"] == "linpack" else pingpong_row(p)
+            for p in pairs(records)]  # fmt: skip

@@ -1,0 +1,48 @@
+"""The Linpack level's row of the report's first screen (clustertune.summary): per cluster,
+the newest LU run's best verified Gflop/s against the best DGEMM of the same BLAS on as
+many ranks. The tuner's trials (params.tune) belong to the tune level's row."""
+
+from __future__ import annotations
+
+from ... import summary
+from . import LEVEL, section
+
+
+def lu_runs(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["kernel"] == "ct-linpack"
+            and not r["params"].get("compare") and not r["params"].get("tune")]  # fmt: skip
+
+
+def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
+    cluster = record["meta"]["cluster"]["name"]
+    passed = [s for s in record["samples"] if "variant" in s and s["passed"] is True]
+    row = summary.Row(f"LU ({cluster})", "", run=record["id"], unit="Linpack",
+                      key=f"lu {cluster}")  # fmt: skip
+    if record["status"] != "ok" or not passed:
+        row.figure = "no verified result"
+        row.verdict, row.state = record["status"] + ", residual check not passed", summary.BAD
+        return row
+    best = max(passed, key=lambda s: s["gflops"])
+    row.measure = f"LU N={best['n']} {best['p']}x{best['q']} ({cluster})"
+    row.figure, row.value = f"{best['gflops']:.2f} Gflop/s", best["gflops"]
+    pct = section.percent_of_peak(record, best, peaks)
+    if pct is None:
+        row.reference = "no DGEMM run of this BLAS on as many ranks"
+    else:
+        row.ratio = pct / 100.0
+        row.reference = f"best DGEMM {best['gflops'] / row.ratio:.2f} Gflop/s"
+    row.verdict = "residual passed"
+    return row
+
+
+@LEVEL.summary
+def rows(records: list[dict]) -> list[summary.Row]:
+    peaks = section.dgemm_peaks(records)
+    newest = {r["meta"]["cluster"]["name"]: r for r in lu_runs(records)}
+    out = [lu_row(r, peaks) for r in newest.values()]
+    if not out and peaks:  # GEMM runs only
+        (cluster, ranks, library, _), peak = max(peaks.items(), key=lambda kv: kv[1])
+        out.append(summary.Row(f"DGEMM {ranks} rank(s) {library or ''} ({cluster})".replace("  ", " "),
+                               f"{peak:.2f} Gflop/s", verdict="verified", value=peak,
+                               unit="DGEMM", key=f"dgemm {cluster}"))  # fmt: skip
+    return out

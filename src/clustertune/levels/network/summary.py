@@ -1,0 +1,102 @@
+"""The network level's rows of the report's first screen (clustertune.summary): the newest
+plain ping-pong of each layer against the link's nominal rate, and the all-pairs matrix's
+diagnosis (every link in line, or the culprit with its evidence)."""
+
+from __future__ import annotations
+
+from statistics import median
+
+from ... import summary
+from ...units import format_rate
+from . import LEVEL
+
+# TCP/IP and Ethernet headers take about 6 % of a 1500-byte frame (about 941 Mbit/s of
+# payload on 1 Gbit/s): a link well below that loses more than its headers explain.
+IN_LINE_SHARE = 0.85
+
+
+def nominal_bps(record: dict) -> int | None:
+    """The slowest nominal link among the run's hosts (None: unshaped)."""
+    links = record["meta"]["cluster"].get("link_bps", {})
+    rates = [links.get(h) for h in record["meta"]["hosts"] if links.get(h)]
+    return min(rates) if rates else None
+
+
+def layer(record: dict) -> str:
+    p = record["params"]
+    return p["layer"].upper() + (f" {p['mpi']}" if p.get("mpi") else "")
+
+
+def plain_pingpongs(records: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """(cluster, layer, pair) -> its newest complete plain ping-pong (no socket buffer or
+    Nagle experiment and no tuner's trial, which measure a setting rather than the link)."""
+    newest = {}
+    for r in records:
+        p = r["params"]
+        if (p.get("command") == "pingpong" and p.get("mode") == "pingpong" and r["status"] == "ok"
+                and not p.get("sockbuf") and not p.get("nagle") and not p.get("tune")):  # fmt: skip
+            newest[(r["meta"]["cluster"]["name"], layer(r), "-".join(p["between"]))] = r
+    return newest
+
+
+def pingpong_row(cluster: str, name: str, pair: str, r: dict) -> summary.Row:
+    f = r["figures"]
+    bandwidth, latency = f.get("bandwidth_mbps"), f.get("latency_us")
+    shown = [f"{bandwidth:.0f} Mbit/s" if bandwidth else "bandwidth not determined",
+             f"{latency:.1f} µs" if latency else "latency not determined"]  # fmt: skip
+    row = summary.Row(f"{name} ping-pong {pair} ({cluster})", ", ".join(shown), run=r["id"],
+                      value=bandwidth, unit=f"{name} bandwidth", key=f"pp {cluster} {name} {pair}")  # fmt: skip
+    nominal = nominal_bps(r)
+    if nominal is None:
+        row.reference, row.verdict, row.state = "unshaped: no nominal rate", "", summary.NONE
+    elif bandwidth is None:
+        row.reference, row.verdict, row.state = f"{format_rate(nominal)} nominal", "", summary.WARN
+    else:
+        row.reference = f"{format_rate(nominal)} nominal"
+        row.ratio = bandwidth * 1e6 / nominal
+        in_line = row.ratio >= IN_LINE_SHARE
+        row.verdict = "in line" if in_line else f"below {IN_LINE_SHARE:.0%} of nominal"
+        row.state = summary.GOOD if in_line else summary.WARN
+    return row
+
+
+def culprit(flag: dict) -> str:
+    if flag.get("host"):
+        return str(flag["host"])
+    if flag.get("pair"):
+        return "-".join(map(str, flag["pair"]))
+    return str(flag.get("reason", "?")).split(":")[0]
+
+
+def diagnosis_row(r: dict) -> summary.Row:
+    f = r["figures"]
+    cluster, hosts = r["meta"]["cluster"]["name"], f.get("hosts") or []
+    row = summary.Row(f"all-pairs diagnosis ({cluster})", "", run=r["id"])
+    matrix = f.get("bandwidth_mbps")
+    if not hosts or matrix is None:
+        row.figure = "no matrix: " + (r["error"] or r["status"]).splitlines()[0]
+        row.verdict, row.state = r["status"], summary.BAD
+        return row
+    links = [v for line in matrix for v in line if v is not None]
+    row.reference = f"median link {median(links):.0f} Mbit/s" if links else ""
+    flagged = f.get("flagged") or []
+    if not flagged:
+        row.figure, row.verdict = f"{len(hosts)} hosts, every link in line", "healthy"
+        return row
+    # the culprit and the evidence that blamed it; the other flags are in the section
+    more = f" (+{len(flagged) - 1} more)" if len(flagged) > 1 else ""
+    row.figure = str(flagged[0].get("reason", "")) + more
+    row.verdict = "culprit: " + ", ".join(dict.fromkeys(culprit(x) for x in flagged))
+    row.state = summary.BAD
+    return row
+
+
+@LEVEL.summary
+def rows(records: list[dict]) -> list[summary.Row]:
+    out = [pingpong_row(c, name, pair, r)
+           for (c, name, pair), r in plain_pingpongs(records).items()]  # fmt: skip
+    matrices: dict[str, dict] = {}
+    for r in records:
+        if r["params"].get("command") == "matrix":
+            matrices[r["meta"]["cluster"]["name"]] = r  # the newest per cluster
+    return out + [diagnosis_row(r) for r in matrices.values()]

@@ -1,0 +1,70 @@
+"""The tune level's rows of the report's first screen (clustertune.summary): per cluster,
+the newest session of each kind: tuned Linpack against the best DGEMM the search
+measured, the QCD decomposition chosen, the TCP socket buffer against the nominal link."""
+
+from __future__ import annotations
+
+from ... import summary
+from ...units import format_rate
+from . import LEVEL
+
+
+def linpack_row(d: dict, cluster: str) -> summary.Row:
+    c = d["config"]
+    return summary.Row(
+        f"tuned Linpack N={d['n_confirm']} {c['p']}x{c['q']} NB {c['nb']} ({cluster})",
+        f"{d['gflops_confirm']:.1f} Gflop/s",
+        f"best DGEMM {d['dgemm_gflops']:.1f} Gflop/s",
+        ratio=d["gflops_confirm"] / d["dgemm_gflops"] if d.get("dgemm_gflops") else None,
+        verdict=f"HPL.dat written, {len(d['runs'])} runs",
+        value=d["gflops_confirm"],
+        unit="tuned Linpack",
+        key=f"tune linpack {cluster}",
+    )
+
+
+def qcd_row(d: dict, cluster: str) -> summary.Row:
+    grid = "x".join(map(str, d["grid"]))
+    lattice = "x".join(map(str, d["lattice"]))
+    return summary.Row(
+        f"QCD decomposition, lattice {lattice} np {d['np']} ({cluster})",
+        f"grid {grid}: {d['gflops']:.2f} QCDFlops G",
+        f"{len(d['candidates'])} grids tried",
+        verdict="chosen",
+        value=d["gflops"],
+        unit="tuned QCD",
+        key=f"tune qcd {cluster} {lattice}",
+    )
+
+
+def tcp_row(d: dict, cluster: str) -> summary.Row:
+    row = summary.Row(
+        f"TCP socket buffer {'-'.join(d['pair'])} ({cluster})",
+        f"{d['sockbuf'] or 'default'}: {d['mbps']:.0f} Mbit/s",
+        verdict="chosen",
+        value=d["mbps"],
+        unit="TCP tuned",
+        key=f"tune tcp {cluster}",
+    )
+    if d.get("rate_bps"):
+        row.reference = f"{format_rate(d['rate_bps'])} nominal"
+        row.ratio = d["mbps"] * 1e6 / d["rate_bps"]
+    return row
+
+
+ROWS = {"linpack": linpack_row, "qcd": qcd_row, "tcp": tcp_row}
+
+
+@LEVEL.summary
+def rows(records: list[dict]) -> list[summary.Row]:
+    newest: dict[tuple[str, str], dict] = {}
+    for r in records:
+        what = r["params"].get("what")
+        if what in ROWS and r["status"] == "ok":
+            newest[(what, r["meta"]["cluster"]["name"])] = r
+    out = []
+    for (what, cluster), r in newest.items():
+        row = ROWS[what](r["detail"], cluster)
+        row.run = r["id"]
+        out.append(row)
+    return out

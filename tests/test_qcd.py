@@ -8,6 +8,7 @@ bench/qcd_vs_milc.py."""
 
 from __future__ import annotations
 
+import json
 import statistics
 
 import pytest
@@ -15,6 +16,7 @@ import pytest
 from clustertune import cli
 from clustertune.cluster import local_cluster
 from clustertune.levels.qcd import run, section, study
+from clustertune.studies.spec import load as load_study
 
 L4 = (4, 4, 4, 4)
 
@@ -39,7 +41,36 @@ def test_cold_start_is_exactly_one_and_every_check_passes(store) -> None:
     assert f["unitarity_error"] <= 1e-12 and f["det_error"] <= 1e-12
     assert f["gauge_invariance_error"] <= 1e-12 and f["gauge_link_change"] > 0.1
     assert f["link_updates"] == 4 * 256 * 5 * 4
-    assert f["qcdflops_gflops"] == pytest.approx(5700 * f["link_updates"] / f["time_s"] / 1e9)
+
+
+@pytest.mark.parametrize("or_steps", [0, 4])
+def test_qcdflops_counts_heat_bath_link_updates_only(store, or_steps, capsys) -> None:
+    """seeds/003's QCDFlops is QCDMPI's: 5700 x the links the heat bath updated (QCDMPI has
+    no over-relaxation); it once counted every OR pass too (1.75x the counted flops with
+    4 passes). The counted flops and all link updates/s stay beside it, in the text too."""
+    assert cli.main(["qcd", "--np", "1", "--lattice", "4x4x4x4", "--sweeps", "3",
+                     "--or-steps", str(or_steps), "--json"]) == 0  # fmt: skip
+    f = json.loads(capsys.readouterr().out)["figures"]
+    hb = 4 * 256 * 3
+    assert (f["hb_link_updates"], f["link_updates"]) == (hb, hb * (1 + or_steps))
+    assert f["qcdflops_gflops"] == pytest.approx(5700 * hb / f["time_s"] / 1e9)
+    assert f["link_updates_per_s"] == pytest.approx(hb * (1 + or_steps) / f["time_s"])
+    counted = hb * (3318 + or_steps * 3243)
+    assert f["counted_gflops"] == pytest.approx(counted / f["time_s"] / 1e9)
+    text = run.text({"id": 1, "status": "ok", "verification": "passed", "error": None,
+                     "params": {}, "figures": f})  # fmt: skip
+    assert f"QCDFlops {f['qcdflops_gflops']:.3f} Gflops" in text
+    assert f"= 5700 x {f['hb_link_updates_per_s']:.4g} heat-bath link updates/s" in text
+    assert f"counted {f['counted_gflops']:.3f} Gflops" in text
+    assert f"{f['link_updates_per_s']:.4g} link updates/s" in text
+
+
+def test_npb_qcd_study_runs_qcdmpis_schedule_beside_table_5() -> None:
+    """The study sets its QCD figures beside the paper's tables 3 and 5: heat bath only."""
+    for quick in (False, True):
+        steps = load_study("npb-qcd", quick=quick).steps
+        qcd_steps = [s for s in steps if s.kind == "qcd"]
+        assert qcd_steps and all(s.params["or_steps"] == 0 for s in qcd_steps)
 
 
 def test_series_bitwise_identical_on_every_grid(store) -> None:

@@ -497,11 +497,14 @@ static void result_figures(ct_json *j, const void *arg)
     ct_json_integer(j, "sweeps", a->sweeps);
     ct_json_number(j, "time_s", t);
     ct_json_number(j, "link_updates", links);
+    ct_json_number(j, "hb_link_updates", hb_links);
     ct_json_number(j, "link_updates_per_s", t > 0 ? links / t : NAN);
     ct_json_number(j, "hb_link_updates_per_s", t > 0 ? hb_links / t : NAN);
-    ct_json_number(j, "qcdflops_gflops", t > 0 ? QCD_NOMINAL_FLOPS * links / t / 1e9 : NAN);
+    /* QCDFlops is QCDMPI's: the nominal 5700 per link the (pseudo) heat bath updates. Its
+     * schedule has no over-relaxation, so OR passes add to the counted flops only. */
+    ct_json_number(j, "qcdflops_gflops", t > 0 ? QCD_NOMINAL_FLOPS * hb_links / t / 1e9 : NAN);
     ct_json_number(j, "qcdflops_compute_gflops",
-                   compute > 0 ? QCD_NOMINAL_FLOPS * links / compute / 1e9 : NAN);
+                   compute > 0 ? QCD_NOMINAL_FLOPS * hb_links / compute / 1e9 : NAN);
     ct_json_number(j, "counted_gflops", t > 0 ? counted / t / 1e9 : NAN);
     ct_json_number(j, "compute_gflops", compute > 0 ? counted / compute / 1e9 : NAN);
     ct_json_number(j, "compute_time_s", compute);

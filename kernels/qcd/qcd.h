@@ -33,7 +33,8 @@
 
 /* Flops we count per link update (docs/qcd.md derives them): staple sum 2484, W = U S 198,
  * three subgroups of projection, norm, SU(2) product and row updates. QCDMPI's nominal
- * constant for QCDFlops is QCD_NOMINAL_FLOPS (seeds/003 section 4.2). */
+ * constant for QCDFlops is QCD_NOMINAL_FLOPS per heat-bath link update (seeds/003
+ * section 4.2; QCDMPI does no over-relaxation). */
 #define QCD_FLOPS_STAPLE 2484.0
 #define QCD_FLOPS_OR 3243.0
 #define QCD_FLOPS_HB 3318.0

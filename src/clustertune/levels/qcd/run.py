@@ -171,10 +171,12 @@ def text(record: dict, series_lines: int = 12) -> str:
     lines += [f"  sweep {s:>5}: plaquette {v:.15f}" for s, v in series[-series_lines:]]
     if "link_updates_per_s" in f:
         lines += [
-            f"  {number(f['link_updates_per_s'], '.4g')} link updates/s, "
-            f"QCDFlops {number(f['qcdflops_gflops'], '.3f')} Gflops "
-            f"({number(f['qcdflops_compute_gflops'], '.3f')} without communication), "
-            f"counted {number(f['counted_gflops'], '.3f')} Gflops",
+            f"  QCDFlops {number(f['qcdflops_gflops'], '.3f')} Gflops "
+            f"({number(f['qcdflops_compute_gflops'], '.3f')} without communication) "
+            f"= 5700 x {number(f.get('hb_link_updates_per_s'), '.4g')} heat-bath link updates/s",
+            f"  counted {number(f['counted_gflops'], '.3f')} Gflops, "
+            f"{number(f['link_updates_per_s'], '.4g')} link updates/s"
+            f" (heat bath + {p.get('or_steps', '?')} over-relaxation passes)",
             f"  time {number(f['time_s'], '.3f')} s, compute {number(f['compute_time_s'], '.3f')} s,"
             f" comm (post to completion) {number(f['comm_time_s'], '.3f')} s,"
             f" waiting {number(f['comm_wait_s'], '.3f')} s, halo {number(f['comm_mbps'], '.1f')} MB/s,"

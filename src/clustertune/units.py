@@ -58,3 +58,20 @@ def parse_size_list(text: str) -> list[int]:
     if not items:
         raise UserError(f"bad size list {text!r}: expected e.g. 4K,8K,64K")
     return [parse_size(item) for item in items]
+
+
+# What an Ethernet link of MTU 1500 carries of TCP/IPv4 payload: each frame is 1538 B on
+# the wire (the 1500 B packet, header 14, FCS 4, preamble 8, inter-frame gap 12) and
+# carries the packet less its IPv4 (20) and TCP (20) headers and, with timestamps (Linux's
+# default), 12 B of TCP options. The paced wire charges exactly this (ct-nfq-delay's
+# wire_bytes), so no figure read over it can be above it.
+ETHERNET_FRAMING_BYTES = 38
+TCP_IPV4_HEADER_BYTES = 40
+TCP_TIMESTAMP_OPTION_BYTES = 12
+
+
+def payload_rate_bps(link_bps: float, *, timestamps: bool = True, mtu: int = 1500) -> float:
+    """The most TCP/IPv4 payload a link of nominal ``link_bps`` carries per second: its
+    ceiling (1448/1538 of nominal at MTU 1500 with timestamps, 1460/1538 without)."""
+    headers = TCP_IPV4_HEADER_BYTES + (TCP_TIMESTAMP_OPTION_BYTES if timestamps else 0)
+    return link_bps * (mtu - headers) / (mtu + ETHERNET_FRAMING_BYTES)

@@ -253,7 +253,7 @@ def test_rate_fault_and_set_changes_it_mid_run(make_vcluster):
     cluster = make_vcluster(
         hosts=2, link_bps=10**9, host_faults={"host1": {"rate_bps": 20 * 10**6}}
     )
-    slow = measure_rate(cluster, "host0", "host1", 2 * 10**6)
+    slow = measure_rate(cluster, "host0", "host1", 4 * 10**6)  # 1.6 s: TCP's start a small share
     assert 16e6 <= slow <= 22e6, f"{slow / 1e6:.1f} Mbit/s into a 20 Mbit fault rate"
     cluster = set_faults(cluster, "host1", "rate=off")
     assert cluster.host("host1").link_bps == 10**9 and cluster.extra["faults"] == {}
@@ -334,7 +334,7 @@ def test_down_with_every_fault_is_fast_and_leaves_nothing(make_vcluster):
     cluster = make_vcluster(hosts=3, link_bps=10**9, host_faults={"host1": faults, "host2": faults})
     state = vcluster.load_state(cluster.name)
     pids = [*state["delay_pids"].values(), *state["flap_pids"].values()]
-    assert len(pids) == 4
+    assert len(pids) == 5  # a pacer per host, a flapper per flapping host
     start = time.monotonic()
     assert vcluster.down(cluster.name) is True
     assert time.monotonic() - start < 2

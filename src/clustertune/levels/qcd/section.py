@@ -166,6 +166,7 @@ def render(records: list[dict]) -> str:
             f"{'-' if same is None else 'yes' if same else 'NO'}</p>",
         ]
     findings = "".join(f"<p>{html.esc(text)}</p>" for text in paper()["findings"])
-    parts += [series_figure(records),
+    series = series_figure(records)  # the physics check in detail: folded
+    parts += [html.fold("plaquette series against the literature", series) if series else "",
               html.fold("seeds/003: tables 4 and 5, findings", paper_table() + findings)]  # fmt: skip
     return "\n".join(p for p in parts if p)

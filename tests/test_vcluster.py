@@ -146,6 +146,18 @@ def test_one_host_link_and_wan_link_are_shaped(make_vcluster):
 
 
 @pytest.mark.root
+def test_the_paced_wire_paces_what_leaves_a_site_at_the_wan_rate(make_vcluster):
+    cluster = make_vcluster(hosts=2, link_bps=10**9, sites=2, wan_bps=10**8)
+    state = vcluster.load_state(cluster.name)
+    assert {"host0>wan", "host1>wan"} <= set(state["delay_pids"])
+    across = measure_rate(cluster, "host0", "host1", 4 * 10**6)
+    assert_paced_rate(across, 10**8, "across a 100 Mbit WAN from a 1 Gbit host")
+    late = vcluster.wire_lateness(state)
+    # 4 MB in GSO packets of up to 12.5 kB (the 1 Gbit link's cap), all through the WAN pacer
+    assert late["host0>wan"]["packets"] >= 300 and late["host0"]["packets"] == 0, late
+
+
+@pytest.mark.root
 def test_delay_adds_to_round_trip(make_vcluster):
     base = ping_rtt_ms(make_vcluster(hosts=2), "host0", "host1")
     delayed_cluster = make_vcluster(hosts=2, delay_us=2000)

@@ -133,9 +133,11 @@ def cap_gso(ns: str, dev: str, bits_per_second: int | None) -> None:
 
 def nfqueue(ns: str, on: bool, queue: int = 0, dest: str | None = None) -> None:
     """Send (or stop sending) IPv4 packets leaving the namespace's eth0 to an NFQUEUE:
-    all of them to queue 0, or (``dest``) those to one address to their own queue, ahead
-    of the rule for all; ``--queue-bypass`` lets packets through while no daemon listens."""
-    match = ("-o", "eth0", *(("-d", dest) if dest else ()))
+    all of them to queue 0, or (``dest``) those to one address or subnet (``!SUBNET``:
+    those not to it) to their own queue, ahead of the rule for all; ``--queue-bypass``
+    lets packets through while no daemon listens."""
+    negate = ("!",) if dest and dest.startswith("!") else ()
+    match = ("-o", "eth0", *((*negate, "-d", dest.removeprefix("!")) if dest else ()))
     target = ("-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass")
     if not on:
         where: tuple[str, ...] = ("-D", "POSTROUTING")

@@ -570,15 +570,40 @@ def _daemon_files(state: dict, key: str) -> tuple[Path, Path]:
 _NEEDS_DAEMON = ("rate_bps", "delay_us", "jitter_us", "loss")
 
 
+# On a paced wire with sites, what a host sends out of its site leaves through one more
+# daemon (key "<host>>wan", this queue) paced at the slower of its link and the WAN: the
+# host's own pacer knows only its link, and the WAN's tbf let a collective read through
+# at 120 % of 1 Gbit (a bucket of 125 kB holds a 32^3 read). The WAN's tbf stays, for
+# what several hosts send across at once.
+WAN_QUEUE = 1000
+
+
+def _paced_wan(state: dict) -> bool:
+    return state.get("wire") == "paced" and state["sites"] > 1 and bool(state.get("wan_bps"))
+
+
+def _wan_rate(state: dict, rate_bps: int) -> int:
+    """A pacer's rate for packets crossing the WAN: its link's (0: unshaped) or the WAN's."""
+    return min(r for r in (rate_bps, state["wan_bps"]) if r)
+
+
 def _apply_packet_faults(state: dict, index: int) -> dict[str, int]:
     """Start, retune or stop the host's daemon (queue 0, every packet it sends) so it
-    applies _daemon_params; returns what it started, for :func:`_check_started`."""
+    applies _daemon_params, and on a paced wire with sites its WAN daemon; returns what
+    it started, for :func:`_check_started`."""
     host = state["hosts"][index]
-    return _apply_daemon(state, host["name"], host["namespace"], 0, None,
-                         _daemon_params(state, index), f"fault daemon on {host['name']}")  # fmt: skip
+    params = _daemon_params(state, index)
+    started = _apply_daemon(state, host["name"], host["namespace"], 0, None, params,
+                            f"fault daemon on {host['name']}")  # fmt: skip
+    if _paced_wan(state):
+        params["rate_bps"] = _wan_rate(state, params["rate_bps"])
+        started |= _apply_daemon(state, f"{host['name']}>wan", host["namespace"], WAN_QUEUE,
+                                 f"!10.213.{host['site_index']}.0/24", params,
+                                 f"WAN pacer on {host['name']}")  # fmt: skip
+    return started
 
 
-def _link_params(state: dict, sender: int, faults: dict, seed: int) -> dict:
+def _link_params(state: dict, sender: int, peer: int, faults: dict, seed: int) -> dict:
     """What the daemon for one direction of a faulty link applies: the sender's own
     daemon's parameters (its packets to that peer no longer pass that daemon), the
     link's delay and jitter in place of the host's, and both losses."""
@@ -587,6 +612,11 @@ def _link_params(state: dict, sender: int, faults: dict, seed: int) -> dict:
         params[key] = faults.get(key, params[key])
     params["loss"] = 1 - (1 - params["loss"]) * (1 - faults.get("loss", 0.0))
     params["seed"] = faults.get("seed", seed)
+    if (
+        _paced_wan(state)
+        and state["hosts"][sender]["site_index"] != state["hosts"][peer]["site_index"]
+    ):
+        params["rate_bps"] = _wan_rate(state, params["rate_bps"])
     return params
 
 
@@ -602,7 +632,7 @@ def _apply_link_faults(state: dict, key: str) -> dict[str, int]:
         if faults is None:
             params = dict.fromkeys(_NEEDS_DAEMON, 0)
         else:
-            params = _link_params(state, i, faults, seed=1000 * (i + 1) + j + 1)
+            params = _link_params(state, i, j, faults, seed=1000 * (i + 1) + j + 1)
         started |= _apply_daemon(state, f"{src}>{dst}", state["hosts"][i]["namespace"], 1 + j,
                                  state["hosts"][j]["address"], params,
                                  f"fault daemon of link {key} on {src}")  # fmt: skip

@@ -39,9 +39,8 @@ def remote_demo(cluster: Cluster, store: Store) -> list[dict]:
     try:
         if own:
             vcluster.down(REMOTE_NAME)  # a crashed earlier demo leaves nothing in the way
-            # each host's link at the WAN's rate, so its pacer bounds what crosses the WAN
-            # (the WAN itself is a tbf, which bursts outrun: issue 19 saw 147 % of it)
-            state = vcluster.plan(REMOTE_NAME, 2, REMOTE_WAN_BPS, sites=2,
+            # the paced wire's WAN pacers bound what crosses the WAN (vcluster.WAN_QUEUE)
+            state = vcluster.plan(REMOTE_NAME, 2, 10 * REMOTE_WAN_BPS, sites=2,
                                   wan_bps=REMOTE_WAN_BPS)  # fmt: skip
             cluster = vcluster.cluster_from_state(vcluster.up(state))
         with tempfile.TemporaryDirectory(prefix="clustertune-io-demo-ca-") as ca:

@@ -98,6 +98,8 @@ def test_bad_class_and_unavailable_benchmark_are_user_errors() -> None:
         (["ep", "--class", "S", "--np", "300"], "EP.S runs on 1-256 ranks"),
         (["ep", "--class", "Z"], "--class"),
         (["lu", "--class", "S", "--np", "5"], "LU.S runs on"),
+        (["lu", "--class", "S", "--dt", "0"], "--dt"),
+        (["ep", "--class", "S", "--dt", "0.5"], "--dt"),  # EP has no time step
     ],
 )
 def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -> None:
@@ -200,6 +202,20 @@ def test_lu_injected_fault_is_unsuccessful_and_stored_failed(store, mpi: str) ->
     assert record["status"] == "failed" and record["verification"] == "failed"
     assert not all(c["passed"] for c in record["figures"]["compared"])
     assert "UNSUCCESSFUL" in npbrun.text(record)
+
+
+@pytest.mark.parametrize("bench, dt, class_dt", [("lu", 0.4, 0.5), ("bt", 0.011, 0.01)])
+def test_a_run_whose_dt_is_not_the_classs_fails_verification(store, bench, dt, class_dt):
+    """NPB checks the dt the run used (its input file can change it): LU compared the
+    class's dt with itself and BT set the check to 1, so neither could fail."""
+    record = npbrun.run_npb(local_cluster(), store, bench, "S", 1, "openmpi", dt=dt)
+    f = record["figures"]
+    assert (f["dt"], f["dt_reference"], f["dt_ok"]) == (dt, class_dt, False)
+    assert record["status"] == "failed" and record["verification"] == "failed"
+    assert f"dt {dt:g} is not class S's {class_dt:g}" in npbrun.text(record)
+    healthy = npbrun.run_npb(local_cluster(), store, bench, "S", 1, "openmpi", dt=class_dt)
+    assert healthy["figures"]["dt_ok"] is True and healthy["status"] == "ok", healthy["error"]
+    assert "is not class" not in npbrun.text(healthy)
 
 
 def test_bench_script_reads_both_outputs() -> None:

@@ -48,7 +48,7 @@ static int parse(int argc, char **argv, const npb_rule *rule, npb_options *o)
 {
     const char *prog = ct_basename(argv[0]);
     int help = 0;
-    *o = (npb_options){-1, 0};
+    *o = (npb_options){-1, 0, 0.0};
     ct_check_only c = {0, 0};
     ct_opt check[CT_CHECK_ONLY_NOPTS];
     ct_check_only_options(&c, check);
@@ -57,12 +57,15 @@ static int parse(int argc, char **argv, const npb_rule *rule, npb_options *o)
         {"--inject-fault", CT_OPT_FLAG, .dest = &o->fault},
         {"--help", CT_OPT_FLAG, .dest = &help},
         {.type = CT_OPT_TABLE, .table = check},
+        rule->takes_dt ? (ct_opt){"--dt", CT_OPT_SECONDS, .dest = &o->dt, .max = 1e6}
+                       : (ct_opt){.type = CT_OPT_END},
         {.type = CT_OPT_END},
     };
     char err[512] = "";
     int bad = ct_opt_parse(table, argc, argv, err, sizeof err);
     if (help) {
-        printf("usage: %s --class S|W|A|B|C [--inject-fault] [--check-only --np N]\n", prog);
+        printf("usage: %s --class S|W|A|B|C%s [--inject-fault] [--check-only --np N]\n", prog,
+               rule->takes_dt ? " [--dt STEP]" : "");
         return 0;
     }
     if (!bad && o->cls < 0) {
@@ -102,6 +105,12 @@ void npb_add_check(npb_result *r, const char *name, double value, double referen
 {
     if (r->nchecks < NPB_MAX_CHECKS)
         r->checks[r->nchecks++] = (npb_check){name, value, reference, exact};
+}
+
+/* NPB's check of the time step: the run's dt within NPB_TOLERANCE of the class's */
+static int dt_ok(const npb_result *r)
+{
+    return r->dt_reference <= 0.0 || fabs(r->dt - r->dt_reference) <= NPB_TOLERANCE;
 }
 
 static double rel_error(const npb_check *c)
@@ -159,7 +168,11 @@ static void figures(ct_json *j, const void *arg)
     ct_json_number(j, "mops_per_process", p->mops / p->np);
     ct_json_string(j, "op_type", r->op_type);
     ct_json_bool(j, "verified", p->verified);
-    ct_json_bool(j, "dt_ok", r->dt_ok);
+    if (r->dt_reference > 0.0) {
+        ct_json_number(j, "dt", r->dt);
+        ct_json_number(j, "dt_reference", r->dt_reference);
+        ct_json_bool(j, "dt_ok", dt_ok(r));
+    }
     ct_json_number(j, "tolerance", NPB_TOLERANCE);
     ct_json_open_array(j, "compared");
     for (int i = 0; i < r->nchecks; i++) {
@@ -202,7 +215,7 @@ int npb_report(npb_result *r)
     CT_MPI_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     double tmax;
     CT_MPI_CHECK(MPI_Allreduce(&r->time_s, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    int verified = r->nchecks > 0 && r->dt_ok;
+    int verified = r->nchecks > 0 && dt_ok(r);
     for (int i = 0; i < r->nchecks; i++)
         verified &= check_passes(&r->checks[i]);
     CT_MPI_CHECK(MPI_Bcast(&verified, 1, MPI_INT, 0, MPI_COMM_WORLD));

@@ -37,9 +37,10 @@ const char *npb_check_np(char *line, size_t len, const char *prog, const char *b
                          int np, int (*allowed)(int np, int cls), int max_list, const char *why);
 
 /* The options every NPB kernel takes (docs/npb.md): --class, --inject-fault, --help,
- * --check-only --np N. */
+ * --check-only --np N; LU and BT also --dt, the time step (NPB's input file sets it). */
 typedef struct {
     int cls, fault;
+    double dt; /* --dt; 0: the class's */
 } npb_options;
 typedef int (*npb_allowed)(int np, int cls);
 typedef struct {
@@ -47,6 +48,7 @@ typedef struct {
     npb_allowed allowed;   /* whether a class runs on np ranks */
     int (*max_list)(int cls); /* the allowed counts listed in the error line go up to this */
     const char *why;       /* the rule, in words, after the list */
+    int takes_dt;          /* LU, BT: --dt is an option */
 } npb_rule;
 
 /* A kernel's start: parses argv before MPI (--help: exit status 0; --check-only: 0 or 2
@@ -91,7 +93,9 @@ typedef struct {
     const char *op_type;
     npb_check checks[NPB_MAX_CHECKS];
     int nchecks;
-    int dt_ok; /* LU/BT: dt equals the class's dt (else unverified, class 'U' in NPB) */
+    /* LU/BT: the dt the run used and the class's; NPB's verification fails a run whose
+     * dt differs (its class 'U'). EP: both 0, no dt check. */
+    double dt, dt_reference;
     npb_comm comm;
     double per_iteration; /* iterations the message counts are divided by (EP: 1) */
     ct_json_fields extra; /* more figures (may be NULL), called with extra_arg */

@@ -172,7 +172,7 @@ static int max_list(int cls) { return (int)batches(cls); }
 int main(int argc, char **argv)
 {
     const npb_rule rule = {"EP", allowed, max_list,
-                           " (one batch of 2^16 pairs at least per rank)"};
+                           " (one batch of 2^16 pairs at least per rank)", 0};
     npb_options o;
     int np, me, status = npb_start(&argc, &argv, &rule, &o, &np, &me);
     if (status >= 0)
@@ -184,7 +184,7 @@ int main(int argc, char **argv)
     long long count = base + (me < extra_ranks), first = me * base + (me < extra_ranks ? me : extra_ranks);
 
     npb_result r = {.benchmark = "EP", .cls = cls, .op_type = "Random numbers generated",
-                    .dt_ok = 1, .per_iteration = 1};
+                    .per_iteration = 1};
     r.size[0] = 1LL << (class_m[cls] + 1);
     r.nsize = 1;
     ep_detail d = {.first = first, .count = count};

@@ -107,6 +107,50 @@ def _record(point: str, status: str, attempt: str = "a1") -> dict:
     return {"status": status, "meta": {"study": {"point": point, "attempt": attempt}}}
 
 
+def test_quick_variants_keep_the_papers_link_rates():
+    """Smaller sweeps, not faster links: a quick variant's findings are judged on the
+    paper's wires (seeds/002's Fast Ethernet findings were read on unshaped links)."""
+    for name in spec.builtin():
+        full, quick = spec.load(name), spec.load(name, quick=True)
+        for cname, c in quick.clusters.items():
+            paper = full.clusters[cname]
+            assert c.link is not None and (c.link, c.wan_link) == (paper.link, paper.wan_link), (
+                f"{name} cluster {cname}: quick {c.link}/{c.wan_link}, "
+                f"paper {paper.link}/{paper.wan_link}"
+            )
+
+
+def _on_wire(rid: int, layer: str, figures: dict, wire: str | None) -> dict:
+    record = _fake("pp", {"layer": layer}, figures, rid)
+    record["meta"]["cluster"] = {"name": f"st{rid}", "wire": wire, "link_bps": {"host0": 10**8}}
+    record["meta"]["study"]["cluster"] = "lan"
+    return record
+
+
+def test_a_mid_size_finding_is_judged_only_on_a_paced_wire_or_a_real_link():
+    sat = {"id": "s", "text": "t", "check": "greater",
+           "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
+           "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"}}  # fmt: skip
+    figures = ({"saturation_point_bytes": 300, "latency_us": 90.0},
+               {"saturation_point_bytes": 150, "latency_us": 50.0})  # fmt: skip
+    for wire in ("paced", None):
+        records = [_on_wire(1, "mpi", figures[0], wire), _on_wire(2, "tcp", figures[1], wire)]
+        assert findings.evaluate(sat, records)["status"] == "reproduced", wire
+    mixed = [_on_wire(1, "mpi", figures[0], "tbf"), _on_wire(2, "tcp", figures[1], "paced")]
+    got = findings.evaluate(sat, mixed)
+    assert got["status"] == "not judged" and got["measured"] is None
+    assert "tbf wire (runs 1)" in got["evidence"] and got["runs"] == [1, 2]
+    latency = {**sat, "a": {**sat["a"], "figure": "latency_us"},
+               "b": {**sat["b"], "figure": "latency_us"}}  # fmt: skip
+    assert findings.evaluate(latency, mixed)["status"] == "reproduced"  # not a mid-size figure
+    shown = page._wires(mixed)
+    assert (
+        "<li>lan: 100mbit links, paced wire (virtual); 100mbit links, tbf wire (virtual)</li>"
+        in shown
+    )
+    assert page.STATUS_CLASS["not judged"] == "incomplete"
+
+
 def test_finished_rules():
     assert not execute.finished([], 1)
     assert execute.finished([_record("p", "ok")], 1)
@@ -197,7 +241,7 @@ def test_quick_study_cut_off_and_rerun_skips_finished_points(store, tmp_path):
 
 
 VERDICTS = re.compile(r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
-                      r"no data)</td>")  # fmt: skip
+                      r"no data|not judged)</td>")  # fmt: skip
 
 
 def _quick_page(name: str, db, tmp_path) -> tuple[str, list[str]]:
@@ -232,7 +276,9 @@ def test_grid_linpack_quick_end_to_end(tmp_path, capsys):
     study = spec.load("grid-linpack", quick=True)
     assert cli.main(["study", "run", "grid-linpack", "--quick", "--db", str(db)]) == 0
     err = capsys.readouterr().err
-    assert "2 hosts, link unlimited" in err and "4 hosts, link unlimited, a grid of slurm" in err
+    # the paper's link rates in quick too (smaller sweeps, not faster links), paced
+    assert "2 hosts, link 1gbit, paced wire" in err
+    assert "4 hosts, link 100mbit, paced wire, a grid of slurm" in err
     from clustertune.results import Store
 
     store = Store(db)

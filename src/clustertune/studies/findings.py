@@ -17,6 +17,11 @@
 * ``trend``: the series ``a`` over ``x`` ends ``expect`` = "lower" or "higher" than it
   starts (more split directions: more communication).
 
+A finding that reads a figure of mid-size messages (:data:`MID_SIZE_FIGURES`) is "not
+judged" when any of its runs was on a tbf-shaped virtual link: the token bucket lets
+messages smaller than itself through at memory speed, so those figures are the bucket's,
+not the link's (docs/network.md); on the paced wire or a real link it is judged.
+
 A selector picks the study's ok records of one step whose point values match ``where``,
 reads ``figure`` (``samples.K`` or ``samples.K.J``: field K (its J) of every sample,
 those matching ``samples = {field = value}`` if given; ``F.KEY`` / ``F.*``: entries of a
@@ -29,6 +34,10 @@ import math
 import statistics
 
 CHECKS = ("ratio", "greater", "flat", "trend")
+STATUSES = ("reproduced", "not reproduced", "no data", "not judged")
+MID_SIZE_FIGURES = ("saturation_point_bytes", "n_half_bytes", "preferred_block_range_bytes",
+                    "dips")  # fmt: skip
+RATE_ONLY_WIRE = "tbf"
 AGGS = {"min": min, "max": max, "median": statistics.median, "mean": statistics.fmean}
 FINDING_KEYS = {"id", "text", "check", "a", "b", "x", "expect", "paper", "unit", "source"}
 SELECTOR_KEYS = {"step", "where", "figure", "agg", "samples"}
@@ -158,7 +167,22 @@ def fmt(value: float | None) -> str:
 
 
 def evaluate(f: dict, records: list[dict]) -> dict:
-    """{id, text, status: reproduced | not reproduced | no data, measured, evidence, runs}."""
+    """{id, text, status: one of STATUSES, measured, evidence, runs}."""
+    out = _evaluate(f, records)
+    figures = [sel["figure"] for sel in (f["a"], f.get("b")) if isinstance(sel, dict)]
+    if not any(name in MID_SIZE_FIGURES for name in figures) or out["status"] == "no data":
+        return out
+    wire = {r["id"]: r["meta"].get("cluster", {}).get("wire") for r in records}
+    on_tbf = [run for run in out["runs"] if wire.get(run) == RATE_ONLY_WIRE]
+    if not on_tbf:
+        return out
+    return out | {"status": "not judged", "measured": None,
+                  "evidence": f"a mid-size figure read on a tbf wire (runs "
+                              f"{', '.join(map(str, on_tbf))}): messages smaller than its "
+                              "bucket outrun the link; judged only on a paced wire"}  # fmt: skip
+
+
+def _evaluate(f: dict, records: list[dict]) -> dict:
     out = {"id": f["id"], "text": f["text"], "paper": f.get("paper"), "unit": f.get("unit", ""),
            "measured": None, "runs": []}  # fmt: skip
     if f["check"] in ("ratio", "greater"):

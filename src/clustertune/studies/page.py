@@ -10,11 +10,13 @@ from .. import __version__
 from ..render import esc, svg, table
 from ..report import _CSS
 from ..runner import now_iso
+from ..units import format_rate
 from . import findings, reference
 from .execute import summary
 from .spec import Study
 
-STATUS_CLASS = {"reproduced": "ok", "not reproduced": "failed", "no data": "incomplete"}
+STATUS_CLASS = {"reproduced": "ok", "not reproduced": "failed", "no data": "incomplete",
+                "not judged": "incomplete"}  # fmt: skip
 
 
 def _findings(study: Study, records: list[dict]) -> tuple[str, list[dict]]:
@@ -29,6 +31,25 @@ def _findings(study: Study, records: list[dict]) -> tuple[str, list[dict]]:
     for status, css in STATUS_CLASS.items():
         text = text.replace(f"<td>{status}</td>", f'<td class="{css}">{status}</td>')
     return text, results
+
+
+def _wires(records: list[dict]) -> str:
+    """Which wire each of the study's clusters had: a finding on mid-size messages is
+    judged only on a paced wire (findings.MID_SIZE_FIGURES)."""
+    seen: dict[str, set] = defaultdict(set)
+    for r in records:
+        cluster = r["meta"]["cluster"]
+        links = {format_rate(v) for v in cluster.get("link_bps", {}).values()}
+        wire = cluster.get("wire")
+        seen[r["meta"]["study"]["cluster"]].add(
+            f"{', '.join(sorted(links))} links, "
+            + (f"{wire} wire (virtual)" if wire else "real links")
+        )
+    if not seen:
+        return ""
+    items = "".join(f"<li>{esc(name)}: {esc('; '.join(sorted(wires)))}</li>"
+                    for name, wires in sorted(seen.items()))  # fmt: skip
+    return f"<h2>Clusters and their wires</h2><ul>{items}</ul>"
 
 
 def _beside(study: Study, records: list[dict]) -> str:
@@ -181,12 +202,13 @@ def build(study: Study, records: list[dict]) -> str:
     head = (f"<p>{esc(study.description)}</p><p>Paper: {esc(study.paper)}. Variant: "
             f"{'quick' if study.quick else 'full'}; {len(records)} stored run(s); findings "
             f"reproduced {tally['reproduced']}, not reproduced {tally['not reproduced']}, "
+            f"not judged {tally['not judged']}, "
             f"without data {tally['no data']}. Generated {esc(now_iso())} by clustertune "
             f"{esc(__version__)}.</p>")  # fmt: skip
     return "\n".join([
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>clustertune study {esc(study.name)}</title><style>{_CSS}</style></head><body>",
         f"<h1>Study {esc(study.name)}: {esc(study.title)}</h1>", head,
-        "<h2>The paper's findings</h2>", found, _beside(study, records),
+        "<h2>The paper's findings</h2>", found, _wires(records), _beside(study, records),
         _steps(study, records), "</body></html>",
     ])  # fmt: skip

@@ -1,19 +1,24 @@
-"""The main report: the studies among its runs listed before "All runs", each linked to
-the page ``clustertune study report`` writes (same directory, same file name)."""
+"""The main report: the summary table of its first screen (one or more rows per level,
+the change since the previous run of the same kind on the same cluster, the same rows
+from ``clustertune report --summary``); the studies among its runs listed before "All
+runs", each linked to the page ``clustertune study report`` writes (same directory, same
+file name)."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 from types import SimpleNamespace
 
 import pytest
 
-from clustertune import cli, demo, report
+from clustertune import cli, demo, report, summary
 from clustertune.cluster import local_cluster
 from clustertune.errors import UserError
 from clustertune.launch.process import Interrupted
 from clustertune.levels import Level
+from clustertune.render import esc
 from clustertune.results import Store
 from clustertune.runner import new_record
 
@@ -110,3 +115,116 @@ def test_demo_reports_what_was_stored_also_when_a_level_stops(tmp_path, monkeypa
     assert "2 run(s) stored" in err and "runs not ok: [3]" in err
     html = (tmp_path / "out" / "report.html").read_text()
     assert ": 2 run(s).</p>" in html  # runs 2 and 3
+
+
+def _finished(record: dict, cluster: str, status: str) -> dict:
+    record["meta"]["cluster"]["name"] = cluster
+    record.update(status=status, verification="passed" if status == "ok" else "failed")
+    return record
+
+
+def _gemm(store: Store, gflops: float, cluster: str = "here") -> int:
+    """A ct-gemm --local run on 4 ranks: the DGEMM peak an LU on 2 x 2 is read against."""
+    record = new_record("linpack", "ct-gemm", local_cluster(), {}, ["localhost"], 4)
+    record["samples"] = [{"dtype": "d", "mode": "local", "n": 1000, "p": 1, "q": 4,
+                          "gflops": gflops, "passed": True}]  # fmt: skip
+    return store.save(_finished(record, cluster, "ok"))
+
+
+def _lu(store: Store, gflops: float, cluster: str = "here", passed: bool = True) -> int:
+    record = new_record("linpack", "ct-linpack", local_cluster(), {}, ["localhost"], 4)
+    record["samples"] = [{"variant": "WR11C2R4", "n": 2016, "nb": 96, "p": 2, "q": 2,
+                          "time_s": 1.0, "gflops": gflops, "residual": 1e-3 if passed else 1e9,
+                          "passed": passed, "phases": {}}]  # fmt: skip
+    return store.save(_finished(record, cluster, "ok" if passed else "failed"))
+
+
+def _first_screen(html: str) -> str:
+    """The summary table: what the report shows before its first section."""
+    start = html.index("<table id='summary'>")
+    return html[start : html.index("</table>", start)]
+
+
+def test_first_screen_shows_the_change_since_the_previous_linpack_run(store):
+    _gemm(store, 40.0)
+    first = _lu(store, 10.0)
+    second = _lu(store, 8.8)  # 12 % slower on the same cluster
+    elsewhere = _lu(store, 5.0, cluster="there")  # another cluster: nothing to compare
+    screen = _first_screen(report.build(store))
+    assert f"Linpack -12 % since run {first}" in screen
+    rows = {r.run: r for r in summary.rows(store, store.list()) if r.level == "linpack"}
+    assert set(rows) == {second, elsewhere}
+    assert rows[second].figure == "8.80 Gflop/s" and rows[second].ratio == pytest.approx(0.22)
+    assert rows[second].reference == "best DGEMM 40.00 Gflop/s"
+    assert rows[elsewhere].change == "" and rows[elsewhere].reference.startswith("no DGEMM")
+    # a report of the second run alone still finds the first in the store
+    assert f"since run {first}" in _first_screen(report.build(store, [second]))
+
+
+def test_a_failed_run_is_no_figure_and_no_change(store):
+    _gemm(store, 40.0)
+    _lu(store, 10.0)
+    failed = _lu(store, 0.0, passed=False)
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "linpack"]
+    assert (row.run, row.figure, row.state) == (failed, "no verified result", summary.BAD)
+    assert row.change == "" and row.value is None
+    assert "no verified result" in _first_screen(report.build(store))
+
+
+def test_every_level_has_a_row_and_one_not_run_says_so(store):
+    _lu(store, 10.0)
+    rows = summary.rows(store, store.list())
+    shown = {r.level for r in rows}
+    assert {"hosts", "probe", "network", "linpack", "npb", "qcd", "io", "grid", "tune"} <= shown
+    not_run = {r.level for r in rows if r.figure == "not run"}
+    assert "linpack" not in not_run and {"npb", "qcd", "io", "network"} <= not_run
+    html = _first_screen(report.build(store))
+    assert html.count("<tr class=") == len(rows) and "href='#npb'" in html
+
+
+def _matrix(store: Store, flagged: list[dict]) -> int:
+    hosts = ["h0", "h1", "h2"]
+    record = new_record("network", "ct-tcp-pingpong", local_cluster(),
+                        {"command": "matrix", "layer": "tcp"}, hosts)  # fmt: skip
+    record["figures"] = {"hosts": hosts, "flagged": flagged, "bandwidth_mbps": [
+        [None, 940.0, 480.0], [940.0, None, 470.0], [480.0, 470.0, None]]}  # fmt: skip
+    return store.save(_finished(record, "lab", "ok"))
+
+
+def test_network_row_names_the_culprit_or_says_every_link_is_in_line(store):
+    healthy = _matrix(store, [])
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    assert (row.run, row.figure, row.verdict) == (healthy, "3 hosts, every link in line",
+                                                  "healthy")  # fmt: skip
+    assert row.state == summary.GOOD and row.reference == "median link 480 Mbit/s"
+    reason = "h2: bandwidth 475 Mbit/s on all 2 of its links, 0.51x the others"
+    sick = _matrix(store, [{"host": "h2", "figure": "bandwidth", "reason": reason}])
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    assert (row.run, row.figure, row.verdict, row.state) == (sick, reason, "culprit: h2",
+                                                             summary.BAD)  # fmt: skip
+
+
+def test_report_summary_prints_the_first_screen_rows(store, tmp_path, monkeypatch, capsys):
+    _gemm(store, 40.0)
+    first = _lu(store, 10.0)
+    _lu(store, 8.8)
+    rows = summary.rows(store, store.list())
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["report", "--summary", "--db", str(store.path)]) == 0
+    text = capsys.readouterr().out
+    assert text.strip() == summary.text_table(rows)
+    lines = text.splitlines()
+    assert len(lines) == 1 + len(rows) and lines[0].split()[:3] == ["level", "measure", "run"]
+    linpack = next(line for line in lines if line.startswith("linpack"))
+    assert "8.80 Gflop/s" in linpack and f"Linpack -12 % since run {first}" in linpack
+    assert not list(tmp_path.glob("*.html"))  # --summary writes no report
+
+    assert cli.main(["report", "--summary", "--json", "--db", str(store.path)]) == 0
+    got = json.loads(capsys.readouterr().out)["summary"]
+    assert got == summary.as_json(rows)
+    assert [(r["level"], r["figure"], r["change"]) for r in got] == [
+        (r.level, r.figure, r.change) for r in rows
+    ]
+    # the HTML's first screen has the same rows
+    screen = _first_screen(report.build(store))
+    assert all(esc(r.figure) in screen for r in rows)

@@ -47,6 +47,30 @@ def test_corrupted_entry_fails_the_run(mpi: str, mode: list[str]) -> None:
     assert of_type(records, "result")[0]["verification"] == "failed"
 
 
+@pytest.mark.parametrize("mpi", MPIS)
+def test_rank_k_products_are_checked_and_counted_at_their_depth(mpi: str) -> None:
+    """--local --k: each rank's C (n x n) += A (n x K) B (K x n), the LU update's shape:
+    checked against the generator at depth K (a corrupted entry fails), 2 n n K flops per
+    rank, a CPU-time rate beside the wall-clock one, and only square products count
+    as the DGEMM peak."""
+    rc, records = launch(mpi, 2, "-N", "64", "--local", "--k", "8,100", "--type", "d")
+    assert rc == 0, records
+    samples = of_type(records, "sample")
+    assert [s["k"] for s in samples] == [8, 100] and all(s["passed"] for s in samples)
+    assert [s["flops"] for s in samples] == [2.0 * 64 * 64 * k * 2 for k in (8, 100)]
+    assert all(s["cpu_s"] > 0 and s["cpu_gflops"] > 0 for s in samples)
+    assert of_type(records, "result")[0]["figures"]["best_dgemm_gflops"] == 0.0
+    rc, records = launch(mpi, 2, "-N", "64", "--local", "--k", "8", "--type", "d",
+                         "--inject-fault")  # fmt: skip
+    assert rc == 1 and not of_type(records, "sample")[0]["passed"]
+
+
+@pytest.mark.parametrize("mpi", MPIS)
+def test_rank_k_needs_local(mpi: str) -> None:
+    proc = check_only(mpi, "--np", "2", "-N", "64", "--k", "8", kernel="ct-gemm")
+    assert proc.returncode == 2 and "--k: needs --local" in proc.stderr
+
+
 def test_sampled_entries_change_with_every_repeat() -> None:
     """Above --check-all 64 entries per rank are checked, drawn anew for every product: the
     worst error among them differs between repeats (the same entries would give the same)."""

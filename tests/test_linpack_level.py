@@ -217,19 +217,24 @@ def test_blas_compare_runs_the_selected_library(directory: str, tmp_path) -> Non
     proc = cli("blas", "compare", "--np", "2", "-N", "200", "--nb", "32", "--gemm-n", "96",
                "--blas", directory, "--json", "--db", db)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    (row,) = json.loads(proc.stdout)["blas"]
-    assert row["blas"] == chosen.name and row["check"] == "PASSED" and not row["failed"]
-    assert Path(row["library"]).parent == chosen.library.resolve().parent
-    assert row["dgemm_gflops"] > 0 and row["lu_gflops"] > 0
+    variants = blas.core_variants(chosen)  # an OpenBLAS: one row per core it can run
+    table = json.loads(proc.stdout)["blas"]
+    assert [row["blas"] for row in table] == [v.label for v in variants]
     store = Store(db)
     records = [store.get(i) for i in json.loads(proc.stdout)["runs"]]
-    assert [r["kernel"] for r in records] == ["ct-gemm", "ct-linpack"]
+    assert [r["kernel"] for r in records] == ["ct-gemm", "ct-linpack"] * len(variants)
+    for row, variant in zip(table, variants, strict=True):
+        assert row["check"] == "PASSED" and not row["failed"]
+        assert Path(row["library"]).parent == chosen.library.resolve().parent
+        assert row["dgemm_gflops"] > 0 and row["lu_gflops"] > 0
+        if variant.coretype:  # the core named is the core that ran
+            assert row["core"].lower() == variant.coretype.lower()
     for r in records:  # each record names the library that ran and how it was chosen
         assert r["status"] == "ok", r["error"]
         assert Path(r["detail"]["blas"]["library"]).parent == chosen.library.resolve().parent
         assert r["meta"]["env"]["LD_LIBRARY_PATH"] == str(chosen.directory)
-        assert r["meta"]["env"]["OPENBLAS_CORETYPE"]
     html = report.build(store, [r["id"] for r in records])
+    row = table[0]
     assert "DGEMM and LU per BLAS" in html and chosen.name in html
     assert f"<td>{100 * row['lu_gflops'] / row['dgemm_gflops']:.1f}</td>" in html  # % of DGEMM
     store.close()
@@ -292,24 +297,21 @@ def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -
     assert_refused_before_launch(["linpack", *args], tmp_path / "r.db", named)
 
 
-@pytest.mark.parametrize(("caller", "core"), [(None, linpack.CORETYPE_DEFAULT), ("Zen", "Zen")])
-def test_a_default_blas_run_names_the_openblas_core_itself(tmp_path, monkeypatch, caller, core):
-    """With OPENBLAS_CORETYPE unset a run of the level gets
-    run.CORETYPE_DEFAULT; a core the caller names is kept. The record's environment says
-    which, and an OpenBLAS reports the core that ran."""
-    if caller is None:
-        monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
-    else:
-        monkeypatch.setenv("OPENBLAS_CORETYPE", caller)
+def test_a_core_the_caller_names_is_kept(tmp_path, monkeypatch):
+    """OPENBLAS_CORETYPE in the caller's environment overrides the host's chosen BLAS
+    (choice.told): the record's environment and the kernel say that core ran, and the
+    record names no default choice."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Zen")
     db = str(tmp_path / "r.db")
     proc = cli("linpack", "--np", "2", "-N", "200", "--nb", "32", "--json", "--db", db)
     assert proc.returncode == 0, proc.stderr[-2000:]
     record = Store(db).get(json.loads(proc.stdout)["id"])
     assert record["status"] == "ok", record["error"]
-    assert record["meta"]["env"]["OPENBLAS_CORETYPE"] == core
+    assert record["meta"]["env"]["OPENBLAS_CORETYPE"] == "Zen"
+    assert "blas_choice" not in record["params"]
     ran = record["detail"]["blas"].get("core")
     if ran:  # the default libblas.so.3 is an OpenBLAS: its kernels are the named core's
-        assert ran.lower() == core.lower()
+        assert ran.lower() == "zen"
 
 
 def test_a_failed_check_shows_no_time_or_rate() -> None:

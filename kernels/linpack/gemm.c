@@ -9,6 +9,13 @@
  * sample carries the spread over ranks of the time in those broadcasts and in the local
  * multiplications (phase_stats).
  *
+ * --local --k LIST: each rank's product has depth K (C n x n += A n x K times B K x n), the
+ * shape of the LU's trailing update for K = NB; best_dgemm_gflops counts square products
+ * only. A --local sample also carries cpu_s, the most CPU time a rank's process spent in
+ * its product, and cpu_gflops, the rate by that time: what the library does when it has
+ * its core, which a neighbour sharing the core changes less than the wall-clock rate
+ * (the host's BLAS choice ranks by it, levels/linpack/choice.py).
+ *
  * Flop counts: 2 M N K for real types; 8 M N K for complex ones (a complex multiply-add
  * is 4 real multiplications and 4 additions), which is why complex GEMM shows a higher
  * rate for the same data movement (seeds/002).
@@ -34,6 +41,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef size_t flen;
 extern void sgemm_(const char *, const char *, const int *, const int *, const int *, const void *,
@@ -99,12 +107,13 @@ static void get(const gtype *t, const void *base, size_t at, double *re, double 
     }
 }
 
-/* Local block of an n x n matrix, generated; local layout column-major, ld = mloc. */
-static void fill(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed, int which, void *m,
-                 int ld, int local)
+/* Local block of an n x n matrix (--local: rows x cols of it), generated; local layout
+ * column-major, ld = mloc. */
+static void fill(const gtype *t, const lp_grid *g, int n, int rows, int cols, int nb, uint64_t seed,
+                 int which, void *m, int ld, int local)
 {
-    int mloc = local ? n : lp_numroc(n, nb, g->myrow, g->nprow);
-    int nloc = local ? n : lp_numroc(n, nb, g->mycol, g->npcol);
+    int mloc = local ? rows : lp_numroc(n, nb, g->myrow, g->nprow);
+    int nloc = local ? cols : lp_numroc(n, nb, g->mycol, g->npcol);
     for (int lc = 0; lc < nloc; lc++) {
         int gj = local ? lc : lp_l2g(lc, nb, g->mycol, g->npcol);
         for (int lr = 0; lr < mloc; lr++) {
@@ -117,7 +126,7 @@ static void fill(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed,
 
 /* The options; every rank reads them itself (no file is involved). */
 typedef struct {
-    lp_list n;
+    lp_list n, k; /* k.count 0: square products */
     int nb, p, q, local, check_all, inject_fault, help;
     long repeat, seed;
     const char *types;
@@ -145,6 +154,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     const ct_opt table[] = {
         {"-N", CT_OPT_CUSTOM, .dest = &o->n, .min = 0, .max = INT_MAX, .parse = lp_opt_list},
         {"--nb", CT_OPT_INT, .dest = &o->nb, .min = 1, .max = INT_MAX},
+        {"--k", CT_OPT_CUSTOM, .dest = &o->k, .min = 1, .max = INT_MAX, .parse = lp_opt_list},
         {"-P", CT_OPT_INT, .dest = &o->p, .min = 1, .max = INT_MAX},
         {"-Q", CT_OPT_INT, .dest = &o->q, .min = 1, .max = INT_MAX},
         {"--type", CT_OPT_CUSTOM, .dest = &o->types, .parse = parse_types},
@@ -159,6 +169,10 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     };
     if (ct_opt_parse(table, argc, argv, err, errlen))
         return -1;
+    if (o->k.count && !o->local) {
+        snprintf(err, errlen, "ct-gemm: --k: needs --local (each rank's own product of depth K)");
+        return -1;
+    }
     return ct_check_only_validate(&o->check, ct_basename(argv[0]), err, errlen);
 }
 
@@ -179,17 +193,17 @@ static int grid_of(options *o, int nprocs, const char *prog, char *err, size_t e
     return -1;
 }
 
-/* Compares local entries of C with the product recomputed from the generator: all of
- * them for N <= check_all, else 64 drawn from `pick`. */
-static int check(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed, uint64_t pick,
-                 const void *c, int ld, int local, int check_all, double *worst)
+/* Compares local entries of C with the product (of depth kd) recomputed from the
+ * generator: all of them for N <= check_all, else 64 drawn from `pick`. */
+static int check(const gtype *t, const lp_grid *g, int n, int kd, int nb, uint64_t seed,
+                 uint64_t pick, const void *c, int ld, int local, int check_all, double *worst)
 {
     int mloc = local ? n : lp_numroc(n, nb, g->myrow, g->nprow);
     int nloc = local ? n : lp_numroc(n, nb, g->mycol, g->npcol);
     long total = (long)mloc * nloc;
     int all = n <= check_all;
     long count = all ? total : (total < 64 ? total : 64);
-    double tol = 4.0 * n * t->eps * (t->complex_ ? 2.0 : 1.0) * 0.25; /* |a|,|b| <= 0.5 */
+    double tol = 4.0 * kd * t->eps * (t->complex_ ? 2.0 : 1.0) * 0.25; /* |a|,|b| <= 0.5 */
     int ok = 1;
     *worst = 0.0;
     for (long e = 0; e < count; e++) {
@@ -198,7 +212,7 @@ static int check(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed,
         int gi = local ? lr : lp_l2g(lr, nb, g->myrow, g->nprow);
         int gj = local ? lc : lp_l2g(lc, nb, g->mycol, g->npcol);
         long double re = 0, im = 0;
-        for (int k = 0; k < n; k++) {
+        for (int k = 0; k < kd; k++) {
             double ar = gen(seed, 0, 0, n, gi, k), br = gen(seed, 1, 0, n, k, gj);
             if (t->complex_) {
                 double ai = gen(seed, 0, 1, n, gi, k), bi = gen(seed, 1, 1, n, k, gj);
@@ -222,13 +236,14 @@ static int check(const gtype *t, const lp_grid *g, int n, int nb, uint64_t seed,
 enum { PH_BCAST, PH_GEMM, NPHASE };
 
 typedef struct {
-    double time_s, worst;
+    double time_s, cpu_s, worst;
     int ok;
     ct_phase_summary phases; /* on rank 0 of the grid */
 } product;
 
-/* One product C = A B of order n, timed and checked; collective over the grid. */
-static void multiply(const gtype *t, const lp_grid *g, const options *o, int n, long repeat,
+/* One product C = A B of order n (--local: depth kd), timed and checked; collective over
+ * the grid. */
+static void multiply(const gtype *t, const lp_grid *g, const options *o, int n, int kd, long repeat,
                      int fault, product *out)
 {
     static const char *const phase_names[NPHASE] = {"bcast", "gemm"};
@@ -237,16 +252,20 @@ static void multiply(const gtype *t, const lp_grid *g, const options *o, int n, 
     int nloc = local ? n : lp_numroc(n, nb, g->mycol, g->npcol);
     int ld = mloc > 0 ? mloc : 1;
     size_t es = t->size, mat = (size_t)ld * (size_t)(nloc > 0 ? nloc : 1) * es;
+    /* --local A is n x kd, B kd x n (leading dimension kd); SUMMA kd == n */
+    int ldb = local ? (kd > 0 ? kd : 1) : ld;
+    size_t amat = local ? (size_t)ld * (size_t)(kd > 0 ? kd : 1) * es : mat;
+    size_t bmat = local ? (size_t)ldb * (size_t)(nloc > 0 ? nloc : 1) * es : mat;
     ct_alloc_failure f = {0};
-    char *a = ct_mpi_try_alloc(&f, mat, "matrix A");
-    char *b = ct_mpi_try_alloc(&f, mat, "matrix B");
+    char *a = ct_mpi_try_alloc(&f, amat, "matrix A");
+    char *b = ct_mpi_try_alloc(&f, bmat, "matrix B");
     char *c = ct_mpi_try_alloc(&f, mat, "matrix C");
     char *pa = ct_mpi_try_alloc(&f, ((size_t)ld * nb + 1) * es, "the broadcast piece of A");
     char *pb = ct_mpi_try_alloc(&f, ((size_t)nb * (nloc > 0 ? nloc : 1) + 1) * es,
                                 "the broadcast piece of B");
     ct_mpi_agree(g->all, &f);
-    fill(t, g, n, nb, (uint64_t)o->seed, 0, a, ld, local);
-    fill(t, g, n, nb, (uint64_t)o->seed, 1, b, ld, local);
+    fill(t, g, n, n, kd, nb, (uint64_t)o->seed, 0, a, ld, local);
+    fill(t, g, n, kd, n, nb, (uint64_t)o->seed, 1, b, ldb, local);
     memset(c, 0, mat);
     double one[2] = {1.0, 0.0};
     float onef[2] = {1.0f, 0.0f};
@@ -255,10 +274,12 @@ static void multiply(const gtype *t, const lp_grid *g, const options *o, int n, 
     ct_phases_init(&ph, NPHASE, phase_names);
     CT_MPI_CHECK(MPI_Barrier(g->all));
     double t0 = MPI_Wtime();
+    struct timespec cpu0, cpu1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu0);
     if (local) {
         ct_phase_start(&ph, PH_GEMM);
         if (n > 0)
-            t->gemm("N", "N", &n, &n, &n, alpha, a, &ld, b, &ld, alpha, c, &ld, 1, 1);
+            t->gemm("N", "N", &n, &n, &kd, alpha, a, &ld, b, &ldb, alpha, c, &ld, 1, 1);
         ct_phase_stop(&ph, PH_GEMM);
     } else {
         for (int k0 = 0; k0 < n; k0 += nb) {
@@ -285,7 +306,10 @@ static void multiply(const gtype *t, const lp_grid *g, const options *o, int n, 
         }
     }
     double dt = MPI_Wtime() - t0;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu1);
+    out->cpu_s = (double)(cpu1.tv_sec - cpu0.tv_sec) + 1e-9 * (double)(cpu1.tv_nsec - cpu0.tv_nsec);
     CT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, g->all));
+    CT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &out->cpu_s, 1, MPI_DOUBLE, MPI_MAX, g->all));
     out->time_s = dt;
     ct_phases_reduce(&ph, g->all, 0, &out->phases);
     /* where this rank looks (and --inject-fault strikes) in this product */
@@ -299,7 +323,7 @@ static void multiply(const gtype *t, const lp_grid *g, const options *o, int n, 
         get(t, c, at, &re, &im);
         put(t, c, at, re + 1.0, im);
     }
-    int mine = total == 0 || check(t, g, n, nb, (uint64_t)o->seed, pick, c, ld, local,
+    int mine = total == 0 || check(t, g, n, kd, nb, (uint64_t)o->seed, pick, c, ld, local,
                                    o->check_all, &out->worst);
     if (total == 0)
         out->worst = 0.0;
@@ -330,7 +354,8 @@ static void result_detail(ct_json *j, const void *arg)
 
 static void usage(void)
 {
-    printf("usage: ct-gemm -N LIST [--nb NB] [-P P -Q Q] [--type sdcz] [--local] [--repeat R]\n"
+    printf("usage: ct-gemm -N LIST [--nb NB] [-P P -Q Q] [--type sdcz] [--local [--k LIST]]\n"
+           "               [--repeat R]\n"
            "               [--seed S] [--check-all N] [--check-only --np N] [--inject-fault]\n");
 }
 
@@ -357,16 +382,18 @@ int main(int argc, char **argv)
     for (int i = 0; in && i < o.n.count; i++)
         for (const char *tc = o.types; *tc; tc++) {
             gtype t = type_of(*tc);
+            int depths = o.k.count ? o.k.count : 1;
+            for (int ki = 0; ki < depths; ki++)
             for (long r = 0; r < o.repeat; r++) {
-                int n = o.n.v[i];
-                int fault = o.inject_fault && i == 0 && tc == o.types && r == 0 &&
+                int n = o.n.v[i], kd = o.k.count ? o.k.v[ki] : n;
+                int fault = o.inject_fault && i == 0 && tc == o.types && ki == 0 && r == 0 &&
                             g.rank == o.p * o.q - 1;
                 product pr;
-                multiply(&t, &g, &o, n, r, fault, &pr);
-                double flops = t.flops_mnk * (double)n * n * n * (o.local ? o.p * o.q : 1);
+                multiply(&t, &g, &o, n, kd, r, fault, &pr);
+                double flops = t.flops_mnk * (double)n * n * kd * (o.local ? o.p * o.q : 1);
                 double gf = pr.time_s > 0 ? flops / pr.time_s / 1e9 : 0.0;
                 sum.all_ok &= pr.ok;
-                if (t.name == 'd' && pr.ok && gf > sum.best_d)
+                if (t.name == 'd' && pr.ok && kd == n && gf > sum.best_d)
                     sum.best_d = gf;
                 if (g.rank == 0) {
                     ct_json j;
@@ -375,10 +402,15 @@ int main(int argc, char **argv)
                     ct_json_string(&j, "dtype", tn);
                     ct_json_string(&j, "mode", o.local ? "local" : "summa");
                     ct_json_integer(&j, "n", n);
+                    ct_json_integer(&j, "k", kd);
                     ct_json_integer(&j, "nb", o.nb);
                     ct_json_integer(&j, "p", o.p);
                     ct_json_integer(&j, "q", o.q);
                     ct_json_number(&j, "time_s", pr.time_s);
+                    if (o.local) {
+                        ct_json_number(&j, "cpu_s", pr.cpu_s);
+                        ct_json_number(&j, "cpu_gflops", pr.cpu_s > 0 ? flops / pr.cpu_s / 1e9 : 0.0);
+                    }
                     ct_json_number(&j, "flops", flops);
                     ct_json_number(&j, "gflops", gf);
                     ct_json_bool(&j, "passed", pr.ok);

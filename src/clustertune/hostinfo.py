@@ -17,9 +17,15 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-# ISA extensions that decide which BLAS kernels can run.
-ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl", "amx_tile")
+# ISA extensions that decide which BLAS kernels can run (OpenBLAS's cores: Haswell needs
+# avx2 and fma, SkylakeX avx512f/dq/vl, Cooperlake also avx512_bf16, SapphireRapids
+# amx_tile and avx512_fp16)
+ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl", "avx512_bf16",
+             "avx512_fp16", "amx_tile")  # fmt: skip
 BLAS_ALTERNATIVE = Path("/etc/alternatives/libblas.so.3-x86_64-linux-gnu")
+# the measured BLAS choice of each host (levels/linpack/choice.py): per user, not per
+# results database, since it is a fact of the host (CPU, ISA, installed libraries)
+BLAS_CACHE_ENV = "CLUSTERTUNE_BLAS_CACHE"
 
 
 def _read(path: str) -> str:
@@ -102,6 +108,32 @@ def blas_info() -> dict:
     return info
 
 
+def blas_cache_dir() -> Path:
+    """Where the measured BLAS choices live: $CLUSTERTUNE_BLAS_CACHE, else
+    $XDG_CACHE_HOME/clustertune (~/.cache/clustertune)."""
+    if env := os.environ.get(BLAS_CACHE_ENV):
+        return Path(env)
+    cache_home = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache_home) / "clustertune"
+
+
+def blas_choices() -> dict:
+    """Every stored choice by key (blas-choice.json), {} when there is none yet."""
+    try:
+        return json.loads((blas_cache_dir() / "blas-choice.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def blas_choice() -> dict | None:
+    """This host's measured BLAS choice (any key whose CPU and ISA are this host's; the
+    newest), as ``clustertune info`` shows it; None when none was measured here."""
+    cpu = cpu_info()
+    mine = [c for c in blas_choices().values()
+            if c.get("key", {}).get("cpu") == cpu["model"] and c["key"].get("isa") == cpu["isa"]]  # fmt: skip
+    return max(mine, key=lambda c: c.get("measured", "")) if mine else None
+
+
 def nics() -> list[dict]:
     """Network interfaces with their link speed where the driver reports one (veth does not)."""
     result = []
@@ -128,7 +160,7 @@ def collect() -> dict:
         "memory_bytes": memory_bytes(),
         "os": os_info(),
         "mpi": mpi_versions(),
-        "blas": blas_info(),
+        "blas": blas_info() | {"choice": blas_choice()},
         "nics": nics(),
     }
 

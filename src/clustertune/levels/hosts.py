@@ -67,6 +67,7 @@ def describe(facts: dict) -> str:
             f"    memory  {mem:.1f} GiB; {h['os']['name']}, kernel {h['os']['kernel']}",
             f"    mpi     openmpi: {h['mpi']['openmpi']}; mpich: {h['mpi']['mpich']}",
             f"    blas    {blas['library']} (OpenBLAS core {blas['openblas_core']})",
+            "    chosen  " + chosen_blas(blas.get("choice")),
             "    nics    "
             + ", ".join(
                 f"{n['name']} {str(n['speed_mbps']) + ' Mb/s' if n['speed_mbps'] else '(speed n/a)'}"
@@ -74,6 +75,14 @@ def describe(facts: dict) -> str:
             ),
         ]
     return "\n".join(lines)
+
+
+def chosen_blas(choice: dict | None) -> str:
+    """The host's measured default BLAS (levels/linpack/choice.py), or that there is none."""
+    if not choice:
+        return "none measured yet (the first linpack/gemm run measures it)"
+    return (f"{choice['label']} {choice.get('version') or ''} (measured {choice['measured']}, "
+            f"DGEMM {choice['dgemm_cpu_gflops']:.1f} Gflop/s by CPU time)")  # fmt: skip
 
 
 def cmd_info(args: argparse.Namespace) -> Output:

@@ -11,6 +11,7 @@ failed record whose error says why.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 
+from ... import hostinfo
 from ...cluster import Cluster
 from ...commands import Output, add_job_options, cluster_of, open_store
 from ...errors import UserError
@@ -42,8 +44,15 @@ NAMES = {
     "atlas": "ATLAS",
     "blas": "reference BLAS",
 }
-# cores an OpenBLAS is also measured with, beside the one it picks by itself
-FORCED_CORES = ("Haswell",)
+# cores an OpenBLAS is also measured with, beside the one it picks by itself, each when
+# the CPU has the ISA flags it needs (hostinfo.ISA_FLAGS): a CPU newer than the library
+# can make it pick a slower core, or one that computes wrong results (seen on an Intel
+# Sapphire Rapids VM with Debian's 0.3.21); the checked measurement decides
+FORCED_CORES = {
+    "Haswell": ("avx2", "fma"),
+    "SkylakeX": ("avx512f", "avx512dq", "avx512vl"),
+    "Cooperlake": ("avx512f", "avx512dq", "avx512vl", "avx512_bf16"),
+}
 MISSING_SYMBOL = re.compile(r"undefined symbol: (\S+)")
 
 
@@ -51,7 +60,7 @@ MISSING_SYMBOL = re.compile(r"undefined symbol: (\S+)")
 class Blas:
     name: str
     directory: Path
-    # OPENBLAS_CORETYPE to run with; None: the caller's, else run.CORETYPE_DEFAULT
+    # OPENBLAS_CORETYPE to run with; None: the caller's, else the library's own choice
     coretype: str | None = None
 
     @property
@@ -68,41 +77,56 @@ class Blas:
         return self.name + (f" ({self.coretype} kernels)" if self.coretype else "")
 
 
-_CORENAME = """
-import ctypes, sys
+_FACTS = """
+import ctypes, json, sys
 try:
     lib = ctypes.CDLL(sys.argv[1])
-    get = lib.openblas_get_corename
-except (OSError, AttributeError):
+except OSError:
     sys.exit(3)
-get.restype = ctypes.c_char_p
-print(get().decode())
+out = {}
+for field, symbol in (("core", "openblas_get_corename"), ("version", "openblas_get_config"),
+                      ("version", "bli_info_get_version_str")):
+    func = getattr(lib, symbol, None)
+    if func is not None:
+        func.restype = ctypes.c_char_p
+        out[field] = ("BLIS " if symbol.startswith("bli") else "") + func().decode()
+print(json.dumps(out))
 """
 
 
 @cache
-def own_core(library: Path) -> str | None:
-    """The core an OpenBLAS picks by itself on this CPU (``openblas_get_corename`` in a
-    child process without OPENBLAS_CORETYPE: an empty value is not the same as none, 0.3.21
-    then runs Haswell kernels); None for a library that is not OpenBLAS."""
+def library_facts(library: Path) -> dict:
+    """What a library says of itself, read in a child process without OPENBLAS_CORETYPE:
+    ``core`` the OpenBLAS core it picks on this CPU (an empty value is not the same as
+    none: 0.3.21 then runs Haswell kernels), ``version`` OpenBLAS's configuration string
+    or BLIS's version; the file name (which carries the version of the others, such as
+    libblas.so.3.11.0) when it says nothing."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     try:
-        done = subprocess.run([sys.executable, "-c", _CORENAME, str(library)], env=env,
+        done = subprocess.run([sys.executable, "-c", _FACTS, str(library)], env=env,
                               capture_output=True, text=True, timeout=60)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    name = done.stdout.strip()
-    return name if done.returncode == 0 and name else None
+        facts = json.loads(done.stdout) if done.returncode == 0 else {}
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        facts = {}
+    facts.setdefault("version", library.resolve().name)
+    return facts
+
+
+def own_core(library: Path) -> str | None:
+    """The core an OpenBLAS picks by itself on this CPU; None for another library."""
+    return library_facts(library).get("core") or None
 
 
 def core_variants(blas: Blas) -> list[Blas]:
     """The candidates of one library: an OpenBLAS with the core it picks by itself (named
     explicitly, so the run does not depend on the caller's OPENBLAS_CORETYPE) and with each
-    of FORCED_CORES it did not pick; any other library as it is."""
+    of FORCED_CORES the CPU can run that it did not pick; any other library as it is."""
     own = own_core(blas.library)
     if own is None:
         return [blas]
-    cores = [own, *(c for c in FORCED_CORES if c.lower() != own.lower())]
+    isa = set(hostinfo.cpu_info()["isa"])
+    forced = [c for c, needs in FORCED_CORES.items() if isa.issuperset(needs)]
+    cores = [own, *(c for c in forced if c.lower() != own.lower())]
     return [replace(blas, coretype=c) for c in cores]
 
 
@@ -139,8 +163,12 @@ def select(wanted: str | None, available: list[Blas]) -> list[Blas]:
 
 
 def environment(blas: Blas) -> dict[str, str]:
-    core = blas.coretype or os.environ.get("OPENBLAS_CORETYPE") or run.CORETYPE_DEFAULT
-    return {"LD_LIBRARY_PATH": str(blas.directory), "OPENBLAS_CORETYPE": core}
+    """The library first on the path; its core when the candidate names one (else the
+    caller's OPENBLAS_CORETYPE, else the library's own choice)."""
+    env = {"LD_LIBRARY_PATH": str(blas.directory)}
+    if blas.coretype:
+        env["OPENBLAS_CORETYPE"] = blas.coretype
+    return env
 
 
 def grid(np: int) -> tuple[int, int]:
@@ -175,13 +203,15 @@ def compare(
     gemm_n: int, timeout: float = run.TIMEOUT_S, hosts: list[str] | None = None,
 ) -> list[dict]:  # fmt: skip
     """DGEMM (every rank its own product: the aggregate rate, the LU's peak) and the LU
-    with each BLAS; one stored record per BLAS x kernel, returned in that order."""
+    with each BLAS, an OpenBLAS with each of its cores (core_variants); one stored
+    record per BLAS x kernel, returned in that order."""
     batch = uuid.uuid4().hex[:12]
     p, q = grid(np)
     records = []
-    for blas in blases:
+    for blas in (v for b in blases for v in core_variants(b)):
         env = environment(blas)
-        params = {"blas": {"name": blas.name, "directory": str(blas.directory)}, "compare": batch}
+        params = {"blas": {"name": blas.label, "directory": str(blas.directory),
+                           "key": blas.key}, "compare": batch}  # fmt: skip
         kargs = run.gemm_args(str(gemm_n), nb, "d", 1, True, 1, np)
         records.append(
             run.run_gemm(cluster, store, np, mpi, kargs, timeout=timeout, env=env, params=params,
@@ -201,7 +231,7 @@ def rows(records: list[dict]) -> list[dict]:
     for r in records:
         blas = r["params"]["blas"]
         row = table.setdefault(
-            blas["directory"],
+            blas.get("key", blas["directory"]),
             {"blas": blas["name"], "directory": blas["directory"], "library": None, "core": None,
              "dgemm_gflops": None, "lu_gflops": None, "residual": None, "check": None,
              "failed": []},
@@ -261,8 +291,29 @@ def cmd_compare(args: argparse.Namespace) -> Output:
     return Output(payload, text(table), 1 if failed else 0)
 
 
+def cmd_choose(args: argparse.Namespace) -> Output:
+    """The host's default BLAS (choice.py): the stored one, or measured now; --again
+    measures anew."""
+    from . import choice
+
+    cluster = cluster_of(args)
+    if args.again:
+        choice.forget(cluster)
+    chosen = choice.resolve(cluster, open_store(args), args.np, args.mpi, args.hosts)
+    if chosen is None:
+        raise UserError("no BLAS passed its checks here (see the runs in the choice's store)")
+    rates = chosen.get("rates", {})
+    lines = [f"{chosen['label']}: {chosen['version']} ({chosen['how']}"
+             f"{', ' + chosen['measured'] if 'measured' in chosen else ''})"]  # fmt: skip
+    for key, rate in sorted((rates.get("final") or rates.get("screen") or {}).items(),
+                            key=lambda kv: -kv[1]):  # fmt: skip
+        lines.append(f"  {key:<70} {rate:8.1f} Gflop/s (DGEMM by CPU time)")
+    lines += [f"  excluded {key}: {why}" for key, why in chosen.get("excluded", {}).items()]
+    return Output(chosen, "\n".join(lines), 0)
+
+
 def add_commands(sub, common) -> None:
-    b = sub.add_parser("blas", help="BLAS libraries: compare")
+    b = sub.add_parser("blas", help="BLAS libraries: compare, choose")
     bsub = b.add_subparsers(dest="blas_command", required=True)
     c = bsub.add_parser("compare", parents=[common], help="DGEMM and LU with every installed BLAS")
     add_job_options(c, timeout=run.TIMEOUT_S)
@@ -271,3 +322,8 @@ def add_commands(sub, common) -> None:
     c.add_argument("--gemm-n", type=int, default=2000, help="order of each rank's DGEMM")
     c.add_argument("--blas", help="only these (names or directories, comma-separated)")
     c.set_defaults(func=cmd_compare)
+    h = bsub.add_parser("choose", parents=[common],
+                        help="this host's default BLAS: the stored choice, or measured now")  # fmt: skip
+    add_job_options(h, timeout=run.TIMEOUT_S)
+    h.add_argument("--again", action="store_true", help="measure anew")
+    h.set_defaults(func=cmd_choose)

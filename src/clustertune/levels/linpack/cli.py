@@ -28,6 +28,7 @@ def add_commands(sub, common) -> None:
     p.add_argument("--mem-fraction", type=float, help="N: largest fitting this memory share")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--inject-fault", action="store_true", help="tests: the check must FAIL")
+    add_blas_option(p)
     p.set_defaults(func=run.cmd_linpack)
 
     g = sub.add_parser("gemm", parents=[common], help="distributed SUMMA GEMM, 4 data types")
@@ -39,6 +40,16 @@ def add_commands(sub, common) -> None:
     g.add_argument("--type", default="sdcz", help="any of s, d, c, z")
     g.add_argument("--repeat", type=int, default=1)
     g.add_argument("--local", action="store_true", help="each rank alone: the xGEMM rate")
+    add_blas_option(g)
     g.set_defaults(func=run.cmd_gemm)
 
     blas.add_commands(sub, common)
+
+
+def add_blas_option(parser) -> None:
+    parser.add_argument(
+        "--blas", default="auto",
+        help="auto: this host's measured best correct BLAS (measured on the first run); "
+        "system: the system's libblas.so.3; or NAME[:CORE] (an OPENBLAS_CORETYPE or "
+        "LD_LIBRARY_PATH in the environment also overrides auto)",
+    )  # fmt: skip

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from functools import partial
 from pathlib import Path
 
@@ -21,7 +20,8 @@ from ...errors import UserError
 from ...hostinfo import memory_bytes
 from ...results import Store
 from ...runner import Derive
-from . import GEMM_KERNEL, LEVEL, LINPACK_KERNEL
+from . import GEMM_KERNEL, LEVEL, LINPACK_KERNEL, choice
+from . import blas as blaslib
 
 TIMEOUT_S = 3600.0
 # what every result line carries (the issue's JSON contract)
@@ -29,11 +29,6 @@ RESULT_KEYS = ("variant", "n", "nb", "p", "q", "time_s", "gflops", "residual", "
 PHASES = ("pfact", "bcast", "swap", "update", "wait", "solve")
 # one BLAS thread per rank (ranks fill the cores), whichever library runs
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "BLIS_NUM_THREADS": "1"}
-# the OpenBLAS core when the caller's OPENBLAS_CORETYPE is unset (and a run names none): what
-# Debian's OpenBLAS 0.3.21 needed on an Intel Sapphire Rapids VM (a CPU newer than it
-# knows); on an AMD EPYC (Zen) its own choice runs as fast. The tuner measures both
-# (blas.core_variants); every run of the level gets it here, not from the Makefile.
-CORETYPE_DEFAULT = "Haswell"
 # flag of ct-linpack for each list option of the CLI
 LIST_FLAGS = {
     "n": "-N", "nb": "--nb", "p": "-P", "q": "-Q", "pfact": "--pfact", "rfact": "--rfact",
@@ -124,8 +119,21 @@ def residual_text(residual: object) -> str:
     return f"{residual:.4g}" if isinstance(residual, int | float) else "n/a"
 
 
+def blas_line(record: dict) -> list[str]:
+    """The BLAS a run used by default, as its record names it (none when told)."""
+    said = record.get("params", {}).get("blas_choice")
+    if not said:
+        return []
+    core = record["detail"].get("blas", {}).get("core") or said.get("coretype") or "-"
+    return [f"  BLAS {said['label']}: {said.get('version') or '-'}; core that ran {core} "
+            f"({said.get('how')} choice of this host)"]  # fmt: skip
+
+
 def text(record: dict) -> str:
     lines = [f"run {record['id']}: {record['status']}, verification {record['verification']}"]
+    lines += blas_line(record)
+    for what, picked in record.get("params", {}).get("defaults", {}).items():
+        lines.append(f"  {what} {picked['value']}: {picked['from']}")
     for r in results(record):
         lines.append(
             f"  {r['variant']:<10} N={r['n']:<7} NB={r['nb']:<4} {r['p']}x{r['q']:<3} "
@@ -145,24 +153,37 @@ def text(record: dict) -> str:
 def run_blas_kernel(
     kernel: str, cluster: Cluster, store: Store, np: int, mpi: str, kargs: list[str], *,
     timeout: float = TIMEOUT_S, env: dict[str, str] | None = None, params: dict | None = None,
-    derive: Derive | None = None, hosts: list[str] | None = None,
+    derive: Derive | None = None, hosts: list[str] | None = None, blas: str = "auto",
+    chosen: dict | None = None,
 ) -> dict:  # fmt: skip
     """``kernel`` (ct-linpack or ct-gemm) with ``kargs`` on ``np`` ranks, one BLAS thread
-    per rank, after the kernel's own argument check; the stored record."""
+    per rank, after the kernel's own argument check; the stored record. The BLAS is
+    ``blas`` (blas_choice) unless ``env`` or the caller's environment names a library or
+    an OpenBLAS core; ``chosen`` is a choice the caller resolved already."""
     kernels.check_args(kernel, np, mpi, kargs)
+    if chosen is None and not choice.told(env):
+        chosen = blas_choice(cluster, store, np, mpi, hosts, blas)
+    extra = {"blas_choice": choice.named(chosen)} if chosen else {}
     return runner.run_kernel(
         cluster, store, level=LEVEL.name, kernel=kernel, np=np, mpi=mpi, args=kargs,
-        params={"np": np, "args": kargs, **(params or {})}, timeout=timeout, hosts=hosts,
-        env=blas_env(env), derive=derive,
+        params={"np": np, "args": kargs, **(params or {}), **extra}, timeout=timeout,
+        hosts=hosts, env={**BLAS_THREADS, **(choice.environment(chosen) if chosen else {}),
+                          **(env or {})},
+        derive=derive,
     )  # fmt: skip
 
 
-def blas_env(env: dict[str, str] | None) -> dict[str, str]:
-    """A run's BLAS environment: one thread per rank and CORETYPE_DEFAULT unless the
-    caller's environment or ``env`` names the OpenBLAS core (an empty value counts as
-    unset, as in blas.environment)."""
-    core = {} if os.environ.get("OPENBLAS_CORETYPE") else {"OPENBLAS_CORETYPE": CORETYPE_DEFAULT}
-    return {**BLAS_THREADS, **core, **(env or {})}
+def blas_choice(
+    cluster: Cluster, store: Store, np: int, mpi: str, hosts: list[str] | None, blas: str
+) -> dict | None:
+    """``--blas``: ``auto`` the host's measured choice (choice.resolve; measured on the
+    first run), ``system`` the system's libblas.so.3 as it picks its core (None), else
+    ``NAME[:CORE]`` an installed library by name or directory, an OpenBLAS core."""
+    if blas == "system":
+        return None
+    if blas == "auto":
+        return choice.resolve(cluster, store, np, mpi, hosts)
+    return choice.told_choice(blas)
 
 
 run_linpack = partial(run_blas_kernel, LINPACK_KERNEL, derive=derive)
@@ -176,6 +197,7 @@ def gemm_args(n: str, nb: int, dtypes: str, repeat: int, local: bool, p: int, q:
 
 def gemm_text(record: dict) -> str:
     lines = [f"run {record['id']}: {record['status']}, verification {record['verification']}"]
+    lines += blas_line(record)
     lines += [
         f"  {s['dtype']} {s['mode']} N={s['n']} {s['p']}x{s['q']} "
         f"{measured(bool(s['passed']), s['gflops'], '10.3f')} Gflops {verdict(bool(s['passed']))}"
@@ -186,12 +208,55 @@ def gemm_text(record: dict) -> str:
     return "\n".join(lines)
 
 
+def default_shape(args: argparse.Namespace, cluster: Cluster, store: Store,
+                  chosen: dict | None) -> dict:  # fmt: skip
+    """NB and P x Q for a run that names neither (nor an HPL.dat), set on ``args``; what
+    was picked and from what. NB: among the candidates (fractions of the BLAS's k-block,
+    above the network's n_half when a ping-pong of this cluster is stored:
+    tune.space.nb_candidates) the best by the measured rank-NB update of the chosen BLAS
+    (the trailing update's DGEMM shape) and the panel's cost at N (choice.pick_nb); with
+    --mem-fraction N is taken as large. P x Q: 1 x np
+    when every rank is on one machine (the panel's pivot search then needs no message),
+    else the squarest P <= Q (HPL's advice)."""
+    from ..tune import linpack as tuned  # the tuner's search space; it imports us
+    from ..tune import space
+
+    picked: dict = {}
+    if args.dat:
+        return picked
+    if args.nb is None:
+        n = int(str(args.n or "1000").split(",")[0]) if args.mem_fraction is None else 1 << 20
+        n_half = tuned.network_n_half(store, cluster.name)
+        allowed = space.nb_candidates(space.DEFAULT_BLOCK, n_half, n)
+        nb = choice.pick_nb((chosen or {}).get("rank_k_gflops") or {}, allowed, n)
+        if nb is not None:
+            args.nb = str(nb)
+            net = f", n_half {n_half:.0f} B" if n_half else ""
+            picked["nb"] = {"value": nb, "from": f"rank-K DGEMM of {chosen['label']} among "
+                                                 f"{allowed}{net}"}  # fmt: skip
+    if args.p is None and args.q is None:
+        one = machines(cluster, args.np) == 1
+        p, q = (1, args.np) if one else blaslib.grid(args.np)
+        args.p, args.q = str(p), str(q)
+        picked["grid"] = {"value": [p, q],
+                          "from": "one machine: 1 x np" if one else "squarest P <= Q"}  # fmt: skip
+    return picked
+
+
 def cmd_linpack(args: argparse.Namespace) -> Output:
     cluster = cluster_of(args)
+    # the user's flags checked before anything runs (the first run measures the BLAS)
+    kernels.check_args(LINPACK_KERNEL, args.np, args.mpi, kernel_args(args, cluster))
+    store = open_store(args)
+    chosen = (None if choice.told(None)
+              else blas_choice(cluster, store, args.np, args.mpi, args.hosts, args.blas))  # fmt: skip
+    picked = default_shape(args, cluster, store, chosen)
     kargs = kernel_args(args, cluster)
     record = run_linpack(
-        cluster, open_store(args), args.np, args.mpi, kargs, timeout=args.timeout, hosts=args.hosts
-    )
+        cluster, store, args.np, args.mpi, kargs, timeout=args.timeout, hosts=args.hosts,
+        chosen=chosen, blas=args.blas if chosen else "system",
+        params={"defaults": picked} if picked else None,
+    )  # fmt: skip
     return record_output(record, text(record), dict(record, results=results(record)))
 
 
@@ -202,6 +267,6 @@ def cmd_gemm(args: argparse.Namespace) -> Output:
     )
     record = run_gemm(
         cluster_of(args), open_store(args), args.np, args.mpi, kargs, timeout=args.timeout,
-        hosts=args.hosts,
+        hosts=args.hosts, blas=args.blas,
     )  # fmt: skip
     return record_output(record, gemm_text(record))

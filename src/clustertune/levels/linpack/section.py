@@ -20,8 +20,10 @@ def dgemm_peaks(records: list[dict]) -> dict[tuple, float]:
     for r in records:
         if r["kernel"] != "ct-gemm" or r["status"] != "ok":
             continue
+        # square products only: a --k one (the update's shape, choice.py) is not the peak
         rates = [s["gflops"] for s in r["samples"]
-                 if s.get("dtype") == "d" and s.get("mode") == "local" and s.get("passed")]  # fmt: skip
+                 if s.get("dtype") == "d" and s.get("mode") == "local" and s.get("passed")
+                 and s.get("k", s.get("n")) == s.get("n")]  # fmt: skip
         if rates:
             key = blas_key(r, r["meta"]["np"])
             peaks[key] = max(peaks.get(key, 0.0), *rates)

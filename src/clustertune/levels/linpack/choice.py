@@ -1,0 +1,275 @@
+"""The BLAS every Linpack/GEMM run uses by default: measured once per host, then reused.
+
+The first run that names no BLAS (``--blas auto``, the default) measures every installed
+libblas.so.3 and the PyPI OpenBLAS, an OpenBLAS with the core it picks itself and with
+each core the CPU's ISA can run (blas.core_variants), with the local DGEMM of ct-gemm,
+ranked by its rate in CPU time (gemm.c: a neighbour's load changes it far less than the
+wall-clock rate), its entries checked against the generator (a candidate whose product is wrong, or that
+loads another library, fails and is never chosen). A screening round at a small order,
+then the candidates within FINAL_SHARE of the fastest again at a larger order, in
+alternating rounds (the machine may be shared); the fastest is then run through a small
+LU with the full scaled-residual check, and the next one taken if that fails. With the
+chosen library the rank-K update (ct-gemm --local --k) is measured for the NB candidates:
+the DGEMM shape the LU's trailing update runs, from which a default run picks NB.
+
+The choice is a fact of the host, so it is stored per user, not per results database
+(hostinfo.blas_cache_dir(): blas-choice.json, the measuring runs in blas-choice.db
+beside it, named by id): every results database and every test run on this host reuses
+it. It is keyed by the CPU model, its ISA flags and each candidate library's version and
+file, so a new CPU, a changed library or a newly installed one measures again.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ... import hostinfo
+from ...cluster import Cluster
+from ...results import Store
+from . import blas as blaslib
+from . import run
+
+SCREEN_N = 1024
+FINAL_N = 2048
+# the screening's fastest few, within this share of the fastest, are measured again
+FINAL_SHARE = 0.8
+FINALISTS = 3
+FINAL_ROUNDS = 2
+CHECK_LU = ("-N", "1152", "--nb", "128")
+# the rank-K update of the LU's trailing matrix: an order-SHAPE_N product of depth K
+SHAPE_N = 2048
+SHAPE_KS = (64, 96, 128, 192, 256)
+MEASURE_TIMEOUT_S = 300.0
+
+
+def candidates() -> list[blaslib.Blas]:
+    """Every installed libblas.so.3 and the PyPI OpenBLAS, each OpenBLAS once per core."""
+    from ..tune import shim  # the tuner's module; it imports this level, not at load time
+
+    found = blaslib.installed()
+    pypi = shim.scipy_openblas()
+    if pypi is not None:
+        found.append(pypi)
+    return [v for b in found for v in blaslib.core_variants(b)]
+
+
+def key_of(cluster: Cluster, found: list[blaslib.Blas]) -> dict:
+    """What the choice depends on: the CPU model and ISA flags (this machine's when the
+    ranks run here, the cluster's name too when they run elsewhere), and each library's
+    version and file."""
+    cpu = hostinfo.cpu_info()
+    libs = {}
+    for b in found:
+        real = b.library.resolve()
+        stat = real.stat()
+        libs[str(b.directory)] = {"file": str(real), "size": stat.st_size,
+                                  "mtime": int(stat.st_mtime),
+                                  "version": blaslib.library_facts(b.library).get("version")}  # fmt: skip
+    key = {"cpu": cpu["model"], "isa": cpu["isa"], "libraries": libs}
+    if run.machines(cluster, 2) > 1:  # the hosts of another machine, measured through it
+        key["cluster"] = cluster.name
+    return key
+
+
+def digest(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cache_file() -> Path:
+    return hostinfo.blas_cache_dir() / "blas-choice.json"
+
+
+def environment(choice: dict) -> dict[str, str]:
+    """The environment a run with ``choice`` gets (its library first on the path, its
+    OpenBLAS core named)."""
+    env = {"LD_LIBRARY_PATH": choice["directory"]}
+    if choice.get("coretype"):
+        env["OPENBLAS_CORETYPE"] = choice["coretype"]
+    return env
+
+
+def told(env: dict[str, str] | None) -> bool:
+    """The caller chose the BLAS: its environment or ``env`` names a library or a core."""
+    names = ("LD_LIBRARY_PATH", "OPENBLAS_CORETYPE")
+    return any(os.environ.get(k) for k in names[1:]) or any((env or {}).get(k) for k in names)
+
+
+def resolve(
+    cluster: Cluster, store: Store, np: int, mpi: str, hosts: list[str] | None,
+    log=None,
+) -> dict | None:  # fmt: skip
+    """This host's stored choice for the current key, measured first when there is none
+    (under a lock: concurrent first runs measure once). None when no candidate passed
+    (then the run takes the system's libblas.so.3, as before the choice existed)."""
+    found = candidates()
+    if not found:
+        return None
+    key = key_of(cluster, found)
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        stored = hostinfo.blas_choices().get(digest(key))
+        if stored is not None:
+            return stored | {"how": "stored"}
+        (log or _stderr)(f"measuring the BLAS candidates of this host ({len(found)}), once")
+        measuring = Store(path.with_suffix(".db"))
+        try:
+            chosen = measure(cluster, measuring, found, np, mpi, hosts)
+        finally:
+            measuring.close()
+        if chosen is None:
+            return None
+        chosen |= {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        write(hostinfo.blas_choices() | {digest(key): chosen})
+        return chosen | {"how": "measured"}
+
+
+def forget(cluster: Cluster) -> None:
+    """Drop the stored choice for the current key (``blas choose --again``)."""
+    path = cache_file()
+    if not path.exists():
+        return
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        rest = hostinfo.blas_choices()
+        rest.pop(digest(key_of(cluster, candidates())), None)
+        write(rest)
+
+
+def write(choices: dict) -> None:
+    """The cache file replaced at once (readers never see half of it); under the lock."""
+    path = cache_file()
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(choices, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _stderr(line: str) -> None:
+    print(f"clustertune: {line}", file=sys.stderr)
+
+
+def measure(
+    cluster: Cluster, store: Store, found: list[blaslib.Blas], np: int, mpi: str,
+    hosts: list[str] | None,
+) -> dict | None:  # fmt: skip
+    """The fastest candidate whose DGEMM and LU pass their checks, with its version, the
+    rates of all and the rank-K rates; None when none passed."""
+    # the ranks of one machine fill its cores at most (a DGEMM rank per core)
+    ranks = min(np, os.cpu_count() or np) if run.machines(cluster, np) == 1 else np
+    excluded: dict[str, str] = {}
+
+    def dgemm(b: blaslib.Blas, n: int, extra: list[str] | None = None) -> dict:
+        kargs = run.gemm_args(str(n), 192, "d", 2, True, 1, ranks) + (extra or [])
+        return run.run_gemm(
+            cluster, store, ranks, mpi, kargs, timeout=MEASURE_TIMEOUT_S,
+            env=blaslib.environment(b), params={"blas_measure": b.key},
+            derive=blaslib.library_check(b), hosts=hosts,
+        )  # fmt: skip
+
+    def rate(b: blaslib.Blas, n: int) -> float | None:
+        record = dgemm(b, n)
+        if record["status"] != "ok":
+            excluded[b.key] = f"ct-gemm: {blaslib.failure(record)}"
+            return None
+        return max(cpu_rate(s) for s in record["samples"])
+
+    screen = {b.key: r for b in found if (r := rate(b, SCREEN_N)) is not None}
+    by_key = {b.key: b for b in found}
+    top = max(screen.values(), default=0.0)
+    finalists = sorted((k for k, r in screen.items() if r >= FINAL_SHARE * top),
+                       key=lambda k: -screen[k])[:FINALISTS]  # fmt: skip
+    final: dict[str, float] = {}
+    for round_ in range(FINAL_ROUNDS if len(finalists) > 1 else 0):
+        for k in finalists if round_ % 2 == 0 else finalists[::-1]:
+            if k in excluded:
+                continue
+            r = rate(by_key[k], FINAL_N)
+            if r is not None:
+                final[k] = max(final.get(k, 0.0), r)
+    order = sorted(final or screen, key=lambda k: -(final or screen)[k])
+    order = [k for k in order if k not in excluded]
+    for k in order:
+        b = by_key[k]
+        lu = run.run_linpack(
+            cluster, store, ranks, mpi, [*CHECK_LU, "-P", "1", "-Q", str(ranks), "--hpl-out", "-"],
+            timeout=MEASURE_TIMEOUT_S, env=blaslib.environment(b), params={"blas_measure": k},
+            derive=blaslib.library_check(b, run.derive), hosts=hosts,
+        )  # fmt: skip
+        if lu["status"] != "ok":
+            excluded[k] = f"ct-linpack: {blaslib.failure(lu)}"
+            continue
+        shape = dgemm(b, SHAPE_N, ["--k", ",".join(map(str, SHAPE_KS))])
+        facts = blaslib.library_facts(b.library)
+        return {
+            "name": b.name, "label": b.label, "directory": str(b.directory),
+            "coretype": b.coretype, "version": facts.get("version"),
+            "library": str(b.library.resolve()), "ranks": ranks,
+            "dgemm_cpu_gflops": (final or screen)[k],
+            "rates": {"screen_n": SCREEN_N, "final_n": FINAL_N, "screen": screen,
+                      "final": final},
+            "rank_k_gflops": rank_k_rates(shape), "excluded": excluded,
+            "runs": {"db": str(store.path), "lu": lu["id"], "shape": shape["id"]},
+        }  # fmt: skip
+    return None
+
+
+def cpu_rate(sample: dict) -> float:
+    """A ct-gemm --local product's rate by the CPU time of its ranks (the wall-clock
+    rate when the kernel did not say): at load 8 on 2 cores the wall-clock rates of one
+    core ran 18-25 Gflop/s over a minute, the CPU-time rates 100-105."""
+    if not sample.get("passed"):
+        return 0.0
+    return sample.get("cpu_gflops") or sample["gflops"]
+
+
+def rank_k_rates(record: dict) -> dict[str, float]:
+    """The best rate of each depth K of a ct-gemm --k launch (passing products only)."""
+    best: dict[str, float] = {}
+    for s in record["samples"]:
+        if s.get("passed") and "k" in s:
+            best[str(s["k"])] = max(best.get(str(s["k"]), 0.0), cpu_rate(s))
+    return best
+
+
+# the LU's flops outside the trailing update (panel factorisation) are ~3 NB / 4N of all
+# of them and run at a fraction of the update's rate (narrow, memory-bound): taken as a
+# quarter, an NB costs the update's rate a factor 1 + PANEL_COST NB / N
+PANEL_COST = 3.0
+
+
+def pick_nb(rank_k: dict[str, float], allowed: list[int], n: int) -> int | None:
+    """The NB among ``allowed`` with the best estimated LU rate at order ``n``: the
+    measured rate of the rank-NB update (the trailing update's DGEMM shape) over
+    1 + PANEL_COST NB / n (larger blocks make the update faster and the panel dearer).
+    None without a measured rate for any of them."""
+    rates = {nb: rank_k[str(nb)] for nb in allowed if str(nb) in rank_k}
+    if not rates:
+        return None
+    return max(rates, key=lambda nb: rates[nb] / (1.0 + PANEL_COST * nb / max(n, 1)))
+
+
+def told_choice(wanted: str) -> dict:
+    """``--blas NAME[:CORE]``: an installed library by name or directory (the PyPI
+    OpenBLAS too), with the OpenBLAS core named, not measured."""
+    name, _, core = wanted.partition(":")
+    plain = {b.key: replace(b, coretype=None) for b in candidates()}
+    lib = blaslib.select(name, list(plain.values()))[0]
+    facts = blaslib.library_facts(lib.library)
+    return {"name": lib.name, "label": replace(lib, coretype=core or None).label,
+            "directory": str(lib.directory), "coretype": core or None,
+            "version": facts.get("version"), "how": "named"}  # fmt: skip
+
+
+def named(chosen: dict) -> dict:
+    """What a run's record says of its BLAS: library, version, core and how it was
+    chosen (``measured`` by this run, ``stored`` from an earlier one, ``named``)."""
+    return {k: chosen.get(k) for k in ("name", "label", "directory", "version", "coretype",
+                                       "how", "dgemm_cpu_gflops")}  # fmt: skip

@@ -1,0 +1,160 @@
+"""The host's default BLAS (levels/linpack/choice.py): measured with a checked DGEMM, a
+wrong library never chosen, stored by CPU / ISA / library versions and reused, measured
+again when the key changes; a default ``clustertune linpack`` runs it and takes NB and
+the grid from its measurement."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from clirun import cli
+
+from clustertune import hostinfo
+from clustertune.cluster import local_cluster
+from clustertune.levels.linpack import blas as blaslib
+from clustertune.levels.linpack import choice
+from clustertune.levels.linpack import run as linpack
+from clustertune.results import Store
+
+# a "BLAS" that returns at once without computing: the fastest of all, and wrong
+FAKE_BLAS = """
+void dgemm_(void) {} void dtrsm_(void) {} void dger_(void) {} void dgemv_(void) {}
+void dtrsv_(void) {} void dscal_(void) {} void dswap_(void) {} int idamax_(void) { return 1; }
+void sgemm_(void) {} void cgemm_(void) {} void zgemm_(void) {}
+"""
+
+
+def fake_blas(where: Path, extra: str = "") -> blaslib.Blas:
+    where.mkdir(exist_ok=True)
+    source = where / "fake.c"
+    source.write_text(FAKE_BLAS + extra)
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(where / "libblas.so.3"), str(source)],
+                   check=True)  # fmt: skip
+    return blaslib.Blas("fake", where)
+
+
+def openblas() -> blaslib.Blas:
+    found = [b for b in blaslib.installed() if blaslib.own_core(b.library)]
+    if not found:
+        pytest.skip("no OpenBLAS installed")
+    return blaslib.core_variants(found[0])[0]
+
+
+@pytest.fixture
+def small(monkeypatch, tmp_path):
+    """A private choice cache and small products (the test measures in seconds)."""
+    monkeypatch.setenv(hostinfo.BLAS_CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(choice, "SCREEN_N", 256)
+    monkeypatch.setattr(choice, "FINAL_N", 320)
+    monkeypatch.setattr(choice, "SHAPE_N", 320)
+    monkeypatch.setattr(choice, "SHAPE_KS", (32, 64))
+    monkeypatch.setattr(choice, "CHECK_LU", ("-N", "256", "--nb", "32"))
+
+
+def test_a_wrong_blas_is_never_chosen_and_the_choice_is_reused_until_its_key_changes(
+    small, monkeypatch, tmp_path, store
+) -> None:
+    fake, good = fake_blas(tmp_path / "fake"), openblas()
+    monkeypatch.setattr(choice, "candidates", lambda: [fake, good])
+    chosen = choice.resolve(local_cluster(), store, 2, "openmpi", None, log=lambda _: None)
+    assert chosen is not None and chosen["how"] == "measured"
+    # the fake's products are wrong: its DGEMM fails its check, whatever its speed
+    assert chosen["directory"] == str(good.directory) and chosen["coretype"] == good.coretype
+    assert fake.key in chosen["excluded"] and fake.key not in chosen["rates"]["screen"]
+    assert chosen["version"].startswith("OpenBLAS") and chosen["rank_k_gflops"].keys() == {
+        "32", "64"}  # fmt: skip
+    stored = json.loads((tmp_path / "cache" / "blas-choice.json").read_text())
+    (entry,) = stored.values()
+    key = entry["key"]
+    assert key["cpu"] == hostinfo.cpu_info()["model"] and key["isa"] == hostinfo.cpu_info()["isa"]
+    assert set(key["libraries"]) == {str(fake.directory), str(good.directory)}
+    assert key["libraries"][str(good.directory)]["version"] == chosen["version"]
+
+    # the next run reuses it without measuring
+    def no_run(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    run_gemm, cpu_info = linpack.run_gemm, hostinfo.cpu_info
+    monkeypatch.setattr(linpack, "run_gemm", no_run)
+    again = choice.resolve(local_cluster(), store, 2, "openmpi", None)
+    assert again["how"] == "stored" and again["directory"] == chosen["directory"]
+    # another ISA (another CPU's key) is not this one's choice: measured anew
+    other = dict(hostinfo.cpu_info(), isa=["sse4_2"])
+    monkeypatch.setattr(hostinfo, "cpu_info", lambda: other)
+    with pytest.raises(AssertionError, match="measured again"):
+        choice.resolve(local_cluster(), store, 2, "openmpi", None, log=lambda _: None)
+    monkeypatch.setattr(hostinfo, "cpu_info", cpu_info)
+    monkeypatch.setattr(linpack, "run_gemm", run_gemm)
+    # nor is a changed library: rebuilt (another file), it is measured again
+    changed = fake_blas(tmp_path / "fake", "void spare_(void) {}\n")
+    monkeypatch.setattr(choice, "candidates", lambda: [changed, good])
+    third = choice.resolve(local_cluster(), store, 2, "openmpi", None, log=lambda _: None)
+    assert third["how"] == "measured" and third["directory"] == str(good.directory)
+    assert len(json.loads((tmp_path / "cache" / "blas-choice.json").read_text())) == 2
+
+
+def stored_choice(rank_k: dict[str, float], core: str) -> dict:
+    """A choice as a measurement stores it, for this host's current key."""
+    found = choice.candidates()
+    good = next(b for b in found if b.coretype)
+    key = choice.key_of(local_cluster(), found)
+    entry = {"name": good.name, "label": f"{good.name} ({core} kernels)",
+             "directory": str(good.directory), "coretype": core, "version": "v-test",
+             "dgemm_cpu_gflops": 1.0, "rank_k_gflops": rank_k, "key": key,
+             "measured": "2026-11-27T00:00:00Z"}  # fmt: skip
+    path = choice.cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({choice.digest(key): entry}))
+    return entry
+
+
+@pytest.mark.parametrize(
+    ("rank_k", "nb"),
+    [({"96": 100.0, "128": 60.0, "192": 60.0, "256": 60.0}, 96),
+     ({"96": 50.0, "128": 60.0, "192": 100.0, "256": 100.0}, 192)],
+)  # fmt: skip
+def test_a_default_linpack_runs_the_stored_choice_and_takes_nb_and_grid_from_it(
+    monkeypatch, tmp_path, rank_k, nb
+) -> None:
+    """No HPL.dat, no NB, no grid: the record names the host's chosen BLAS (library,
+    version, core: the kernel ran that core), NB follows the measured rank-K rates
+    (N=768 allows 96..192) and the 2 ranks of one machine run 1 x 2."""
+    monkeypatch.setenv(hostinfo.BLAS_CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    if not any(b.coretype for b in choice.candidates()):
+        pytest.skip("no OpenBLAS installed")
+    stored_choice(rank_k, "SkylakeX")
+    db = str(tmp_path / "r.db")
+    proc = cli("linpack", "--np", "2", "-N", "768", "--json", "--db", db)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    record = Store(db).get(json.loads(proc.stdout)["id"])
+    said = record["params"]["blas_choice"]
+    assert said["how"] == "stored" and said["version"] == "v-test"
+    assert said["coretype"] == "SkylakeX" == record["meta"]["env"]["OPENBLAS_CORETYPE"]
+    assert record["detail"]["blas"]["core"].lower() == "skylakex"  # what the kernel ran
+    (lu,) = linpack.results(record)
+    assert (lu["nb"], lu["p"], lu["q"], lu["passed"]) == (nb, 1, 2, True)
+    text = linpack.text(record)
+    assert "SkylakeX" in text and f"nb {nb}: rank-K DGEMM" in text and "grid [1, 2]" in text
+
+
+def test_nb_weighs_the_update_rate_against_the_panel_at_n() -> None:
+    rates = {"96": 80.0, "128": 90.0, "192": 95.0, "256": 96.0}
+    # at a large N the panel costs little: the fastest update; at a small one, small blocks
+    assert choice.pick_nb(rates, [96, 128, 192, 256], 100_000) == 256
+    assert choice.pick_nb(rates, [96, 128, 192, 256], 400) == 96
+    assert choice.pick_nb(rates, [192, 256], 1000) == 192  # the network's floor kept
+    assert choice.pick_nb({}, [96], 1000) is None  # nothing measured: the kernel's default
+
+
+def test_a_caller_that_names_a_library_or_core_is_not_overridden(monkeypatch) -> None:
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    assert not choice.told(None) and not choice.told({"OMP_NUM_THREADS": "1"})
+    assert choice.told({"LD_LIBRARY_PATH": "/x"}) and choice.told({"OPENBLAS_CORETYPE": "Zen"})
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Zen")
+    assert choice.told(None)

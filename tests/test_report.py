@@ -18,6 +18,7 @@ from clustertune.cluster import local_cluster
 from clustertune.errors import UserError
 from clustertune.launch.process import Interrupted
 from clustertune.levels import Level
+from clustertune.levels.network.summary import judge_bandwidth
 from clustertune.render import esc
 from clustertune.results import Store
 from clustertune.runner import new_record
@@ -228,3 +229,17 @@ def test_report_summary_prints_the_first_screen_rows(store, tmp_path, monkeypatc
     # the HTML's first screen has the same rows
     screen = _first_screen(report.build(store))
     assert all(esc(r.figure) in screen for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("mbps", "verdict", "state"),
+    [(925.0, "in line", summary.GOOD), (700.0, "below 90% of payload", summary.WARN),
+     (1010.0, "above the payload ceiling", summary.WARN)],
+)  # fmt: skip
+def test_link_bandwidth_is_judged_against_what_its_frames_carry(mbps, verdict, state):
+    """1 Gbit/s carries at most 941 Mbit/s of TCP payload: a ping-pong above it measured
+    a shaper's burst, one far below it a link losing more than headers."""
+    row = summary.Row("TCP ping-pong", "")
+    judge_bandwidth(row, mbps, 10**9, "link")
+    assert (row.verdict, row.state) == (verdict, state)
+    assert row.ratio == pytest.approx(mbps / 1000) and "payload 941" in row.reference

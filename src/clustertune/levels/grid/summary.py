@@ -5,12 +5,9 @@ bandwidth across sites is also read against the nominal WAN rate."""
 from __future__ import annotations
 
 from ... import summary
-from ...units import format_rate
+from ..network.summary import judge_bandwidth
 from . import LEVEL
 from .compare import pairs
-
-# as for a LAN link (network/summary.py): headers take ~6 % of a frame
-IN_LINE_SHARE = 0.85
 
 
 def linpack_row(p: dict) -> summary.Row:
@@ -36,12 +33,8 @@ def pingpong_row(p: dict) -> summary.Row:
         row.figure, row.verdict, row.state = "one side has no result", "incomplete", summary.BAD
         return row
     row.figure = f"latency {la / lw:.1f}x, bandwidth {ba:.0f} vs {bw:.0f} Mbit/s"
-    wan = p.get("wan_bps")
-    if wan:
-        row.reference, row.ratio = f"WAN {format_rate(wan)} nominal", ba * 1e6 / wan
-        in_line = row.ratio >= IN_LINE_SHARE
-        row.verdict = "WAN in line" if in_line else f"below {IN_LINE_SHARE:.0%} of WAN"
-        row.state = summary.GOOD if in_line else summary.WARN
+    if p.get("wan_bps"):
+        judge_bandwidth(row, ba, p["wan_bps"], "WAN")
     else:
         row.reference, row.ratio, row.state = "inside one site", ba / bw, summary.NONE
     return row

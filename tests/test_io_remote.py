@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import socket
 import ssl
@@ -25,7 +26,7 @@ from clustertune.cluster import local_cluster
 from clustertune.launch import launcher_for
 from clustertune.levels.io import netcdf, remote, section, validate
 
-NC_INT, NC_EACCESS, NC_ENOMEM, NC_EINVAL = 4, -77, -61, -36
+NC_INT, NC_EACCESS, NC_ENOMEM, NC_ENOENT = 4, -77, -61, -220
 HANDSHAKE_S = 2.0  # the test server's --handshake-timeout
 
 
@@ -243,9 +244,12 @@ def test_path_escapes_are_refused(server, ca, tmp_path, directory, why) -> None:
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
 
 
-def start_write(ca: Path, port: int, name: str, n: int) -> ssl.SSLSocket:
-    s = tls(ca, "alice", port)
-    assert hello(s) == 0
+def start_write(ca: Path, port: int, name: str, n: int, token: int | None = None,
+                who: str = "alice") -> ssl.SSLSocket:  # fmt: skip
+    """A session writing ``name`` (one int variable of n values): up to its PUT, whose n*4
+    bytes of DATA the caller sends."""
+    s = tls(ca, who, port)
+    assert hello(s, token) == 0
     s.sendall(frame(2, struct.pack("<ii", 0, 0) + text(name)))
     assert reply(s) == 0
     s.sendall(frame(5, struct.pack("<i", 0) + text("x") + struct.pack("<q", n)))
@@ -326,6 +330,292 @@ def test_malformed_frames_and_fuzz_leave_the_server_serving(server, ca, tmp_path
         reply(s)
     assert "refused" in log_of(service, until="refused")
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
+
+
+def finish_write(s: ssl.SSLSocket, n: int) -> int:
+    """Sends the n ints of start_write's PUT, closes the file and says BYE: the close's status."""
+    s.sendall(frame(15, struct.pack(f"<{n}i", *range(n))))
+    assert reply(s) == 0
+    s.sendall(frame(16, struct.pack("<i", 0)))
+    status = reply(s)
+    s.sendall(frame(17))
+    s.close()
+    return status
+
+
+def header_file(path: Path, reply_bytes: int) -> None:
+    """A netCDF file whose OPEN reply holds exactly ``reply_bytes`` after its status: no
+    dimension and n scalar variables (u32 ndims, u32 nvars, then per variable a u32 length,
+    a name of 255 or 256 characters and an i32 ndims)."""
+    total = reply_bytes - 8
+    n = -(-total // (8 + 256))
+    base, extra = divmod(total - 8 * n, n)
+    with netCDF4.Dataset(path, "w", format="NETCDF3_64BIT_OFFSET") as ds:
+        for i in range(n):
+            ds.createVariable(f"v{i:04d}".ljust(base + (i < extra), "x"), "i4")
+
+
+def open_request(path: str, handle: int = 0) -> bytes:
+    return frame(3, struct.pack("<ii", handle, 0) + text(path))
+
+
+@pytest.mark.parametrize("size", [65532, 65533, 70000])
+def test_an_open_reply_is_bounded_by_construction(server, ca, tmp_path, size) -> None:
+    """Issue 20 item 1: the OPEN reply carries the header; one of 65532 bytes fills the 64 KiB
+    reply with the status; 65533 wrote past the server's stack buffer, and a larger one was
+    answered NC_NOERR without its header. Now both are NC_ENOMEM, and the file is closed."""
+    port, export, service = server
+    header_file(export / "sub" / f"h{size}.nc", size)
+    s = tls(ca, "alice", port)
+    assert hello(s) == 0
+    s.sendall(open_request(f"sub/h{size}.nc"))
+    status, rest = reply_frame(s)
+    if size <= 65532:
+        assert status == 0 and len(rest) == size
+        assert struct.unpack("<II", rest[:8]) == (0, -(-(size - 8) // 264))
+    else:
+        assert (status, rest) == (NC_ENOMEM, b"")
+        assert f"open sub/h{size}.nc: its header exceeds one reply" in log_of(
+            service, until=f"h{size}.nc: its header"
+        )
+        s.sendall(open_request(f"sub/h{size}.nc"))  # handle 0 was given back: not NC_EBADID
+        assert reply_frame(s) == (NC_ENOMEM, b"")
+    s.sendall(frame(17))
+    s.close()
+    assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
+
+
+def test_a_grid_mapfile_area_leading_out_of_the_export_is_refused(server, ca) -> None:
+    """Issue 20 item 2: bob's area "escape" is a symlink to a directory outside the export;
+    the old server took the area's realpath as the root and let him write there."""
+    port, export, service = server
+    outside = (export / "escape").resolve()
+    s = tls(ca, "bob", port)
+    assert hello(s) == NC_EACCESS
+    s.close()
+    bob = security.dn_of("bob")
+    assert (f"refused {bob}: grid-mapfile area escape passes through a symlink"
+            in log_of(service, until="area escape passes"))  # fmt: skip
+    assert sorted(p.name for p in outside.iterdir()) == ["precious"]
+
+
+def test_a_link_planted_at_the_temporary_name_is_not_followed(server, ca) -> None:
+    """Issue 20 item 3: the temporary's name came from the client's token and was created
+    through whatever stood there; a link planted under it let a client overwrite any file the
+    server can write. Now the name is the server's own random one, created exclusively."""
+    port, export, _ = server
+    precious = (export / "escape").resolve() / "precious"
+    token = 0x0123456789ABCDEF
+    plant = export / "sub" / f".planted.nc.ct-partial-{token:016x}"
+    plant.symlink_to(precious)
+    try:
+        assert finish_write(start_write(ca, port, "sub/planted.nc", 8, token), 8) == 0
+        assert precious.read_text() == "not the server's to touch"
+        written = export / "sub" / "planted.nc"
+        assert written.is_file() and not written.is_symlink()
+        with netCDF4.Dataset(written) as ds:
+            assert list(ds["data"][:]) == list(range(8))
+        assert plant.is_symlink() and not list(
+            (export / "sub").glob(".planted.nc.ct-partial-*[!f]")
+        )
+    finally:
+        plant.unlink(missing_ok=True)
+
+
+def test_a_file_named_through_a_symlink_is_refused_for_reading_and_writing(server, ca) -> None:
+    port, export, service = server
+    (export / "sub" / "link.nc").symlink_to((export / "escape").resolve() / "precious")
+    s = tls(ca, "alice", port)
+    assert hello(s) == 0
+    s.sendall(open_request("sub/link.nc"))
+    assert reply(s) == NC_ENOENT
+    s.sendall(frame(2, struct.pack("<ii", 0, 0) + text("sub/link.nc")))
+    assert reply(s) == NC_EACCESS
+    s.sendall(frame(17))
+    s.close()
+    assert "path sub/link.nc is a symlink" in log_of(service, until="sub/link.nc is a symlink")
+
+
+def gridmap_lines(path: Path, *lines: str) -> Path:
+    path.write_text("".join(line + "\n" for line in lines))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [('"CN=x,O=y" .', "expected"), ('"CN=x,O=y" . wr', "right 'wr'"),
+     ('"CN=x,O=y" ../up rw', "area '../up'"), ("CN=x . rw", "expected")],
+)  # fmt: skip
+def test_the_grid_mapfile_is_read_strictly(tmp_path, line, why) -> None:
+    """Issue 20 item 4: a line without a valid right granted rw ("m[3] or 'rw'")."""
+    from clustertune.errors import UserError
+
+    path = gridmap_lines(tmp_path / "grid-mapfile", "# users", f'"{security.dn_of("a")}" . ro',
+                         line)  # fmt: skip
+    with pytest.raises(UserError, match=rf"{path}:3: .*{re.escape(why)}"):
+        security.gridmap_entries(path)
+    good = gridmap_lines(tmp_path / "good", "", f'"{security.dn_of("a")}" sub ro  ')
+    assert security.gridmap_entries(good) == {security.dn_of("a"): ("sub", "ro")}
+
+
+def test_the_server_refuses_to_start_on_a_bad_grid_mapfile(ca, tmp_path) -> None:
+    bad = gridmap_lines(tmp_path / "gm", f'"{security.dn_of("alice")}" .')
+    creds = security.credentials(ca, remote.SERVER_NAME)
+    out = subprocess.run([str(kernels.kernel_path("ct-io-server", "openmpi")), "--export",
+                          str(tmp_path), "--cert", str(creds.cert), "--key", str(creds.key),
+                          "--ca", str(creds.ca), "--gridmap", str(bad)],
+                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert out.returncode == 2, out
+    assert out.stderr.strip() == (f"ct-io-server: --gridmap {bad}:1: subject "
+                                  f"{security.dn_of('alice')} without a right (rw or ro)")  # fmt: skip
+
+
+def with_option(argv: list[str], option: str, value: str) -> list[str]:
+    argv = list(argv)
+    argv[argv.index(option) + 1] = value
+    return argv
+
+
+def own_server(ca: Path, export: Path, **options: str):
+    """A ct-io-server of one rank for one test, with some options replaced."""
+    argv = remote.server_argv(1, export, ca, idle_timeout=5, handshake_timeout=HANDSHAKE_S)
+    for option, value in options.items():
+        argv = with_option(argv, "--" + option.replace("_", "-"), value)
+    return launcher_for(local_cluster()).service(
+        local_cluster().hosts[0].name, argv, ready=remote.READY, env=remote.server_env(),
+        lifetime=120, stop_grace=0.5,
+    )  # fmt: skip
+
+
+def test_a_grid_mapfile_spoilt_while_serving_refuses_everyone_until_fixed(ca, tmp_path) -> None:
+    gm = gridmap_lines(tmp_path / "gm", f'"{security.dn_of("alice")}" . rw')
+    with own_server(ca, tmp_path, gridmap=str(gm)) as service:
+        port = int(service.ready_match.group(1))
+        s = tls(ca, "alice", port)
+        assert hello(s) == 0
+        s.sendall(frame(17))
+        s.close()
+        gridmap_lines(gm, f'"{security.dn_of("alice")}" .', f'"{security.dn_of("bob")}" . rw')
+        s = tls(ca, "alice", port)
+        assert hello(s) == NC_EACCESS
+        s.close()
+        assert (f"grid-mapfile {gm}:1: subject {security.dn_of('alice')} without a right"
+                in log_of(service, until="without a right"))  # fmt: skip
+        gridmap_lines(gm, f'"{security.dn_of("alice")}" . ro')
+        s = tls(ca, "alice", port)
+        assert hello(s) == 0
+        s.sendall(frame(2, struct.pack("<ii", 0, 0) + text("ro.nc")))
+        assert reply(s) == NC_EACCESS  # read-only now
+        s.sendall(frame(17))
+        s.close()
+    assert not list(tmp_path.glob("*.nc")) and not list(tmp_path.glob(".*ct-partial*"))
+
+
+def closed(sock: socket.socket) -> bool:
+    """Whether the peer has closed the connection (without waiting)."""
+    sock.setblocking(False)
+    try:
+        return sock.recv(1) == b""
+    except (BlockingIOError, ssl.SSLWantReadError):
+        return False
+    except OSError:
+        return True
+    finally:
+        sock.setblocking(True)
+
+
+def test_silent_and_trickling_peers_delay_no_one(server, ca, tmp_path) -> None:
+    """Issue 20 item 6: a peer that connects and says nothing, or finishes TLS and sends no
+    HELLO, or trickles a byte now and then, held rank 0 (one connection at a time, 10 s per
+    read, then --idle-timeout). Now every handshake runs at once and each has a hard deadline:
+    alice's HELLO is answered at once, and each of them is dropped at its deadline."""
+    port, _, service = server
+    before = log_of(service).count(f"no TLS handshake and HELLO within {HANDSHAKE_S:g} s")
+    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    quiet = tls(ca, "mallory", port)  # TLS done, no HELLO
+    trickle = socket.create_connection(("127.0.0.1", port))
+    trickle.sendall(b"\x16\x03\x01\x02\x00")  # a record header promising 512 bytes
+    started = time.monotonic()
+    s = tls(ca, "alice", port)
+    assert hello(s) == 0
+    answered = time.monotonic() - started
+    s.sendall(frame(17))
+    s.close()
+    assert answered < HANDSHAKE_S, answered
+    while not closed(trickle) and time.monotonic() - started < 4 * HANDSHAKE_S:
+        try:
+            trickle.sendall(b"\1")  # one byte each 0.2 s: never a whole record
+        except OSError:
+            break
+        time.sleep(0.2)
+    dropped = time.monotonic() - started
+    assert dropped < HANDSHAKE_S + 1.5, dropped
+    time.sleep(0.5)
+    assert all(closed(c) for c in silent) and closed(quiet)
+    log = log_of(service, until="no TLS handshake")
+    assert log.count(f"no TLS handshake and HELLO within {HANDSHAKE_S:g} s") - before >= 5
+    for c in [*silent, quiet, trickle]:
+        c.close()
+    assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "clustertune.cli", *args], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+
+
+def test_revoked_and_expired_certificates_are_refused_with_their_reason(server, ca,
+                                                                        tmp_path) -> None:  # fmt: skip
+    """Issue 20 item 7: 'io ca revoke' writes the CA's CRL, which the running server re-reads;
+    a revoked and an expired certificate are refused at the handshake, the log says why."""
+    port, _, service = server
+    for name, days in (("carol", security.DAYS), ("dave", -1)):
+        security.issue(ca, name, days=days)
+        security.grant(ca, security.dn_of(name), ".", "rw")
+    s = tls(ca, "carol", port)
+    assert hello(s) == 0
+    s.sendall(frame(17))
+    s.close()
+    out = cli("io", "ca", "revoke", "carol", "--ca-dir", str(ca))
+    assert out.returncode == 0 and "carol revoked" in out.stdout, out
+    for name, why in (("carol", "certificate revoked"), ("dave", "certificate has expired")):
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            s = tls(ca, name, port)
+            hello(s)
+        line = f"refused {security.dn_of(name)}: TLS handshake: certificate refused: {why}"
+        assert line in log_of(service, until=line)
+    assert "re-read" in log_of(service)
+    assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
+
+
+def run_client(ca: Path, port: int, **env: str) -> subprocess.CompletedProcess:
+    full = os.environ | remote.client_env(security.credentials(ca, "alice"),
+                                          f"127.0.0.1:{port}", True, "job") | env  # fmt: skip
+    return subprocess.run(["mpiexec.mpich", "-n", "1", str(kernels.kernel_path("ct-io-fwd", "mpich")),
+                           "--dir", ".", "--sizes", "8", "--reps", "1", "--mode", "collective"],
+                          env=full, capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_the_client_refuses_a_server_that_is_not_the_one_it_dialled(ca, tmp_path) -> None:
+    """Issue 20 item 5: any certificate of the CA served as the server's. Now the client wants
+    the pinned server subject, or (unpinned) the address it dialled in the subjectAltName."""
+    other = security.issue(ca, "impostor", server=True, hosts=("127.0.0.1",))
+    elsewhere = security.issue(ca, "elsewhere", server=True, hosts=("192.0.2.7", "far.example"))
+    for creds, pinned, why in (
+        (other, None, "the server's certificate is CN=impostor,OU=server,O=clustertune,C=JP, "
+                      "not the expected CN=server,OU=server,O=clustertune,C=JP"),
+        (elsewhere, "", "certificate refused: IP address mismatch"),
+    ):  # fmt: skip
+        with own_server(ca, tmp_path, cert=str(creds.cert), key=str(creds.key)) as service:
+            port = int(service.ready_match.group(1))
+            env = {} if pinned is None else {"CT_NCFWD_SERVER_SUBJECT": pinned}
+            out = run_client(ca, port, **env)
+            assert out.returncode != 0 and why in out.stderr, out.stderr
+            assert "session of" not in log_of(service)
+    # the same client, unpinned, takes a server whose certificate names 127.0.0.1
+    with own_server(ca, tmp_path, cert=str(other.cert), key=str(other.key)) as service:
+        out = run_client(ca, int(service.ready_match.group(1)), CT_NCFWD_SERVER_SUBJECT="")
+        assert out.returncode == 0, out.stderr
 
 
 @pytest.mark.root

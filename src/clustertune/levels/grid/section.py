@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ... import render as html
 from ...units import format_rate
+from ..network.section import above_ceiling
 from . import LEVEL
 from .compare import pairs
 
@@ -88,12 +89,31 @@ def comparison_table(records: list[dict]) -> str:
         return ""
     headers = ["grid", "WAN", "measure", "MPI", "within a site", "across sites",
                "across / within"]  # fmt: skip
+    above = "".join(f"<li><b>{html.esc(n)}</b></li>" for n in above_payload(records))
     return (
         "<h3>Inside one site vs across sites (seeds/000)</h3>"
         "<p>Same kernel, same ranks (one per host): inside one site with the plain launcher, "
         "across two sites through the grid stack (co-allocated, ranks over the WAN).</p>"
         + html.table(headers, rows)
+        + (f"<p>Above the link's TCP payload rate:</p><ul>{above}</ul>" if above else "")
     )
+
+
+def above_payload(records: list[dict]) -> list[str]:
+    """The ping-pong bandwidths above the TCP payload the link they crossed carries (the
+    WAN across sites, the site's link within one), each with why it could be."""
+    notes = []
+    for r in records:
+        p, bandwidth = r["params"], r["figures"].get("bandwidth_mbps")
+        if p.get("comparison") != "pingpong" or "placement" not in p:
+            continue
+        link = p["grid"].get("wan_bps" if p["placement"] == "across" else "link_bps")
+        why = above_ceiling(r, bandwidth, link)
+        if why:
+            notes.append(
+                f"run {r['id']} ({p['placement']}): bandwidth {bandwidth:.1f} Mbit/s {why}"
+            )
+    return notes
 
 
 def runs_table(records: list[dict]) -> str:

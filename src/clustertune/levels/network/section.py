@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
+import numpy as np
+
 from ... import render as html
-from ...runner import ENV_KNOB_PREFIXES
-from ...units import format_rate
+from ...runner import ENV_KNOB_PREFIXES, STARVED_LOAD_PER_CPU
+from ...units import format_rate, payload_rate_bps
 from . import LEVEL, analysis
 
 MAX_CURVES = 8  # per graph; the newest runs win
@@ -25,11 +28,58 @@ LIKE_FOR_LIKE = {"mpi": "TCP poll"}
 TCP_BASELINES = {"TCP": "TCP, blocking recv", "TCP poll": "TCP, busy-poll"}
 
 
-def _rate(record: dict) -> str:
-    """Nominal rate of the slowest link of the run's hosts."""
+def _rate_bps(record: dict) -> int | None:
+    """Nominal rate (bit/s) of the slowest link of the run's hosts; None: unshaped."""
     links = record["meta"]["cluster"].get("link_bps", {})
     rates = [links.get(h) for h in record["meta"]["hosts"] if links.get(h)]
-    return format_rate(min(rates)) if rates else "unshaped"
+    return min(rates) if rates else None
+
+
+def _rate(record: dict) -> str:
+    rate = _rate_bps(record)
+    return format_rate(rate) if rate else "unshaped"
+
+
+def _rate_title(rate: int | None) -> str:
+    return f"{format_rate(rate)} links" if rate else "unshaped links"
+
+
+def wire(record: dict) -> str:
+    """The link model the run's cluster had (records carry it since issue 19)."""
+    cluster = record["meta"].get("cluster") or {}
+    if "wire" not in cluster:
+        return "wire not recorded"
+    return f"{cluster['wire']} wire" if cluster["wire"] else "no emulated wire"
+
+
+# Why a throughput above the link's payload rate was possible, by wire: only tbf's bucket
+# lets a message through faster than its frames take on the wire.
+ABOVE_CEILING_WHY = {
+    "tbf wire": "tbf's bucket let it through faster than the wire",
+    "paced wire": "impossible on a paced wire: a measurement fault",
+}
+
+
+def above_ceiling(record: dict, mbps: float | None, nominal_bps: int | None = None) -> str:
+    """Why a throughput read over a link of the run is above the TCP payload that link can
+    carry (units.payload_rate_bps), or "" when it is not (or the link is unshaped). The
+    link: ``nominal_bps`` (another level's, e.g. the WAN between sites), else the run's
+    slowest host link."""
+    rate = nominal_bps or _rate_bps(record)
+    if mbps is None or not rate:
+        return ""
+    ceiling = payload_rate_bps(rate) / analysis.MBIT
+    if mbps <= ceiling:
+        return ""
+    model = wire(record)
+    links = (record["meta"].get("cluster") or {}).get("link_bps", {})
+    if model == "paced wire" and any((links.get(h) or 0) > rate for h in record["meta"]["hosts"]):
+        # each pacer runs at its own host's rate: a slower link beyond it (a slower host's
+        # receive side, the WAN between sites) is still a tbf bucket
+        why = "its hosts are paced at their faster links, this one is a tbf bucket"
+    else:
+        why = ABOVE_CEILING_WHY.get(model, "the wire is not recorded")
+    return f"above the {ceiling:.0f} Mbit/s payload ceiling of {format_rate(rate)}: {why}"
 
 
 def _pair(record: dict) -> str:
@@ -53,13 +103,30 @@ def _label(record: dict, *, layer=True, pair=True, rate=True) -> str:
 
 
 def _latest(records: list[dict]) -> list[dict]:
-    """The newest usable run of each kind (same label): ok, or incomplete with points."""
+    """The newest usable run of each kind (same label): the newest complete one when there
+    is one, else the newest cut-short one (interrupted or incomplete) with points."""
     newest: dict[str, dict] = {}
-    for r in records:
+    for r in records:  # records come oldest first
         if r["status"] == "failed" or len({s["size"] for s in r["samples"]}) < 2:
             continue
-        newest[_label(r)] = r  # records come oldest first
+        kept = newest.get(_label(r))
+        if r["status"] == "ok" or kept is None or kept["status"] != "ok":
+            newest[_label(r)] = r
     return list(newest.values())
+
+
+def _cut_short(record: dict) -> bool:
+    return record["status"] in ("interrupted", "incomplete")
+
+
+def _curve_label(record: dict, **parts: bool) -> str:
+    """A curve's legend entry; a cut-short run says so (its sweep stopped early)."""
+    label = _label(record, **parts)
+    return (
+        f"{label} [run {record['id']} {record['status']}: cut short]"
+        if _cut_short(record)
+        else label
+    )
 
 
 def _curve(record: dict) -> analysis.Curve:
@@ -83,29 +150,65 @@ def _figure(figures: dict, key: str, spec: str) -> str:
     return f"{value:{spec}} ({spread['min']:{spec}}–{spread['max']:{spec}})"
 
 
+FIGURE_NAMES = {
+    "latency_us": "latency",
+    "bandwidth_mbps": "bandwidth",
+    "saturation_point_bytes": "saturation point",
+    "n_half_bytes": "n½",
+    "preferred_block_range_bytes": "preferred block range",
+}
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _not_determined(records: list[dict]) -> str:
+    """The runs' figures not determined, one line per cause (the same reason with other
+    numbers is the same cause): which figures, of which runs, and the first run's words."""
+    causes: dict[str, dict] = {}
+    for r in records:
+        for part in filter(None, (r["figures"].get("unavailable") or "").split("; ")):
+            name, _, why = part.partition(" not determined: ")
+            figure = FIGURE_NAMES.get(name, name) if why else "every figure"
+            why = why or part
+            cause = causes.setdefault(
+                _NUMBER.sub("#", why), {"why": why, "figures": {}, "runs": {}}
+            )
+            cause["figures"][figure] = None
+            cause["runs"][r["id"]] = None
+    items = [
+        f"<li><i>{html.esc(', '.join(c['figures']))}</i> of run(s) "
+        f"{', '.join(map(str, c['runs']))}: {html.esc(c['why'])}"
+        + (f" (run {next(iter(c['runs']))}'s numbers)" if len(c["runs"]) > 1 else "")
+        + "</li>"
+        for c in causes.values()
+    ]
+    return html.fold("Not determined: why", f"<ul>{''.join(items)}</ul>") if items else ""
+
+
 def _pingpong_table(records: list[dict]) -> str:
-    rows = []
+    rows, above = [], []
     for r in records:
         f = r["figures"]
         low, high = f.get("preferred_block_range_bytes") or (None, None)
+        why = above_ceiling(r, f.get("bandwidth_mbps"))
+        if why:
+            above.append(f"<li><b>run {r['id']}: bandwidth {html.esc(why)}</b></li>")
         rows.append(
-            [r["id"], r["meta"]["cluster"]["name"], _rate(r), _layer(r), r["params"]["mode"],
-             _pair(r), r["params"].get("sockbuf") or "", _figure(f, "latency_us", ".1f"),
-             _figure(f, "bandwidth_mbps", ".1f"), _figure(f, "saturation_point_bytes", ".0f"),
-             _figure(f, "n_half_bytes", ".0f"),
+            [r["id"], r["meta"]["cluster"]["name"], _rate(r), wire(r), _layer(r),
+             r["params"]["mode"], _pair(r), r["params"].get("sockbuf") or "",
+             _figure(f, "latency_us", ".1f"),
+             _figure(f, "bandwidth_mbps", ".1f") + (" (above the payload ceiling)" if why else ""),
+             _figure(f, "saturation_point_bytes", ".0f"), _figure(f, "n_half_bytes", ".0f"),
              f"{low:.0f} .. {high:.0f}" if low is not None else "",
              len(f.get("dips") or []), r["status"]]
         )  # fmt: skip
-    notes = [
-        f"<li>run {r['id']}: {html.esc(r['figures']['unavailable'])}</li>"
-        for r in records
-        if r["figures"].get("unavailable")
-    ]
-    table = html.table(
-        ["run", "cluster", "link", "layer", "mode", "pair", "sockbuf (B)", "latency (µs)",
-         "bandwidth (Mbit/s)", "saturation point (B)", "n½ (B)", "preferred blocks (B)",
-         "dips", "status"],
-        rows,
+    newest = {(r["meta"]["cluster"]["name"], _layer(r), _pair(r), r["params"]["mode"]): i
+              for i, r in enumerate(records)}  # fmt: skip
+    table = html.folded_table(
+        ["run", "cluster", "link", "wire", "layer", "mode", "pair", "sockbuf (B)",
+         "latency (µs)", "bandwidth (Mbit/s)", "saturation point (B)", "n½ (B)",
+         "preferred blocks (B)", "dips", "status"],
+        rows, [*newest.values(), *(i for i, r in enumerate(records) if r["status"] != "ok")],
+        "ping-pong runs",
     )  # fmt: skip
     return (
         "<p>Each figure is followed by the range (min–max) of the values it is read from: "
@@ -115,41 +218,52 @@ def _pingpong_table(records: list[dict]) -> str:
         "<i>not determined</i>: the run's curve does not support the figure (why: below the "
         "table).</p>"
         + table
-        + (f"<p>Not determined:</p><ul>{''.join(notes)}</ul>" if notes else "")
+        + (f"<p>Above the link's TCP payload rate:</p><ul>{''.join(above)}</ul>" if above else "")
+        + _not_determined(records)
     )
 
 
 def _graphs(records: list[dict]) -> list[str]:
+    """The curves of each link rate (and wire) on axes of their own, its nominal rate
+    drawn: a 100 Mbit curve beside a 25 Gbit/s one is a flat line at the bottom."""
     from . import plots  # matplotlib only when a report is drawn
 
-    latest = _latest(records)[-MAX_CURVES:]
+    latest = _latest(records)
     if not latest:
         return ["<p>No run has enough points to draw.</p>"]
-    curves = {_label(r): _curve(r) for r in latest}
-    # Only runs whose time has a latency floor (not a stream's) have a saturation point.
-    floored = {_label(r): curves[_label(r)] for r in latest if "latency_us" in r["figures"]}
-    parts = [
-        "<h3>Throughput, signature and saturation graphs</h3>",
-        plots.throughput_svg(curves),
-        plots.signature_svg(curves),
-        plots.saturation_svg(floored) if floored else "",
-    ]
+    by_rate = defaultdict(list)  # and by wire: a tbf curve's bump would squash a paced one
+    for r in latest:
+        by_rate[(_rate_bps(r), wire(r))].append(r)
+    parts = []
+    for (rate, model), group in sorted(by_rate.items(), key=lambda i: (i[0][0] or 1e99, i[0][1])):
+        group = group[-MAX_CURVES:]  # the newest runs win
+        curves = {_curve_label(r, rate=False): _curve(r) for r in group}
+        dashed = {_curve_label(r, rate=False) for r in group if _cut_short(r)}
+        # Only runs whose time has a latency floor (not a stream's) have a saturation point.
+        floored = {
+            label: curves[label]
+            for label, r in zip(curves, group, strict=True)
+            if "latency_us" in r["figures"]
+        }
+        name = f"{_rate_title(rate)}, {model}"
+        parts += [
+            f"<h3>Throughput, signature and saturation graphs: {html.esc(name)}</h3>",
+            plots.throughput_svg(curves, f"Throughput graph, {name}", rate, dashed),
+            plots.signature_svg(curves, f"Signature graph, {name}", rate, dashed),
+            plots.saturation_svg(floored, f"Saturation graph, {name}", rate, dashed)
+            if floored
+            else "",
+        ]
     plain = [r for r in latest if not r["params"].get("sockbuf") and not r["params"].get("nagle")]
     by_pair = defaultdict(list)  # same pair, same network: the layers side by side
-    by_layer = defaultdict(list)  # same layer: the networks side by side
     for r in plain:
         by_pair[(r["meta"]["cluster"]["name"], _pair(r), _rate(r), r["params"]["mode"])].append(r)
-        by_layer[(_layer(r), r["params"]["mode"])].append(r)
     for (cluster, pair, rate, mode), group in sorted(by_pair.items()):
         if len({_layer(r) for r in group}) > 1:
             title = f"{' vs '.join(_layer(r) for r in group)} {mode}: {pair} on {cluster} ({rate})"
-            curves = {_label(r, pair=False, rate=False): _curve(r) for r in group}
-            parts.append(plots.throughput_svg(curves, title=title))
-    for (layer, mode), group in sorted(by_layer.items()):
-        if len({_rate(r) for r in group}) > 1:
-            title = f"{layer} {mode}: {' vs '.join(sorted({_rate(r) for r in group}))}"
-            curves = {_label(r, layer=False): _curve(r) for r in group}
-            parts.append(plots.throughput_svg(curves, title=title))
+            curves = {_curve_label(r, pair=False, rate=False): _curve(r) for r in group}
+            dashed = {_curve_label(r, pair=False, rate=False) for r in group if _cut_short(r)}
+            parts.append(plots.throughput_svg(curves, title, _rate_bps(group[0]), dashed))
     return parts
 
 
@@ -190,10 +304,14 @@ def _compare(uppers: list[dict], tcps: list[dict]) -> dict:
     return analysis.overhead([_curve(r) for r in uppers], [_curve(r) for r in tcps], min_size)
 
 
+def _where(group: tuple, name: str) -> str:
+    cluster, pair, rate = group
+    return f"{name} on {pair} ({cluster}, {rate})"
+
+
 def _flags(group: tuple, name: str, o: dict) -> list[str]:
     """MPI out of line with its like-for-like TCP baseline: one line per figure."""
-    cluster, pair, rate = group
-    where = f"{name} on {pair} ({cluster}, {rate})"
+    where = _where(group, name)
     (lu, lt), (bu, bt) = o["latency_floor_us"], o["bandwidth_mbps"]
     text = {
         "latency": f"latency {lu:.1f} vs {lt:.1f} µs (fastest small message), {lu / lt:.1f}× "
@@ -241,6 +359,25 @@ def overhead_check(uppers: list[dict], records: list[dict]) -> tuple[str, list[s
     return summary, flags
 
 
+def starved(record: dict) -> str | None:
+    """The CLI's rule on a stored run: on hosts sharing this machine's CPUs, a load above
+    runner.STARVED_LOAD_PER_CPU per CPU (at the run's start or end) starves busy-polling
+    MPI ranks, so its overhead is not judged; None when it can be (or the record, made
+    before records carried the load, cannot say). Hosts share the machine's CPUs when
+    they are virtual (an emulated wire) or this host alone (the local launcher)."""
+    meta, cluster = record["meta"], record["meta"]["cluster"]
+    load, cpus = meta.get("load") or {}, (meta.get("cpus") or {}).get("online")
+    peak = max((x[0] for x in (load.get("start"), load.get("end")) if x), default=None)
+    if peak is None or not cpus or peak <= STARVED_LOAD_PER_CPU * cpus:
+        return None
+    if cluster.get("wire") is None and cluster.get("launcher") != "local":
+        return None
+    return (
+        f"not judged: run {record['id']} had load {peak:.1f} on the {cpus} CPUs its hosts "
+        f"share (above {STARVED_LOAD_PER_CPU:g} per CPU a busy-polling MPI is starved)"
+    )
+
+
 def _overhead(records: list[dict]) -> str:
     """MPI (and PVM) over TCP on the same pair and network: seeds/002's table, and the
     flags of MPI out of line with its like-for-like baseline."""
@@ -261,10 +398,12 @@ def _overhead(records: list[dict]) -> str:
                 except ValueError as exc:
                     rows.append([cluster, rate, pair, name, label, "", "", "", str(exc)])
                     continue
-                if tcp_name == like:
-                    flags += _flags(group, name, o)
-                floor_up, floor_tcp = o["latency_floor_us"]
                 (lu, ll), (bu, bl) = o["latency_runs"], o["bandwidth_runs"]
+                if tcp_name == like:
+                    found = _flags(group, name, o)
+                    why = starved(uppers[lu]) or starved(uppers[bu])
+                    flags += [f"{_where(group, name)}: {why}"] if found and why else found
+                floor_up, floor_tcp = o["latency_floor_us"]
                 used = f"runs {uppers[lu]['id']} / {tcps[ll]['id']}"
                 if (lu, ll) != (bu, bl):
                     bandwidth_runs = f"runs {uppers[bu]['id']} / {tcps[bl]['id']}"
@@ -293,10 +432,11 @@ def _overhead(records: list[dict]) -> str:
         f"many. MPI is flagged against its like-for-like baseline above "
         f"{analysis.MPI_MAX_LATENCY_RATIO:.0f}× the latency or "
         f"{analysis.MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} % bandwidth lost, latency read on "
-        "each side's fastest small message (docs/network.md). Records carry no load "
-        "figure: on a virtual cluster, whose ranks share one machine's CPUs, a flag can be "
-        "that machine's load (healthy MPICH lost 58-71 % at load 15-29; "
-        "<code>net pingpong</code> withholds its flags there): run again on a quiet one.</p>"
+        "each side's fastest small message (docs/network.md), and <i>not judged</i> as "
+        "<code>net pingpong</code> does where the run read was made at a load above "
+        "the limit per CPU on hosts sharing the machine's CPUs (healthy MPICH lost 58-71 % "
+        "at load 15-29). Records made before they carried the load cannot be checked: "
+        "there a flag can be that machine's load.</p>"
         + (f"<p>Out of line:</p><ul>{items}</ul>" if items else "")
         + html.table(
             [
@@ -331,6 +471,16 @@ def _sockbuf(records: list[dict]) -> str:
     )  # fmt: skip
 
 
+def _pair_nominal_bps(record: dict, hosts: list[str]) -> np.ndarray | None:
+    """Host x host: the nominal rate of each pair (its slower host's link); None when a
+    host's link is unshaped or unknown."""
+    links = record["meta"]["cluster"].get("link_bps", {})
+    rates = [links.get(h) for h in hosts]
+    if not all(rates):
+        return None
+    return np.minimum.outer(np.array(rates, dtype=float), np.array(rates, dtype=float))
+
+
 def _matrices(records: list[dict]) -> list[str]:
     from . import plots
 
@@ -342,12 +492,14 @@ def _matrices(records: list[dict]) -> list[str]:
         f = r["figures"]
         parts.append(
             f"<h3>All pairs: {html.esc(layer)} on {html.esc(cluster)} (run {r['id']}, "
-            f"{f.get('size_bytes')} B messages, {html.esc(r['status'])})</h3>"
+            f"{f.get('size_bytes')} B messages, {html.esc(wire(r))}, {html.esc(r['status'])})</h3>"
         )
         hosts = f.get("hosts")
         if not hosts or f.get("bandwidth_mbps") is None:
             parts.append(f"<p>No matrix: {html.esc(r['error'])}</p>")
             continue
+        nominal = _pair_nominal_bps(r, hosts)
+        above = []
         for key, title, unit in (
             ("bandwidth_mbps", "Bandwidth per pair", "Mbit/s"),
             ("latency_us", "Latency per pair", "µs"),
@@ -356,28 +508,68 @@ def _matrices(records: list[dict]) -> list[str]:
         ):
             if f.get(key) is None:  # MPI matrices and older runs have no retransmissions
                 continue
-            m = [[float("nan") if v is None else v for v in row] for row in f[key]]
-            parts.append(plots.heatmap_svg(m, hosts, f"{title} ({layer}, {cluster})", unit))
+            m = np.array([[np.nan if v is None else v for v in row] for row in f[key]])
+            title = f"{title} ({layer}, {cluster})"
+            if unit == "Mbit/s" and nominal is not None:
+                # coloured as a share of the pair's nominal rate, 0 to 1: a healthy
+                # cluster is one colour, a slow pair stands out whatever the spread
+                share = m * analysis.MBIT / nominal
+                parts.append(
+                    plots.heatmap_svg(
+                        m,
+                        hosts,
+                        title,
+                        unit,
+                        colour=share,
+                        scale=(0.0, 1.0),
+                        colour_label="share of the nominal rate",
+                    )
+                )
+                for i, j in zip(*np.nonzero(np.isfinite(m)), strict=True):
+                    why = above_ceiling(r, m[i, j], int(nominal[i, j]))
+                    if why:
+                        above.append(f"{title}: {hosts[i]}-{hosts[j]} {m[i, j]:.0f} Mbit/s, {why}")
+            else:  # absolute, from 0: a 0.1 µs spread is not painted as a fault
+                parts.append(plots.heatmap_svg(m, hosts, title, unit, scale=(0.0, None)))
+        if above:
+            items = "".join(f"<li><b>{html.esc(a)}</b></li>" for a in above)
+            parts.append(f"<p>Above the pair's TCP payload ceiling:</p><ul>{items}</ul>")
         flagged = f.get("flagged") or []
         items = [f"<li><b>{html.esc(x['reason'])}</b></li>" for x in flagged] or [
             "<li>Every link is in line with the others: nothing to blame.</li>"
         ]
-        items += [f"<li>{html.esc(n)}</li>" for n in f.get("notes") or []]
+        notes = "".join(f"<li>{html.esc(n)}</li>" for n in f.get("notes") or [])
         parts.append(
             f"<p>Diagnosis (suspects re-tested before blaming):</p><ul>{''.join(items)}</ul>"
+            + (html.fold("Notes of the diagnosis", f"<ul>{notes}</ul>") if notes else "")
         )
     return parts
+
+
+def _wires(records: list[dict]) -> str:
+    """The wire of each cluster the runs were made on (a name rebuilt with another wire
+    lists both)."""
+    wires: dict[str, dict[str, None]] = defaultdict(dict)
+    for r in records:
+        wires[r["meta"]["cluster"]["name"]][wire(r)] = None
+    listed = "; ".join(f"{html.esc(c)}: {html.esc(', '.join(w))}" for c, w in sorted(wires.items()))
+    return (
+        f"<p>Wires: {listed}. A <i>paced wire</i> holds every frame its time on the wire, so "
+        "no figure can exceed the link's TCP payload rate (1448/1538 of nominal); a "
+        "<i>tbf wire</i> is a rate only: mid-size messages pass its bucket faster.</p>"
+    )
 
 
 @LEVEL.section
 def render(records: list[dict]) -> str:
     sweeps = [r for r in records if r["params"].get("command") == "pingpong"]
     matrices = [r for r in records if r["params"].get("command") == "matrix"]
-    parts = []
+    parts = [_wires(sweeps + matrices)] if sweeps or matrices else []
     if sweeps:
         parts += [
-            "<p>Figures as defined in docs/figures.md; bandwidth on a shaped virtual cluster "
-            "only from messages many tbf buckets long (docs/network.md).</p>",
+            "<p>Figures as defined in docs/figures.md; bandwidth on a tbf wire only from "
+            "messages many tbf buckets long, on a paced wire from every size "
+            "(docs/network.md).</p>",
             _pingpong_table(sweeps),
             *_graphs(sweeps),
             _overhead(sweeps),

@@ -421,10 +421,11 @@ def test_tune_tcp_on_a_slow_long_link(make_vcluster, store) -> None:
     summary = tcp.tune(cluster, store, a, b, None)
     assert 40_000 < summary["bdp_bytes"] < 70_000
     rates = dict(summary["sweep"])
-    if max(rates.values()) < 50:  # seen at load 12-14: 20 Mbit/s for every size
-        pytest.skip(f"best {max(rates.values()):.0f} of 100 Mbit/s: the link's shaper is "
-                    "starved of CPU, the buffer is not what limits")  # fmt: skip
-    assert rates[16384] < 0.8 * max(rates.values())
+    # 16 KiB (Linux doubles it: 32 KiB) per 4 ms round trip carries at most 65 Mbit/s, however
+    # starved of CPU the shaper is: checked always, so a buffer not applied fails at any load
+    assert rates[16384] < 65, rates
+    if max(rates.values()) >= 50:  # seen below at load 12-14: 20 Mbit/s for every size
+        assert rates[16384] < 0.8 * max(rates.values()), rates
     assert [store.get(i)["status"] for i in summary["runs"]] == ["ok"] * len(summary["runs"])
 
 

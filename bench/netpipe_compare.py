@@ -36,8 +36,9 @@ given with ct run NetPIPE-style ("matched": 3 trials, each as long as NetPIPE's)
              tbf wire lets mid-size messages through its bucket at up to 2x, --wire paced
              does not). Both tools, every run.
 
-Sweeps alternate which tool runs first (run 1 NetPIPE, run 2 clustertune, ...), and so do
-the latency rounds.
+Sweeps alternate their order: odd runs NetPIPE, clustertune, matched; even runs matched
+(timed like NetPIPE's trials of the run before), clustertune, NetPIPE (the row's "order"
+lists each run's); so do the latency rounds.
 
 Needs root (network namespaces). The cluster is always removed on exit.
     sudo .venv/bin/python bench/netpipe_compare.py [--link 1gbit] [--wire tbf|paced]
@@ -242,19 +243,34 @@ def in_turn(k: int, first, second):
 def side_by_side(pair: str, ours_fn, theirs_fn, max_size: int, runs: int, rounds: int,
                  placements: dict[str, Pin], bandwidth_from: int,
                  nominal_bps: float | None) -> dict:  # fmt: skip
-    """Full sweeps (bandwidth, peak, wall time), then 1-byte rounds (latency); the tool
-    that runs first alternates."""
+    """Full sweeps (bandwidth, peak, wall time), then 1-byte rounds (latency); the order
+    of the three sweeps of a run (NetPIPE, clustertune, matched) reverses every run."""
     bw_ours, bw_theirs, bw_matched, bw_theirs_m, wall_ours, wall_theirs = [], [], [], [], [], []
     peak_ours, peak_theirs = [], []
     sizes: list[int] = []
+    order: list[list[str]] = []
+    previous: Curve | None = None  # NetPIPE's sweep of the run before
+
+    def sweep(name: str, fn, *args, **kwargs) -> Curve:
+        order[-1].append(name)
+        return fn(*args, **kwargs)
+
+    def match_of(theirs: Curve) -> Curve:
+        big = [s for s in theirs.times if s >= bandwidth_from]
+        extra = ("--min-size", str(bandwidth_from), *matched(theirs, big))
+        return sweep("matched", ours_fn, max_size, extra=extra)
+
     for run in range(runs):
-        theirs, ours = in_turn(run, lambda: theirs_fn(max_size), lambda: ours_fn(max_size))
+        order.append([])
+        match = match_of(previous) if run % 2 else None  # first, after the last run's
+        theirs, ours = in_turn(run, lambda: sweep("NetPIPE", theirs_fn, max_size),
+                               lambda: sweep("clustertune", ours_fn, max_size))  # fmt: skip
+        match = match or match_of(theirs)
+        previous = theirs
         if nominal_bps:
             peak_theirs.append(theirs.peak_share(nominal_bps))
             peak_ours.append(ours.peak_share(nominal_bps))
         sizes = sorted(s for s in set(ours.times) & set(theirs.times) if s >= bandwidth_from)
-        big = [s for s in theirs.times if s >= bandwidth_from]
-        match = ours_fn(max_size, extra=("--min-size", str(bandwidth_from), *matched(theirs, big)))
         msizes = [s for s in sizes if s in match.times]
         if not msizes:
             raise RuntimeError(f"{pair}: no common size >= {bandwidth_from} bytes")
@@ -282,6 +298,7 @@ def side_by_side(pair: str, ours_fn, theirs_fn, max_size: int, runs: int, rounds
     verdict_on = next(name for name in ("cross", "same", "free") if name in us)
     row = {
         "pair": pair,
+        "order": order,
         "bandwidth_sizes": sizes,
         "bandwidth_mbps_default": ratio_row(bw_ours, bw_theirs, None),
         "bandwidth_mbps_matched": ratio_row(bw_matched, bw_theirs_m, TARGETS["bandwidth"]),
@@ -335,7 +352,8 @@ def render(rows: list[dict], link: str, wire: str, runs: int, rounds: int,
     ]
     for r in rows:
         big = r["bandwidth_sizes"]
-        lines += [r["pair"],
+        runs_order = "; ".join(f"run {i + 1}: {', '.join(o)}" for i, o in enumerate(r["order"]))
+        lines += [r["pair"], f"  sweeps in the order {runs_order}",
                   f"  bandwidth over {len(big)} sizes {big[0]}..{big[-1]} B:",
                   line("bandwidth, matched", r["bandwidth_mbps_matched"], "Mbit/s", "8.1f"),
                   line("bandwidth, ct default trials", r["bandwidth_mbps_default"], "Mbit/s",

@@ -158,6 +158,24 @@ def test_the_paced_wire_paces_what_leaves_a_site_at_the_wan_rate(make_vcluster):
 
 
 @pytest.mark.root
+def test_a_host_slower_than_its_senders_paces_what_it_receives(make_vcluster, store):
+    from clustertune.levels.network import pingpong
+
+    cluster = make_vcluster(hosts=2, link_bps=10**9, host_links={"host1": 10**8})
+    pacers = set(vcluster.load_state(cluster.name)["delay_pids"])
+    assert pacers == {"host0", "host1", "host1<rx"}  # host0 receives from a slower host only
+    spec = pingpong.PingpongSpec(layer="tcp", a="host0", b="host1", max_size=32 << 10,
+                                 extra_args=("--perturbation", "0", "--point-time", "0.02"))  # fmt: skip
+    record = pingpong.run_pingpong(cluster, store, spec)
+    assert record["status"] == "ok", record["error"]
+    rates = {s["size"]: s["size"] * 8 / s["t_min_s"] for s in record["samples"] if s.get("t_min_s")}
+    # no size outruns the 100 Mbit host (its switch port's tbf alone let 16 KiB read 145)
+    assert max(rates.values()) <= 1.01 * payload_rate_bps(10**8), rates
+    vcluster.set_faults(cluster.name, "host0", ["rate=100mbit"])  # nobody sends faster now
+    assert "host1<rx" not in vcluster.load_state(cluster.name)["delay_pids"]
+
+
+@pytest.mark.root
 def test_delay_adds_to_round_trip(make_vcluster):
     base = ping_rtt_ms(make_vcluster(hosts=2), "host0", "host1")
     delayed_cluster = make_vcluster(hosts=2, delay_us=2000)

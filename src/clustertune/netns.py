@@ -131,14 +131,22 @@ def cap_gso(ns: str, dev: str, bits_per_second: int | None) -> None:
         str(gso_cap_bytes(bits_per_second)))  # fmt: skip
 
 
+INGRESS = "<in"  # nfqueue's dest for the packets arriving on eth0
+
+
 def nfqueue(ns: str, on: bool, queue: int = 0, dest: str | None = None) -> None:
     """Send (or stop sending) IPv4 packets leaving the namespace's eth0 to an NFQUEUE:
     all of them to queue 0, or (``dest``) those to one address or subnet (``!SUBNET``:
-    those not to it) to their own queue, ahead of the rule for all; ``--queue-bypass``
-    lets packets through while no daemon listens."""
+    those not to it) to their own queue, ahead of the rule for all; ``dest`` INGRESS:
+    those arriving on eth0 instead. ``--queue-bypass`` lets packets through while no
+    daemon listens."""
+    target = ("-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass")
+    if dest == INGRESS:
+        rule = ("-A" if on else "-D", "PREROUTING", "-i", "eth0", *target)
+        run("ip", "netns", "exec", ns, "iptables", "-t", "mangle", *rule)
+        return
     negate = ("!",) if dest and dest.startswith("!") else ()
     match = ("-o", "eth0", *((*negate, "-d", dest.removeprefix("!")) if dest else ()))
-    target = ("-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass")
     if not on:
         where: tuple[str, ...] = ("-D", "POSTROUTING")
     else:  # a rule for one address goes first, or the rule for all would take its packets

@@ -370,6 +370,8 @@ def set_faults(name: str, host_name: str, items: list[str]) -> dict:
     started: dict[str, int] = {}
     if changed & _RATE_KEYS:
         _shape(state, index)
+        for i in range(len(state["hosts"])):  # who needs a receive pacer may have changed
+            started |= _apply_rx_pacer(state, i)
     if changed & {*_RATE_KEYS, "delay_us", "jitter_us", "loss", "seed"}:
         started |= _apply_packet_faults(state, index)
         for key in state.get("link_faults", {}):  # they build on the host's own
@@ -489,6 +491,8 @@ def _build(state: dict) -> None:
     started: dict[str, int] = {}
     for i in range(len(state["hosts"])):
         started |= _apply_packet_faults(state, i) | _apply_flap(state, i)
+    for i in range(len(state["hosts"])):
+        started |= _apply_rx_pacer(state, i)
     for key in state.get("link_faults", {}):
         started |= _apply_link_faults(state, key)
     _check_started(started)
@@ -585,6 +589,38 @@ def _paced_wan(state: dict) -> bool:
 def _wan_rate(state: dict, rate_bps: int) -> int:
     """A pacer's rate for packets crossing the WAN: its link's (0: unshaped) or the WAN's."""
     return min(r for r in (rate_bps, state["wan_bps"]) if r)
+
+
+# On a paced wire, a host that receives slower than another host may send to it gets a
+# pacer on what it receives too (key "<host><rx", this queue, PREROUTING): the sender's
+# pacer paces at the sender's rate, and the tbf on the receiver's switch port let a 16 KiB
+# ping-pong into a 100 Mbit host read 145 Mbit/s (its 15 kB bucket; helper netreport).
+RX_QUEUE = 2000
+
+
+def _rx_pacer_rate(state: dict, index: int) -> int:
+    """The rate of a host's receive pacer: its receive rate where some other host may send
+    to it faster (through the WAN at most the WAN's rate), else 0 (no pacer)."""
+    host = state["hosts"][index]
+    rx = _direction_rate(host, "rx")
+    if state.get("wire") != "paced" or rx is None:
+        return 0
+    for j, sender in enumerate(state["hosts"]):
+        tx = _direction_rate(sender, "tx") or 0  # 0: unshaped, faster than any rate
+        if j != index and _paced_wan(state) and sender["site_index"] != host["site_index"]:
+            tx = _wan_rate(state, tx)
+        if j != index and (tx == 0 or tx > rx):
+            return rx
+    return 0
+
+
+def _apply_rx_pacer(state: dict, index: int) -> dict[str, int]:
+    """Start, retune or stop a host's receive pacer (:func:`_rx_pacer_rate`)."""
+    host = state["hosts"][index]
+    params = dict.fromkeys(_NEEDS_DAEMON, 0) | {"seed": index + 1}
+    params["rate_bps"] = _rx_pacer_rate(state, index)
+    return _apply_daemon(state, f"{host['name']}<rx", host["namespace"], RX_QUEUE, netns.INGRESS,
+                         params, f"receive pacer on {host['name']}")  # fmt: skip
 
 
 def _apply_packet_faults(state: dict, index: int) -> dict[str, int]:

@@ -7,6 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from clustertune import vcluster
+from clustertune.cluster import Cluster, Host, Site, load_cluster_file
+from clustertune.errors import ConfigError
 from clustertune.levels.network import analysis as na
 from clustertune.levels.network import cli, matrix, pingpong, section
 
@@ -101,7 +103,16 @@ class FakeStore:
         return self.records
 
 
-VIRTUAL = SimpleNamespace(sites=[SimpleNamespace(launcher="vcluster")])
+LAB = ["n1", "n2", "n3", "n4"]
+TWO_CPUS = ("0", "1"), ("1", "0")
+
+
+def lab(launcher="hostfile", shared_cpus=False):
+    hosts = tuple(Host(h, f"192.0.2.{i + 1}", 2, "site0") for i, h in enumerate(LAB))
+    return Cluster("lab", hosts, (Site("site0", launcher),), shared_cpus=shared_cpus)
+
+
+VIRTUAL = lab("vcluster")
 
 
 @pytest.mark.parametrize("retest_mbps, flagged", [(990.0, False), (210.0, True)])
@@ -137,7 +148,7 @@ def test_on_a_starved_machine_a_virtual_cluster_is_not_judged(monkeypatch):
     assert over["flags"] == [] and over["runs"] == [3]
     assert "73.4 %" in over["summary"] and "not judged: load 25.0 on the 2 CPUs" in over["summary"]
     # hosts of their own (ssh, a batch system) are not starved by this machine's load
-    real = SimpleNamespace(sites=[SimpleNamespace(launcher="ssh")])
+    real = lab("hostfile")
     monkeypatch.setattr(pingpong, "run_pingpong", lambda *a: slow)
     over = cli._over_tcp(real, FakeStore([TCP_POLL, slow]), "spec", slow)
     assert len(over["flags"]) == 1 and "73 % lost" in over["flags"][0]
@@ -272,3 +283,80 @@ def test_a_pairs_streams_are_its_one_way_figures_not_its_bandwidth():
     assert m["bandwidth_mbps"] == pytest.approx(838.9, abs=0.1)  # the ping-pong's
     assert m["one_way_mbps"] == pytest.approx({"a>b": 998.6, "b>a": 99.9}, abs=0.1)
     assert "one_way_mbps" not in matrix.measurement("a", "b", samples[:2])
+
+
+# --------------------------------------------------------------------------- shared CPUs
+
+
+def test_where_hosts_share_cpus_every_pair_gets_the_same_two_cpus(monkeypatch):
+    monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda pid: {1, 0})
+    assert matrix.placements(lab(shared_cpus=True), LAB) == list(TWO_CPUS)
+    assert matrix.placements(lab("vcluster"), LAB) == list(TWO_CPUS)
+    assert matrix.placements(lab(), LAB) == [None]  # a real cluster: today's rules
+    monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda pid: {0})
+    assert matrix.placements(lab(shared_cpus=True), LAB) == [None]  # one CPU: nothing to place
+
+
+def test_the_latency_runs_are_pinned_and_the_retest_changes_the_placement():
+    def latency_cpus(runs):
+        return [r.cpus for r in runs if r.lo == r.hi == matrix.LATENCY_SIZE]
+
+    assert latency_cpus(matrix.sweeps(1 << 20, places=TWO_CPUS)) == [("0", "1")]
+    again = matrix.sweeps(1 << 20, mid_sizes=False, retest=True, places=TWO_CPUS)
+    assert latency_cpus(again) == [("1", "0"), ("0", "1")]  # the changed placement first
+    assert [r.cpus for r in again if r.lo > 1] == [None]  # the bandwidth size: unpinned
+    # a real cluster: one byte twice, wherever the scheduler puts the ends
+    assert latency_cpus(matrix.sweeps(1 << 20, retest=True)) == [None, None]
+    assert pingpong.pinned(["ct"], "1") == ["taskset", "-c", "1", "ct"]
+
+
+def test_a_round_on_shared_cpus_runs_two_pairs_per_cpu_a_real_one_every_pair(monkeypatch):
+    monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda pid: {0, 1})
+    pairs = [("n1", "n2"), ("n3", "n4")] * 4
+    assert matrix.parallel_pairs(lab(shared_cpus=True), pairs) == 4
+    assert matrix.parallel_pairs(lab(shared_cpus=True), pairs[:1]) == 1
+    assert matrix.parallel_pairs(lab(), pairs) == 8
+
+
+def test_a_cluster_file_says_whether_its_hosts_share_cpus(tmp_path):
+    path = tmp_path / "lab.toml"
+    body = '[[hosts]]\nname = "n1"\naddress = "192.0.2.1"\n'
+    path.write_text(body)
+    assert not load_cluster_file(path, ["hostfile"]).shared_cpus
+    path.write_text("shared_cpus = true\n" + body)
+    assert load_cluster_file(path, ["hostfile"]).shared_cpus
+    path.write_text('shared_cpus = "yes"\n' + body)
+    with pytest.raises(ConfigError, match=r"lab.toml:1: shared_cpus: expected true or false"):
+        load_cluster_file(path, ["hostfile"])
+
+
+# --------------------------------------------------------------------------- late wire
+
+
+@pytest.mark.root
+def test_a_late_wire_is_re_tested_and_then_not_judged(make_vcluster, store, monkeypatch):
+    """host2 delayed 500 µs, found on re-test: with the pacers later than that excess all
+    along, the matrix says the wire was late instead of naming host2 (text, JSON,
+    record); on time, host2."""
+    cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": {"delay_us": 500}})
+    retested = []
+    measure = matrix.tcp_round
+
+    def tcp_round(run, pairs, runs, timeout, tag, streams=0):
+        retested.extend(pairs if tag.get("retest") else [])
+        return measure(run, pairs, runs, timeout, tag, streams)
+
+    monkeypatch.setattr(matrix, "tcp_round", tcp_round)
+    late = {"p99_us": 850.0, "max_us": 3000.0}  # more than host2's excess, ~270 µs
+    monkeypatch.setattr(matrix, "worst_late_us", lambda before, after: late)
+    record = matrix.run_matrix(cluster, store, layer="tcp")
+    doc, text = matrix.matrix_json(record), matrix.matrix_text(record)
+    assert doc["flagged"] == [] and retested
+    assert doc["not_judged"].startswith("not judged: the emulated wire was late (p99 850 µs, load")
+    assert doc["not_judged"] in text and "flagged: nothing" not in text
+    assert any(n.startswith("withheld, the wire was late: host2: latency") for n in doc["notes"])
+    assert store.get(record["id"])["figures"]["not_judged"] == doc["not_judged"]
+    monkeypatch.setattr(matrix, "worst_late_us", lambda b, a: {"p99_us": 40.0, "max_us": 300.0})
+    doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    assert doc["not_judged"] is None
+    assert [(f.get("host"), f["figure"]) for f in doc["flagged"]] == [("host2", "latency_us")]

@@ -50,6 +50,9 @@ class Cluster:
     source: str = "localhost"  # "localhost", "vcluster:<name>" or the TOML path
     delay_us: int = 0
     extra: dict = field(default_factory=dict)  # cluster-wide launcher plumbing (vcluster agent)
+    # the hosts run on the same CPUs (a cluster file's ``shared_cpus = true``; virtual
+    # clusters and grids always do): the network matrix then pins where a pair's ends run
+    shared_cpus: bool = False
 
     def __post_init__(self):
         # Sources validate their input with better messages; this catches code that builds
@@ -106,7 +109,7 @@ def local_cluster() -> Cluster:
 
 # --- TOML cluster files ----------------------------------------------------------------
 
-_TOP_KEYS = {"name", "launcher", "mpi", "link", "hosts", "sites", "slurm"}
+_TOP_KEYS = {"name", "launcher", "mpi", "link", "hosts", "sites", "slurm", "shared_cpus"}
 _HOST_KEYS = {"name", "address", "cores", "site", "link"}
 _SITE_KEYS = {"name", "launcher", "wan_link"}
 _SLURM_KEYS = {"partition"}
@@ -183,10 +186,14 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
         link = rate("hosts", i, "link", raw["link"]) if "link" in raw else default_link
         address = tomlfile.typed(fail, "hosts", i, raw, "address", str)
         hosts.append(Host(host_name, address, cores, host_site, link))
+    shared_cpus = doc.get("shared_cpus", False)
+    if not isinstance(shared_cpus, bool):
+        raise fail("", 0, "shared_cpus", f"expected true or false, got {shared_cpus!r}")
     return Cluster(
         name=tomlfile.typed(fail, "", 0, doc, "name", str, path.stem),
         hosts=tuple(hosts),
         sites=tuple(sites.values()),
         mpi=tuple(mpi),
         source=str(path),
+        shared_cpus=shared_cpus,
     )

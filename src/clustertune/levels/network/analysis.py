@@ -805,7 +805,29 @@ def _flag_key(flag: Mapping[str, object]) -> tuple:
     return flag.get("host"), tuple(flag.get("pair", flag.get("fabric", ()))), flag["figure"]
 
 
-def confirm(first: Diagnosis, retest: Iterable[Mapping[str, object]]) -> Diagnosis:
+# Healthy links re-measured beside the suspects on hosts that share CPUs (controls): their
+# latency on the re-test against the first round's is the re-test's own level.
+CONTROL_PAIRS = 3
+
+
+def controls(first: Diagnosis, count: int = CONTROL_PAIRS) -> list[Pair]:
+    """The ``count`` links that were no suspect whose latency was closest to the median
+    of those links (typical healthy links), in the order of the hosts."""
+    hosts, m = first.matrix.hosts, first.matrix.latency_us
+    suspects = set(first.suspects)
+    healthy = [(hosts[i], hosts[j]) for i, j in zip(*np.triu_indices(len(hosts), 1), strict=True)
+               if not np.isnan(m[i, j]) and (hosts[i], hosts[j]) not in suspects]  # fmt: skip
+    if not healthy:
+        return []
+    index = {h: i for i, h in enumerate(hosts)}
+    value = {p: float(m[index[p[0]], index[p[1]]]) for p in healthy}
+    middle = float(np.median(list(value.values())))
+    return sorted(sorted(healthy, key=lambda p: abs(value[p] - middle))[:count])
+
+
+def confirm(
+    first: Diagnosis, retest: Iterable[Mapping[str, object]], control: Sequence[Pair] = ()
+) -> Diagnosis:
     """Re-test before blaming: keep only the flags the re-measured suspects confirm.
 
     Each re-measured link keeps the better of its two measurements (higher bandwidth,
@@ -813,18 +835,39 @@ def confirm(first: Diagnosis, retest: Iterable[Mapping[str, object]]) -> Diagnos
     then run again with the same rules and reference. Flags resting on a link that was
     not a first-round suspect are dropped (they were never re-tested), and every first
     flag that did not survive gets a note.
+
+    ``control``: healthy links re-measured with the suspects (:func:`controls`), on hosts
+    that share CPUs. There the re-test runs with the ends placed otherwise and at another
+    load than the first round, which moves every link's latency alike: a suspect's re-test
+    latency is read relative to the controls' (times the median of their first-round
+    latencies over the median of their re-test ones), so it is judged against links
+    measured the same way. The controls' own figures stay the first round's.
     """
     hosts = first.matrix.hosts
     again = _pair_entries(hosts, retest)
     index = {h: i for i, h in enumerate(hosts)}
     suspect_keys = {tuple(sorted((index[a], index[b]))) for a, b in first.suspects}
+    control_keys = {tuple(sorted((index[a], index[b]))) for a, b in control}
     for key in again:
-        if key not in suspect_keys:
+        if key not in suspect_keys | control_keys:
             raise ValueError(f"re-test of {hosts[key[0]]}-{hosts[key[1]]}, which was not a suspect")
     bw, lat = first.matrix.bandwidth_mbps.copy(), first.matrix.latency_us.copy()
+    notes = []
+    level = 1.0
+    measured_controls = [k for k in control_keys if k in again]
+    if measured_controls:
+        was = float(np.median([lat[k] for k in measured_controls]))
+        now = float(np.median([again[k]["latency_us"] for k in measured_controls]))
+        level = was / now
+        notes.append(
+            f"latency re-test read against {len(measured_controls)} healthy links re-measured "
+            f"with it: their latency {now:.3g} µs against {was:.3g} µs in the first round"
+        )
     for (i, j), v in again.items():
+        if (i, j) in control_keys:
+            continue
         bw[i, j] = bw[j, i] = max(bw[i, j], v["bandwidth_mbps"])
-        lat[i, j] = lat[j, i] = min(lat[i, j], v["latency_us"])
+        lat[i, j] = lat[j, i] = min(lat[i, j], level * v["latency_us"])
     second = diagnose(LinkMatrix(hosts, bw, lat), first.rules, first.reference)
 
     def tested(flag: Mapping[str, object]) -> bool:
@@ -839,7 +882,7 @@ def confirm(first: Diagnosis, retest: Iterable[Mapping[str, object]]) -> Diagnos
 
     kept = [f for f in second.flagged if tested(f)]
     ident = [_flag_key(f) for f in kept]
-    notes = list(second.notes)
+    notes = list(second.notes) + notes
     for f in first.flagged:
         if _flag_key(f) not in ident:
             notes.append(f"not confirmed on re-test: {f['reason']}")
@@ -858,12 +901,15 @@ def diagnose_with_retest(
     remeasure: Callable[[list[Pair]], Iterable[Mapping[str, object]]],
     rules: Rules | None = None,
     reference: Mapping[str, float] | None = None,
+    shared_cpus: bool = False,
 ) -> Diagnosis:
-    """:func:`diagnose`, then ``remeasure(suspects)`` and :func:`confirm` if anything was bad."""
+    """:func:`diagnose`, then ``remeasure(suspects)`` and :func:`confirm` if anything was
+    bad; with ``shared_cpus`` the re-test measures :func:`controls` beside them."""
     first = diagnose(matrix, rules, reference)
     if not first.suspects:
         return first
-    return confirm(first, remeasure(first.suspects))
+    control = controls(first) if shared_cpus else []
+    return confirm(first, remeasure(first.suspects + control), control)
 
 
 # --------------------------------------------------------------------------- packet loss
@@ -1182,3 +1228,64 @@ def with_loss(flagged: list[dict], loss: list[dict]) -> tuple[list[dict], list[s
         else:
             kept.append(f)
     return kept_loss + kept, notes
+
+
+# --------------------------------------------------------------------------- late wire
+
+# Flags that rest on no timing, which a late emulated wire cannot fake: a host that could
+# not be reached, a link seen going down (its NIC's carrier counter, failed checks).
+UNTIMED_FIGURES = ("reachable", "flapping")
+# TCP resends a segment after its retransmission timeout, at least 200 ms on Linux, or on
+# duplicate ACKs, which a pacer that keeps the order does not cause; the duplicates the
+# receiver reports (DSACK) are not counted (matrix.lost_and_resent). A wire late by less
+# cannot make TCP resend.
+TCP_MIN_RTO_US = 200_000.0
+
+
+@dataclass(frozen=True)
+class LateWire:
+    """How late the emulated wire's worst pacer released packets over the re-tests."""
+
+    p99_us: float
+    max_us: float
+    load: float
+
+
+def _could_be_the_wire(flag: Mapping[str, object], late: LateWire) -> bool:
+    """Whether a flag's evidence could be the late wire's doing: a latency whose excess
+    over the reference is at most the wire's p99 lateness (a one-way time passes one
+    pacer each way, so the wire adds at most about that much to it), retransmissions when
+    the wire was ever as late as TCP's timeout, and every other figure from timing
+    (bandwidth, curve shapes, one-way streams), whose loss a late pacer's CPU starvation
+    can cause."""
+    figure = flag["figure"]
+    if figure in UNTIMED_FIGURES:
+        return False
+    if figure == "retransmissions":
+        return late.max_us >= TCP_MIN_RTO_US
+    value, median = flag.get("value"), flag.get("median")
+    if figure == "latency_us" and value is not None and median is not None:
+        return value - median <= late.p99_us  # type: ignore[operator]
+    return True
+
+
+def judged_on_late_wire(
+    flagged: list[dict], late: LateWire | None
+) -> tuple[list[dict], list[str], str | None]:
+    """The flags that stand when the re-tests ran on an emulated wire that was late, the
+    notes for those withheld, and the verdict said instead (None: nothing withheld).
+
+    Every flag from figures was confirmed on a re-test; when the pacers released late
+    during it, a flag the lateness could explain (:func:`_could_be_the_wire`) blames no
+    host or link: "not judged: the emulated wire was late (p99 N µs, load L)".
+    """
+    if late is None:
+        return flagged, [], None
+    withheld = [f for f in flagged if _could_be_the_wire(f, late)]
+    if not withheld:
+        return flagged, [], None
+    verdict = (
+        f"not judged: the emulated wire was late (p99 {late.p99_us:.0f} µs, load {late.load:.1f})"
+    )
+    notes = [f"withheld, the wire was late: {f['reason']}" for f in withheld]
+    return [f for f in flagged if f not in withheld], notes, verdict

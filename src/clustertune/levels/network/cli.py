@@ -6,6 +6,7 @@ import argparse
 import os
 
 from ...commands import Output, add_hosts, add_mpi, add_timeout, cluster_of, open_store
+from ...runner import STARVED_LOAD_PER_CPU
 from ...units import parse_size, parse_size_list
 from . import LEVEL, matrix, pingpong, section
 from .section import LIKE_FOR_LIKE
@@ -36,19 +37,12 @@ def cmd_pingpong(args: argparse.Namespace) -> Output:
     return Output(payload, text, status)
 
 
-# Clusters whose hosts share this machine's CPUs, and the load per CPU above which their
-# busy-polling MPI ranks are starved: healthy MPICH lost at most 21 % of TCP's bandwidth
-# at load 5-11 on 2 CPUs, 58-71 % in four runs at load 15-29 (docs/network.md).
-SHARED_CPU_LAUNCHERS = ("vcluster", "local")
-STARVED_LOAD_PER_CPU = 5.0
-
-
 def _starved(cluster) -> str | None:
     """Why an MPI run on this cluster cannot be judged now, or None."""
     load, cpus = os.getloadavg()[0], os.cpu_count() or 1
     if load <= STARVED_LOAD_PER_CPU * cpus:
         return None
-    if not all(s.launcher in SHARED_CPU_LAUNCHERS for s in cluster.sites):
+    if not pingpong.shares_cpus(cluster, [h.name for h in cluster.hosts]):
         return None
     return (
         f"not judged: load {load:.1f} on the {cpus} CPUs its hosts share (above "

@@ -15,23 +15,28 @@ they name a flapping host whatever its traffic happened to meet (:func:`carrier_
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import combinations
+from typing import NamedTuple
 
+from ... import vcluster
 from ...cluster import Cluster
 from ...errors import UserError
 from ...launch import Launcher, launcher_for
 from ...results import Store
-from ...runner import Run
+from ...runner import WIRE_LATE_P99_US, Run, wire_state
 from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis
 from .pingpong import (
+    Placement,
     both_ends,
     check_size,
     pair_rate_bps,
     reachable,
+    shares_cpus,
     tbf_bucket,
     tcp_pair,
 )
@@ -42,8 +47,18 @@ LATENCY_SIZE = 1
 # per octave, each point's trials ~20 ms (0.4-0.6 s a pair at 1 Gbit).
 SWEEP_MIN, SWEEP_MAX = 1024, 256 * 1024
 SWEEP_ARGS = ("--points-per-octave", "2", "--point-time", "0.02")
-# A run of the kernel: smallest and largest size, and extra arguments.
-Sweep = tuple[int, int, tuple[str, ...]]
+
+
+class Sweep(NamedTuple):
+    """A run of the kernel on a pair: smallest and largest size, extra arguments, and
+    where its two ends run."""
+
+    lo: int
+    hi: int
+    extra: tuple[str, ...] = ()
+    cpus: Placement = None
+
+
 # The loss re-test: the bandwidth size for this long per pair, ~10x a matrix point's
 # traffic, so 0.1 % loss shows as tens of retransmissions, not the handful a point sees.
 LOSS_POINT_TIME_S = 1.0
@@ -109,17 +124,54 @@ def one_way(a: str, b: str, samples: Sequence[dict]) -> dict:
     return {"pair": [a, b], "one_way_mbps": rates} if rates else {}
 
 
-def sweeps(size: int, mid_sizes: bool = True, retest: bool = False) -> list[Sweep]:
+def sweeps(
+    size: int,
+    mid_sizes: bool = True,
+    retest: bool = False,
+    places: Sequence[Placement] = (None,),
+) -> list[Sweep]:
     """A pair's runs in the TCP matrix: one byte, the mid-size sweep below ``size`` (when
-    asked and there is room for one), ``size``. A re-test runs the one byte twice (the
-    latency keeps the better): each run places the two ends on the CPUs afresh, and on a
-    shared 2-core machine a placement alone doubled a healthy pair's latency (14 vs 28 µs,
-    confirmed by one re-test, twice in 10 matrices at load 8-12); a slow link is slow in
-    every run."""
+    asked and there is room for one), ``size``. The one byte runs with its ends where
+    ``places[0]`` (:func:`placements`) puts them; a re-test runs it under each placement,
+    the changed ones first, and the latency keeps the best: on a shared 2-core machine a
+    placement alone doubled a healthy pair's latency (14 vs 28 µs, confirmed by one
+    unpinned re-test, twice in 10 matrices at load 8-12); a slow link is slow under every
+    placement. With one placement (the scheduler's) the re-test runs the one byte twice."""
     top = min(SWEEP_MAX, size // 2)
-    mid: list[Sweep] = [(SWEEP_MIN, top, SWEEP_ARGS)] if mid_sizes and top >= 2 * SWEEP_MIN else []
-    latency: Sweep = (LATENCY_SIZE, LATENCY_SIZE, ())
-    return [latency, *([latency] if retest else []), *mid, (size, size, ())]
+    mid = [Sweep(SWEEP_MIN, top, SWEEP_ARGS)] if mid_sizes and top >= 2 * SWEEP_MIN else []
+    order = [*places[1:], places[0]] if retest else [places[0]]
+    latency = [Sweep(LATENCY_SIZE, LATENCY_SIZE, (), p) for p in order]
+    if retest and len(places) == 1:
+        latency *= 2
+    return [*latency, *mid, Sweep(size, size)]
+
+
+# Pairs measured at once per CPU on hosts that share CPUs. Every pair at once drove the
+# load to 14 on 2 CPUs with 32 hosts (16 pairs, each with two paced wires behind it), and
+# healthy curves dipped (docs/network.md, "Scale").
+PAIRS_PER_CPU = 2
+
+
+def placements(cluster: Cluster, hosts: Sequence[str]) -> list[Placement]:
+    """Where the two ends of the latency runs go. On hosts that share CPUs, where the two
+    ends happened to run decided a healthy pair's latency (2.1x the median on 2 cores,
+    flagged): there every pair's client gets one CPU and its server another, the same two
+    for every pair (two real hosts each have their own), and the re-test swaps them. A
+    real cluster: the scheduler's choice, [None]."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if not shares_cpus(cluster, hosts) or len(cpus) < 2:
+        return [None]
+    a, b = str(cpus[0]), str(cpus[1])
+    return [(a, b), (b, a)]
+
+
+def parallel_pairs(cluster: Cluster, pairs: Sequence[Pair]) -> int:
+    """How many of a round's pairs run at once: all of them on a real cluster (each host
+    its own CPUs), PAIRS_PER_CPU per CPU on hosts that share them."""
+    hosts = sorted({h for p in pairs for h in p})
+    if not shares_cpus(cluster, hosts):
+        return len(pairs)
+    return max(1, min(len(pairs), PAIRS_PER_CPU * len(os.sched_getaffinity(0))))
 
 
 def sweep_curves(found: dict[Pair, list[dict]]) -> dict[Pair, analysis.Curve]:
@@ -153,14 +205,16 @@ def _tcp_pair(
     direction; every sample is tagged with the pair, a then b)."""
     found = []
     stream = ("--mode", "stream", "--point-time", str(ONE_WAY_POINT_TIME_S))
-    ways = [(src, dst, (streams, streams, stream)) for src, dst in ((a, b), (b, a))]
+    ways = [(src, dst, Sweep(streams, streams, stream)) for src, dst in ((a, b), (b, a))]
     # a run each, so the TCP counters are each run's own
-    for src, dst, (lo, hi, extra) in [(a, b, r) for r in runs] + (ways if streams else []):
+    for src, dst, (lo, hi, extra, cpus) in [(a, b, r) for r in runs] + (ways if streams else []):
         args = ["--min-size", str(lo), "--max-size", str(hi), "--perturbation", "0",
                 "--trials", "3", *extra]  # fmt: skip
+        pins = f" on CPUs {cpus[0]}/{cpus[1]}" if cpus else ""
         try:
             step = tcp_pair(run, src, dst, args, timeout, tag={"host_a": a, "host_b": b, **tag},
-                            what=f"{src}-{dst} {lo}-{hi} B{' stream' if extra == stream else ''}")  # fmt: skip
+                            what=f"{src}-{dst} {lo}-{hi} B{' stream' if extra == stream else ''}{pins}",
+                            cpus=cpus)  # fmt: skip
         except UserError as exc:  # the server could not start: this pair stays unmeasured
             run.problems.append(f"{src}-{dst}: {exc}")
             return found
@@ -184,11 +238,12 @@ def tcp_round(
     tag: dict,
     streams: int = 0,
 ) -> dict[Pair, list[dict]]:
-    """One round: every pair at the same time, each in its own thread; ``streams``: the
-    size of a one-way stream each way after the runs (0: none)."""
-    largest = max([streams, *(hi for _, hi, _ in runs)])
+    """One round: its pairs at the same time (:func:`parallel_pairs` of them), each in its
+    own thread; ``streams``: the size of a one-way stream each way after the runs (0:
+    none)."""
+    largest = max([streams, *(r.hi for r in runs)])
     timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, largest) for a, b in pairs)
-    with ThreadPoolExecutor(max_workers=len(pairs)) as pool:
+    with ThreadPoolExecutor(max_workers=parallel_pairs(run.cluster, pairs)) as pool:
         futures = {
             pair: pool.submit(_tcp_pair, run, *pair, runs, timeout, tag, streams) for pair in pairs
         }
@@ -226,7 +281,7 @@ def one_way_retest(run: Run, pairs: Sequence[Pair], size: int, timeout: float | 
 
 def loss_retest(run: Run, pairs: Sequence[Pair], size: int, timeout: float | None) -> list[dict]:
     """Retransmissions of ``pairs`` over a long run at ``size`` (the loss re-test)."""
-    runs = [(size, size, ("--point-time", str(LOSS_POINT_TIME_S)))]
+    runs = [Sweep(size, size, ("--point-time", str(LOSS_POINT_TIME_S)))]
     found = retest(run, pairs, runs, timeout, "loss")
     return [{"pair": [a, b], **tcp_counters(samples)} for (a, b), samples in found.items()]
 
@@ -393,6 +448,29 @@ def carrier_flags(before: CarrierCounts, after: CarrierCounts) -> list[dict]:
     return flags
 
 
+# --------------------------------------------------------------------------- the wire
+
+Lateness = dict[str, dict]  # vcluster.wire_lateness: per pacer, how late it released
+
+
+def pacers(cluster: Cluster) -> Callable[[], Lateness]:
+    """A reader of how late the emulated wire's pacers have released packets so far
+    (:func:`vcluster.wire_lateness`); one that reads {} where there are none (a real
+    cluster)."""
+    state = wire_state(cluster)
+    return (lambda: vcluster.wire_lateness(state)) if state else dict
+
+
+def worst_late_us(before: Lateness, after: Lateness) -> dict[str, float | None]:
+    """The worst pacer's 99th percentile and maximum of lateness between two readings
+    (None: no packet paced)."""
+    late = vcluster.lateness_delta(before, after).values()
+    return {
+        key: max((v[key] for v in late if v[key] is not None), default=None)
+        for key in ("p99_us", "max_us")
+    }
+
+
 def _pair_timeout_s(cluster: Cluster, a: str, b: str, size: int) -> float:
     rate = pair_rate_bps(cluster, a, b) or 10**8
     return 60.0 + 40.0 * size * 8 / rate  # 4 round trips of the large message, x5
@@ -423,6 +501,7 @@ def run_matrix(
     params = {"command": "matrix", "layer": layer, "mpi": mpi if layer == "mpi" else None,
               "size": size, "hosts": names}  # fmt: skip
     launcher = launcher_for(cluster)
+    read_wire = pacers(cluster)
     carrier = carrier_changes(launcher, names)
     # also before TCP: its pairs are bounded one by one, but a dead host would cost a
     # connect timeout per pair and size and be named by no flag
@@ -443,7 +522,7 @@ def run_matrix(
                     found |= mpi_round_robin(run, [a, b], mpi, size, timeout, {"retest": True})
             else:
                 # the re-test of a latency or bandwidth suspect needs their two sizes only
-                runs = sweeps(size, mid_sizes=shapes and not retest, retest=retest)
+                runs = sweeps(size, mid_sizes=shapes and not retest, retest=retest, places=places)
                 for r, group in enumerate(rounds(live) if not retest else disjoint_rounds(pairs)):
                     found |= tcp_round(run, group, runs, timeout, {"round": r, "retest": retest})
                 if not retest:
@@ -466,13 +545,17 @@ def run_matrix(
         # a tbf bucket draws its own mid-size curve (up to twice nominal, jagged under load:
         # a healthy 8-host tbf matrix was flagged for it), a wire does not
         shapes = layer == "tcp" and not tbf_bucket(cluster, live)
+        places = placements(cluster, live)
+        wire_at_start = read_wire()
         first = measure([], retest=False)
+        # the re-tests from here on: a flag stands on a wire that was on time during them
+        wire_at_retests, load_at_retests = read_wire(), os.getloadavg()[0]
         diagnosis = None
         try:
             matrix = analysis.link_matrix(names, first)
             diagnosis = analysis.diagnose_with_retest(
                 matrix, lambda s: measure(s, retest=True),
-                reference=nominal_reference(cluster, names),
+                reference=nominal_reference(cluster, names), shared_cpus=len(places) > 1,
             )  # fmt: skip
         except ValueError as exc:
             run.problems.append(f"analysis: {exc}")
@@ -519,8 +602,20 @@ def run_matrix(
         notes += more
         on_hosts = [f for f in flagged if "host" in f]
         kept, more = analysis.symptoms(on_hosts, [f for f in flagged if "host" not in f])
-        run.figures["flagged"] = on_hosts + kept
-        run.figures["notes"] = run.figures.get("notes", []) + notes + more
+        wire_at_end = read_wire()
+        late_us = worst_late_us(wire_at_retests, wire_at_end)
+        run.figures["wire_late_us"] = {
+            "measurement": worst_late_us(wire_at_start, wire_at_retests), "retests": late_us
+        }  # fmt: skip
+        late = None
+        if late_us["p99_us"] is not None and late_us["p99_us"] > WIRE_LATE_P99_US:
+            load = max(load_at_retests, os.getloadavg()[0])
+            late = analysis.LateWire(late_us["p99_us"], late_us["max_us"] or 0.0, load)
+        flagged, withheld, run.figures["not_judged"] = analysis.judged_on_late_wire(
+            on_hosts + kept, late
+        )
+        run.figures["flagged"] = flagged
+        run.figures["notes"] = run.figures.get("notes", []) + notes + more + withheld
         complete = not run.problems and not any(s.problems for s in run.steps)
         # a pair that failed verification fails the matrix, however far it got
         failed = any(s.failed for s in run.steps)
@@ -574,6 +669,8 @@ def matrix_json(record: dict) -> dict:
         "retransmissions": f.get("retransmissions"),
         "one_way_mbps": f.get("one_way_mbps"),
         "flagged": f.get("flagged", []),
+        "not_judged": f.get("not_judged"),
+        "wire_late_us": f.get("wire_late_us"),
         "notes": f.get("notes", []),
     }
 
@@ -602,9 +699,11 @@ def matrix_text(record: dict) -> str:
     if j["one_way_mbps"] is not None:
         lines += ["  one-way stream (Mbit/s, row host sending to column host)",
                   *_grid(j["hosts"], j["one_way_mbps"], lambda v: f"{v:.1f}")]  # fmt: skip
+    if j["not_judged"]:
+        lines.append(f"  {j['not_judged']}")
     if j["flagged"]:
         lines += ["  flagged:"] + [f"    {f['reason']}" for f in j["flagged"]]
-    else:
+    elif not j["not_judged"]:
         lines.append("  flagged: nothing")
     lines += [f"  note: {n}" for n in j["notes"]]
     if record["error"]:

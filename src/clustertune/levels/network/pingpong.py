@@ -89,6 +89,24 @@ def pair_rate_bps(cluster: Cluster, a: str, b: str) -> int | None:
     return min(rates) if rates else None
 
 
+# Launchers whose hosts all run on this machine's CPUs (namespaces, or this host alone).
+SHARED_CPU_LAUNCHERS = ("vcluster", "grid", "local")
+# Where the two ends of a TCP pair run: the CPU of the client's end and of the server's
+# (taskset), or None for the scheduler's choice.
+Placement = tuple[str, str] | None
+
+
+def shares_cpus(cluster: Cluster, hosts: Sequence[str]) -> bool:
+    """Whether these hosts run on the same CPUs: a cluster file saying so
+    (``shared_cpus = true``), or hosts whose launcher keeps them on this machine."""
+    return cluster.shared_cpus or all(cluster.launcher_of(h) in SHARED_CPU_LAUNCHERS for h in hosts)
+
+
+def pinned(argv: list[str], cpu: str | None) -> list[str]:
+    """``argv`` run on that CPU alone (None: wherever the scheduler puts it)."""
+    return ["taskset", "-c", cpu, *argv] if cpu is not None else argv
+
+
 def tbf_bucket(cluster: Cluster, hosts: Sequence[str]) -> bool:
     """Whether links of these hosts are a tbf bucket, whose mid-size messages outrun the
     wire: shaped virtual hosts (a virtual cluster or grid) unless on the paced wire."""
@@ -199,17 +217,20 @@ def tcp_pair(
     sockbuf: int | None = None,
     tag: dict | None = None,
     what: str | None = None,
+    cpus: Placement = None,
 ) -> Step:
     """Server on ``b`` beside the client on ``a`` (connecting to b's address), both steps
     of ``run``; the client's step, whose samples are the measurement and whose result's
-    detail gains the server's TCP counters (``server_tcp_info``) beside its own."""
+    detail gains the server's TCP counters (``server_tcp_info``) beside its own. ``cpus``
+    pins the client's end and the server's."""
+    client_cpu, server_cpu = cpus or (None, None)
     service = run.service(
-        b, tcp_server_argv(sockbuf), ready=READY_PORT, what=f"server on {b}",
-        start_timeout=SERVER_START_S, stop_grace=SERVER_EXIT_S,
+        b, pinned(tcp_server_argv(sockbuf), server_cpu), ready=READY_PORT,
+        what=f"server on {b}", start_timeout=SERVER_START_S, stop_grace=SERVER_EXIT_S,
     )  # fmt: skip
     with service as server:
         port = int(server.ready_match.group(1))
-        argv = tcp_client_argv(run.cluster, b, port, client_args, sockbuf)
+        argv = pinned(tcp_client_argv(run.cluster, b, port, client_args, sockbuf), client_cpu)
         client = run.program(a, argv, timeout=timeout, what=what or f"client on {a}", tag=tag)
     served = service.step.output.result if service.step else None
     if client.output.result is not None and served is not None:

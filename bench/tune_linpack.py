@@ -52,6 +52,7 @@ import linpack_vs_hpcc as hpcc  # noqa: E402  (the hpcc runner and HPL.dat helpe
 
 from clustertune.cluster import local_cluster  # noqa: E402
 from clustertune.hostinfo import load_average  # noqa: E402
+from clustertune.levels.linpack import blas as blaslib  # noqa: E402
 from clustertune.levels.tune import hpldat, linpack, space  # noqa: E402
 from clustertune.levels.tune.space import Config  # noqa: E402
 from clustertune.results import Store  # noqa: E402
@@ -227,6 +228,17 @@ def phases(sample: dict) -> str:
     )
 
 
+def blas_said(env: dict[str, str]) -> str:
+    """The BLAS a launch with ``env`` loads: the library its libblas.so.3 resolves to
+    (LD_LIBRARY_PATH first, else the system's alternative) and the OpenBLAS core (the
+    environment's, else the one the library picks on this CPU)."""
+    first = [Path(d) / "libblas.so.3" for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
+    lib = next((p for p in first if p.exists()), blaslib.LIBDIR / "libblas.so.3")
+    facts = blaslib.library_facts(lib)
+    core = env.get("OPENBLAS_CORETYPE") or facts.get("core")
+    return f"{lib.resolve()}" + (f", core {core}" if core else "")
+
+
 def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary: dict) -> dict:
     """The tuned HPL.dat at the largest N that fits (memory, or --peak-minutes of run),
     against the best DGEMM and against hpcc as shipped at the same N."""
@@ -250,24 +262,31 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
         growth[g] = sample["gflops"] if sample["passed"] is True else 0.0
         print(f"growth: ct N={g} {growth[g]:.2f} Gflop/s = {growth[g] / max(dgemm.values()):.3f}"
               f" of DGEMM; {phases(sample)}", flush=True)  # fmt: skip
-    ct_runs, hpcc_runs, walls, said = [], [], {"ct": [], "hpcc": []}, ""
+    # hpcc twice: as shipped (its default BLAS: the system's libblas.so.3, with the
+    # tuned ranks x threads) and with the tuned BLAS (its environment: library first on
+    # the path, OpenBLAS core), so the ratio against HPL is also said for the same BLAS
+    threads = {"OPENBLAS_NUM_THREADS": str(tuned.threads)}
+    env_hpcc = {"shipped": hpcc.environment() | threads, "same": env_ct}
+    blas_of = {"ct": blas_said(env_ct), "shipped": blas_said(env_hpcc["shipped"])}
+    runs: dict[str, list[float]] = {"ct": [], "shipped": [], "same": []}
+    walls: dict[str, list[float]] = {tool: [] for tool in runs}
+    said = ""
     for i in range(args.peak_repeat):
-        for tool in ("ct", "hpcc") if i % 2 == 0 else ("hpcc", "ct"):
+        for tool in list(runs) if i % 2 == 0 else list(runs)[::-1]:
             began = time.monotonic()
             if tool == "ct":
                 sample, _ = hpcc.run_ct_linpack(dat, tuned.ranks, env_ct, args.timeout)
                 ok = sample["passed"] is True
-                ct_runs.append(sample["gflops"] if ok else 0.0)
+                runs[tool].append(sample["gflops"] if ok else 0.0)
                 said = f"; {phases(sample)}"
             else:
-                # its default BLAS, with the tuned ranks x threads
-                threads = {"OPENBLAS_NUM_THREADS": str(tuned.threads)}
-                got = hpcc.run_hpcc(dat, tuned.ranks, hpcc.environment() | threads, args.timeout)
-                hpcc_runs.append(got["gflops"] if got.get("passed") else 0.0)
+                got = hpcc.run_hpcc(dat, tuned.ranks, env_hpcc[tool], args.timeout)
+                runs[tool].append(got["gflops"] if got.get("passed") else 0.0)
             walls[tool].append(time.monotonic() - began)
-            rate = (ct_runs if tool == "ct" else hpcc_runs)[-1]
-            print(f"round {i + 1}: {tool:<4} N={n} {rate:.2f} Gflop/s ({walls[tool][-1]:.0f} s "
-                  f"wall{said if tool == 'ct' else ''})", flush=True)  # fmt: skip
+            name = "ct" if tool == "ct" else f"hpcc ({tool} BLAS)"
+            print(f"round {i + 1}: {name:<20} N={n} {runs[tool][-1]:.2f} Gflop/s "
+                  f"({walls[tool][-1]:.0f} s wall{said if tool == 'ct' else ''})", flush=True)  # fmt: skip
+    ct_runs, hpcc_runs = runs["ct"], runs["shipped"]
     memory = memory_run(args, tuned, summary["n"], max(ct_runs), env_ct) if args.memory_run else {}
     env_1 = hpcc.environment() | tuner.env(tuner.blas_of(tuned.blas), 1)
     after = hpcc.run_dgemm(args.dgemm_n, args.np, 5, env_1, args.timeout)
@@ -276,16 +295,22 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
     print(f"RATIO tuned Linpack N={n} / best DGEMM ({best_blas}, {args.np} ranks, higher of "
           f"before/after {top:.2f}): {vs_dgemm:.3f} (target >= 0.92"
           f"{'; the N that fits is the memory run below' if memory else ''})")  # fmt: skip
-    print(f"RATIO tuned Linpack / hpcc as shipped (same N={n}, NB, grid, variant, ranks): "
-          f"{vs_hpcc:.3f} (median {statistics.median(ct_runs) / statistics.median(hpcc_runs):.3f})")  # fmt: skip
+    print(f"RATIO tuned Linpack [{blas_of['ct']}] / hpcc as shipped [{blas_of['shipped']}] "
+          f"(same N={n}, NB, grid, variant, ranks): {vs_hpcc:.3f} "
+          f"(median {statistics.median(ct_runs) / statistics.median(hpcc_runs):.3f})")  # fmt: skip
+    vs_same = max(ct_runs) / max(max(runs["same"]), 1e-9)
+    print(f"RATIO tuned Linpack / hpcc with the same BLAS [{blas_of['ct']}]: {vs_same:.3f} "
+          f"(median {statistics.median(ct_runs) / max(statistics.median(runs['same']), 1e-9):.3f}"
+          f"; load {load_average()})")  # fmt: skip
     if memory:
         memory["vs_dgemm"] = memory["gflops"] / top
         print(f"RATIO tuned Linpack N={memory['n']} (the largest for {args.mem_fraction:.0%} of "
               f"memory) / best DGEMM ({top:.2f}): {memory['vs_dgemm']:.3f} (target >= 0.92; "
               f"hpcc ran at N={n} only, its ratio above)")  # fmt: skip
     return {"peak_n": n, "peak_n_how": how, "dgemm": dgemm, "dgemm_after": after, "growth": growth,
-            "peak_runs": ct_runs, "hpcc_runs": hpcc_runs, "peak_wall_s": walls,
-            "vs_dgemm": vs_dgemm, "vs_hpcc": vs_hpcc, "memory_run": memory}  # fmt: skip
+            "peak_runs": ct_runs, "hpcc_runs": hpcc_runs, "hpcc_same_blas_runs": runs["same"],
+            "blas": blas_of, "peak_wall_s": walls, "vs_dgemm": vs_dgemm, "vs_hpcc": vs_hpcc,
+            "vs_hpcc_same_blas": vs_same, "memory_run": memory}  # fmt: skip
 
 
 def memory_run(args: argparse.Namespace, tuned: Config, n_memory: int, rate: float,

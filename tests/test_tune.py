@@ -295,10 +295,12 @@ def test_pypi_openblas_shim_forwards_the_fortran_blas() -> None:
 
 
 def test_openblas_candidates_run_the_core_they_name() -> None:
-    """Each OpenBLAS is a candidate with the core it picks itself and with Haswell (one
-    candidate if those are the same); a run with a candidate's environment reports that
-    core, whatever OPENBLAS_CORETYPE the caller has (a user may export Haswell); a
-    singleton MPI process each."""
+    """Each OpenBLAS is a candidate with the core it picks itself and with each forced
+    core the CPU's ISA can run (Haswell on AVX2; SkylakeX, Cooperlake with AVX-512 and
+    BF16), once each; a run with a candidate's environment reports that core, whatever
+    OPENBLAS_CORETYPE the caller has (a user may export Haswell); a singleton MPI
+    process each."""
+    from clustertune import hostinfo
     from clustertune.levels.linpack import blas as blaslib
 
     found = {b.directory.name: b for b in blaslib.installed()}
@@ -306,7 +308,10 @@ def test_openblas_candidates_run_the_core_they_name() -> None:
         pytest.skip("Debian's OpenBLAS not installed")
     variants = blaslib.core_variants(found[OPENBLAS])
     cores = [v.coretype for v in variants]
-    assert cores[0] and cores == list(dict.fromkeys([cores[0], "Haswell"]))
+    isa = set(hostinfo.cpu_info()["isa"])
+    runnable = [c for c, needs in blaslib.FORCED_CORES.items() if isa.issuperset(needs)]
+    assert cores[0] and cores == list(dict.fromkeys([cores[0], *runnable]))
+    assert ("Haswell" in cores) == ({"avx2", "fma"} <= isa)
     assert len({v.key for v in variants}) == len(variants)
     if REFERENCE in found:
         assert blaslib.core_variants(found[REFERENCE]) == [found[REFERENCE]]  # not OpenBLAS
@@ -439,3 +444,46 @@ def test_section_shows_each_choice_and_the_hpl_dat() -> None:
     html = section.render([{"started": "t", "params": {"what": "linpack"}, "detail": detail}])
     assert "OpenBLAS &lt;fast&gt;" in html and "192 because" in html and "HPLinpack" in html
     assert html.index("<td>blas</td>") < html.index("<td>NB</td>")
+
+
+def test_the_bench_says_which_blas_each_side_of_the_hpcc_ratio_ran(monkeypatch, capsys) -> None:
+    """bench/tune_linpack.py's peak: hpcc as shipped runs the system's BLAS, ours the
+    tuned one; the RATIO line names both, and hpcc runs with the tuned BLAS too, for a
+    same-BLAS ratio (canned rates: nothing runs)."""
+    import argparse
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    import tune_linpack
+
+    from clustertune.levels.linpack.blas import Blas
+
+    hpcc = tune_linpack.hpcc
+    tuned_dir = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
+    tuned_env = {"LD_LIBRARY_PATH": tuned_dir, "OPENBLAS_CORETYPE": "SkylakeX"}
+    monkeypatch.setattr(hpcc, "run_dgemm", lambda *a: 100.0)
+    monkeypatch.setattr(hpcc, "run_ct_linpack",
+                        lambda *a: ({"gflops": 90.0, "passed": True, "phase_stats": {}}, {}))  # fmt: skip
+    # hpcc: 60 Gflop/s with its own BLAS, 80 with the tuned one
+    monkeypatch.setattr(hpcc, "run_hpcc", lambda dat, np, env, t: {
+        "gflops": 80.0 if env.get("LD_LIBRARY_PATH") == tuned_dir else 60.0, "passed": True})  # fmt: skip
+    monkeypatch.setattr(hpcc, "environment", lambda: {"OPENBLAS_CORETYPE": "Haswell"})
+    monkeypatch.setattr(tune_linpack, "peak_n", lambda *a: (2000, "test"))
+
+    class Tuner:
+        def blas_of(self, key):
+            return Blas("OpenBLAS", Path(tuned_dir), "SkylakeX")
+
+        def env(self, blas, threads):
+            return dict(tuned_env)
+
+    args = argparse.Namespace(dgemm_n=1000, np=2, timeout=60, growth="", peak_repeat=2,
+                              memory_run=False, mem_fraction=0.8)  # fmt: skip
+    cfg = Config(tuned_dir + "#SkylakeX", 2, 1)
+    got = tune_linpack.peak(args, Tuner(), cfg, {"blas_rates": {cfg.blas: 1.0}, "n": 4000})
+    out = capsys.readouterr().out
+    ratios = [line for line in out.splitlines() if line.startswith("RATIO")]
+    shipped = next(line for line in ratios if "hpcc as shipped" in line)
+    assert "core SkylakeX" in shipped and "core Haswell" in shipped and "1.500" in shipped
+    same = next(line for line in ratios if "same BLAS" in line)
+    assert "core SkylakeX" in same and "1.125" in same
+    assert got["vs_hpcc_same_blas"] == pytest.approx(90.0 / 80.0)

@@ -22,11 +22,11 @@ def judge_bandwidth(row: summary.Row, mbps: float, nominal_bps: float, what: str
     """The row's reference, ratio (against the nominal rate) and verdict for a bandwidth
     measured over a link of ``nominal_bps``."""
     ceiling = payload_rate_bps(nominal_bps)
-    row.reference = f"{what} {format_rate(nominal_bps)} nominal, payload {ceiling / 1e6:.0f}"
+    row.reference = f"{what} {format_rate(nominal_bps)} (payload {ceiling / 1e6:.0f} Mbit/s)"
     row.ratio = mbps * 1e6 / nominal_bps
     share = mbps * 1e6 / ceiling
     if share > ABOVE_CEILING:
-        row.verdict, row.state = "above the payload ceiling", summary.WARN
+        row.verdict, row.state = "above payload ceiling", summary.WARN
     elif share >= IN_LINE_SHARE:
         row.verdict, row.state = "in line", summary.GOOD
     else:

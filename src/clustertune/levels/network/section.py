@@ -525,7 +525,9 @@ def _matrices(records: list[dict]) -> list[str]:
                         colour_label="share of the nominal rate",
                     )
                 )
-                for i, j in zip(*np.nonzero(np.isfinite(m)), strict=True):
+                # a pair's figure is in both its cells; a one-way stream's cells differ
+                listed = np.isfinite(m) & (key == "one_way_mbps" or np.triu(np.ones_like(m)) > 0)
+                for i, j in zip(*np.nonzero(listed), strict=True):
                     why = above_ceiling(r, m[i, j], int(nominal[i, j]))
                     if why:
                         above.append(f"{title}: {hosts[i]}-{hosts[j]} {m[i, j]:.0f} Mbit/s, {why}")

@@ -180,7 +180,9 @@ def test_every_level_has_a_row_and_one_not_run_says_so(store):
     not_run = {r.level for r in rows if r.figure == "not run"}
     assert "linpack" not in not_run and {"npb", "qcd", "io", "network"} <= not_run
     html = _first_screen(report.build(store))
-    assert html.count("<tr class=") == len(rows) and "href='#npb'" in html
+    assert html.count("<tr class=") == len(rows)
+    assert "href='#linpack'" in html and "id='linpack'" in report.build(store)
+    assert "href='#npb'" not in html  # no section to link to
 
 
 def _matrix(store: Store, flagged: list[dict]) -> int:

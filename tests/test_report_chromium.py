@@ -67,6 +67,8 @@ addEventListener("load", () => {
     screen: [innerWidth, innerHeight],
     height: document.documentElement.scrollHeight,
     folded_rows: [...document.querySelectorAll("details:not([open]) tr")].length,
+    dangling: [...document.querySelectorAll("a[href^='#']")].map(a => a.getAttribute("href"))
+      .filter(h => !document.getElementById(h.slice(1))),
   });
   document.body.appendChild(out);
 });
@@ -149,3 +151,4 @@ def test_demo_report_answers_on_its_first_screen(store, tmp_path):
     assert box["top"] > 0 and box["bottom"] <= height and box["right"] <= width, (box, height)
     assert got["height"] <= HEIGHT_BEFORE_PX / 2, got["height"]
     assert got["folded_rows"] > 100  # the tuner's search and the run list are still there
+    assert got["dangling"] == [] and sum(h.startswith("#") for h in got["links"]) >= 15

@@ -35,6 +35,7 @@ class Row:
     run: int | None = None  # the run the figure is read from
     level: str = ""  # set by the frame: the level, the anchor of its section
     change: str = ""  # set by the frame: "-12 % since run 41"
+    linked: bool = True  # whether the report has a section to link to (not for "not run")
 
 
 def ratio_text(ratio: float | None) -> str:
@@ -63,7 +64,8 @@ def rows(store: Store, records: list[dict]) -> list[Row]:
         mine = by_level.get(level.name, [])
         if not mine:
             in_studies = any(r["level"] == level.name for r in studied)
-            got = [Row(level.title, "in studies only" if in_studies else "not run", state=NONE)]
+            got = [Row(level.title, "in studies only" if in_studies else "not run", state=NONE,
+                       linked=in_studies)]  # fmt: skip
         elif level.summarize is None:
             got = [_counted(level.title, mine)]
         else:
@@ -134,7 +136,8 @@ def html_table(summary: list[Row]) -> str:
     body = []
     for row in summary:
         level, *rest = (esc(c) for c in cells(row))
-        body.append(f"<tr class='{row.state}'><td><a href='#{level}'>{level}</a></td>"
+        link = f"<a href='#{level}'>{level}</a>" if row.linked else level
+        body.append(f"<tr class='{row.state}'><td>{link}</td>"
                     + "".join(f"<td>{c}</td>" for c in rest[:-1])
                     + f"<td class='v'>{rest[-1]}</td></tr>")  # fmt: skip
     head = "".join(f"<th>{h}</th>" for h in HEADERS)

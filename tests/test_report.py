@@ -245,3 +245,29 @@ def test_link_bandwidth_is_judged_against_what_its_frames_carry(mbps, verdict, s
     judge_bandwidth(row, mbps, 10**9, "link")
     assert (row.verdict, row.state) == (verdict, state)
     assert row.ratio == pytest.approx(mbps / 1000) and "payload 941 Mbit/s" in row.reference
+
+
+def _pingpong(store: Store, mbps: float, dips: int = 0, link_bps: int | None = 10**9) -> int:
+    hosts = ["h0", "h1"]
+    record = new_record("network", "ct-tcp-pingpong", local_cluster(),
+                        {"command": "pingpong", "layer": "tcp", "mode": "pingpong",
+                         "between": hosts}, hosts)  # fmt: skip
+    record["meta"]["cluster"]["link_bps"] = {h: link_bps for h in hosts}
+    record["figures"] = {"bandwidth_mbps": mbps, "latency_us": 30.0,
+                         "dips": [{"size": 65536.0, "ratio": 0.5}] * dips}  # fmt: skip
+    return store.save(_finished(record, "lab", "ok"))
+
+
+def test_ping_pong_row_reads_the_link_its_curve_and_the_change(store):
+    first = _pingpong(store, 925.0)
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    assert (row.figure, row.verdict, row.state) == ("925 Mbit/s, 30.0 µs", "in line",
+                                                    summary.GOOD)  # fmt: skip
+    _pingpong(store, 740.0, dips=2)  # slower, and the curve dips: seeds/002's faulty NIC
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    assert row.verdict == "below 90% of payload, 2 dip(s) in the curve"
+    assert row.state == summary.WARN and row.change == f"TCP bandwidth -20 % since run {first}"
+    _pingpong(store, 9000.0, link_bps=None)  # unshaped: nothing to judge against
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    assert (row.reference, row.verdict, row.state) == ("unshaped: no nominal rate", "",
+                                                       summary.NONE)  # fmt: skip

@@ -1,5 +1,6 @@
 """The network level's rows of the report's first screen (clustertune.summary): the newest
-plain ping-pong of each layer against the link's nominal rate, and the all-pairs matrix's
+plain ping-pong of each layer against the link's nominal rate and payload ceiling, with the
+dips of its curve (the shape NetPIPE's signature graph shows), and the all-pairs matrix's
 diagnosis (every link in line, or the culprit with its evidence)."""
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ def pingpong_row(cluster: str, name: str, pair: str, r: dict) -> summary.Row:
         row.reference, row.verdict, row.state = f"{format_rate(nominal)} nominal", "", summary.WARN
     else:
         judge_bandwidth(row, bandwidth, nominal, "link")
+    if dips := f.get("dips"):  # the curve's shape: seeds/002's faulty-NIC signature
+        row.verdict = ", ".join(filter(None, [row.verdict, f"{len(dips)} dip(s) in the curve"]))
+        row.state = summary.BAD if row.state == summary.BAD else summary.WARN
     return row
 
 

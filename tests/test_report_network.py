@@ -19,7 +19,7 @@ import pytest
 from matplotlib import image as mpimg
 
 from clustertune.levels.grid import section as grid_section
-from clustertune.levels.io import remote
+from clustertune.levels.io import netcdf, remote
 from clustertune.levels.io import section as io_section
 from clustertune.levels.network import analysis, section
 from clustertune.units import payload_rate_bps
@@ -275,3 +275,26 @@ def test_mpi_overhead_not_judged_above_the_load_rule_as_the_cli():
     tcp_real = run(5, "tcp", 20e-6, 1.0, wait="poll")
     tcp_real["meta"]["cluster"] |= {"wire": None, "launcher": "ssh"}
     assert "out of line with TCP" in section.render([tcp_real, real])
+
+
+@pytest.mark.root
+def test_remote_io_link_share_stays_under_the_wan_payload_ceiling(make_vcluster, store, tmp_path):
+    """Remote collective I/O across a 1 Gbit WAN between sites of 10 Gbit hosts (b4dfdb4's
+    demo), on the default (paced) wire: no size's share of the WAN above the TCP payload the
+    WAN carries. On the tbf wire, b4dfdb4's default, the 32^3 read passed the WAN's buckets
+    at 120-122 % of 1gbit here (147 % in the issue's demo); an upper bound only: a loaded
+    machine slows the transfer, it cannot speed it up."""
+    cluster = make_vcluster(2, 10 * GBIT, sites=2, wan_bps=GBIT)  # the WAN the slower link
+    remote.prepare_ca(tmp_path, "alice")
+    record = netcdf.measure(cluster, store, np=1, mpi="mpich", sizes=[32, 64], mode="collective",
+                            ops=["write", "read"], fmt="cdf1", reps=5, remote=cluster.sites[1].name,
+                            ca_dir=tmp_path, identity="alice")  # fmt: skip
+    assert record["status"] == "ok", record["error"]
+    shares = record["figures"]["link_share"]
+    assert set(shares) == {"32", "64"}
+    ceiling = payload_rate_bps(GBIT) / GBIT
+    for size, ops in shares.items():
+        for op, share in ops.items():
+            assert share <= ceiling, (
+                f"{size}^3 {op}: {share:.0%} of the WAN (ceiling {ceiling:.1%})"
+            )

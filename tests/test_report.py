@@ -242,9 +242,9 @@ def test_link_bandwidth_is_judged_against_what_its_frames_carry(mbps, verdict, s
     """1 Gbit/s carries at most 941 Mbit/s of TCP payload: a ping-pong above it measured
     a shaper's burst, one far below it a link losing more than headers."""
     row = summary.Row("TCP ping-pong", "")
-    judge_bandwidth(row, mbps, 10**9, "link")
+    judge_bandwidth(row, mbps, 10**9)
     assert (row.verdict, row.state) == (verdict, state)
-    assert row.ratio == pytest.approx(mbps / 1000) and "payload 941 Mbit/s" in row.reference
+    assert row.ratio == pytest.approx(mbps / 1000) and row.reference == "1gbit (payload 941)"
 
 
 def _pingpong(store: Store, mbps: float, dips: int = 0, link_bps: int | None = 10**9) -> int:

@@ -19,11 +19,11 @@ IN_LINE_SHARE = 0.9
 ABOVE_CEILING = 1.03
 
 
-def judge_bandwidth(row: summary.Row, mbps: float, nominal_bps: float, what: str) -> None:
-    """The row's reference, ratio (against the nominal rate) and verdict for a bandwidth
-    measured over a link of ``nominal_bps``."""
+def judge_bandwidth(row: summary.Row, mbps: float, nominal_bps: float, what: str = "") -> None:
+    """The row's reference (``what`` names the link when it is not the hosts' own), ratio
+    (against the nominal rate) and verdict for a bandwidth measured over ``nominal_bps``."""
     ceiling = payload_rate_bps(nominal_bps)
-    row.reference = f"{what} {format_rate(nominal_bps)} (payload {ceiling / 1e6:.0f} Mbit/s)"
+    row.reference = f"{what} {format_rate(nominal_bps)} (payload {ceiling / 1e6:.0f})".lstrip()
     row.ratio = mbps * 1e6 / nominal_bps
     share = mbps * 1e6 / ceiling
     if share > ABOVE_CEILING:
@@ -71,7 +71,7 @@ def pingpong_row(cluster: str, name: str, pair: str, r: dict) -> summary.Row:
     elif bandwidth is None:
         row.reference, row.verdict, row.state = f"{format_rate(nominal)} nominal", "", summary.WARN
     else:
-        judge_bandwidth(row, bandwidth, nominal, "link")
+        judge_bandwidth(row, bandwidth, nominal)
     if dips := f.get("dips"):  # the curve's shape: seeds/002's faulty-NIC signature
         row.verdict = ", ".join(filter(None, [row.verdict, f"{len(dips)} dip(s) in the curve"]))
         row.state = summary.BAD if row.state == summary.BAD else summary.WARN

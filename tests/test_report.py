@@ -271,3 +271,20 @@ def test_ping_pong_row_reads_the_link_its_curve_and_the_change(store):
     (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
     assert (row.reference, row.verdict, row.state) == ("unshaped: no nominal rate", "",
                                                        summary.NONE)  # fmt: skip
+
+
+def test_a_record_the_summary_cannot_read_is_a_row_not_a_lost_report(store, monkeypatch):
+    """A store spans versions: a level's summary failing on an older record's shape says so
+    in its row, and the report is still written."""
+
+    def old_shape(records):
+        return [summary.Row("x", records[0]["figures"]["gone"])]
+
+    broken = Level("x-report-test", "Broken", 1, render=lambda records: "<p>x</p>",
+                   summarize=old_shape)  # fmt: skip
+    monkeypatch.setattr(summary.levels, "all_levels", lambda: [broken])
+    run = store.save(_record(None))
+    (row,) = summary.rows(store, store.list())
+    assert (row.run, row.verdict, row.state) == (run, "summary failed", summary.BAD)
+    assert "KeyError('gone')" in row.figure
+    assert "summary failed" in _first_screen(report.build(store))

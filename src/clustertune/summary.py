@@ -69,7 +69,12 @@ def rows(store: Store, records: list[dict]) -> list[Row]:
         elif level.summarize is None:
             got = [_counted(level.title, mine)]
         else:
-            got = level.summarize(mine) or [_counted(level.title, mine)]
+            try:
+                got = level.summarize(mine) or [_counted(level.title, mine)]
+            except (KeyError, TypeError, ValueError) as exc:
+                # a record of an older shape: the row says so, the report is still written
+                got = [Row(level.title, f"no summary: {exc!r}", verdict="summary failed",
+                           state=BAD, run=mine[-1]["id"])]  # fmt: skip
         for row in got:
             row.level = level.name
             row.change = history.change(level, row)
@@ -115,7 +120,10 @@ class _History:
         earlier = [r for r in self.by_level.get(level.name, []) if r["id"] < row.run]
         if not earlier:
             return ""
-        before = next((b for b in level.summarize(earlier) if b.key == row.key), None)
+        try:
+            before = next((b for b in level.summarize(earlier) if b.key == row.key), None)
+        except (KeyError, TypeError, ValueError):  # older records: no comparison
+            return ""
         if before is None or not before.value or before.run is None:
             return ""
         pct = 100.0 * (row.value / before.value - 1.0)

@@ -46,6 +46,10 @@ kernels: venv
 		test -f build/$$f/CMakeCache.txt || cmake -S kernels -B build/$$f -DCT_MPI=$$mpi >/dev/null || exit 1; \
 		cmake --build build/$$f -j 2 -- --no-print-directory | grep -v '^\[' ; test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
+	@# the I/O server and its fuzzer under ASan + UBSan (tests/test_io_fuzz.py, bench/io_fuzz.py)
+	@test -f build/sanitize/CMakeCache.txt || cmake -S kernels -B build/sanitize -DCT_MPI=openmpi \
+		-DCT_SANITIZE=ON -DCT_MANIFEST=$(CURDIR)/kernels/io/sanitize.cmake >/dev/null || exit 1; \
+	cmake --build build/sanitize -j 2 -- --no-print-directory | grep -v '^\[' ; test $${PIPESTATUS[0]} -eq 0
 
 lint: setup
 	$(VENV)/bin/ruff check .

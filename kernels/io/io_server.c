@@ -757,11 +757,13 @@ static void abort_files(server *s)
         if (!f->used)
             continue;
         ncmpi_abort(f->ncid);
-        if (f->writing && s->rank == 0)
+        if (f->writing && s->rank == 0) {
             unlinkat(f->dir, f->temp, 0);
-        if (s->rank == 0)
             say("aborted %s: its temporary %s removed, %s left as it was", f->shown, f->temp,
                 f->shown);
+        } else if (s->rank == 0) {
+            say("closed %s (open for reading when the session ended)", f->shown);
+        }
         free_slot(f);
     }
 }
@@ -820,7 +822,8 @@ static int shared_path(server *s, const char *path, int writing, file_slot *f)
             snprintf(why, sizeof why, "no random bytes for a temporary name");
             v.status = NC_EIO;
         } else {
-            snprintf(v.temp, sizeof v.temp, ".%s" PARTIAL "%016llx", v.name,
+            /* split_path kept NAME to 226 bytes: "." NAME PARTIAL 16 digits fits NAME_MAX */
+            snprintf(v.temp, sizeof v.temp, ".%.226s" PARTIAL "%016llx", v.name,
                      (unsigned long long)random);
             f->fd = openat(f->dir, v.temp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                            0666);
@@ -1266,8 +1269,10 @@ static void serve(server *s)
                 free(q[i].data);
             break;
         }
-        if (op == NCFWD_BYE)
+        if (op == NCFWD_BYE) { /* a file not closed by then was never completed */
+            abort_files(s);
             break;
+        }
         if (op != NCFWD_PUT && op != NCFWD_GET) {
             unsigned char payload[NCFWD_MAX_CONTROL];
             uint32_t len;

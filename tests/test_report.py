@@ -288,3 +288,21 @@ def test_a_record_the_summary_cannot_read_is_a_row_not_a_lost_report(store, monk
     assert (row.run, row.verdict, row.state) == (run, "summary failed", summary.BAD)
     assert "KeyError('gone')" in row.figure
     assert "summary failed" in _first_screen(report.build(store))
+
+
+def test_hosts_and_probe_rows_say_what_was_read_and_what_failed(store):
+    inventory = new_record("hosts", "hostinfo", local_cluster(), {}, ["h0", "h1"])
+    inventory["samples"] = [{"name": "h0", "cpu": {"model": "EPYC", "cores": 2},
+                             "memory_bytes": 2**31}]  # fmt: skip
+    inventory["detail"] = {"unreachable": {"h1": "ssh: no route to host"}}
+    store.save(_finished(inventory, "lab", "failed"))
+    for mpi, status in (("openmpi", "ok"), ("mpich", "failed")):
+        launch = new_record("probe", "ct-probe", local_cluster(), {}, ["h0"], 2, mpi)
+        launch["meta"]["mpi"] = {"flavour": mpi}
+        launch["samples"] = [{"rank": i, "host": "h0", "library": mpi} for i in range(2)]
+        store.save(_finished(launch, "lab", status))
+    rows = {r.level: r for r in summary.rows(store, store.list())}
+    assert rows["hosts"].figure == "1 x EPYC, 2 cores, 2.0 GiB"
+    assert (rows["hosts"].verdict, rows["hosts"].state) == ("1 host(s) not read", summary.BAD)
+    assert rows["probe"].measure == "launch with mpich, openmpi (lab)"
+    assert (rows["probe"].verdict, rows["probe"].state) == ("FAILED with mpich", summary.BAD)

@@ -300,24 +300,28 @@ def test_a_run_on_a_virtual_cluster_records_load_cpus_wire_and_how_late_the_wire
         run.program("host0", ping[:2] + ["10"] + ping[3:], timeout=20)
     assert 10 <= run.record["meta"]["wire_late"]["host0"]["packets"] < 40
     if not run.record["meta"].get("labels"):  # a machine busy enough to label it: no check
-        # host0's pacer stopped 0.3 s mid-run: the packets it held leave that late (those
-        # that wait in the kernel's queue meanwhile are not seen late: their due time starts
-        # when the pacer reads them), 2 in 40 each run: p99 and the label say so
+        # host0's pacer stopped 0.1 s at a time mid-run: the packets it held leave that late
+        # (those that wait in the kernel's queue meanwhile are not seen late: their due time
+        # starts when the pacer reads them), ~2 in 40 per stop: p99 and the label say so
         pid = vcluster.load_state(cluster.name)["delay_pids"]["host0"]
+        done = threading.Event()
 
-        def pause():
-            time.sleep(0.1)
-            os.kill(pid, signal.SIGSTOP)
-            time.sleep(0.3)
-            os.kill(pid, signal.SIGCONT)
+        def pause():  # 0.1 s stops every 0.15 s while ping runs (its start may be slow)
+            while not done.wait(0.05):
+                os.kill(pid, signal.SIGSTOP)
+                time.sleep(0.1)
+                os.kill(pid, signal.SIGCONT)
 
         with Run(cluster, store, level="probe", kernel="ping", composite=True) as run:
             pauser = threading.Thread(target=pause)
             pauser.start()
-            run.program("host0", ping, timeout=20)
-            pauser.join()
+            try:
+                run.program("host0", ping, timeout=20)
+            finally:
+                done.set()
+                pauser.join()
         meta = run.record["meta"]
-        assert meta["wire_late"]["host0"]["max_us"] > 100_000, meta["wire_late"]
+        assert meta["wire_late"]["host0"]["max_us"] > 50_000, meta["wire_late"]
         label = next(t for t in meta["labels"] if t.startswith("wire late"))
         p99 = float(re.match(r"wire late \(p99 ([\d.]+) µs, load [\d.]+\)$", label).group(1))
         assert p99 > WIRE_LATE_P99_US
@@ -325,4 +329,5 @@ def test_a_run_on_a_virtual_cluster_records_load_cpus_wire_and_how_late_the_wire
                              "--json"], capture_output=True, text=True, check=True)  # fmt: skip
     mine = next(c for c in json.loads(status.stdout) if c["name"] == cluster.name)
     shown = mine["hosts"][0]["daemon"]["late"]
-    assert mine["wire"] == "paced" and shown["packets"] >= 90 and shown["p99_us"] > 0
+    assert mine["wire"] == "paced" and shown["packets"] >= 50 and shown["p99_us"] > 0
+    assert mine["wire_late"]["host0"] == shown and set(mine["wire_late"]) == {"host0", "host1"}

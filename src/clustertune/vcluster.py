@@ -812,11 +812,13 @@ def status() -> list[dict]:
         daemons = {key: (_daemon_files(state, key)[1], pid)
                    for key, pid in state.get("delay_pids", {}).items()}  # fmt: skip
         stats = _fresh_stats(daemons) if state["healthy"] else {}
+        late = {key: _summary(daemon.pop("late_hist", []), daemon.pop("late_max_ns", None))
+                for key, daemon in stats.items()}  # fmt: skip
         for host in state["hosts"]:
             if host["name"] in stats:
-                daemon = stats[host["name"]]
-                late = _summary(daemon.pop("late_hist", []), daemon.pop("late_max_ns", None))
-                host["daemon"] = daemon | {"late": without_hist({"": late})[""]}
+                host["daemon"] = stats[host["name"]] | {"late": without_hist(late)[host["name"]]}
+        # every daemon's lateness: the hosts' own and the WAN, receive and link pacers
+        state["wire_late"] = without_hist(late)
         result.append(state)
     return result
 
@@ -990,6 +992,10 @@ def describe(state: dict) -> str:
         )
     for key, faults in state.get("link_faults", {}).items():
         lines.append(f"  link {key}  faults {format_faults(faults)}")
+    host_names = {h["name"] for h in state["hosts"]}
+    for key, late in state.get("wire_late", {}).items():
+        if key not in host_names and late["packets"]:
+            lines.append(f"  pacer {key}: {late['packets']} packets{_late_text(late)}")
     return "\n".join(lines)
 
 

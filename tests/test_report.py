@@ -306,3 +306,23 @@ def test_hosts_and_probe_rows_say_what_was_read_and_what_failed(store):
     assert (rows["hosts"].verdict, rows["hosts"].state) == ("1 host(s) not read", summary.BAD)
     assert rows["probe"].measure == "launch with mpich, openmpi (lab)"
     assert (rows["probe"].verdict, rows["probe"].state) == ("FAILED with mpich", summary.BAD)
+
+
+def test_long_tables_fold_with_the_best_row_in_view(store):
+    """A tuner's search of 20 LU results: the best result in view, all 20 behind a closed
+    <details>; the list of all runs folded too; no script anywhere."""
+    _gemm(store, 40.0)
+    record = new_record("linpack", "ct-linpack", local_cluster(), {}, ["localhost"], 4)
+    record["samples"] = [{"variant": "WR11C2R4", "n": 2016, "nb": 32 + i, "p": 2, "q": 2,
+                          "time_s": 1.0, "gflops": [5.0, 17.25][i == 7] + i / 100,
+                          "residual": 1e-3, "passed": True, "phases": {}}
+                         for i in range(20)]  # fmt: skip
+    store.save(_finished(record, "here", "ok"))
+    html = report.build(store)
+    assert "<script" not in html and "<details open" not in html
+    section = html[html.index("<h3>LU (ct-linpack)</h3>") : html.index("<h3>GEMM</h3>")]
+    in_view, folded = section.split("<details><summary>All 20 LU results", 1)
+    assert "<td>17.320</td>" in in_view and in_view.count("<tr>") == 2  # header + best
+    assert folded.count("<td>WR11C2R4</td>") == 20
+    runs = html[html.index("<h2>All runs</h2>") :]
+    assert "2 run(s): 2 ok." in runs and "<details><summary>All 2 runs</summary>" in runs

@@ -231,12 +231,12 @@ static int gridmap_read(const char *path, const char *subject, char *area, size_
     int rc = 0;
     for (int n = 1; rc == 0 && fgets(line, sizeof line, f); n++) {
         char *subj, *a;
-        int r;
+        int r, line_ro = 0;
         if (!strchr(line, '\n') && !feof(f)) {
             snprintf(bad, sizeof bad, "line longer than %d bytes", GRIDMAP_LINE - 2);
             r = -1;
         } else {
-            r = gridmap_line(line, &subj, &a, ro, bad, sizeof bad);
+            r = gridmap_line(line, &subj, &a, &line_ro, bad, sizeof bad);
         }
         if (r < 0) {
             snprintf(why, whylen, "%s:%d: %s", path, n, bad);
@@ -246,7 +246,7 @@ static int gridmap_read(const char *path, const char *subject, char *area, size_
                 snprintf(why, whylen, "%s:%d: a second line for %s", path, n, subject);
                 rc = -1;
             }
-            *found = 1;
+            *found = 1, *ro = line_ro;
             snprintf(area, arealen, "%s", a);
         }
     }

@@ -163,3 +163,35 @@ def test_a_file_left_open_at_bye_is_aborted(attacked) -> None:
     assert not list((export / "sub").glob(".left.nc.ct-partial-*"))
     assert not (export / "sub" / "left.nc").exists()
     assert not SANITIZER_REPORT.search(log_of(service))
+
+
+def test_a_put_naming_fewer_dimensions_than_its_variable_is_refused(attacked) -> None:
+    """Found by ct-io-fuzz under ASan: a PUT of ndims 1 on a variable of 2 dimensions had
+    PnetCDF take the second count left by an earlier request and read past the buffer sized
+    for the first (heap-buffer-overflow in ncmpio_pack_xbuf)."""
+    port, _, _, ca, service = attacked
+    s = tls(ca, "alice", port)
+    assert hello(s) == 0
+    requests = [
+        frame(2, struct.pack("<ii", 0, 0) + struct.pack("<I", 11) + b"sub/dims.nc"),
+        frame(5, struct.pack("<iI", 0, 1) + b"x" + struct.pack("<q", 4)),
+        frame(5, struct.pack("<iI", 0, 1) + b"y" + struct.pack("<q", 4)),
+        frame(6, struct.pack("<iI", 0, 4) + b"data" + struct.pack("<iIii", 4, 2, 0, 1)),
+        frame(7, struct.pack("<i", 0)),
+    ]
+    for request in requests:
+        s.sendall(request)
+        assert reply(s) == 0
+    whole = struct.pack("<iiBIqqqq", 0, 0, 1, 2, 0, 4, 0, 4)  # 4 x 4 ints: its counts stay
+    s.sendall(frame(13, whole) + frame(15, bytes(64)))
+    assert reply(s) == 0
+    short = struct.pack("<iiBIqq", 0, 0, 1, 1, 0, 4)  # ndims 1 on the 2-d variable
+    s.sendall(frame(13, short) + frame(15, bytes(16)))
+    assert reply(s) == -36  # NC_EINVAL
+    s.sendall(frame(16, struct.pack("<i", 0)))
+    assert reply(s) == 0
+    s.sendall(frame(17))
+    s.close()
+    log = log_of(service)
+    assert not SANITIZER_REPORT.search(log), log
+    assert service.running

@@ -441,6 +441,10 @@ int main(int argc, char **argv)
                 finding(sessions, "a temporary file left in the export");
         }
         int now = open_fds(0);
+        if (fds >= 0 && now > fds) { /* a replaced file's directory is closed on a thread */
+            nanosleep(&(struct timespec){0, 300000000}, NULL);
+            now = open_fds(0);
+        }
         if (fds >= 0 && now > fds) {
             finding(sessions, "file descriptors leaked");
             open_fds(1);

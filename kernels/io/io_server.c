@@ -1081,6 +1081,14 @@ static int transfer(server *s, int op, request *q, int *who, char *why, size_t w
         status = status == NC_NOERR && q[i].handle == handle && q[i].collective == collective
                      ? NC_NOERR
                      : NC_EINVAL;
+    /* PnetCDF takes as many start/count entries as the variable has dimensions: a request
+     * naming fewer would have it read stale entries and a buffer sized for the request's
+     * count past its end (found by ct-io-fuzz under ASan) */
+    for (int i = 0; f && i < s->nconn && status == NC_NOERR; i++) {
+        int nd = -1;
+        if (ncmpi_inq_varndims(f->ncid, q[i].varid, &nd) != NC_NOERR || nd != (int)q[i].ndims)
+            status = NC_EINVAL;
+    }
     if (f && status == NC_NOERR) {
         if (!collective && !f->indep)
             status = ncmpi_begin_indep_data(f->ncid), f->indep = 1;

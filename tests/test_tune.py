@@ -143,6 +143,30 @@ def test_layout_and_nb_are_judged_again_at_scale(monkeypatch) -> None:
     assert launches == [] and "not re-measured" in tuner.why["at N"]
 
 
+def test_the_blas_is_judged_again_at_scale(monkeypatch) -> None:
+    """The BLAS stage chose /a by a DGEMM of order 1536; /b came within 10 % of it (/c
+    did not): at the scale N /b's LU is faster beyond the noise and replaces /a, /c is
+    not run. Within the noise /a stays and the evidence says so."""
+    from clustertune.levels.linpack.blas import Blas
+
+    confirmed = Config("/a", 2, 1, nb=192, p=1, q=2)
+
+    def tuner_for(lu_rate):
+        tuner, launches = scale_tuner(monkeypatch, lambda c: lu_rate[c.blas])
+        tuner.blas_rates = {"/a": 100.0, "/b": 95.0, "/c": 70.0}
+        tuner._blases = {k: Blas(k.strip("/"), Path(k)) for k in tuner.blas_rates}
+        monkeypatch.setattr(linpack.Tuner, "layouts", lambda self: [(2, 1)])
+        return tuner, launches
+
+    tuner, launches = tuner_for({"/a": 70.0, "/b": 80.0, "/c": 99.0})
+    cfg, rate = tuner.at_scale(confirmed, 40.0, 8000, [192], 60.0)
+    assert (cfg.blas, rate) == ("/b", 80.0) and "/c" not in {c.blas for c in launches}
+    assert "b 80.0" in tuner.why["at N"] and "BLAS at N" not in tuner.noise
+    tuner, _ = tuner_for({"/a": 79.5, "/b": 80.0, "/c": 99.0})
+    cfg, _ = tuner.at_scale(confirmed, 40.0, 8000, [192], 60.0)
+    assert cfg.blas == "/a" and "kept a" in tuner.noise["BLAS at N"] in tuner.why["at N"]
+
+
 def test_confirmation_duels_the_final_two_within_the_noise(monkeypatch) -> None:
     """The confirmation's two best within each other's noise get DUEL_ROUNDS more launches
     each, alternating, and the descent's result stays unless beaten; clearly apart, no

@@ -49,6 +49,10 @@ GEMM_N = 1536
 BLAS_LU_N = 1200
 N_MIN = 256
 CONFIRM_TOP = 4
+# the BLAS at scale: at most RIVALS others whose DGEMM came within RIVAL_SHARE of the
+# chosen one's
+RIVALS = 2
+RIVAL_SHARE = 0.9
 # samples of each value in a descent sweep (-N n,n: the kernel runs the list's product
 # with N outside the variants, so the values alternate): one sample at a small N is one
 # tenth of a second, and a load spike in it decided PFACT/RFACT in the bench
@@ -380,21 +384,47 @@ class Tuner:
                                      f"{', '.join(tied)}")  # fmt: skip
         return best.cfg, best.median, [(m.cfg, m.median) for m in ms]
 
+    def blas_rivals(self, chosen: str) -> list[str]:
+        """The candidates whose DGEMM came within RIVAL_SHARE of the chosen one's: the
+        BLAS stage judged them by a product of order GEMM_N, the LU at scale may rank
+        them otherwise."""
+        top = self.blas_rates.get(chosen, 0.0)
+        rivals = [k for k, r in self.blas_rates.items() if k != chosen and r >= RIVAL_SHARE * top]
+        return sorted(rivals, key=lambda k: -self.blas_rates[k])[:RIVALS]
+
     def at_scale(
         self, cfg: Config, rate: float, n: int, nbs: list[int], expect: float
     ) -> tuple[Config, float]:
-        """Ranks x threads and NB again at ``n`` (the N the budget gives a run, larger
-        than the search's) with the rest of ``cfg``: the search judged them at a small N,
-        where small blocks do better and the layout's verdict can differ (bench run 6:
-        1x2 chosen at N=1536 under load made 0.43 of DGEMM at N=18944 where 2x1 made
-        0.94). Each changes only beyond the noise, and only when the budget has room for
-        one sample of every value at ``expect`` Gflop/s (stage ``scale``)."""
+        """The BLAS, ranks x threads and NB again at ``n`` (the N the budget gives a run,
+        larger than the search's) with the rest of ``cfg``: the search judged them at a
+        small N, where small blocks do better and the layout's verdict can differ (bench
+        run 6: 1x2 chosen at N=1536 under load made 0.43 of DGEMM at N=18944 where 2x1
+        made 0.94), and the BLAS by a DGEMM of order GEMM_N. Each changes only beyond the
+        noise, and only when the budget has room for one sample of every value at
+        ``expect`` Gflop/s (stage ``scale``)."""
         layouts = self.layouts()
+        rivals = self.blas_rivals(cfg.blas)
         one = (2.0 / 3.0) * n**3 / (max(expect, 1e-3) * 1e9)
-        if self.left() < (len(layouts) + len(nbs)) * one:
-            self.why["at N"] = f"layout and NB not re-measured at N={n} (no budget left)"
+        if self.left() < (len(layouts) + len(nbs) + len(rivals)) * one:
+            self.why["at N"] = f"BLAS, layout and NB not re-measured at N={n} (no budget left)"
             return cfg, rate
         said = []
+        if rivals:
+            got: list[tuple[Config, float]] = []
+            for key in [*rivals, cfg.blas]:
+                other = replace(cfg, blas=key)
+                got += self.passing(self.lu("scale", other, n), other)
+            ms = space.measured(got)
+            if ms:
+                best = space.keep_incumbent(ms[0], next((m for m in ms if m.cfg == cfg), None))
+                if best is not ms[0]:
+                    self.noise["BLAS at N"] = (f"{self.blas_of(ms[0].cfg.blas).label} "
+                                               f"{ms[0].text()} against {best.text()}: "
+                                               f"within the noise, kept "
+                                               f"{self.blas_of(cfg.blas).label}")  # fmt: skip
+                cfg, rate = best.cfg, best.median
+                said.append(", ".join(f"{self.blas_of(m.cfg.blas).label} {m.median:.1f}"
+                                      for m in ms))  # fmt: skip
         if len(layouts) > 1:
             got: list[tuple[Config, float]] = []
             for ranks, threads in layouts[::-1]:
@@ -416,7 +446,7 @@ class Tuner:
             said.append(f"NB {', '.join(map(str, nbs))}")
         self.why["at N"] = (f"{cfg.ranks}x{cfg.threads}, NB {cfg.nb}: {rate:.1f} Gflop/s at "
                             f"N={n} (re-judged there: {'; '.join(said)})")  # fmt: skip
-        for key in ("at N", "NB at N"):
+        for key in ("BLAS at N", "at N", "NB at N"):
             if key in self.noise:
                 self.why["at N"] += f"; {self.noise[key]}"
         return cfg, rate
@@ -464,6 +494,9 @@ class Tuner:
             0.7 * dgemm, max(0.1, self.budget_s / 20), best.nb, n_mem, n_small
         )
         final, final_rate = self.at_scale(confirmed_cfg, confirmed_rate, n_scale, nbs, 0.7 * dgemm)
+        if final.blas != blas.key:  # the LU at scale preferred another BLAS
+            blas, dgemm = self.blas_of(final.blas), self.blas_rates[final.blas]
+            self.why["blas"] += f"; at N={n_scale} the LU chose {blas.label} (see at N)"
         n_out = max(final.nb, self.memory_n(final.nb))
         env = self.env(blas, final.threads)
         self.why["env"] = " ".join(f"{k}={v}" for k, v in env.items()) + " (run the HPL.dat so)"

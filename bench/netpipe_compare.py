@@ -383,8 +383,8 @@ def placements(which: str) -> dict[str, Pin]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--link", default="1gbit", help="link rate of both hosts (1gbit)")
-    parser.add_argument("--wire", choices=vcluster.WIRES, default="tbf",
-                        help="the virtual cluster's link model (tbf)")  # fmt: skip
+    parser.add_argument("--wire", choices=vcluster.WIRES, default=vcluster.DEFAULT_WIRE,
+                        help=f"the virtual cluster's link model ({vcluster.DEFAULT_WIRE})")  # fmt: skip
     parser.add_argument("--max-size", default="8M", help="largest message (8M)")
     parser.add_argument("--mpi", default="", help="also compare MPI: openmpi,mpich")
     parser.add_argument("--runs", type=int, default=1, help="full sweeps per tool (1)")

@@ -826,7 +826,7 @@ def status() -> list[dict]:
 # --- the pacer's own check (kernels/vcluster/nfq_delay.c) -------------------------------
 # Each daemon counts how late every packet it let through left against the time it was
 # due, in a histogram of nanoseconds with 8 buckets per power of two; these read it.
-# The form of one daemon's figures (wire_lateness, lateness_delta, record meta "wire"):
+# The form of one daemon's figures (wire_lateness, lateness_delta, record meta "wire_late"):
 LATENESS_FIELDS = ("packets", "p50_us", "p99_us", "max_us")
 _STATS_WAIT_S = 1.0  # a daemon rewrites its stats within one loop (<= 0.2 s idle) of SIGUSR1
 
@@ -887,7 +887,8 @@ def _fresh_stats(daemons: dict[str, tuple[Path, int]]) -> dict[str, dict]:
 def wire_lateness(state: dict) -> dict[str, dict]:
     """How late each running ct-nfq-delay of the cluster has released packets so far:
     ``{daemon: {"packets", "p50_us", "p99_us", "max_us", "hist"}}``, the daemon named by
-    its host ("host3"; a link fault's daemon "host1>host2"). Hosts without a daemon (an
+    its host ("host3"; its WAN pacer "host3>wan", its receive pacer "host3<rx", a link
+    fault's daemon "host1>host2"). Hosts without a daemon (an
     unshaped link without faults, or the tbf wire without faults) are left out. Pass two
     of these to :func:`lateness_delta` for an interval."""
     daemons = {key: (_daemon_files(state, key)[1], pid)
@@ -901,12 +902,12 @@ def wire_lateness(state: dict) -> dict[str, dict]:
 
 def lateness_delta(before: dict[str, dict], after: dict[str, dict]) -> dict[str, dict]:
     """The lateness of the packets released between two :func:`wire_lateness` readings,
-    per daemon present in both (a daemon restarted between them counts from its start)."""
+    per daemon of ``after`` (one started or restarted between them counts from its start)."""
     result = {}
     for key, late in after.items():
         old = before.get(key, {}).get("hist", [])
         hist = [n - (old[i] if i < len(old) else 0) for i, n in enumerate(late["hist"])]
-        if any(n < 0 for n in hist):  # a new daemon (vcluster set restarted it)
+        if len(old) > len(hist) or any(n < 0 for n in hist):  # a new daemon since ``before``
             hist = late["hist"]
         exact_max = late["max_us"]  # the daemon's whole life: bounds the interval's top bucket
         result[key] = _summary(hist, None if exact_max is None else round(exact_max * 1000))

@@ -143,17 +143,17 @@ def test_heat_maps_are_coloured_against_the_nominal_so_healthy_looks_uniform():
 
 
 def test_a_cut_short_run_is_labelled_and_a_complete_one_preferred():
-    cut = pingpong(2, "lab", GBIT, status="interrupted")
-    html = section.render([cut])
-    throughput = next(s for s in svgs(html) if "Throughput graph" in s)
-    assert "[run 2 interrupted: cut short]" in throughput
-    # a complete run of the same kind is drawn instead of a newer interrupted one
-    html = section.render([pingpong(1, "lab", GBIT), cut])
-    throughput = next(s for s in svgs(html) if "Throughput graph" in s)
-    assert "cut short" not in throughput and "(lab)" in throughput
-    incomplete = pingpong(3, "lab", GBIT, status="incomplete")
-    html = section.render([incomplete])
-    assert "[run 3 incomplete: cut short]" in html
+    records = [
+        pingpong(1, "lab", GBIT),  # complete: drawn in place of the newer interrupted run 2
+        pingpong(2, "lab", GBIT, status="interrupted"),
+        pingpong(3, "lab", GBIT, status="interrupted", pair=("host0", "host2")),  # alone
+        pingpong(4, "lab", GBIT, status="incomplete", pair=("host1", "host2")),
+    ]
+    throughput = next(s for s in svgs("".join(section._graphs(records))) if "Throughput" in s)
+    legend = svg_texts(throughput)
+    assert "TCP host0-host1 (lab)" in legend and "run 2" not in throughput
+    assert "TCP host0-host2 (lab) [run 3 interrupted: cut short]" in legend
+    assert "TCP host1-host2 (lab) [run 4 incomplete: cut short]" in legend
 
 
 def test_not_determined_is_listed_once_per_cause():
@@ -163,16 +163,16 @@ def test_not_determined_is_listed_once_per_cause():
 
     records = [pingpong(i, "lab", GBIT, wire="tbf", times=tbf) for i in range(1, 10)]
     assert all("n_half_bytes not determined" in r["figures"]["unavailable"] for r in records)
-    html = section.render(records)
+    html = section._pingpong_table(records)
     listed = html[html.index("Not determined:") :].split("</ul>")[0]
     assert listed.count("<li>") == 1, listed
     assert "run(s) 1, 2, 3, 4, 5, 6, 7, 8, 9" in listed and "smaller messages ran faster" in listed
     # on a paced wire every figure is determined: no list at all
-    assert "Not determined" not in section.render([pingpong(1, "lab", GBIT)])
+    assert "Not determined" not in section._pingpong_table([pingpong(1, "lab", GBIT)])
 
 
 def test_wire_of_each_cluster_is_named():
-    html = section.render([pingpong(1, "new", GBIT), pingpong(2, "old", GBIT, wire="unrecorded")])
+    html = section._wires([pingpong(1, "new", GBIT), pingpong(2, "old", GBIT, wire="unrecorded")])
     assert "new: paced wire" in html and "old: wire not recorded" in html
 
 
@@ -184,17 +184,17 @@ def test_no_figure_above_the_payload_ceiling_without_saying_why():
     ceiling = payload_rate_bps(GBIT) / MBIT
     paced = [pingpong(1, "lab", GBIT), pingpong(2, "lab", GBIT, pair=("host0", "host2"))]
     healthy = matrix(3, full({}, 3, 938.0), full({}, 3, 36.0))
-    html = section.render([*paced, healthy])
+    html = section._pingpong_table(paced) + "".join(section._matrices([healthy]))
     assert "payload ceiling of" not in html
     for r in paced:  # the table's bandwidth is read from the paced curve: never above
         assert r["figures"]["bandwidth_mbps"] <= ceiling
     # a figure above it is shown with its reason: tbf's bucket ...
     burst = pingpong(4, "old", GBIT, wire="tbf", times=lambda s: paced_time(s, 1.14 * GBIT))
-    html = unescape(section.render([burst]))
+    html = unescape(section._pingpong_table([burst]))
     assert f"above the {ceiling:.0f} Mbit/s payload ceiling of 1gbit: tbf's bucket" in html
     # ... or, on a paced wire, as the measurement fault it must be
     bad = matrix(5, full({(0, 1): 1074.0}, 3, 938.0), full({}, 3, 36.0))
-    html = section.render([bad])
+    html = "".join(section._matrices([bad]))
     assert "impossible on a paced wire" in html
     assert html.count("host0-host1 1074 Mbit/s") == 1 and "host1-host0" not in html  # one pair
 
@@ -264,9 +264,9 @@ def test_mpi_overhead_not_judged_above_the_load_rule_as_the_cli():
 
     tcp = run(1, "tcp", 20e-6, 1.0, wait="poll")
     quiet, busy = run(2, "mpi", 200e-6, 1.0, mpi="mpich"), run(3, "mpi", 200e-6, 12.0, mpi="mpich")
-    html = unescape(section.render([tcp, quiet]))
+    html = unescape(section._overhead([tcp, quiet]))
     assert "MPI overhead out of line with TCP (busy-poll): latency" in html
-    html = unescape(section.render([tcp, busy]))
+    html = unescape(section._overhead([tcp, busy]))
     assert "out of line with TCP (busy-poll)" not in html
     assert "not judged: run 3 had load 12.0 on the 2 CPUs its hosts share" in html
     # a real cluster (no emulated wire, its own CPUs) is judged whatever this machine's load
@@ -274,7 +274,7 @@ def test_mpi_overhead_not_judged_above_the_load_rule_as_the_cli():
     real["meta"]["cluster"] |= {"wire": None, "launcher": "ssh"}
     tcp_real = run(5, "tcp", 20e-6, 1.0, wait="poll")
     tcp_real["meta"]["cluster"] |= {"wire": None, "launcher": "ssh"}
-    assert "out of line with TCP" in section.render([tcp_real, real])
+    assert "out of line with TCP" in section._overhead([tcp_real, real])
 
 
 @pytest.mark.root

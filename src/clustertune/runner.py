@@ -411,7 +411,11 @@ class Run:
         meta["load"]["end"] = machine()["load"]
         if self._wire is None:
             return
-        late = vcluster.lateness_delta(self._late_before, vcluster.wire_lateness(self._wire))
+        try:
+            late = vcluster.lateness_delta(self._late_before, vcluster.wire_lateness(self._wire))
+        except (OSError, ValueError, KeyError) as exc:  # the record is stored regardless
+            meta.setdefault("labels", []).append(f"wire lateness unreadable: {exc!r}")
+            return
         meta["wire_late"] = vcluster.without_hist(late)
         label = wire_late_label(late, max(meta["load"]["start"][0], meta["load"]["end"][0]))
         if label:

@@ -340,13 +340,13 @@ def test_a_late_wire_is_re_tested_and_then_not_judged(make_vcluster, store, monk
     record); on time, host2."""
     cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": {"delay_us": 500}})
     retested = []
-    measure = matrix.tcp_round
+    measure = matrix.tcp_pairs
 
-    def tcp_round(run, pairs, runs, timeout, tag, streams=0):
+    def tcp_pairs(run, pairs, runs, timeout, tag, streams=0):
         retested.extend(pairs if tag.get("retest") else [])
         return measure(run, pairs, runs, timeout, tag, streams)
 
-    monkeypatch.setattr(matrix, "tcp_round", tcp_round)
+    monkeypatch.setattr(matrix, "tcp_pairs", tcp_pairs)
     late = {"p99_us": 850.0, "max_us": 3000.0}  # more than host2's excess, ~270 µs
     monkeypatch.setattr(matrix, "worst_late_us", lambda before, after: late)
     record = matrix.run_matrix(cluster, store, layer="tcp")

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from clirun import cli
@@ -52,12 +53,27 @@ def test_rounds_cover_every_pair_once_in_disjoint_rounds(n):
         assert len(used) == len(set(used)), f"a host twice in round {r}"
 
 
-def test_disjoint_rounds_of_suspects():
-    pairs = [("h2", "h0"), ("h2", "h1"), ("h2", "h3"), ("h0", "h1")]
-    groups = matrix.disjoint_rounds(pairs)
-    assert sorted(p for g in groups for p in g) == sorted(pairs)
-    assert all(len({h for p in g for h in p}) == 2 * len(g) for g in groups)
-    assert len(groups) == 3
+def test_pairs_run_with_no_host_twice_at_once_and_at_most_the_slots(monkeypatch):
+    hosts = [f"h{i}" for i in range(8)]
+    cluster = Cluster("lab", tuple(Host(h, None, 1, "s") for h in hosts), (Site("s", "vcluster"),))
+    running, seen, lock = set(), [], threading.Lock()
+
+    def measure(run, a, b, runs, timeout, tag, streams):
+        with lock:
+            assert not {a, b} & {h for p in running for h in p}, f"{a}-{b} beside {running}"
+            running.add((a, b))
+            seen.append(len(running))
+        time.sleep(0.01 if "h0" in (a, b) else 0.002)
+        with lock:
+            running.remove((a, b))
+        return [{"pair": (a, b)}]
+
+    monkeypatch.setattr(matrix, "_tcp_pair", measure)
+    monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda pid: {0, 1})
+    pairs = [p for r in matrix.rounds(hosts) for p in r]
+    found = matrix.tcp_pairs(SimpleNamespace(cluster=cluster), pairs, [], 1.0, {})
+    assert sorted(found) == sorted(pairs) and all(v == [{"pair": p}] for p, v in found.items())
+    assert max(seen) == 2 * matrix.PAIRS_PER_CPU  # 4 at once of a round's 4 pairs
 
 
 def test_bandwidth_floor_follows_the_tbf_bucket():

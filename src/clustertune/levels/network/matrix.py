@@ -5,8 +5,9 @@ size) and, over TCP, a short sweep of the mid sizes between, where a lossy link'
 dips or jags (:func:`analysis.diagnose_shapes`); MPI measures the two sizes only, as
 ``ct-mpi-pingpong --pairs-round-robin`` does. Suspect links are measured again before
 anyone is blamed (:func:`analysis.diagnose_with_retest`).
-TCP pairs of a round run at the same time (a server and a client each); MPI runs the
-kernel's round-robin mode with one rank per host, and re-tests a pair with two ranks.
+TCP pairs run in the order of the circle method's rounds, as many at once as the hosts'
+CPUs allow (:func:`tcp_pairs`; a server and a client each); MPI runs the kernel's
+round-robin mode with one rank per host, and re-tests a pair with two ranks.
 Before the matrix every pair is checked for TCP reachability, and hosts that cannot be
 reached are left out of it, named in a flag (:func:`reachability`). Every host's NIC
 counts its link's downs and ups (``carrier_changes``): read before and after the matrix,
@@ -19,7 +20,7 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from itertools import combinations
 from typing import NamedTuple
 
@@ -84,19 +85,6 @@ def rounds(hosts: Sequence[str]) -> list[list[Pair]]:
         pairs = [(slots[i], slots[m - 1 - i]) for i in range(m // 2)]
         result.append([(a, b) for a, b in pairs if a is not None and b is not None])
         slots = [slots[0], slots[-1], *slots[1:-1]]  # slot 0 stays, the others rotate
-    return result
-
-
-def disjoint_rounds(pairs: Sequence[Pair]) -> list[list[Pair]]:
-    """Greedy grouping of the suspect pairs into rounds in which no host appears twice."""
-    result: list[list[Pair]] = []
-    for pair in pairs:
-        for r in result:
-            if not {h for p in r for h in p} & set(pair):
-                r.append(pair)
-                break
-        else:
-            result.append([pair])
     return result
 
 
@@ -230,7 +218,7 @@ def _tcp_pair(
     return found
 
 
-def tcp_round(
+def tcp_pairs(
     run: Run,
     pairs: Sequence[Pair],
     runs: Sequence[Sweep],
@@ -238,16 +226,32 @@ def tcp_round(
     tag: dict,
     streams: int = 0,
 ) -> dict[Pair, list[dict]]:
-    """One round: its pairs at the same time (:func:`parallel_pairs` of them), each in its
-    own thread; ``streams``: the size of a one-way stream each way after the runs (0:
-    none)."""
+    """Every pair measured (:func:`_tcp_pair`), each in its own thread, no host in two
+    pairs at once and at most :func:`parallel_pairs` at the same time; ``streams``: the
+    size of a one-way stream each way after the runs (0: none).
+
+    A pair starts as soon as a slot and both its hosts are free, in the order given (the
+    circle method's rounds, flattened), so that with fewer slots than a round has pairs
+    no round waits for its slowest pair before the next starts."""
     largest = max([streams, *(r.hi for r in runs)])
     timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, largest) for a, b in pairs)
-    with ThreadPoolExecutor(max_workers=parallel_pairs(run.cluster, pairs)) as pool:
-        futures = {
-            pair: pool.submit(_tcp_pair, run, *pair, runs, timeout, tag, streams) for pair in pairs
-        }
-        return {pair: f.result() for pair, f in futures.items()}
+    slots = parallel_pairs(run.cluster, pairs)
+    waiting, busy, found = list(pairs), set(), {}
+    with ThreadPoolExecutor(max_workers=slots) as pool:
+        running: dict[Future, Pair] = {}
+        while waiting or running:
+            for pair in list(waiting):
+                if len(running) == slots or busy & set(pair):
+                    continue
+                waiting.remove(pair)
+                busy |= set(pair)
+                running[pool.submit(_tcp_pair, run, *pair, runs, timeout, tag, streams)] = pair
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                pair = running.pop(future)
+                busy -= set(pair)
+                found[pair] = future.result()
+    return found
 
 
 def lost_and_resent(detail: dict) -> int | None:
@@ -266,11 +270,8 @@ def retest(
     what: str,
     streams: int = 0,
 ) -> dict[Pair, list[dict]]:
-    """``pairs`` measured again with ``runs`` (and ``streams``), in rounds of disjoint pairs."""
-    found: dict[Pair, list[dict]] = {}
-    for r, group in enumerate(disjoint_rounds(pairs)):
-        found |= tcp_round(run, group, runs, timeout, {"round": r, "retest": what}, streams)
-    return found
+    """``pairs`` measured again with ``runs`` (and ``streams``)."""
+    return tcp_pairs(run, pairs, runs, timeout, {"retest": what}, streams)
 
 
 def one_way_retest(run: Run, pairs: Sequence[Pair], size: int, timeout: float | None) -> list:
@@ -523,16 +524,16 @@ def run_matrix(
             else:
                 # the re-test of a latency or bandwidth suspect needs their two sizes only
                 runs = sweeps(size, mid_sizes=shapes and not retest, retest=retest, places=places)
-                for r, group in enumerate(rounds(live) if not retest else disjoint_rounds(pairs)):
-                    found |= tcp_round(run, group, runs, timeout, {"round": r, "retest": retest})
+                order = pairs if retest else [p for r in rounds(live) for p in r]
+                found = tcp_pairs(run, order, runs, timeout, {"retest": retest})
                 if not retest:
                     curves.update(sweep_curves(found))
-                    # the one-way streams in rounds of their own, so that no latency run
-                    # shares the CPUs with a stream; their re-test is one_way_retest
-                    for r, group in enumerate(rounds(live)):
-                        tag = {"round": r, "retest": False}
-                        for pair, samples in tcp_round(run, group, [], timeout, tag, size).items():
-                            found.setdefault(pair, []).extend(samples)
+                    # the one-way streams after every latency run, so that none shares the
+                    # CPUs with a stream; their re-test is one_way_retest
+                    tag = {"retest": False}
+                    order = [p for r in rounds(live) for p in r]
+                    for pair, samples in tcp_pairs(run, order, [], timeout, tag, size).items():
+                        found.setdefault(pair, []).extend(samples)
             result = []
             for (a, b), samples in found.items():
                 try:

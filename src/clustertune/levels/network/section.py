@@ -184,14 +184,25 @@ def _not_determined(records: list[dict]) -> str:
     return html.fold("Not determined: why", f"<ul>{''.join(items)}</ul>") if items else ""
 
 
+def _listed(heading: str, by_reason: dict[tuple[str, str], list[str]]) -> str:
+    """One line per (what, reason), naming all it holds for: not a line per run."""
+    items = "".join(
+        f"<li><b>{html.esc(what)} {html.esc(', '.join(found))}: {html.esc(why)}</b></li>"
+        for (what, why), found in by_reason.items()
+    )
+    return f"<p>{html.esc(heading)}:</p><ul>{items}</ul>" if items else ""
+
+
 def _pingpong_table(records: list[dict]) -> str:
-    rows, above = [], []
+    rows, above = [], defaultdict(list)  # (what, why) -> the runs above the ceiling
     for r in records:
         f = r["figures"]
         low, high = f.get("preferred_block_range_bytes") or (None, None)
         why = above_ceiling(r, f.get("bandwidth_mbps"))
         if why:
-            above.append(f"<li><b>run {r['id']}: bandwidth {html.esc(why)}</b></li>")
+            above[("bandwidth of run(s)", why)].append(
+                f"{r['id']} ({f['bandwidth_mbps']:.0f} Mbit/s)"
+            )
         rows.append(
             [r["id"], r["meta"]["cluster"]["name"], _rate(r), wire(r), _layer(r),
              r["params"]["mode"], _pair(r), r["params"].get("sockbuf") or "",
@@ -218,7 +229,7 @@ def _pingpong_table(records: list[dict]) -> str:
         "<i>not determined</i>: the run's curve does not support the figure (why: below the "
         "table).</p>"
         + table
-        + (f"<p>Above the link's TCP payload rate:</p><ul>{''.join(above)}</ul>" if above else "")
+        + _listed("Above the link's TCP payload rate", above)
         + _not_determined(records)
     )
 
@@ -499,7 +510,7 @@ def _matrices(records: list[dict]) -> list[str]:
             parts.append(f"<p>No matrix: {html.esc(r['error'])}</p>")
             continue
         nominal = _pair_nominal_bps(r, hosts)
-        above = []
+        above = defaultdict(list)
         for key, title, unit in (
             ("bandwidth_mbps", "Bandwidth per pair", "Mbit/s"),
             ("latency_us", "Latency per pair", "µs"),
@@ -530,12 +541,12 @@ def _matrices(records: list[dict]) -> list[str]:
                 for i, j in zip(*np.nonzero(listed), strict=True):
                     why = above_ceiling(r, m[i, j], int(nominal[i, j]))
                     if why:
-                        above.append(f"{title}: {hosts[i]}-{hosts[j]} {m[i, j]:.0f} Mbit/s, {why}")
+                        above[(f"{title} in Mbit/s:", why)].append(
+                            f"{hosts[i]}-{hosts[j]} {m[i, j]:.0f}"
+                        )
             else:  # absolute, from 0: a 0.1 µs spread is not painted as a fault
                 parts.append(plots.heatmap_svg(m, hosts, title, unit, scale=(0.0, None)))
-        if above:
-            items = "".join(f"<li><b>{html.esc(a)}</b></li>" for a in above)
-            parts.append(f"<p>Above the pair's TCP payload ceiling:</p><ul>{items}</ul>")
+        parts.append(_listed("Above the pair's TCP payload ceiling", above))
         flagged = f.get("flagged") or []
         items = [f"<li><b>{html.esc(x['reason'])}</b></li>" for x in flagged] or [
             "<li>Every link is in line with the others: nothing to blame.</li>"

@@ -135,8 +135,31 @@ void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f)
     abort_job(me == first.rank ? ABORT_WAIT_MS : 4 * ABORT_WAIT_MS);
 }
 
+/* How ct_mpi_waitall waits (ct_mpi.h): polls for up to spin_us, then polls with naps
+ * between polls that double from NAP_FIRST_NS up to nap_us. Read once from
+ * CT_MPI_WAIT_SPIN_US and CT_MPI_WAIT_NAP_US (A/B measurements; a negative spin polls
+ * and yields for ever, the old way). Defaults measured in docs/linpack.md ("Waiting"). */
+#define WAIT_SPIN_US 50
+#define WAIT_NAP_US 200
+#define NAP_FIRST_NS 1000L
+
+static long wait_knob(const char *name, long fallback)
+{
+    const char *text = getenv(name);
+    char *end;
+    long v = text ? strtol(text, &end, 10) : fallback;
+    return text && (*end != '\0' || end == text) ? fallback : v;
+}
+
 void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void))
 {
+    static long spin_us = -2, nap_us;
+    if (spin_us == -2) {
+        spin_us = wait_knob("CT_MPI_WAIT_SPIN_US", WAIT_SPIN_US);
+        nap_us = wait_knob("CT_MPI_WAIT_NAP_US", WAIT_NAP_US);
+    }
+    double spin_until = MPI_Wtime() + 1e-6 * (double)spin_us;
+    long nap_ns = NAP_FIRST_NS;
     for (;;) {
         int done = 1;
         for (int i = 0; i < n; i++) {
@@ -150,7 +173,16 @@ void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void))
             return;
         if (progress)
             progress();
-        sched_yield();
+        if (spin_us < 0 || MPI_Wtime() < spin_until) {
+            sched_yield();
+            continue;
+        }
+        /* a napping rank leaves its core to whatever else wants it, and its CPU time shows
+         * the wait; sched_yield returns at once when nothing else is runnable there (the
+         * old wait spent all of a long wait on the CPU) */
+        nanosleep(&(struct timespec){0, nap_ns}, NULL);
+        if (nap_ns < 1000L * nap_us)
+            nap_ns = nap_ns * 2 < 1000L * nap_us ? nap_ns * 2 : 1000L * nap_us;
     }
 }
 

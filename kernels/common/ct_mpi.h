@@ -99,9 +99,11 @@ void *ct_mpi_try_alloc(ct_alloc_failure *f, size_t bytes, const char *what);
  * line; the others naming that rank) and the job aborts. */
 void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f);
 
-/* Waits for n requests (any may be MPI_REQUEST_NULL), polling and yielding the core
- * between polls: MPICH's blocking waits spin, which starves the ranks still working when
- * ranks outnumber the cores. progress (may be NULL) runs between polls. */
+/* Waits for n requests (any may be MPI_REQUEST_NULL): polls (yielding between polls) for
+ * a bounded time, then polls with growing naps in between, so that a rank whose core is
+ * shared - with other ranks, or with another program - gives it away while it waits
+ * (the blocking waits of MPICH and Open MPI spin). progress (may be NULL) runs between
+ * polls. */
 void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void));
 
 /* First line of MPI_Get_library_version(). */

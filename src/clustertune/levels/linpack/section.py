@@ -42,6 +42,15 @@ def lu_points(records: list[dict]) -> list[tuple[dict, dict]]:
             for s in r["samples"] if "variant" in s]  # fmt: skip
 
 
+def blas_text(record: dict) -> str:
+    """The library a run loaded and the OpenBLAS core that ran (the kernel's own record),
+    and whether it was the host's measured default (choice.py)."""
+    lib = record["detail"].get("blas", {})
+    name = lib.get("library", "").rsplit("/", 2)[-2:]
+    text = "/".join(name) + (f" ({lib['core']})" if lib.get("core") else "")
+    return text + (", host default" if record.get("params", {}).get("blas_choice") else "")
+
+
 def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
     """Every LU result (a tuner's search adds dozens): the best and the failed in view,
     all of them in a fold."""
@@ -56,7 +65,7 @@ def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
             [r["id"], s["variant"], s["n"], s["nb"], f"{s['p']}x{s['q']}",
              run.measured(s["passed"], s["time_s"], ".2f"),
              run.measured(s["passed"], s["gflops"], ".3f"), f"{pct:.1f}" if pct is not None else "-",
-             run.residual_text(s["residual"]), run.verdict(s["passed"])]
+             run.residual_text(s["residual"]), run.verdict(s["passed"]), blas_text(r)]
         )  # fmt: skip
     headers = [
         "run",
@@ -69,6 +78,7 @@ def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
         "% of DGEMM",
         "residual",
         "check",
+        "BLAS (core that ran)",
     ]
     return html.folded_table(headers, rows, shown, "LU results (best and failed above)")
 

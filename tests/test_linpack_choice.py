@@ -15,7 +15,7 @@ from clirun import cli
 from clustertune import hostinfo
 from clustertune.cluster import local_cluster
 from clustertune.levels.linpack import blas as blaslib
-from clustertune.levels.linpack import choice
+from clustertune.levels.linpack import choice, section
 from clustertune.levels.linpack import run as linpack
 from clustertune.results import Store
 
@@ -140,6 +140,8 @@ def test_a_default_linpack_runs_the_stored_choice_and_takes_nb_and_grid_from_it(
     assert (lu["nb"], lu["p"], lu["q"], lu["passed"]) == (nb, 1, 2, True)
     text = linpack.text(record)
     assert "SkylakeX" in text and f"nb {nb}: rank-K DGEMM" in text and "grid [1, 2]" in text
+    # the report's LU table names the core that ran and that it was the host's default
+    assert "(SkylakeX), host default" in section.lu_table([record], {})
 
 
 def test_nb_weighs_the_update_rate_against_the_panel_at_n() -> None:

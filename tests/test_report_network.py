@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
+from clustertune.levels.grid import compare
 from clustertune.levels.grid import section as grid_section
 from clustertune.levels.io import netcdf, remote
 from clustertune.levels.io import section as io_section
@@ -375,3 +376,12 @@ def test_remote_io_link_share_stays_under_the_wan_payload_ceiling(make_vcluster,
             assert share <= ceiling, (
                 f"{size}^3 {op}: {share:.0%} of the WAN (ceiling {ceiling:.1%})"
             )
+
+
+def test_grid_reads_bandwidth_from_every_size_on_a_paced_wire():
+    """The tbf floor (many buckets long) only where a tbf bucket is the wire, as the network
+    level's pingpong.bandwidth_min_size: a paced grid's pacers hold every size to the rate."""
+    state = {"link_bps": GBIT, "wan_bps": 100 * MBIT}
+    assert compare.shaped_min_size(state | {"wire": "tbf"}, "across") > 0
+    assert compare.shaped_min_size(state | {"wire": "paced"}, "across") == 0
+    assert compare.shaped_min_size(state | {"wire": "paced"}, "within") == 0

@@ -119,9 +119,12 @@ def timeline_figures(report: dict) -> dict:
 
 def shaped_min_size(state: dict, placement: str) -> int:
     """The smallest message whose throughput counts as bandwidth on the virtual grid's
-    shaped path: many tbf buckets of the slowest link crossed (the WAN across sites), as
-    the network level reads a shaped virtual cluster (its own rule sees neither the grid
-    launcher nor the WAN)."""
+    shaped path: on a tbf wire many buckets of the slowest link crossed (the WAN across
+    sites), as the network level reads a tbf-shaped virtual cluster (its own rule sees
+    neither the grid launcher nor the WAN); 0 on the paced wire, whose pacers hold the
+    hosts' links and what crosses the WAN to their rates at every size."""
+    if state.get("wire") == "paced":
+        return 0
     rates = [r for r in (state.get("link_bps"),) if r]
     if placement == "across" and state.get("wan_bps"):
         rates.append(state["wan_bps"])

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static void separator(ct_json *j, const char *key)
@@ -131,6 +132,14 @@ double ct_now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ct_cpu_times(double *user_s, double *system_s)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    *user_s = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec;
+    *system_s = (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
 }
 
 int ct_parse_bytes(const char *text, uint64_t *bytes)

@@ -6,7 +6,9 @@
  *                            run that dies half-way still leaves its samples behind;
  *   {"type":"result", "verification":"passed|failed|not-verified", ...}
  *                            exactly one, last, written only by a kernel that finished;
- *   {"type":"error", "message":"..."}   a fault the kernel detected itself.
+ *   {"type":"error", "message":"..."}   a fault the kernel detected itself;
+ *   {"type":"rank", ...}     MPI kernels: one per rank (all from rank 0) at MPI_Finalize,
+ *                            its wall and CPU time since MPI_Init (ct_mpi.h).
  * Anything else on stdout (MPI library chatter) is ignored by the reader.
  */
 #ifndef CT_H
@@ -45,6 +47,10 @@ void ct_report_errorv(const char *prefix, const char *fmt, va_list ap)
 
 /* Monotonic wall clock in seconds. */
 double ct_now(void);
+
+/* CPU time this process has used so far (getrusage RUSAGE_SELF, every thread), seconds:
+ * user and system apart. */
+void ct_cpu_times(double *user_s, double *system_s);
 
 /* Parse a byte count such as "4096", "64K", "8M", "1G" (binary multiples).
  * Returns 0 on success, -1 on a malformed or negative value. */

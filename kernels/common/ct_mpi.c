@@ -8,8 +8,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *program = "ct-kernel"; /* until ct_mpi_init */
+/* this rank's start (ct_mpi_init), for its rank line at MPI_Finalize */
+static struct {
+    int started, rank;
+    double wall, user, system;
+} since;
+static int result_written; /* rank 0: the run got as far as its result line */
 #define ABORT_WAIT_MS 500
 
 /* Aborts every rank, wait_ms after the error line went out: launchers forward output
@@ -38,6 +45,49 @@ void ct_mpi_init(int *argc, char ***argv)
         exit(1);
     }
     CT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &since.rank));
+    since.wall = ct_now();
+    ct_cpu_times(&since.user, &since.system);
+    since.started = 1;
+}
+
+/* one rank's times, gathered as bytes to rank 0 (every rank runs this same build) */
+typedef struct {
+    double wall, user, system;
+    char host[64];
+} rank_times;
+
+int ct_mpi_finalize(void)
+{
+    if (since.started) {
+        /* Rank 0 writes every rank's line: a line another rank wrote while rank 0 wrote
+         * its (long) result line could land inside it in the launcher's merged stdout. */
+        rank_times mine = {.wall = ct_now() - since.wall};
+        ct_cpu_times(&mine.user, &mine.system);
+        mine.user -= since.user;
+        mine.system -= since.system;
+        gethostname(mine.host, sizeof mine.host - 1);
+        int size;
+        CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+        rank_times *all = since.rank == 0 ? ct_mpi_alloc(sizeof mine * (size_t)size, "rank times")
+                                          : NULL;
+        CT_MPI_CHECK(MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine,
+                                MPI_BYTE, 0, MPI_COMM_WORLD));
+        /* after a result only: a run refused for its input says one error line */
+        for (int r = 0; all && result_written && r < size; r++) {
+            ct_json j;
+            ct_json_start(&j, stdout, "rank");
+            ct_json_integer(&j, "rank", r);
+            ct_json_string(&j, "host", all[r].host);
+            ct_json_number(&j, "wall_s", all[r].wall);
+            ct_json_number(&j, "cpu_s", all[r].user + all[r].system);
+            ct_json_number(&j, "user_s", all[r].user);
+            ct_json_number(&j, "system_s", all[r].system);
+            ct_json_end(&j);
+        }
+        free(all);
+    }
+    return (MPI_Finalize)();
 }
 
 int ct_mpi_start(const ct_mpi_start_args *a, int *argc, char ***argv, int *rank, int *size)
@@ -218,4 +268,5 @@ void ct_mpi_result(const char *verification, ct_json_fields figures, ct_json_fie
     if (detail)
         detail(&j, arg);
     ct_json_end(&j);
+    result_written = 1;
 }

@@ -45,8 +45,18 @@ enum ct_mpi_tag {
 _Static_assert(CT_TAG_END <= 32767, "tags must stay below the smallest MPI_TAG_UB");
 
 /* MPI_Init, and MPI_ERRORS_RETURN on MPI_COMM_WORLD; remembers the kernel's name for
- * messages. */
+ * messages, and this rank's wall clock and CPU time for its rank line. */
 void ct_mpi_init(int *argc, char ***argv);
+
+/* Collective, before MPI_Finalize (when ct_mpi_init started the clocks): rank 0 writes,
+ * after its result line (none for a run refused for its input), one line per rank,
+ *   {"type":"rank","rank":R,"host":"...","wall_s":W,"cpu_s":C,"user_s":U,"system_s":S}
+ * its wall and CPU time (user + system, every thread) since ct_mpi_init. CPU well below wall
+ * is a rank that waited without spinning or shared its core; above, extra threads.
+ * The macro sends every kernel's MPI_Finalize through it, so none can leave without its
+ * line; (MPI_Finalize)() is the library's own. */
+int ct_mpi_finalize(void);
+#define MPI_Finalize() ct_mpi_finalize()
 
 /* The start every MPI kernel's main shares, once its options are parsed (before MPI, so
  * that --help and --check-only never start it):

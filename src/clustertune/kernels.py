@@ -97,6 +97,7 @@ class KernelOutput:
     samples: list[dict] = field(default_factory=list)
     result: dict | None = None
     errors: list[str] = field(default_factory=list)
+    ranks: list[dict] = field(default_factory=list)  # MPI kernels: each rank's wall/CPU line
 
 
 def parse_output(text: str) -> KernelOutput:
@@ -122,6 +123,8 @@ def parse_output(text: str) -> KernelOutput:
             out.result = item
         elif kind == "error":
             out.errors.append(str(item.get("message", "unknown error")))
+        elif kind == "rank":
+            out.ranks.append(item)
     return out
 
 

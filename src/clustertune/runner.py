@@ -375,6 +375,10 @@ class Run:
                     "openblas_core": ran.get("core"),
                     "openblas_config": ran.get("config"),
                 }
+        # each rank's wall and CPU time (kernels/common/ct_mpi.h), of the last MPI launch
+        ranks = next((s.output.ranks for s in reversed(steps) if s.output.ranks), None)
+        if ranks:
+            record["detail"]["rank_times"] = sorted(ranks, key=lambda r: r.get("rank", 0))
         if any(s.failed for s in steps):
             record["verification"] = "failed"  # e.g. a server that saw corrupt data
         if result is None and not problems:

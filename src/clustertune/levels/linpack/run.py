@@ -13,7 +13,7 @@ import math
 from functools import partial
 from pathlib import Path
 
-from ... import kernels, runner
+from ... import kernels, ranktimes, runner
 from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store, record_output
 from ...errors import UserError
@@ -145,6 +145,8 @@ def text(record: dict) -> str:
         lines.append(f"  skipped: {skipped}")
     for warning in record["detail"].get("warnings", []):
         lines.append(f"  warning: {warning}")
+    if times := ranktimes.text(record):
+        lines.append(times)
     if record["error"]:
         lines.append(f"  error: {record['error']}")
     return "\n".join(lines)

@@ -3,6 +3,7 @@ per-phase bars, the GEMM rates per type, and the BLAS comparison (seeds/002 fig.
 
 from __future__ import annotations
 
+from ... import ranktimes
 from ... import render as html
 from . import LEVEL, blas, run
 
@@ -191,4 +192,5 @@ def render(records: list[dict]) -> str:
     if lu:
         parts += ["<h3>LU (ct-linpack)</h3>", lu_table(lu, peaks), lu_figure(lu)]
     parts += [gemm_table(records), blas_section(records)]
+    parts.append(ranktimes.section_part(records, "Linpack and GEMM"))
     return "\n".join(p for p in parts if p)

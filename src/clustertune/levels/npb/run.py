@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from ... import runner
+from ... import ranktimes, runner
 from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store, record_output
 from ...errors import UserError
@@ -141,6 +141,8 @@ def text(record: dict) -> str:
                 f" s (max over ranks); {f['messages_per_iteration']:.0f} messages, "
                 f"{f['bytes_per_iteration']:.0f} bytes per iteration (all ranks)"
             )
+    if times := ranktimes.text(record):
+        lines.append(times)
     if record["error"]:
         lines.append(f"  error: {record['error']}")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ... import ranktimes
 from ... import render as html
 from . import LEVEL
 from .paper import paper
@@ -126,6 +127,6 @@ def render(records: list[dict]) -> str:
     done = runs(records)
     parts = []
     if done:
-        parts += [runs_table(done), figure(done)]
+        parts += [runs_table(done), figure(done), ranktimes.section_part(done, "NPB")]
     parts.append(paper_part())
     return "\n".join(p for p in parts if p)

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import runner
+from ... import ranktimes, runner
 from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store, record_output
 from ...errors import UserError
@@ -185,6 +185,8 @@ def text(record: dict, series_lines: int = 12) -> str:
             f"  checks: |UU+ - 1| {number(f['unitarity_error'], '.2g')}, |det U - 1| "
             f"{number(f['det_error'], '.2g')}, gauge invariance {number(f['gauge_invariance_error'], '.2g')}",
         ]  # fmt: skip
+    if times := ranktimes.text(record):
+        lines.append(times)
     if record["error"]:
         lines.append(f"  error: {record['error']}")
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from ... import ranktimes
 from ... import render as html
 from . import LEVEL, run, study
 from .paper import paper
@@ -148,6 +149,7 @@ def render(records: list[dict]) -> str:
         "cold-start plaquette (exactly 1), SU(3) to 1e-12, gauge invariance and every "
         "halo message's checksum.</p>",
         runs_table(records),
+        ranktimes.section_part(records, "QCD"),
     ]
     groups = studies(records)
     if groups:

@@ -469,7 +469,9 @@ def test_report_and_text_show_spreads_and_what_is_not_determined():
     r = record_of(7, d["samples"], d["bandwidth_min_size_bytes"])
     html = section._pingpong_table([r])
     assert "31.1 (10.8–37.0)" in html  # latency and the range it is read from
-    assert "not determined" in html and "run 7: n_half_bytes not determined" in html
+    assert (
+        "not determined" in html and "<i>n½, preferred block range</i> of run(s) 7: smaller" in html
+    )
     text = pingpong.run_text(r)
     assert "latency          31.1 µs  (10.8 .. 37.0, median 31.1)" in text
     assert "n½               n/a" in text and "  not determined: n_half_bytes" in text

@@ -18,6 +18,7 @@ from clustertune.cluster import local_cluster
 from clustertune.errors import UserError
 from clustertune.launch.process import Interrupted
 from clustertune.levels import Level
+from clustertune.levels.network import pingpong
 from clustertune.levels.network.summary import judge_bandwidth
 from clustertune.render import esc
 from clustertune.results import Store
@@ -132,9 +133,11 @@ def _gemm(store: Store, gflops: float, cluster: str = "here") -> int:
     return store.save(_finished(record, cluster, "ok"))
 
 
-def _lu(store: Store, gflops: float, cluster: str = "here", passed: bool = True) -> int:
+def _lu(
+    store: Store, gflops: float, cluster: str = "here", passed: bool = True, n: int = 2016
+) -> int:
     record = new_record("linpack", "ct-linpack", local_cluster(), {}, ["localhost"], 4)
-    record["samples"] = [{"variant": "WR11C2R4", "n": 2016, "nb": 96, "p": 2, "q": 2,
+    record["samples"] = [{"variant": "WR11C2R4", "n": n, "nb": 96, "p": 2, "q": 2,
                           "time_s": 1.0, "gflops": gflops, "residual": 1e-3 if passed else 1e9,
                           "passed": passed, "phases": {}}]  # fmt: skip
     return store.save(_finished(record, cluster, "ok" if passed else "failed"))
@@ -160,6 +163,20 @@ def test_first_screen_shows_the_change_since_the_previous_linpack_run(store):
     assert rows[elsewhere].change == "" and rows[elsewhere].reference.startswith("no DGEMM")
     # a report of the second run alone still finds the first in the store
     assert f"since run {first}" in _first_screen(report.build(store, [second]))
+
+
+def test_a_linpack_run_of_another_problem_is_not_a_change_of_the_cluster(store):
+    """Issue 24.3: the change column compares earlier runs of the same kind; an LU of
+    another N is another measure (its Gflop/s differ by the problem, not the cluster)."""
+    _gemm(store, 40.0)
+    big = _lu(store, 10.0, n=16000)
+    small = _lu(store, 2.0, n=2016)
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "linpack"]
+    assert (row.run, row.change) == (small, "")
+    assert "since run" not in _first_screen(report.build(store))
+    again = _lu(store, 9.0, n=16000)  # the same problem again: compared with its own kind
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "linpack"]
+    assert (row.run, row.change) == (again, f"Linpack -10 % since run {big}")
 
 
 def test_a_failed_run_is_no_figure_and_no_change(store):
@@ -236,6 +253,7 @@ def test_report_summary_prints_the_first_screen_rows(store, tmp_path, monkeypatc
 @pytest.mark.parametrize(
     ("mbps", "verdict", "state"),
     [(925.0, "in line", summary.GOOD), (700.0, "below 90% of payload", summary.WARN),
+     (955.0, "above payload ceiling", summary.WARN),
      (1010.0, "above payload ceiling", summary.WARN)],
 )  # fmt: skip
 def test_link_bandwidth_is_judged_against_what_its_frames_carry(mbps, verdict, state):
@@ -247,12 +265,15 @@ def test_link_bandwidth_is_judged_against_what_its_frames_carry(mbps, verdict, s
     assert row.ratio == pytest.approx(mbps / 1000) and row.reference == "1gbit (payload 941)"
 
 
-def _pingpong(store: Store, mbps: float, dips: int = 0, link_bps: int | None = 10**9) -> int:
+def _pingpong(
+    store: Store, mbps: float, dips: int = 0, link_bps: int | None = 10**9, **meta
+) -> int:
     hosts = ["h0", "h1"]
-    record = new_record("network", "ct-tcp-pingpong", local_cluster(),
-                        {"command": "pingpong", "layer": "tcp", "mode": "pingpong",
-                         "between": hosts}, hosts)  # fmt: skip
+    params = {"command": "pingpong", "layer": "tcp", "mode": "pingpong", "between": hosts}
+    params |= {"mpi": None, "sockbuf": None, "nagle": False}
+    record = new_record("network", "ct-tcp-pingpong", local_cluster(), params, hosts)
     record["meta"]["cluster"]["link_bps"] = {h: link_bps for h in hosts}
+    record["meta"] |= meta
     record["figures"] = {"bandwidth_mbps": mbps, "latency_us": 30.0,
                          "dips": [{"size": 65536.0, "ratio": 0.5}] * dips}  # fmt: skip
     return store.save(_finished(record, "lab", "ok"))
@@ -303,6 +324,10 @@ def test_hosts_and_probe_rows_say_what_was_read_and_what_failed(store):
         store.save(_finished(launch, "lab", status))
     rows = {r.level: r for r in summary.rows(store, store.list())}
     assert rows["hosts"].figure == "1 x EPYC, 2 cores, 2.0 GiB"
+    inventory["samples"][0]["memory_bytes"] = None  # not read: no figure made up
+    store.save(inventory)
+    rows = {r.level: r for r in summary.rows(store, store.list())}
+    assert rows["hosts"].figure == "1 x EPYC, 2 cores, memory not read"
     assert (rows["hosts"].verdict, rows["hosts"].state) == ("1 host(s) not read", summary.BAD)
     assert rows["probe"].measure == "launch with mpich, openmpi (lab)"
     assert (rows["probe"].verdict, rows["probe"].state) == ("FAILED with mpich", summary.BAD)
@@ -326,3 +351,43 @@ def test_long_tables_fold_with_the_best_row_in_view(store):
     assert folded.count("<td>WR11C2R4</td>") == 20
     runs = html[html.index("<h2>All runs</h2>") :]
     assert "2 run(s): 2 ok." in runs and "<details><summary>All 2 runs</summary>" in runs
+
+
+def _virtual(wire: str | None) -> dict:
+    """meta "cluster" of a virtual cluster's record (wire None: made before it was recorded)."""
+    cluster = {"name": "lab", "source": "vcluster:lab", "link_bps": {"h0": 10**9, "h1": 10**9}}
+    return cluster | ({"wire": wire} if wire else {})
+
+
+def test_ping_pong_row_judges_curve_dips_only_on_a_paced_wire(store):
+    """Mid-size shape on a tbf wire is the bucket's, not the link's (docs/network.md):
+    its dips are not judged, nor on a virtual cluster whose wire was not recorded."""
+    expected = {
+        "paced": ("in line, 2 dip(s) in the curve", summary.WARN),
+        "tbf": ("in line, dips not judged (tbf wire)", summary.GOOD),
+        None: ("in line, dips not judged (wire not recorded)", summary.GOOD),
+    }
+    for wire, verdict in expected.items():
+        run = _pingpong(store, 925.0, dips=2, cluster=_virtual(wire))
+        (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+        assert (row.run, (row.verdict, row.state)) == (run, verdict), wire
+
+
+def test_a_late_wire_is_named_in_the_text_the_runs_table_and_the_first_screen(store):
+    """Issue 19.2: a run whose wire was late is labelled wherever its figures are shown,
+    and the first screen warns instead of judging its bandwidth."""
+    label = "wire late (p99 900 µs, load 11.0)"
+    on_time = _pingpong(store, 925.0, cluster=_virtual("paced"))
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    assert (row.run, row.verdict, row.state) == (on_time, "in line", summary.GOOD)
+    late = _pingpong(store, 925.0, cluster=_virtual("paced"), labels=[label])
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    assert (row.run, row.verdict, row.state) == (late, label, summary.WARN)
+    html = report.build(store)
+    assert esc(label) in _first_screen(html)
+    runs = html[html.index("<h2>All runs</h2>") :]
+    assert f"<td>{esc(label)}</td>" in runs
+    record = next(r for r in store.list() if r["id"] == late)
+    assert f"labels: {label}" in pingpong.run_text(record)
+    on_time_record = next(r for r in store.list() if r["id"] == on_time)
+    assert "labels" not in pingpong.run_text(on_time_record)

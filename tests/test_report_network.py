@@ -18,11 +18,14 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
+from clustertune import summary
 from clustertune.levels.grid import compare
 from clustertune.levels.grid import section as grid_section
 from clustertune.levels.io import netcdf, remote
 from clustertune.levels.io import section as io_section
+from clustertune.levels.io import summary as io_summary
 from clustertune.levels.network import analysis, section
+from clustertune.levels.network import summary as net_summary
 from clustertune.units import payload_rate_bps
 
 GBIT, MBIT = 10**9, 10**6
@@ -239,12 +242,13 @@ def test_no_figure_above_the_payload_ceiling_without_saying_why():
     assert html.count("host0-host1 1074") == 1 and "host1-host0" not in html  # once per pair
 
 
-def remote_io(run_id: int, wire: str, link_bps: int, read_s: float) -> dict:
-    """A remote collective read of 32^3 ints over a 1 Gbit WAN, as the I/O level stores it."""
+def remote_io(run_id: int, wire: str, link_bps: int, read_s: float, op: str = "read") -> dict:
+    """A remote collective read (or ``op``) of 32^3 ints over a 1 Gbit WAN, as the I/O
+    level stores it."""
     nbytes = 4 * 32**3
     sample = {
         "size": 32,
-        "op": "read",
+        "op": op,
         "mode": "collective",
         "np": 1,
         "variant": "netcdf",
@@ -314,6 +318,12 @@ def test_grid_bandwidth_across_sites_above_the_wan_payload_says_why():
     html = unescape(grid_section.render([*healthy, pp(3, "across", 131.0)]))
     assert "run 3 (across): bandwidth 131.0 Mbit/s above the 94 Mbit/s payload ceiling of " in html
     assert "100mbit: its hosts are paced at their faster links, this one is a tbf bucket" in html
+    # since the WAN pacers (meta wire_late "hostN>wan") the WAN is paced too: impossible
+    paced_wan = pp(4, "across", 131.0)
+    paced_wan["meta"]["wire_late"] = {"host0>wan": {"packets": 9, "p99_us": 20.0}}
+    html = unescape(grid_section.render([*healthy, paced_wan]))
+    assert "100mbit: impossible on a paced wire: a measurement fault" in html
+    assert "tbf bucket" not in html
 
 
 def test_mpi_overhead_not_judged_above_the_load_rule_as_the_cli():
@@ -385,3 +395,36 @@ def test_grid_reads_bandwidth_from_every_size_on_a_paced_wire():
     assert compare.shaped_min_size(state | {"wire": "tbf"}, "across") > 0
     assert compare.shaped_min_size(state | {"wire": "paced"}, "across") == 0
     assert compare.shaped_min_size(state | {"wire": "paced"}, "within") == 0
+
+
+def test_remote_io_first_screen_row_judges_the_ceiling_as_the_section():
+    """Issue 19.6: a remote write at 1.2 of its 1 Gbit WAN is above what the link carries;
+    the first screen must not call it "at least 80 % of link" (green) while the I/O
+    section calls it above the payload ceiling. A receive pacer (meta wire_late
+    "hostN<rx") means the slower side was paced: impossible, not a tbf bucket."""
+    nbytes = 4 * 32**3
+    over = remote_io(1, "paced", 10 * GBIT, read_s=8 * nbytes / (1.2 * GBIT), op="write")
+    row = io_summary.remote_row(over)
+    assert row.ratio == pytest.approx(1.2)
+    assert (row.verdict, row.state) == ("above payload ceiling", summary.WARN)
+    assert "above the 941 Mbit/s payload ceiling of 1gbit" in unescape(io_section.render([over]))
+    over["meta"]["wire_late"] = {"host1<rx": {"packets": 9, "p99_us": 20.0}}
+    assert "impossible on a paced wire" in unescape(io_section.render([over]))
+    healthy = remote_io(2, "paced", GBIT, read_s=8 * nbytes / (0.85 * GBIT), op="write")
+    row = io_summary.remote_row(healthy)
+    assert (row.verdict, row.state) == ("at least 80% of link", summary.GOOD)
+    assert "payload ceiling" not in unescape(io_section.render([healthy]))
+
+
+@pytest.mark.parametrize(("mbps", "above"), [(955.0, True), (1010.0, True), (945.0, False)])
+def test_one_payload_ceiling_rule_on_the_first_screen_and_in_the_section(mbps, above):
+    """955 Mbit/s on 1 Gbit is 1.4 % above its 941 Mbit/s of payload: above the ceiling in
+    the network table and on the first screen alike; 945 (+0.4 %, a stack without TCP
+    timestamps carries 1460 B a frame) is in line in both."""
+    record = pingpong(1, "lab", GBIT)
+    record["figures"]["bandwidth_mbps"] = mbps
+    row = net_summary.pingpong_row("lab", "TCP", "host0-host1", record)
+    why = section.above_ceiling(record, mbps)
+    assert why.startswith("above the 941 Mbit/s payload ceiling") is above
+    assert (row.verdict == "above payload ceiling") is above
+    assert row.verdict == ("above payload ceiling" if above else "in line")

@@ -151,6 +151,24 @@ def test_a_mid_size_finding_is_judged_only_on_a_paced_wire_or_a_real_link():
     assert page.STATUS_CLASS["not judged"] == "incomplete"
 
 
+def test_a_mid_size_finding_on_an_old_virtual_record_without_its_wire_is_not_judged():
+    """Records made before meta "wire" were on tbf virtual links (the old default): their
+    mid-size figures are not judged; a real cluster's record (no wire key) still is."""
+    sat = {"id": "s", "text": "t", "check": "greater",
+           "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
+           "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"}}  # fmt: skip
+    records = [_on_wire(1, "mpi", {"saturation_point_bytes": 300}, "paced"),
+               _on_wire(2, "tcp", {"saturation_point_bytes": 150}, "paced")]  # fmt: skip
+    for record, source in zip(records, ("vcluster:st1", "localhost"), strict=True):
+        del record["meta"]["cluster"]["wire"]
+        record["meta"]["cluster"]["source"] = source
+    got = findings.evaluate(sat, records)
+    assert got["status"] == "not judged" and got["measured"] is None
+    assert "wire not recorded (runs 1)" in got["evidence"]
+    records[0]["meta"]["cluster"]["source"] = "/etc/lab.toml"  # a real cluster's file
+    assert findings.evaluate(sat, records)["status"] == "reproduced"
+
+
 def test_finished_rules():
     assert not execute.finished([], 1)
     assert execute.finished([_record("p", "ok")], 1)

@@ -15,7 +15,7 @@ from urllib.parse import quote
 from . import __version__, levels, summary
 from .render import esc, fold, table
 from .results import STATUSES, Store
-from .runner import now_iso
+from .runner import labels_text, now_iso
 
 # Plots are capped at 18em tall, scaled with their aspect ratio kept: two wide plots
 # share a line at 1400 px and the demo's page stays about half as tall as it was.
@@ -52,11 +52,10 @@ def _runs(records: list[dict]) -> str:
         mpi = (r["meta"].get("mpi") or {}).get("flavour") or ""
         rows.append(
             [r["id"], r["started"], r["level"], r["kernel"], r["meta"]["cluster"]["name"],
-             r["meta"].get("np") or "", mpi, r["status"], r["verification"]]
+             r["meta"].get("np") or "", mpi, r["status"], r["verification"], labels_text(r)]
         )  # fmt: skip
-    text = table(
-        ["id", "started", "level", "kernel", "cluster", "np", "mpi", "status", "verification"], rows
-    )
+    headers = ["id", "started", "level", "kernel", "cluster", "np", "mpi", "status"]
+    text = table([*headers, "verification", "labels"], rows)
     for status in STATUSES:
         text = text.replace(f"<td>{status}</td>", f'<td class="{status}">{status}</td>')
     return text

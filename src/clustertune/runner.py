@@ -83,6 +83,29 @@ def wire_late_label(late: dict[str, dict], load: float) -> str | None:
     return f"wire late (p99 {p99:g} µs, load {load:.1f})"
 
 
+def labels_text(record: dict) -> str:
+    """The record's labels (meta "labels": a late wire, unreadable wire stats) as one
+    line for a level's text, the report's run tables and the first screen; "" if none."""
+    return "; ".join(record["meta"].get("labels") or [])
+
+
+def wire_late(record: dict) -> str | None:
+    """The record's "wire late ..." label (wire_late_label), if its wire was late."""
+    return next((x for x in record["meta"].get("labels") or [] if x.startswith("wire late")), None)
+
+
+def mid_size_not_judged(record: dict) -> str | None:
+    """Why the record's mid-size figures (curve dips, n½, saturation point) are not read
+    as the link's: "tbf wire" (a bucket lets messages smaller than itself outrun the
+    link, docs/network.md) or "wire not recorded" (a virtual cluster's record from before
+    meta "wire": tbf was the default then); None on a paced wire or a real cluster."""
+    cluster = record["meta"].get("cluster") or {}
+    if "wire" in cluster:
+        return None if cluster["wire"] in ("paced", None) else f"{cluster['wire']} wire"
+    virtual = str(cluster.get("source", "")).startswith(("vcluster:", "grid:"))
+    return "wire not recorded" if virtual else None
+
+
 @cache
 def tool_commit() -> str | None:
     repo = Path(__file__).resolve().parents[2]

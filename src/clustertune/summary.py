@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from . import levels
 from .render import esc
 from .results import Store
+from .runner import wire_late
 
 # verdict classes, worst last: the CSS class of the verdict cell
 GOOD, WARN, BAD, NONE = "good", "warn", "bad", "none"
@@ -75,9 +76,13 @@ def rows(store: Store, records: list[dict]) -> list[Row]:
                 # a record of an older shape: the row says so, the report is still written
                 got = [Row(level.title, f"no summary: {exc!r}", verdict="summary failed",
                            state=BAD, run=mine[-1]["id"])]  # fmt: skip
+        by_id = {r["id"]: r for r in mine}
         for row in got:
             row.level = level.name
             row.change = history.change(level, row)
+            late = wire_late(by_id[row.run]) if row.run in by_id else None
+            if late and row.state != BAD:  # its figures may be the wire's: not judged
+                row.verdict, row.state = late, WARN
         out += got
     return out + _studies(studied)
 
@@ -118,12 +123,19 @@ class _History:
                 if not in_study(record):
                     self.by_level.setdefault(record["level"], []).append(record)
         earlier = [r for r in self.by_level.get(level.name, []) if r["id"] < row.run]
-        if not earlier:
-            return ""
-        try:
-            before = next((b for b in level.summarize(earlier) if b.key == row.key), None)
-        except (KeyError, TypeError, ValueError):  # older records: no comparison
-            return ""
+        before = None
+        while earlier and before is None:
+            try:
+                got = level.summarize(earlier)
+            except (KeyError, TypeError, ValueError):  # older records: no comparison
+                return ""
+            before = next((b for b in got if b.key == row.key), None)
+            # a level shows its newest run of each cluster: a run of another kind (another
+            # N, size, BLAS) may hide the newest of this row's kind, so look behind it
+            shown = {b.run for b in got}
+            if before is None and not shown & {r["id"] for r in earlier}:
+                return ""
+            earlier = [r for r in earlier if r["id"] not in shown]
         if before is None or not before.value or before.run is None:
             return ""
         pct = 100.0 * (row.value / before.value - 1.0)

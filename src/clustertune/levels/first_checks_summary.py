@@ -20,7 +20,8 @@ def inventory_rows(records: list[dict]) -> list[summary.Row]:
             figure = "no host read"
         elif len(kinds) == 1:
             model, cores, memory = kinds.pop()
-            figure = f"{len(found)} x {model}, {cores} cores, {(memory or 0) / 2**30:.1f} GiB"
+            shown = f"{memory / 2**30:.1f} GiB" if memory else "memory not read"
+            figure = f"{len(found)} x {model}, {cores} cores, {shown}"
         else:
             figure = f"{len(found)} hosts of {len(kinds)} kinds"
         missing = hosts.unreachable_of(r)

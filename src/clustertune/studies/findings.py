@@ -18,9 +18,10 @@
   starts (more split directions: more communication).
 
 A finding that reads a figure of mid-size messages (:data:`MID_SIZE_FIGURES`) is "not
-judged" when any of its runs was on a tbf-shaped virtual link: the token bucket lets
-messages smaller than itself through at memory speed, so those figures are the bucket's,
-not the link's (docs/network.md); on the paced wire or a real link it is judged.
+judged" when any of its runs was on a tbf-shaped virtual link (or a virtual link whose wire
+was not recorded: tbf was the default before): the token bucket lets messages smaller than
+itself through at memory speed, so those figures are the bucket's, not the link's
+(docs/network.md); on the paced wire or a real link it is judged.
 
 A selector picks the study's ok records of one step whose point values match ``where``,
 reads ``figure`` (``samples.K`` or ``samples.K.J``: field K (its J) of every sample,
@@ -33,11 +34,12 @@ from __future__ import annotations
 import math
 import statistics
 
+from ..runner import mid_size_not_judged
+
 CHECKS = ("ratio", "greater", "flat", "trend")
 STATUSES = ("reproduced", "not reproduced", "no data", "not judged")
 MID_SIZE_FIGURES = ("saturation_point_bytes", "n_half_bytes", "preferred_block_range_bytes",
                     "dips")  # fmt: skip
-RATE_ONLY_WIRE = "tbf"
 AGGS = {"min": min, "max": max, "median": statistics.median, "mean": statistics.fmean}
 FINDING_KEYS = {"id", "text", "check", "a", "b", "x", "expect", "paper", "unit", "source"}
 SELECTOR_KEYS = {"step", "where", "figure", "agg", "samples"}
@@ -172,14 +174,17 @@ def evaluate(f: dict, records: list[dict]) -> dict:
     figures = [sel["figure"] for sel in (f["a"], f.get("b")) if isinstance(sel, dict)]
     if not any(name in MID_SIZE_FIGURES for name in figures) or out["status"] == "no data":
         return out
-    wire = {r["id"]: r["meta"].get("cluster", {}).get("wire") for r in records}
-    on_tbf = [run for run in out["runs"] if wire.get(run) == RATE_ONLY_WIRE]
-    if not on_tbf:
+    why = {r["id"]: mid_size_not_judged(r) for r in records}
+    unjudged = [run for run in out["runs"] if why.get(run)]
+    if not unjudged:
         return out
-    return out | {"status": "not judged", "measured": None,
-                  "evidence": f"a mid-size figure read on a tbf wire (runs "
-                              f"{', '.join(map(str, on_tbf))}): messages smaller than its "
-                              "bucket outrun the link; judged only on a paced wire"}  # fmt: skip
+    causes = ", ".join(sorted({why[run] for run in unjudged}))
+    runs = ", ".join(map(str, unjudged))
+    evidence = (
+        f"not judged: {causes} (runs {runs}): a mid-size figure is the link's only on a paced"
+        " wire or a real link (a tbf bucket lets smaller messages outrun the link)"
+    )
+    return out | {"status": "not judged", "measured": None, "evidence": evidence}
 
 
 def _evaluate(f: dict, records: list[dict]) -> dict:

@@ -6,7 +6,7 @@ share of the nominal inter-site link (target 80 %, docs/io.md)."""
 from __future__ import annotations
 
 from ... import summary
-from ...units import format_rate
+from ...units import above_payload_ceiling, format_rate
 from . import LEVEL, netcdf
 
 LINK_SHARE_TARGET = 0.8
@@ -27,8 +27,15 @@ def checks_passed(record: dict) -> bool:
 def base_row(record: dict, what: str) -> summary.Row:
     cluster = record["meta"]["cluster"]["name"]
     return summary.Row(f"{what} ({cluster})", "no valid collective write", run=record["id"],
-                       unit=f"{what} write", key=f"io {what} {cluster}",
-                       verdict=record["status"], state=summary.BAD)  # fmt: skip
+                       unit=f"{what} write", verdict=record["status"], state=summary.BAD)  # fmt: skip
+
+
+def comparable_key(record: dict, what: str, result: dict) -> str:
+    """What makes two runs' rows comparable (the change column): the same cluster, what
+    was written, and the size, ranks and mode of the result read (a run's largest size
+    may differ from the previous run's)."""
+    cluster = record["meta"]["cluster"]["name"]
+    return f"io {what} {cluster} {result['size']}^3 np {result['np']} {result['mode']}"
 
 
 def local_row(record: dict) -> summary.Row:
@@ -44,6 +51,7 @@ def local_row(record: dict) -> summary.Row:
         f"netCDF write {ours['size']}^3 np {ours['np']} ({record['meta']['cluster']['name']})"
     )
     row.figure, row.value = f"{ours['mbps']:.0f} MB/s", ours["mbps"]
+    row.key = comparable_key(record, "netCDF local", ours)
     if raw:
         row.reference, row.ratio = f"raw MPI-IO {raw['mbps']:.0f} MB/s", ours["mbps"] / raw["mbps"]
     else:
@@ -65,13 +73,17 @@ def remote_row(record: dict) -> summary.Row:
     shares = record["figures"].get("link_share", {}).get(str(size), {})
     row.measure = f"remote write {size}^3 to {record['params']['remote']} ({record['meta']['cluster']['name']})"
     row.figure, row.value = f"{write['mbps']:.0f} MB/s", write["mbps"]
+    row.key = comparable_key(record, f"remote netCDF to {record['params']['remote']}", write)
     if read is not None and read["size"] == size:
         row.figure += f", read {read['mbps']:.0f} MB/s"
     if wan and shares.get("write") is not None:
         row.reference, row.ratio = f"{format_rate(wan)} link", shares["write"]
         in_line = row.ratio >= LINK_SHARE_TARGET and checks_passed(record)
-        row.verdict = ("at least" if in_line else "below") + f" {LINK_SHARE_TARGET:.0%} of link"
-        row.state = summary.GOOD if in_line else summary.WARN
+        if above_payload_ceiling(row.ratio * wan / 1e6, wan):  # the sections' rule
+            row.verdict, row.state = "above payload ceiling", summary.WARN
+        else:
+            row.verdict = ("at least" if in_line else "below") + f" {LINK_SHARE_TARGET:.0%} of link"
+            row.state = summary.GOOD if in_line else summary.WARN
     else:
         row.reference, row.verdict, row.state = "no nominal link", "", summary.NONE
     if not checks_passed(record):

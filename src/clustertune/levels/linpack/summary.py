@@ -13,11 +13,22 @@ def lu_runs(records: list[dict]) -> list[dict]:
             and not r["params"].get("compare") and not r["params"].get("tune")]  # fmt: skip
 
 
+def comparable_key(record: dict, best: dict) -> str:
+    """What makes two LU rows comparable (the change column): the same cluster, problem
+    (N, NB, P x Q), ranks and BLAS; another N or library is another measure, not a change."""
+    lib = record["detail"].get("blas", {})
+    said = (record["params"].get("blas_choice") or {}).get("label")
+    blas = " ".join(str(x) for x in (said, lib.get("library"), lib.get("core")) if x)
+    return (
+        f"lu {record['meta']['cluster']['name']} N={best['n']} nb={best['nb']} "
+        f"{best['p']}x{best['q']} np={record['meta']['np']} {blas}"
+    )
+
+
 def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
     cluster = record["meta"]["cluster"]["name"]
     passed = [s for s in record["samples"] if "variant" in s and s["passed"] is True]
-    row = summary.Row(f"LU ({cluster})", "", run=record["id"], unit="Linpack",
-                      key=f"lu {cluster}")  # fmt: skip
+    row = summary.Row(f"LU ({cluster})", "", run=record["id"], unit="Linpack")
     if record["status"] != "ok" or not passed:
         row.figure = "no verified result"
         row.verdict, row.state = record["status"] + ", residual check not passed", summary.BAD
@@ -25,6 +36,7 @@ def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
     best = max(passed, key=lambda s: s["gflops"])
     row.measure = f"LU N={best['n']} {best['p']}x{best['q']} ({cluster})"
     row.figure, row.value = f"{best['gflops']:.2f} Gflop/s", best["gflops"]
+    row.key = comparable_key(record, best)
     pct = section.percent_of_peak(record, best, peaks)
     if pct is None:
         row.reference = "no DGEMM run of this BLAS on as many ranks"
@@ -41,8 +53,17 @@ def rows(records: list[dict]) -> list[summary.Row]:
     newest = {r["meta"]["cluster"]["name"]: r for r in lu_runs(records)}
     out = [lu_row(r, peaks) for r in newest.values()]
     if not out and peaks:  # GEMM runs only
-        (cluster, ranks, library, _), peak = max(peaks.items(), key=lambda kv: kv[1])
-        out.append(summary.Row(f"DGEMM {ranks} rank(s) {library or ''} ({cluster})".replace("  ", " "),
-                               f"{peak:.2f} Gflop/s", verdict="verified", value=peak,
-                               unit="DGEMM", key=f"dgemm {cluster}"))  # fmt: skip
+        (cluster, ranks, library, core), peak = max(peaks.items(), key=lambda kv: kv[1])
+        measure = f"DGEMM {ranks} rank(s) {library or ''} ({cluster})".replace("  ", " ")
+        key = f"dgemm {cluster} np={ranks} {library} {core}"  # comparable: section.blas_key
+        out.append(
+            summary.Row(
+                measure,
+                f"{peak:.2f} Gflop/s",
+                verdict="verified",
+                value=peak,
+                unit="DGEMM",
+                key=key,
+            )
+        )
     return out

@@ -21,7 +21,7 @@ from ...kernels import SERIAL, KernelOutput
 from ...launch import Launcher, launcher_for
 from ...netns import tbf_burst_bytes
 from ...results import Store
-from ...runner import Run, Step
+from ...runner import Run, Step, labels_text
 from . import LEVEL, MPI_KERNEL, PVM_KERNEL, TCP_KERNEL, analysis
 from .pvm import PvmMachine
 
@@ -468,6 +468,8 @@ def run_text(record: dict) -> str:
     ]  # fmt: skip
     if j["unavailable"]:
         lines.append(f"  not determined: {j['unavailable']}")
+    if labels := labels_text(record):
+        lines.append(f"  labels: {labels}")
     if record["error"]:
         lines.append(f"  error: {record['error']}")
     return "\n".join(lines)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ... import render as html
 from ...runner import ENV_KNOB_PREFIXES, STARVED_LOAD_PER_CPU
-from ...units import format_rate, payload_rate_bps
+from ...units import above_payload_ceiling, format_rate, payload_rate_bps
 from . import LEVEL, analysis
 
 MAX_CURVES = 8  # per graph; the newest runs win
@@ -68,14 +68,20 @@ def above_ceiling(record: dict, mbps: float | None, nominal_bps: int | None = No
     rate = nominal_bps or _rate_bps(record)
     if mbps is None or not rate:
         return ""
-    ceiling = payload_rate_bps(rate) / analysis.MBIT
-    if mbps <= ceiling:
+    if not above_payload_ceiling(mbps, rate):
         return ""
+    ceiling = payload_rate_bps(rate) / analysis.MBIT
     model = wire(record)
     links = (record["meta"].get("cluster") or {}).get("link_bps", {})
-    if model == "paced wire" and any((links.get(h) or 0) > rate for h in record["meta"]["hosts"]):
-        # each pacer runs at its own host's rate: a slower link beyond it (a slower host's
-        # receive side, the WAN between sites) is still a tbf bucket
+    # pacers of the slower link beyond a host's own (its site's WAN, a slower receiver)
+    paced_beyond = any(k.endswith((">wan", "<rx")) for k in record["meta"].get("wire_late", {}))
+    if (
+        model == "paced wire"
+        and not paced_beyond
+        and any((links.get(h) or 0) > rate for h in record["meta"]["hosts"])
+    ):
+        # records made before the WAN and receive pacers: each host was paced at its own
+        # rate, a slower link beyond it (receive side, WAN) was still a tbf bucket
         why = "its hosts are paced at their faster links, this one is a tbf bucket"
     else:
         why = ABOVE_CEILING_WHY.get(model, "the wire is not recorded")

@@ -8,15 +8,15 @@ from __future__ import annotations
 from statistics import median
 
 from ... import summary
-from ...units import format_rate, payload_rate_bps
+from ...runner import mid_size_not_judged
+from ...units import above_payload_ceiling, format_rate, payload_rate_bps
 from . import LEVEL
 
 # Bandwidth is judged against the most TCP payload the link's frames carry
 # (units.payload_rate_bps, 941 Mbit/s on 1 Gbit/s): below 90 % of it a link loses more
-# than a loaded 2-core host's timing explains; above it by more than 3 % (the figure is
-# the best of its region) the link carried more than it can: a shaper's burst, not a rate.
+# than a loaded 2-core host's timing explains; above it (units.above_payload_ceiling, the
+# rule the sections use) the link carried more than it can: a shaper's burst, not a rate.
 IN_LINE_SHARE = 0.9
-ABOVE_CEILING = 1.03
 
 
 def judge_bandwidth(row: summary.Row, mbps: float, nominal_bps: float, what: str = "") -> None:
@@ -25,10 +25,9 @@ def judge_bandwidth(row: summary.Row, mbps: float, nominal_bps: float, what: str
     ceiling = payload_rate_bps(nominal_bps)
     row.reference = f"{what} {format_rate(nominal_bps)} (payload {ceiling / 1e6:.0f})".lstrip()
     row.ratio = mbps * 1e6 / nominal_bps
-    share = mbps * 1e6 / ceiling
-    if share > ABOVE_CEILING:
+    if above_payload_ceiling(mbps, nominal_bps):
         row.verdict, row.state = "above payload ceiling", summary.WARN
-    elif share >= IN_LINE_SHARE:
+    elif mbps * 1e6 >= IN_LINE_SHARE * ceiling:
         row.verdict, row.state = "in line", summary.GOOD
     else:
         row.verdict, row.state = f"below {IN_LINE_SHARE:.0%} of payload", summary.WARN
@@ -73,8 +72,11 @@ def pingpong_row(cluster: str, name: str, pair: str, r: dict) -> summary.Row:
     else:
         judge_bandwidth(row, bandwidth, nominal)
     if dips := f.get("dips"):  # the curve's shape: seeds/002's faulty-NIC signature
-        row.verdict = ", ".join(filter(None, [row.verdict, f"{len(dips)} dip(s) in the curve"]))
-        row.state = summary.BAD if row.state == summary.BAD else summary.WARN
+        if why := mid_size_not_judged(r):  # mid-size shape is the bucket's, not the link's
+            row.verdict = ", ".join(filter(None, [row.verdict, f"dips not judged ({why})"]))
+        else:
+            row.verdict = ", ".join(filter(None, [row.verdict, f"{len(dips)} dip(s) in the curve"]))
+            row.state = summary.BAD if row.state == summary.BAD else summary.WARN
     return row
 
 

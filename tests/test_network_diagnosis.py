@@ -2,6 +2,8 @@
 baseline (report and ``net pingpong``), and a link slow in one direction (``net matrix``'s
 one-way streams)."""
 
+import importlib.util
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -104,7 +106,7 @@ class FakeStore:
 
 
 LAB = ["n1", "n2", "n3", "n4"]
-TWO_CPUS = ("0", "1"), ("1", "0")
+TWO_CPUS = ("0", "0"), ("1", "1")
 
 
 def lab(launcher="hostfile", shared_cpus=False):
@@ -288,7 +290,7 @@ def test_a_pairs_streams_are_its_one_way_figures_not_its_bandwidth():
 # --------------------------------------------------------------------------- shared CPUs
 
 
-def test_where_hosts_share_cpus_every_pair_gets_the_same_two_cpus(monkeypatch):
+def test_where_hosts_share_cpus_every_pair_runs_on_the_same_cpu(monkeypatch):
     monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda pid: {1, 0})
     assert matrix.placements(lab(shared_cpus=True), LAB) == list(TWO_CPUS)
     assert matrix.placements(lab("vcluster"), LAB) == list(TWO_CPUS)
@@ -301,9 +303,9 @@ def test_the_latency_runs_are_pinned_and_the_retest_changes_the_placement():
     def latency_cpus(runs):
         return [r.cpus for r in runs if r.lo == r.hi == matrix.LATENCY_SIZE]
 
-    assert latency_cpus(matrix.sweeps(1 << 20, places=TWO_CPUS)) == [("0", "1")]
+    assert latency_cpus(matrix.sweeps(1 << 20, places=TWO_CPUS)) == [("0", "0")]
     again = matrix.sweeps(1 << 20, mid_sizes=False, retest=True, places=TWO_CPUS)
-    assert latency_cpus(again) == [("1", "0"), ("0", "1")]  # the changed placement first
+    assert latency_cpus(again) == [("1", "1"), ("0", "0")] * 2  # the changed one first
     assert [r.cpus for r in again if r.lo > 1] == [None]  # the bandwidth size: unpinned
     # a real cluster: one byte twice, wherever the scheduler puts the ends
     assert latency_cpus(matrix.sweeps(1 << 20, retest=True)) == [None, None]
@@ -360,3 +362,37 @@ def test_a_late_wire_is_re_tested_and_then_not_judged(make_vcluster, store, monk
     doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
     assert doc["not_judged"] is None
     assert [(f.get("host"), f["figure"]) for f in doc["flagged"]] == [("host2", "latency_us")]
+
+
+# --------------------------------------------------------------------------- the bench
+
+
+def load_bench():
+    path = Path(__file__).resolve().parents[1] / "bench" / "network_diagnosis.py"
+    spec = importlib.util.spec_from_file_location("network_diagnosis", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_bench_calls_a_fault_found_only_when_that_host_or_link_is_named_alone():
+    bench = load_bench()
+
+    def doc(*flags, not_judged=None):
+        return {"flagged": list(flags), "not_judged": not_judged}
+
+    host2, link = {"host": "host2"}, {"pair": ["host2", "host1"]}
+    assert bench.verdict(doc(host2), "host2") == "right"
+    assert bench.verdict(doc(link), "host1-host2") == "right"  # either order
+    assert bench.verdict(doc(host2, link), "host2") == "wrong"  # not alone
+    assert bench.verdict(doc(link), "host2") == "wrong"
+    assert bench.verdict(doc(), "host2") == "wrong"  # missed
+    assert bench.verdict(doc(not_judged="not judged: ..."), "host2") == "not judged"
+    assert bench.named(doc({"fabric": ["host0"]}, host2)) == ["fabric", "host2"]
+    assert set(bench.FAULTS) == {
+        "loss on one host (0.1 %)", "loss between two hosts only (0.1 %)",
+        "a flapping host (300 ms every 1 s)", "a slow host (100 Mbit)",
+        "a host slow one way (transmit 100 Mbit)",
+    }  # fmt: skip
+    with pytest.raises(SystemExit):  # a part that does not exist: a usage error
+        bench.main(["--only", "speed"])

@@ -120,17 +120,16 @@ def sweeps(
 ) -> list[Sweep]:
     """A pair's runs in the TCP matrix: one byte, the mid-size sweep below ``size`` (when
     asked and there is room for one), ``size``. The one byte runs with its ends where
-    ``places[0]`` (:func:`placements`) puts them; a re-test runs it under each placement,
-    the changed ones first, and the latency keeps the best: on a shared 2-core machine a
-    placement alone doubled a healthy pair's latency (14 vs 28 µs, confirmed by one
-    unpinned re-test, twice in 10 matrices at load 8-12); a slow link is slow under every
-    placement. With one placement (the scheduler's) the re-test runs the one byte twice."""
+    ``places[0]`` (:func:`placements`) puts them; a re-test runs it twice under each
+    placement, the changed ones first, and the latency keeps the best: on a shared 2-core
+    machine a placement alone doubled a healthy pair's latency (14 vs 28 µs, confirmed by
+    one unpinned re-test, twice in 10 matrices at load 8-12), and at load 16 a healthy
+    pair stayed 2.2x its controls through one re-test under each placement; a slow link
+    is slow in every run. With one placement (the scheduler's) that is the one byte twice."""
     top = min(SWEEP_MAX, size // 2)
     mid = [Sweep(SWEEP_MIN, top, SWEEP_ARGS)] if mid_sizes and top >= 2 * SWEEP_MIN else []
-    order = [*places[1:], places[0]] if retest else [places[0]]
+    order = [*places[1:], places[0]] * 2 if retest else [places[0]]
     latency = [Sweep(LATENCY_SIZE, LATENCY_SIZE, (), p) for p in order]
-    if retest and len(places) == 1:
-        latency *= 2
     return [*latency, *mid, Sweep(size, size)]
 
 
@@ -143,14 +142,15 @@ PAIRS_PER_CPU = 2
 def placements(cluster: Cluster, hosts: Sequence[str]) -> list[Placement]:
     """Where the two ends of the latency runs go. On hosts that share CPUs, where the two
     ends happened to run decided a healthy pair's latency (2.1x the median on 2 cores,
-    flagged): there every pair's client gets one CPU and its server another, the same two
-    for every pair (two real hosts each have their own), and the re-test swaps them. A
-    real cluster: the scheduler's choice, [None]."""
+    flagged): there both ends of every pair run on one CPU, the same for every pair, and
+    the re-test moves them to another. One CPU rather than one each: at load 17 it kept a
+    host delayed 500 µs 2.4x above every healthy run, one CPU each 1.6x, unpinned 1.9x
+    (docs/network.md). A real cluster: the scheduler's choice, [None]."""
     cpus = sorted(os.sched_getaffinity(0))
     if not shares_cpus(cluster, hosts) or len(cpus) < 2:
         return [None]
     a, b = str(cpus[0]), str(cpus[1])
-    return [(a, b), (b, a)]
+    return [(a, a), (b, b)]
 
 
 def parallel_pairs(cluster: Cluster, pairs: Sequence[Pair]) -> int:

@@ -128,8 +128,9 @@ def _finished(record: dict, cluster: str, status: str) -> dict:
 def _gemm(store: Store, gflops: float, cluster: str = "here") -> int:
     """A ct-gemm --local run on 4 ranks: the DGEMM peak an LU on 2 x 2 is read against."""
     record = new_record("linpack", "ct-gemm", local_cluster(), {}, ["localhost"], 4)
-    record["samples"] = [{"dtype": "d", "mode": "local", "n": 1000, "p": 1, "q": 4,
-                          "gflops": gflops, "passed": True}]  # fmt: skip
+    record["samples"] = [
+        {"dtype": "d", "mode": "local", "n": 1000, "p": 1, "q": 4, "gflops": gflops, "passed": True}
+    ]
     return store.save(_finished(record, cluster, "ok"))
 
 
@@ -137,9 +138,20 @@ def _lu(
     store: Store, gflops: float, cluster: str = "here", passed: bool = True, n: int = 2016
 ) -> int:
     record = new_record("linpack", "ct-linpack", local_cluster(), {}, ["localhost"], 4)
-    record["samples"] = [{"variant": "WR11C2R4", "n": n, "nb": 96, "p": 2, "q": 2,
-                          "time_s": 1.0, "gflops": gflops, "residual": 1e-3 if passed else 1e9,
-                          "passed": passed, "phases": {}}]  # fmt: skip
+    record["samples"] = [
+        {
+            "variant": "WR11C2R4",
+            "n": n,
+            "nb": 96,
+            "p": 2,
+            "q": 2,
+            "time_s": 1.0,
+            "gflops": gflops,
+            "residual": 1e-3 if passed else 1e9,
+            "passed": passed,
+            "phases": {},
+        }
+    ]
     return store.save(_finished(record, cluster, "ok" if passed else "failed"))
 
 
@@ -204,8 +216,9 @@ def test_every_level_has_a_row_and_one_not_run_says_so(store):
 
 def _matrix(store: Store, flagged: list[dict]) -> int:
     hosts = ["h0", "h1", "h2"]
-    record = new_record("network", "ct-tcp-pingpong", local_cluster(),
-                        {"command": "matrix", "layer": "tcp"}, hosts)  # fmt: skip
+    record = new_record(
+        "network", "ct-tcp-pingpong", local_cluster(), {"command": "matrix", "layer": "tcp"}, hosts
+    )
     record["figures"] = {"hosts": hosts, "flagged": flagged, "bandwidth_mbps": [
         [None, 940.0, 480.0], [940.0, None, 470.0], [480.0, 470.0, None]]}  # fmt: skip
     return store.save(_finished(record, "lab", "ok"))
@@ -214,14 +227,17 @@ def _matrix(store: Store, flagged: list[dict]) -> int:
 def test_network_row_names_the_culprit_or_says_every_link_is_in_line(store):
     healthy = _matrix(store, [])
     (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
-    assert (row.run, row.figure, row.verdict) == (healthy, "3 hosts, every link in line",
-                                                  "healthy")  # fmt: skip
+    assert (row.run, row.figure, row.verdict) == (healthy, "3 hosts, every link in line", "healthy")
     assert row.state == summary.GOOD and row.reference == "median link 480 Mbit/s"
     reason = "h2: bandwidth 475 Mbit/s on all 2 of its links, 0.51x the others"
     sick = _matrix(store, [{"host": "h2", "figure": "bandwidth", "reason": reason}])
     (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
-    assert (row.run, row.figure, row.verdict, row.state) == (sick, reason, "culprit: h2",
-                                                             summary.BAD)  # fmt: skip
+    assert (row.run, row.figure, row.verdict, row.state) == (
+        sick,
+        reason,
+        "culprit: h2",
+        summary.BAD,
+    )
 
 
 def test_report_summary_prints_the_first_screen_rows(store, tmp_path, monkeypatch, capsys):
@@ -274,24 +290,29 @@ def _pingpong(
     record = new_record("network", "ct-tcp-pingpong", local_cluster(), params, hosts)
     record["meta"]["cluster"]["link_bps"] = {h: link_bps for h in hosts}
     record["meta"] |= meta
-    record["figures"] = {"bandwidth_mbps": mbps, "latency_us": 30.0,
-                         "dips": [{"size": 65536.0, "ratio": 0.5}] * dips}  # fmt: skip
+    record["figures"] = {
+        "bandwidth_mbps": mbps,
+        "latency_us": 30.0,
+        "dips": [{"size": 65536.0, "ratio": 0.5}] * dips,
+    }
     return store.save(_finished(record, "lab", "ok"))
 
 
 def test_ping_pong_row_reads_the_link_its_curve_and_the_change(store):
     first = _pingpong(store, 925.0)
     (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
-    assert (row.figure, row.verdict, row.state) == ("925 Mbit/s, 30.0 µs", "in line",
-                                                    summary.GOOD)  # fmt: skip
+    assert (row.figure, row.verdict, row.state) == ("925 Mbit/s, 30.0 µs", "in line", summary.GOOD)
     _pingpong(store, 740.0, dips=2)  # slower, and the curve dips: seeds/002's faulty NIC
     (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
     assert row.verdict == "below 90% of payload, 2 dip(s) in the curve"
     assert row.state == summary.WARN and row.change == f"TCP bandwidth -20 % since run {first}"
     _pingpong(store, 9000.0, link_bps=None)  # unshaped: nothing to judge against
     (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
-    assert (row.reference, row.verdict, row.state) == ("unshaped: no nominal rate", "",
-                                                       summary.NONE)  # fmt: skip
+    assert (row.reference, row.verdict, row.state) == (
+        "unshaped: no nominal rate",
+        "",
+        summary.NONE,
+    )
 
 
 def test_a_record_the_summary_cannot_read_is_a_row_not_a_lost_report(store, monkeypatch):
@@ -301,8 +322,9 @@ def test_a_record_the_summary_cannot_read_is_a_row_not_a_lost_report(store, monk
     def old_shape(records):
         return [summary.Row("x", records[0]["figures"]["gone"])]
 
-    broken = Level("x-report-test", "Broken", 1, render=lambda records: "<p>x</p>",
-                   summarize=old_shape)  # fmt: skip
+    broken = Level(
+        "x-report-test", "Broken", 1, render=lambda records: "<p>x</p>", summarize=old_shape
+    )
     monkeypatch.setattr(summary.levels, "all_levels", lambda: [broken])
     run = store.save(_record(None))
     (row,) = summary.rows(store, store.list())
@@ -313,8 +335,9 @@ def test_a_record_the_summary_cannot_read_is_a_row_not_a_lost_report(store, monk
 
 def test_hosts_and_probe_rows_say_what_was_read_and_what_failed(store):
     inventory = new_record("hosts", "hostinfo", local_cluster(), {}, ["h0", "h1"])
-    inventory["samples"] = [{"name": "h0", "cpu": {"model": "EPYC", "cores": 2},
-                             "memory_bytes": 2**31}]  # fmt: skip
+    inventory["samples"] = [
+        {"name": "h0", "cpu": {"model": "EPYC", "cores": 2}, "memory_bytes": 2**31}
+    ]
     inventory["detail"] = {"unreachable": {"h1": "ssh: no route to host"}}
     store.save(_finished(inventory, "lab", "failed"))
     for mpi, status in (("openmpi", "ok"), ("mpich", "failed")):
@@ -338,10 +361,21 @@ def test_long_tables_fold_with_the_best_row_in_view(store):
     <details>; the list of all runs folded too; no script anywhere."""
     _gemm(store, 40.0)
     record = new_record("linpack", "ct-linpack", local_cluster(), {}, ["localhost"], 4)
-    record["samples"] = [{"variant": "WR11C2R4", "n": 2016, "nb": 32 + i, "p": 2, "q": 2,
-                          "time_s": 1.0, "gflops": [5.0, 17.25][i == 7] + i / 100,
-                          "residual": 1e-3, "passed": True, "phases": {}}
-                         for i in range(20)]  # fmt: skip
+    record["samples"] = [
+        {
+            "variant": "WR11C2R4",
+            "n": 2016,
+            "nb": 32 + i,
+            "p": 2,
+            "q": 2,
+            "time_s": 1.0,
+            "gflops": [5.0, 17.25][i == 7] + i / 100,
+            "residual": 1e-3,
+            "passed": True,
+            "phases": {},
+        }
+        for i in range(20)
+    ]
     store.save(_finished(record, "here", "ok"))
     html = report.build(store)
     assert "<script" not in html and "<details open" not in html

@@ -39,8 +39,9 @@ details{margin:.5em 0} summary{cursor:pointer;color:#345}
 def _run_table(records: list[dict]) -> str:
     """How many runs ended how, every run in a fold (the runs not ok are listed with
     their errors below it)."""
-    counts = ", ".join(f"{n} {status}" for status in STATUSES
-                       if (n := sum(r["status"] == status for r in records)))  # fmt: skip
+    counts = ", ".join(
+        f"{n} {status}" for status in STATUSES if (n := sum(r["status"] == status for r in records))
+    )
     return f"<p>{len(records)} run(s): {counts or 'none'}.</p>" + fold(
         f"All {len(records)} runs", _runs(records)
     )

@@ -65,8 +65,14 @@ def rows(store: Store, records: list[dict]) -> list[Row]:
         mine = by_level.get(level.name, [])
         if not mine:
             in_studies = any(r["level"] == level.name for r in studied)
-            got = [Row(level.title, "in studies only" if in_studies else "not run", state=NONE,
-                       linked=in_studies)]  # fmt: skip
+            got = [
+                Row(
+                    level.title,
+                    "in studies only" if in_studies else "not run",
+                    state=NONE,
+                    linked=in_studies,
+                )
+            ]
         elif level.summarize is None:
             got = [_counted(level.title, mine)]
         else:
@@ -74,8 +80,15 @@ def rows(store: Store, records: list[dict]) -> list[Row]:
                 got = level.summarize(mine) or [_counted(level.title, mine)]
             except (KeyError, TypeError, ValueError) as exc:
                 # a record of an older shape: the row says so, the report is still written
-                got = [Row(level.title, f"no summary: {exc!r}", verdict="summary failed",
-                           state=BAD, run=mine[-1]["id"])]  # fmt: skip
+                got = [
+                    Row(
+                        level.title,
+                        f"no summary: {exc!r}",
+                        verdict="summary failed",
+                        state=BAD,
+                        run=mine[-1]["id"],
+                    )
+                ]
         by_id = {r["id"]: r for r in mine}
         for row in got:
             row.level = level.name
@@ -93,17 +106,29 @@ def _studies(records: list[dict]) -> list[Row]:
         return []
     names = sorted({str(r["meta"]["study"].get("name")) for r in records})
     bad = sum(r["status"] != "ok" for r in records)
-    return [Row(f"{len(names)} stud{'y' if len(names) == 1 else 'ies'}: {', '.join(names)}",
-                f"{len(records)} run(s)", "each study's page", verdict=f"{bad} not ok" if bad
-                else "all ok", state=BAD if bad else GOOD, level="studies")]  # fmt: skip
+    return [
+        Row(
+            f"{len(names)} stud{'y' if len(names) == 1 else 'ies'}: {', '.join(names)}",
+            f"{len(records)} run(s)",
+            "each study's page",
+            verdict=f"{bad} not ok" if bad else "all ok",
+            state=BAD if bad else GOOD,
+            level="studies",
+        )
+    ]
 
 
 def _counted(title: str, records: list[dict]) -> Row:
     """A level without headline figures: how many of its runs succeeded."""
     ok = sum(r["status"] == "ok" for r in records)
     bad = len(records) - ok
-    return Row(title, f"{len(records)} run(s)", verdict=f"{bad} not ok" if bad else "all ok",
-               state=BAD if bad else GOOD, run=records[-1]["id"])  # fmt: skip
+    return Row(
+        title,
+        f"{len(records)} run(s)",
+        verdict=f"{bad} not ok" if bad else "all ok",
+        state=BAD if bad else GOOD,
+        run=records[-1]["id"],
+    )
 
 
 class _History:
@@ -147,8 +172,16 @@ HEADERS = ("level", "measure", "run", "figure", "against", "ratio", "change", "v
 
 def cells(row: Row) -> list[str]:
     """A row's cells as text, in HEADERS' order (the HTML table and the terminal's)."""
-    return [row.level, row.measure, "" if row.run is None else str(row.run), row.figure,
-            row.reference, ratio_text(row.ratio), row.change, row.verdict]  # fmt: skip
+    return [
+        row.level,
+        row.measure,
+        "" if row.run is None else str(row.run),
+        row.figure,
+        row.reference,
+        ratio_text(row.ratio),
+        row.change,
+        row.verdict,
+    ]
 
 
 def html_table(summary: list[Row]) -> str:
@@ -157,12 +190,15 @@ def html_table(summary: list[Row]) -> str:
     for row in summary:
         level, *rest = (esc(c) for c in cells(row))
         link = f"<a href='#{level}'>{level}</a>" if row.linked else level
-        body.append(f"<tr class='{row.state}'><td>{link}</td>"
-                    + "".join(f"<td>{c}</td>" for c in rest[:-1])
-                    + f"<td class='v'>{rest[-1]}</td></tr>")  # fmt: skip
+        body.append(
+            f"<tr class='{row.state}'><td>{link}</td>"
+            + "".join(f"<td>{c}</td>" for c in rest[:-1])
+            + f"<td class='v'>{rest[-1]}</td></tr>"
+        )
     head = "".join(f"<th>{h}</th>" for h in HEADERS)
-    return (f"<table id='summary'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>")  # fmt: skip
+    return (
+        f"<table id='summary'><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    )
 
 
 def text_table(summary: list[Row]) -> str:

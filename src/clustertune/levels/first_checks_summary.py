@@ -25,11 +25,15 @@ def inventory_rows(records: list[dict]) -> list[summary.Row]:
         else:
             figure = f"{len(found)} hosts of {len(kinds)} kinds"
         missing = hosts.unreachable_of(r)
-        out.append(summary.Row(
-            f"inventory ({cluster})", figure, run=r["id"],
-            verdict=f"{len(missing)} host(s) not read" if missing else "every host read",
-            state=summary.BAD if missing else summary.GOOD,
-        ))  # fmt: skip
+        out.append(
+            summary.Row(
+                f"inventory ({cluster})",
+                figure,
+                run=r["id"],
+                verdict=f"{len(missing)} host(s) not read" if missing else "every host read",
+                state=summary.BAD if missing else summary.GOOD,
+            )
+        )
     return out
 
 
@@ -45,12 +49,16 @@ def launch_rows(records: list[dict]) -> list[summary.Row]:
         runs = list(by_mpi.values())
         reached = {s["host"] for r in runs for s in r["samples"]}
         ranks = max(len(r["samples"]) for r in runs)
-        bad = [mpi for mpi, r in by_mpi.items()
-               if r["status"] != "ok" or r["verification"] != "passed"]  # fmt: skip
-        out.append(summary.Row(
-            f"launch with {', '.join(sorted(by_mpi))} ({cluster})",
-            f"{ranks} ranks on {len(reached)} host(s)", run=max(r["id"] for r in runs),
-            verdict=f"FAILED with {', '.join(bad)}" if bad else "one MPI_COMM_WORLD each",
-            state=summary.BAD if bad else summary.GOOD,
-        ))  # fmt: skip
+        bad = [
+            mpi for mpi, r in by_mpi.items() if r["status"] != "ok" or r["verification"] != "passed"
+        ]
+        out.append(
+            summary.Row(
+                f"launch with {', '.join(sorted(by_mpi))} ({cluster})",
+                f"{ranks} ranks on {len(reached)} host(s)",
+                run=max(r["id"] for r in runs),
+                verdict=f"FAILED with {', '.join(bad)}" if bad else "one MPI_COMM_WORLD each",
+                state=summary.BAD if bad else summary.GOOD,
+            )
+        )
     return out

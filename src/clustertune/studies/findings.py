@@ -38,8 +38,7 @@ from ..runner import mid_size_not_judged
 
 CHECKS = ("ratio", "greater", "flat", "trend")
 STATUSES = ("reproduced", "not reproduced", "no data", "not judged")
-MID_SIZE_FIGURES = ("saturation_point_bytes", "n_half_bytes", "preferred_block_range_bytes",
-                    "dips")  # fmt: skip
+MID_SIZE_FIGURES = ("saturation_point_bytes", "n_half_bytes", "preferred_block_range_bytes", "dips")
 AGGS = {"min": min, "max": max, "median": statistics.median, "mean": statistics.fmean}
 FINDING_KEYS = {"id", "text", "check", "a", "b", "x", "expect", "paper", "unit", "source"}
 SELECTOR_KEYS = {"step", "where", "figure", "agg", "samples"}

@@ -14,8 +14,11 @@ LINK_SHARE_TARGET = 0.8
 
 def largest(results: list[dict], variant: str, op: str) -> dict | None:
     """The valid collective result of ``variant`` and ``op`` at the largest size."""
-    found = [x for x in results if x["valid"] and x["variant"] == variant and x["op"] == op
-             and x["mode"] == "collective"]  # fmt: skip
+    found = [
+        x
+        for x in results
+        if x["valid"] and x["variant"] == variant and x["op"] == op and x["mode"] == "collective"
+    ]
     return max(found, key=lambda x: (x["size"], x["np"])) if found else None
 
 
@@ -26,8 +29,14 @@ def checks_passed(record: dict) -> bool:
 
 def base_row(record: dict, what: str) -> summary.Row:
     cluster = record["meta"]["cluster"]["name"]
-    return summary.Row(f"{what} ({cluster})", "no valid collective write", run=record["id"],
-                       unit=f"{what} write", verdict=record["status"], state=summary.BAD)  # fmt: skip
+    return summary.Row(
+        f"{what} ({cluster})",
+        "no valid collective write",
+        run=record["id"],
+        unit=f"{what} write",
+        verdict=record["status"],
+        state=summary.BAD,
+    )
 
 
 def comparable_key(record: dict, what: str, result: dict) -> str:
@@ -44,9 +53,19 @@ def local_row(record: dict) -> summary.Row:
     ours = largest(results, "netcdf", "write")
     if ours is None:
         return row
-    raw = next((x for x in results if x["valid"] and x["variant"] == "rawswap"
-                and x["op"] == "write" and x["mode"] == "collective" and x["size"] == ours["size"]
-                and x["np"] == ours["np"]), None)  # fmt: skip
+    raw = next(
+        (
+            x
+            for x in results
+            if x["valid"]
+            and x["variant"] == "rawswap"
+            and x["op"] == "write"
+            and x["mode"] == "collective"
+            and x["size"] == ours["size"]
+            and x["np"] == ours["np"]
+        ),
+        None,
+    )
     row.measure = (
         f"netCDF write {ours['size']}^3 np {ours['np']} ({record['meta']['cluster']['name']})"
     )
@@ -96,5 +115,4 @@ def rows(records: list[dict]) -> list[summary.Row]:
     newest: dict[tuple, dict] = {}
     for r in records:
         newest[(r["meta"]["cluster"]["name"], bool(r["params"].get("remote")))] = r
-    return [remote_row(r) if remote else local_row(r)
-            for (_, remote), r in sorted(newest.items())]  # fmt: skip
+    return [remote_row(r) if remote else local_row(r) for (_, remote), r in sorted(newest.items())]

@@ -9,8 +9,13 @@ from . import LEVEL, section
 
 
 def lu_runs(records: list[dict]) -> list[dict]:
-    return [r for r in records if r["kernel"] == "ct-linpack"
-            and not r["params"].get("compare") and not r["params"].get("tune")]  # fmt: skip
+    return [
+        r
+        for r in records
+        if r["kernel"] == "ct-linpack"
+        and not r["params"].get("compare")
+        and not r["params"].get("tune")
+    ]
 
 
 def comparable_key(record: dict, best: dict) -> str:

@@ -218,8 +218,10 @@ def _pingpong_table(records: list[dict]) -> str:
              f"{low:.0f} .. {high:.0f}" if low is not None else "",
              len(f.get("dips") or []), r["status"]]
         )  # fmt: skip
-    newest = {(r["meta"]["cluster"]["name"], _layer(r), _pair(r), r["params"]["mode"]): i
-              for i, r in enumerate(records)}  # fmt: skip
+    newest = {
+        (r["meta"]["cluster"]["name"], _layer(r), _pair(r), r["params"]["mode"]): i
+        for i, r in enumerate(records)
+    }
     table = html.folded_table(
         ["run", "cluster", "link", "wire", "layer", "mode", "pair", "sockbuf (B)",
          "latency (µs)", "bandwidth (Mbit/s)", "saturation point (B)", "n½ (B)",

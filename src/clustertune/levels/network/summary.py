@@ -51,8 +51,14 @@ def plain_pingpongs(records: list[dict]) -> dict[tuple[str, str, str], dict]:
     newest = {}
     for r in records:
         p = r["params"]
-        if (p.get("command") == "pingpong" and p.get("mode") == "pingpong" and r["status"] == "ok"
-                and not p.get("sockbuf") and not p.get("nagle") and not p.get("tune")):  # fmt: skip
+        if (
+            p.get("command") == "pingpong"
+            and p.get("mode") == "pingpong"
+            and r["status"] == "ok"
+            and not p.get("sockbuf")
+            and not p.get("nagle")
+            and not p.get("tune")
+        ):
             newest[(r["meta"]["cluster"]["name"], layer(r), "-".join(p["between"]))] = r
     return newest
 
@@ -60,10 +66,18 @@ def plain_pingpongs(records: list[dict]) -> dict[tuple[str, str, str], dict]:
 def pingpong_row(cluster: str, name: str, pair: str, r: dict) -> summary.Row:
     f = r["figures"]
     bandwidth, latency = f.get("bandwidth_mbps"), f.get("latency_us")
-    shown = [f"{bandwidth:.0f} Mbit/s" if bandwidth else "bandwidth not determined",
-             f"{latency:.1f} µs" if latency else "latency not determined"]  # fmt: skip
-    row = summary.Row(f"{name} ping-pong {pair} ({cluster})", ", ".join(shown), run=r["id"],
-                      value=bandwidth, unit=f"{name} bandwidth", key=f"pp {cluster} {name} {pair}")  # fmt: skip
+    shown = [
+        f"{bandwidth:.0f} Mbit/s" if bandwidth else "bandwidth not determined",
+        f"{latency:.1f} µs" if latency else "latency not determined",
+    ]
+    row = summary.Row(
+        f"{name} ping-pong {pair} ({cluster})",
+        ", ".join(shown),
+        run=r["id"],
+        value=bandwidth,
+        unit=f"{name} bandwidth",
+        key=f"pp {cluster} {name} {pair}",
+    )
     nominal = nominal_bps(r)
     if nominal is None:
         row.reference, row.verdict, row.state = "unshaped: no nominal rate", "", summary.NONE
@@ -113,8 +127,9 @@ def diagnosis_row(r: dict) -> summary.Row:
 
 @LEVEL.summary
 def rows(records: list[dict]) -> list[summary.Row]:
-    out = [pingpong_row(c, name, pair, r)
-           for (c, name, pair), r in plain_pingpongs(records).items()]  # fmt: skip
+    out = [
+        pingpong_row(c, name, pair, r) for (c, name, pair), r in plain_pingpongs(records).items()
+    ]
     matrices: dict[str, dict] = {}
     for r in records:
         if r["params"].get("command") == "matrix":

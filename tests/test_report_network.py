@@ -13,12 +13,13 @@ import io
 import math
 import re
 from html import unescape
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
-from clustertune import summary
+from clustertune import levels, summary
 from clustertune.levels.grid import compare
 from clustertune.levels.grid import section as grid_section
 from clustertune.levels.io import netcdf, remote
@@ -428,3 +429,21 @@ def test_one_payload_ceiling_rule_on_the_first_screen_and_in_the_section(mbps, a
     assert why.startswith("above the 941 Mbit/s payload ceiling") is above
     assert (row.verdict == "above payload ceiling") is above
     assert row.verdict == ("above payload ceiling" if above else "in line")
+
+
+def test_remote_io_change_compares_runs_of_the_same_size_only():
+    """Issue 24.3: the first screen's change column compares a remote write with the
+    previous one of the same size and ranks; a run of another size is not a change."""
+    nbytes = 4 * 32**3
+    first = remote_io(1, "paced", GBIT, read_s=8 * nbytes / (0.9 * GBIT), op="write")
+    other = remote_io(2, "paced", GBIT, read_s=8 * nbytes / (0.5 * GBIT), op="write")
+    other["samples"][0]["size"] = 16  # another size: its MB/s are not comparable
+    again = remote_io(3, "paced", GBIT, read_s=8 * nbytes / (0.45 * GBIT), op="write")
+    records = [first, other, again]
+    for r in records:
+        r["figures"]["link_share"] = remote.link_shares(r["samples"], GBIT)
+    (io_level,) = [level for level in levels.all_levels() if level.name == "io"]
+    history = summary._History(SimpleNamespace(list=lambda: records))
+    assert history.change(io_level, io_summary.remote_row(other)) == ""
+    change = history.change(io_level, io_summary.remote_row(again))
+    assert change == "remote netCDF to site1 write -50 % since run 1"

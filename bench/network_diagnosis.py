@@ -95,9 +95,11 @@ def one_matrix(cluster, store: Store) -> dict:
 def line(doc: dict) -> str:
     late = doc.get("wire_late_us") or {}
     wire = ", ".join(f"{k} {v['p99_us']:.0f}" for k, v in late.items() if v["p99_us"] is not None)
-    return (f"{doc['wall_s']:6.1f} s  load {doc['load'][0]:5.2f} -> {doc['load'][1]:5.2f}  "
-            f"wire p99 µs: {wire or '-'}  named: {', '.join(named(doc)) or 'nothing'}"
-            + (f"  ({doc['not_judged']})" if doc.get("not_judged") else ""))  # fmt: skip
+    return (
+        f"{doc['wall_s']:6.1f} s  load {doc['load'][0]:5.2f} -> {doc['load'][1]:5.2f}  "
+        f"wire p99 µs: {wire or '-'}  named: {', '.join(named(doc)) or 'nothing'}"
+        + (f"  ({doc['not_judged']})" if doc.get("not_judged") else "")
+    )
 
 
 def cluster_up(name: str, hosts: int, link_bps: int | None, wire: str, **faults):
@@ -118,8 +120,10 @@ def healthy(args, store: Store, busy: bool) -> list[dict]:
     try:
         for i in range(runs):
             docs.append(one_matrix(cluster, store))
-            print(f"  healthy{' + busy loop' if busy else ''} {i + 1}/{runs}: {line(docs[-1])}",
-                  flush=True)  # fmt: skip
+            print(
+                f"  healthy{' + busy loop' if busy else ''} {i + 1}/{runs}: {line(docs[-1])}",
+                flush=True,
+            )
     finally:
         if spin:
             spin.kill()
@@ -127,8 +131,11 @@ def healthy(args, store: Store, busy: bool) -> list[dict]:
         vcluster.down(cluster.name)
     flagged = sum(bool(d["flagged"]) for d in docs)
     unjudged = sum(bool(d.get("not_judged")) for d in docs)
-    print(f"healthy{', one busy loop' if busy else ', idle'}: {flagged} of {runs} runs with "
-          f"any flag (target 0); {unjudged} not judged (wire late)", flush=True)  # fmt: skip
+    print(
+        f"healthy{', one busy loop' if busy else ', idle'}: {flagged} of {runs} runs with "
+        f"any flag (target 0); {unjudged} not judged (wire late)",
+        flush=True,
+    )
     return docs
 
 
@@ -182,8 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     if parts - {"healthy", "faults", "scale"}:
         ap.error(f"--only {args.only}: expected healthy, faults and/or scale")
     vcluster.require_root()
-    print(f"{os.cpu_count()} CPUs, load {os.getloadavg()}, {args.hosts} hosts, {args.link}, "
-          f"wire {args.wire}", flush=True)  # fmt: skip
+    print(
+        f"{os.cpu_count()} CPUs, load {os.getloadavg()}, {args.hosts} hosts, {args.link}, "
+        f"wire {args.wire}",
+        flush=True,
+    )
     out: dict = {}
     with tempfile.TemporaryDirectory(prefix="ct-bench-") as tmp:
         store = Store(Path(tmp) / "results.db")

@@ -702,8 +702,10 @@ def test_on_shared_cpus_a_latency_flag_is_judged_against_controls_measured_with_
     def remeasure(pairs):
         asked.extend(pairs)
         lat = {("host1", "host4"): 45.0}
-        return [{"pair": list(p), "bandwidth_mbps": 940.0, "latency_us": lat.get(p, 41.0)}
-                for p in pairs]  # fmt: skip
+        return [
+            {"pair": list(p), "bandwidth_mbps": 940.0, "latency_us": lat.get(p, 41.0)}
+            for p in pairs
+        ]
 
     matrix = na.link_matrix(HOSTS6, pair_measurements(HOSTS6, 940.0, unlucky_placement))
     assert [f["pair"] for f in na.diagnose(matrix).flagged] == [["host1", "host4"]]
@@ -720,8 +722,14 @@ def test_on_shared_cpus_a_slow_host_stays_flagged_whatever_the_retests_level():
         return 520.0 if "host2" in (a, b) else 20.0
 
     def remeasure(pairs):  # everything twice as slow on the re-test: host2 still 13x
-        return [{"pair": list(p), "bandwidth_mbps": 940.0,
-                 "latency_us": 540.0 if "host2" in p else 40.0} for p in pairs]  # fmt: skip
+        return [
+            {
+                "pair": list(p),
+                "bandwidth_mbps": 940.0,
+                "latency_us": 540.0 if "host2" in p else 40.0,
+            }
+            for p in pairs
+        ]
 
     matrix = na.link_matrix(HOSTS6, pair_measurements(HOSTS6, 940.0, delayed))
     d = na.diagnose_with_retest(matrix, remeasure, shared_cpus=True)
@@ -744,8 +752,13 @@ def test_controls_are_the_typical_healthy_links():
 
 
 def flag(figure, value=None, median=None, **blamed):
-    return {**blamed, "figure": figure, "value": value, "median": median,
-            "reason": f"{figure} on {blamed}"}  # fmt: skip
+    return {
+        **blamed,
+        "figure": figure,
+        "value": value,
+        "median": median,
+        "reason": f"{figure} on {blamed}",
+    }
 
 
 def test_a_late_wire_judges_no_host_or_link_on_what_its_lateness_could_explain():
@@ -758,7 +771,7 @@ def test_a_late_wire_judges_no_host_or_link_on_what_its_lateness_could_explain()
         flag("retransmissions", None, 0, host="host4"),  # the wire never 200 ms late
         flag("reachable", host="host5"),
         flag("flapping", host="host4"),
-    ]  # fmt: skip
+    ]
     kept, notes, verdict = na.judged_on_late_wire(flagged, late)
     assert verdict == "not judged: the emulated wire was late (p99 812 µs, load 9.5)"
     assert kept == flagged[3:]
@@ -1122,8 +1135,9 @@ def test_two_flagged_links_of_one_host_out_of_three_put_the_host_at_fault():
     fabric = {"fabric": HOSTS, "figure": "bandwidth_mbps", "reason": "all slow"}
     flagged, notes = na.pairs_to_hosts(HOSTS, [flap, resent, fabric])
     assert [(f.get("host"), f.get("pair"), f["figure"]) for f in flagged] == [
-        (None, None, "bandwidth_mbps"), ("host2", None, "flapping")
-    ]  # fmt: skip
+        (None, None, "bandwidth_mbps"),
+        ("host2", None, "flapping"),
+    ]
     assert "2 of its links flagged (1-2 resent; host2-host3 came back)" in flagged[1]["reason"]
     assert notes == ["part of host2's finding: 1-2 resent",
                      "part of host2's finding: host2-host3 came back"]  # fmt: skip

@@ -390,9 +390,11 @@ def test_the_bench_calls_a_fault_found_only_when_that_host_or_link_is_named_alon
     assert bench.verdict(doc(not_judged="not judged: ..."), "host2") == "not judged"
     assert bench.named(doc({"fabric": ["host0"]}, host2)) == ["fabric", "host2"]
     assert set(bench.FAULTS) == {
-        "loss on one host (0.1 %)", "loss between two hosts only (0.1 %)",
-        "a flapping host (300 ms every 1 s)", "a slow host (100 Mbit)",
+        "loss on one host (0.1 %)",
+        "loss between two hosts only (0.1 %)",
+        "a flapping host (300 ms every 1 s)",
+        "a slow host (100 Mbit)",
         "a host slow one way (transmit 100 Mbit)",
-    }  # fmt: skip
+    }
     with pytest.raises(SystemExit):  # a part that does not exist: a usage error
         bench.main(["--only", "speed"])

@@ -815,8 +815,11 @@ def controls(first: Diagnosis, count: int = CONTROL_PAIRS) -> list[Pair]:
     of those links (typical healthy links), in the order of the hosts."""
     hosts, m = first.matrix.hosts, first.matrix.latency_us
     suspects = set(first.suspects)
-    healthy = [(hosts[i], hosts[j]) for i, j in zip(*np.triu_indices(len(hosts), 1), strict=True)
-               if not np.isnan(m[i, j]) and (hosts[i], hosts[j]) not in suspects]  # fmt: skip
+    healthy = [
+        (hosts[i], hosts[j])
+        for i, j in zip(*np.triu_indices(len(hosts), 1), strict=True)
+        if not np.isnan(m[i, j]) and (hosts[i], hosts[j]) not in suspects
+    ]
     if not healthy:
         return []
     index = {h: i for i, h in enumerate(hosts)}

@@ -606,8 +606,9 @@ def run_matrix(
         wire_at_end = read_wire()
         late_us = worst_late_us(wire_at_retests, wire_at_end)
         run.figures["wire_late_us"] = {
-            "measurement": worst_late_us(wire_at_start, wire_at_retests), "retests": late_us
-        }  # fmt: skip
+            "measurement": worst_late_us(wire_at_start, wire_at_retests),
+            "retests": late_us,
+        }
         late = None
         if late_us["p99_us"] is not None and late_us["p99_us"] > WIRE_LATE_P99_US:
             load = max(load_at_retests, os.getloadavg()[0])

@@ -58,6 +58,33 @@ def test_a_rank_running_extra_threads_is_flagged() -> None:
     assert "more than one thread" in ranktimes.outliers(timed(1.0, 0.99, 1.9))[0][1]
 
 
+def waited(*ranks: tuple[float, float], wall: float = 10.0) -> dict:
+    """A record whose rank lines carry wait_s: (CPU s, wait s) per rank."""
+    record = timed(*(cpu / wall for cpu, _ in ranks), wall=wall)
+    for t, (_, wait) in zip(record["detail"]["rank_times"], ranks, strict=True):
+        t["wait_s"] = wait
+    return record
+
+
+def test_a_healthy_rank_that_napped_in_a_long_wait_is_not_flagged() -> None:
+    # review F9: ct_mpi_waitall naps (87b6611), so rank 2, waiting 6.5 of its 10 s, reads
+    # CPU/wall 0.35; over the 3.5 s it was not waiting it used its core like its peers
+    record = waited((9.8, 0.1), (9.7, 0.2), (3.5, 6.5), (9.9, 0.05))
+    assert ranktimes.outliers(record) == []
+    assert "CHECK" not in ranktimes.text(record) and "(waited 6.50 s)" in ranktimes.text(record)
+    # nearly all of its time in a wait: the waits' polling CPU over a short busy time
+    # must not read as extra threads either (CPU/(wall - wait) 1.7)
+    assert ranktimes.outliers(waited((9.8, 0.1), (1.7, 9.0))) == []
+
+
+def test_a_rank_sharing_its_core_is_flagged_beside_its_waits() -> None:
+    record = waited((9.8, 0.1), (3.6, 2.0), (9.9, 0.05))
+    assert ranktimes.outliers(record) == [
+        (1, "rank 1 (host1): CPU/(wall - wait) 0.45, its peers' 0.99: it shared its core")
+    ]
+    assert [r for r, _ in ranktimes.outliers(waited((10.0, 0.0), (9.9, 0.1), (19.0, 0.0)))] == [2]
+
+
 def test_a_short_run_is_not_judged() -> None:
     assert ranktimes.outliers(timed(0.98, 0.30, wall=0.1)) == []
 
@@ -80,6 +107,18 @@ def test_npb_records_and_shows_cpu_and_wall_per_rank(store, mpi) -> None:
     assert f"  CPU/wall per rank ({ranktimes.cell(record)}): 0: {times[0]['cpu_s']:.2f}/" in text
     assert "CPU time beside wall time, per rank" in npb_section.render([record])
     assert store.get(record["id"])["detail"]["rank_times"] == times
+
+
+@pytest.mark.parametrize("mpi", ("openmpi", "mpich"))
+def test_a_healthy_live_run_records_its_waits_and_is_not_flagged(store, mpi) -> None:
+    # LU.W: long enough to be judged (LU.S runs ~15 ms, below MIN_WALL_S); its pipeline
+    # waits in ct_mpi_waitall, which naps, so wait_s is well above 0
+    record = npbrun.run_npb(local_cluster(), store, "lu", "W", 2, mpi, timeout=300)
+    assert record["status"] == "ok", record["error"]
+    times = rank_times(record, 2)
+    assert min(t["wall_s"] for t in times) >= ranktimes.MIN_WALL_S
+    assert all(0 < t["wait_s"] < t["wall_s"] for t in times), times
+    assert ranktimes.outliers(record) == [], ranktimes.text(record)
 
 
 def test_qcd_records_and_shows_cpu_and_wall_per_rank(store) -> None:

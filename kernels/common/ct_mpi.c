@@ -17,6 +17,9 @@ static struct {
     double wall, user, system;
 } since;
 static int result_written; /* rank 0: the run got as far as its result line */
+/* wall time this rank spent in ct_mpi_waitall, for its rank line: a wait naps, so CPU/wall
+ * alone would read a rank that waits longer than its peers as one that lost its core */
+static double waited;
 #define ABORT_WAIT_MS 500
 
 /* Aborts every rank, wait_ms after the error line went out: launchers forward output
@@ -53,7 +56,7 @@ void ct_mpi_init(int *argc, char ***argv)
 
 /* one rank's times, gathered as bytes to rank 0 (every rank runs this same build) */
 typedef struct {
-    double wall, user, system;
+    double wall, user, system, wait;
     char host[64];
 } rank_times;
 
@@ -62,7 +65,7 @@ int ct_mpi_finalize(void)
     if (since.started) {
         /* Rank 0 writes every rank's line: a line another rank wrote while rank 0 wrote
          * its (long) result line could land inside it in the launcher's merged stdout. */
-        rank_times mine = {.wall = ct_now() - since.wall};
+        rank_times mine = {.wall = ct_now() - since.wall, .wait = waited};
         ct_cpu_times(&mine.user, &mine.system);
         mine.user -= since.user;
         mine.system -= since.system;
@@ -83,6 +86,7 @@ int ct_mpi_finalize(void)
             ct_json_number(&j, "cpu_s", all[r].user + all[r].system);
             ct_json_number(&j, "user_s", all[r].user);
             ct_json_number(&j, "system_s", all[r].system);
+            ct_json_number(&j, "wait_s", all[r].wait);
             ct_json_end(&j);
         }
         free(all);
@@ -208,7 +212,8 @@ void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void))
         spin_us = wait_knob("CT_MPI_WAIT_SPIN_US", WAIT_SPIN_US);
         nap_us = wait_knob("CT_MPI_WAIT_NAP_US", WAIT_NAP_US);
     }
-    double spin_until = MPI_Wtime() + 1e-6 * (double)spin_us;
+    double entered = MPI_Wtime();
+    double spin_until = entered + 1e-6 * (double)spin_us;
     long nap_ns = NAP_FIRST_NS;
     for (;;) {
         int done = 1;
@@ -219,8 +224,10 @@ void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void))
             CT_MPI_CHECK(MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE));
             done &= flag;
         }
-        if (done)
+        if (done) {
+            waited += MPI_Wtime() - entered;
             return;
+        }
         if (progress)
             progress();
         if (spin_us < 0 || MPI_Wtime() < spin_until) {

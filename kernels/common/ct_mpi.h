@@ -50,9 +50,11 @@ void ct_mpi_init(int *argc, char ***argv);
 
 /* Collective, before MPI_Finalize (when ct_mpi_init started the clocks): rank 0 writes,
  * after its result line (none for a run refused for its input), one line per rank,
- *   {"type":"rank","rank":R,"host":"...","wall_s":W,"cpu_s":C,"user_s":U,"system_s":S}
- * its wall and CPU time (user + system, every thread) since ct_mpi_init. CPU well below wall
- * is a rank that waited without spinning or shared its core; above, extra threads.
+ *   {"type":"rank","rank":R,"host":"...","wall_s":W,"cpu_s":C,"user_s":U,"system_s":S,
+ *    "wait_s":T}
+ * its wall and CPU time (user + system, every thread) since ct_mpi_init, and the wall time
+ * T it spent in ct_mpi_waitall (which naps). CPU well below wall - T is a rank that shared
+ * its core; above, extra threads.
  * The macro sends every kernel's MPI_Finalize through it, so none can leave without its
  * line; (MPI_Finalize)() is the library's own. */
 int ct_mpi_finalize(void);

@@ -2,10 +2,13 @@
 MPI_Finalize (kernels/common/ct_mpi.h), kept in a record's ``detail.rank_times``.
 
 seeds/002 reports both for its runs, and the difference is the diagnosis. A rank of a
-healthy job uses about one core all the time it runs (MPI spins while it waits), so the
-ranks' CPU/wall ratios are alike: all near 1, or all lower together when the job has
-more ranks than cores. A rank far below its peers waited without spinning or shared its
-core with another process; one far above ran extra threads (a threaded BLAS).
+healthy job uses about one core all the time it is not waiting, so the ranks' CPU over
+that time are alike: all near 1, or all lower together when the job has more ranks than
+cores. The kernels' waits (ct_mpi_waitall) nap, so a rank that waits longer than its
+peers has a low CPU/wall by design; its line carries ``wait_s``, its wall time in those
+waits, and the low side is judged on CPU/(wall - wait_s) (records from before wait_s:
+CPU/wall). A rank far below its peers there shared its core with another process; one
+whose CPU/wall is far above ran extra threads (a threaded BLAS).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import statistics
 
 from . import render as html
 
-LOW = 2 / 3  # below this share of its peers' median CPU/wall: waited or shared its core
+LOW = 2 / 3  # below this share of its peers' median CPU/(wall - wait): shared its core
 HIGH = 1.5  # above this multiple of its peers' median, and above ...
 MANY_THREADS = 1.2  # ... this CPU/wall (more than one core): extra threads
 MIN_GAP = 0.25  # of a core, at least, from the peers' median: on a machine loaded by
@@ -32,28 +35,50 @@ def ratios(record: dict) -> list[tuple[int, str, float | None]]:
     return out
 
 
+def busy_ratios(record: dict) -> list[tuple[int, float | None]]:
+    """(rank, CPU/(wall - wait_s)) per rank, at most 1: the share of a core it had while
+    not napping in a wait (CPU/wall without wait_s); None where that time is below
+    MIN_WALL_S. The waits' own polling CPU stays in the numerator and can lift a long
+    waiter above 1, which would make its healthy peers look low: hence the cap (extra
+    threads are judged on CPU/wall). A long wait can thus hide a shared core, never
+    make a healthy rank look low."""
+    out = []
+    for t in record.get("detail", {}).get("rank_times", []):
+        busy = (t.get("wall_s") or 0.0) - (t.get("wait_s") or 0.0)
+        ok = busy >= MIN_WALL_S and t.get("cpu_s") is not None
+        out.append((t["rank"], min(t["cpu_s"] / busy, 1.0) if ok else None))
+    return out
+
+
+def _far(ratio: float | None, peers: list[float | None]) -> float | None:
+    """The peers' median when ratio is at least MIN_GAP from it, else None."""
+    known = [r for r in peers if r is not None]
+    if ratio is None or not known:
+        return None
+    median = statistics.median(known)
+    return median if abs(ratio - median) >= MIN_GAP else None
+
+
 def outliers(record: dict) -> list[tuple[int, str]]:
-    """(rank, sentence) per rank whose CPU/wall is far from its peers' median."""
+    """(rank, sentence) per rank far from its peers' median: CPU/(wall - wait_s) below
+    (shared core), or CPU/wall above (extra threads)."""
     times = record.get("detail", {}).get("rank_times", [])
     if len(times) < 2 or min(t.get("wall_s") or 0.0 for t in times) < MIN_WALL_S:
         return []
+    waits = all("wait_s" in t for t in times)
+    low_what = "CPU/(wall - wait)" if waits else "CPU/wall"
     found = []
-    rows = ratios(record)
-    for rank, host, ratio in rows:
-        peers = [r for k, _, r in rows if k != rank and r is not None]
-        if ratio is None or not peers:
-            continue
-        median = statistics.median(peers)
-        if abs(ratio - median) < MIN_GAP:
-            continue
-        if ratio < LOW * median:
-            why = "it waited without spinning or shared its core"
-        elif ratio > HIGH * median and ratio > MANY_THREADS:
-            why = "it ran more than one thread"
-        else:
-            continue
+    walls, busies = ratios(record), busy_ratios(record)
+    for (rank, host, ratio), (_, busy) in zip(walls, busies, strict=True):
         where = f"rank {rank}" + (f" ({host})" if host else "")
-        found.append((rank, f"{where}: CPU/wall {ratio:.2f}, its peers' {median:.2f}: {why}"))
+        low = _far(busy, [b for k, b in busies if k != rank])
+        high = _far(ratio, [r for k, _, r in walls if k != rank])
+        if low is not None and busy < LOW * low:
+            why = "it shared its core" if waits else "it waited without spinning or shared its core"
+            found.append((rank, f"{where}: {low_what} {busy:.2f}, its peers' {low:.2f}: {why}"))
+        elif high is not None and ratio > HIGH * high and ratio > MANY_THREADS:
+            why = "it ran more than one thread"
+            found.append((rank, f"{where}: CPU/wall {ratio:.2f}, its peers' {high:.2f}: {why}"))
     return found
 
 
@@ -73,7 +98,9 @@ def text(record: dict) -> str:
     if not times:
         return ""
     per_rank = ", ".join(
-        f"{t.get('rank')}: {t.get('cpu_s', 0):.2f}/{t.get('wall_s', 0):.2f} s" for t in times
+        f"{t.get('rank')}: {t.get('cpu_s', 0):.2f}/{t.get('wall_s', 0):.2f} s"
+        + (f" (waited {t['wait_s']:.2f} s)" if "wait_s" in t else "")
+        for t in times
     )
     lines = [f"  CPU/wall per rank ({cell(record)}): {per_rank}"]
     lines += [f"  CHECK {said}" for _, said in outliers(record)]

@@ -160,3 +160,25 @@ def test_a_caller_that_names_a_library_or_core_is_not_overridden(monkeypatch) ->
     assert choice.told({"LD_LIBRARY_PATH": "/x"}) and choice.told({"OPENBLAS_CORETYPE": "Zen"})
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Zen")
     assert choice.told(None)
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [("stored", "host default"), ("measured", "host default"), ("named", "named")],
+)
+def test_the_lu_table_says_host_default_only_for_a_measured_choice(how, said) -> None:
+    """`--blas openblas:Haswell` is the user's choice, not the host's measured default."""
+    record = {
+        "id": 7,
+        "status": "ok",
+        "params": {"blas_choice": {"how": how, "coretype": "Haswell"}},
+        "detail": {
+            "blas": {
+                "library": "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+                "core": "Haswell",
+            }
+        },
+    }
+    text = section.blas_text(record)
+    assert text.endswith(f"(Haswell), {said}")
+    assert ("host default" in text) == (how != "named")

@@ -45,11 +45,16 @@ def lu_points(records: list[dict]) -> list[tuple[dict, dict]]:
 
 def blas_text(record: dict) -> str:
     """The library a run loaded and the OpenBLAS core that ran (the kernel's own record),
-    and whether it was the host's measured default (choice.py)."""
+    and how it was chosen: the host's measured default (choice.py) or named by the user."""
     lib = record["detail"].get("blas", {})
     name = lib.get("library", "").rsplit("/", 2)[-2:]
     text = "/".join(name) + (f" ({lib['core']})" if lib.get("core") else "")
-    return text + (", host default" if record.get("params", {}).get("blas_choice") else "")
+    how = (record.get("params", {}).get("blas_choice") or {}).get("how")
+    return text + {
+        "measured": ", host default",
+        "stored": ", host default",
+        "named": ", named",
+    }.get(how, "")
 
 
 def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:

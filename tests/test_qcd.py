@@ -17,6 +17,8 @@ import pytest
 from clustertune import cli
 from clustertune.cluster import local_cluster
 from clustertune.levels.qcd import run, section, study
+from clustertune.levels.qcd import summary as qsummary
+from clustertune.runner import new_record
 from clustertune.studies.spec import load as load_study
 
 L4 = (4, 4, 4, 4)
@@ -268,3 +270,46 @@ def test_study_across_virtual_hosts(store, make_vcluster) -> None:
     shown = demo.demo(cluster, store)
     assert [r["status"] for r in shown] == ["ok"] * 3
     assert shown[0]["figures"]["plaquette_start"] == 1.0
+
+
+def _stored_qcd(store, figures: dict, **params) -> dict:
+    """A stored ct-qcd record of the given figures, as the runner saves one."""
+    params = {"lattice": [4, 4, 4, 4], "grid": [1, 1, 1, 2], "np": 2, "split_dims": 1, **params}
+    record = new_record("qcd", "ct-qcd", local_cluster(), params, ["localhost"], 2)
+    record.update(status="ok", verification="passed", figures=figures)
+    record["id"] = store.save(record)
+    return record
+
+
+def test_old_and_new_records_show_one_qcdflops_definition(store) -> None:
+    """Review F8: before 91d10f7 the stored qcdflops_gflops was 5700 x every link update
+    (here 1 HB + 4 OR: 5x today's); the readers compute QCDFlops from the heat-bath rate
+    that both shapes carry, so the two runs of the same speed show the same figure."""
+    rest = (
+        "comm_time_s",
+        "comm_wait_s",
+        "comm_mbps",
+        "messages_per_sweep",
+        "bytes_per_sweep",
+        "unitarity_error",
+        "det_error",
+        "gauge_invariance_error",
+    )
+    same = {
+        "hb_link_updates_per_s": 1e5,
+        "link_updates_per_s": 5e5,
+        "time_s": 2.0,
+        "compute_time_s": 1.5,
+        "counted_gflops": 1.0,
+        **dict.fromkeys(rest),
+    }
+    old = _stored_qcd(store, {**same, "qcdflops_gflops": 2.85, "qcdflops_compute_gflops": 3.8})
+    new = _stored_qcd(store, {**same, "qcdflops_gflops": 0.57, "qcdflops_compute_gflops": 0.76})
+    table = section.runs_table([old, new])
+    assert table.count("<td>0.570</td>") == 2 and table.count("<td>0.760</td>") == 2
+    assert "2.850" not in table and "3.800" not in table
+    assert all("QCDFlops 0.570 Gflops (0.760 without" in run.text(r) for r in (old, new))
+    figures = [row.figure for row in qsummary.rows([old]) + qsummary.rows([new])]
+    assert figures == ["5e+05 link updates/s (0.57 QCDFlops G)"] * 2
+    # the decomposition study's rows (its table, winners, plot, first-screen row)
+    assert [row["qcdflops_gflops"] for row in study.rows([old, new])] == pytest.approx([0.57] * 2)

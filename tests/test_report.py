@@ -191,6 +191,35 @@ def test_a_linpack_run_of_another_problem_is_not_a_change_of_the_cluster(store):
     assert (row.run, row.change) == (again, f"Linpack -10 % since run {big}")
 
 
+def _tuned_qcd(store: Store, gflops: float, hb_rate: float | None) -> int:
+    """A tune qcd session's record; hb_rate None: the shape stored before 91d10f7, whose
+    gflops is 5700 x every link update."""
+    detail = {"grid": [1, 1, 1, 2], "lattice": [4, 4, 4, 4], "np": 2, "gflops": gflops}
+    detail["candidates"] = [{}, {}]  # two grids tried
+    if hb_rate is not None:
+        detail["hb_link_updates_per_s"] = hb_rate
+    params = {"what": "qcd", "np": 2, "lattice": [4, 4, 4, 4]}
+    record = new_record("tune", "ct-qcd", local_cluster(), params, ["localhost"], 2)
+    record["detail"] = detail
+    return store.save(_finished(record, "here", "ok"))
+
+
+def test_a_tuned_qcd_of_the_old_qcdflops_is_no_change(store):
+    """Review F8: QCDFlops was 5700 x all link updates before 91d10f7 (heat bath and 4 OR
+    passes: 5x), now 5700 x heat-bath updates; an old session beside a new one of the same
+    speed gave "tuned QCD -80 % since run N". The old one is shown as such, uncompared."""
+    old = _tuned_qcd(store, 2.85, None)
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "tune"]
+    assert row.value is None and "old definition" in row.figure and "2.85" not in row.figure
+    new = _tuned_qcd(store, 0.57, 1e5)
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "tune"]
+    assert (row.run, row.figure, row.change) == (new, "grid 1x1x1x2: 0.57 QCDFlops G", "")
+    assert "since run" not in _first_screen(report.build(store)) and old < new
+    again = _tuned_qcd(store, 0.513, 0.9e5)  # the same definition: compared
+    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "tune"]
+    assert (row.run, row.change) == (again, f"tuned QCD -10 % since run {new}")
+
+
 def test_a_failed_run_is_no_figure_and_no_change(store):
     _gemm(store, 40.0)
     _lu(store, 10.0)

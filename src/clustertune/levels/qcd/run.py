@@ -20,7 +20,7 @@ from ...commands import Output, cluster_of, open_store, record_output
 from ...errors import UserError
 from ...kernels import check_args
 from ...results import Store
-from . import KERNEL, LEVEL
+from . import KERNEL, LEVEL, flops
 
 TIMEOUT_S = 1800.0
 AXES = "xyzt"
@@ -171,8 +171,8 @@ def text(record: dict, series_lines: int = 12) -> str:
     lines += [f"  sweep {s:>5}: plaquette {v:.15f}" for s, v in series[-series_lines:]]
     if "link_updates_per_s" in f:
         lines += [
-            f"  QCDFlops {number(f['qcdflops_gflops'], '.3f')} Gflops "
-            f"({number(f['qcdflops_compute_gflops'], '.3f')} without communication) "
+            f"  QCDFlops {number(flops.gflops(f), '.3f')} Gflops "
+            f"({number(flops.compute_gflops(f), '.3f')} without communication) "
             f"= 5700 x {number(f.get('hb_link_updates_per_s'), '.4g')} heat-bath link updates/s",
             f"  counted {number(f['counted_gflops'], '.3f')} Gflops, "
             f"{number(f['link_updates_per_s'], '.4g')} link updates/s"

@@ -9,7 +9,7 @@ from collections import defaultdict
 
 from ... import ranktimes
 from ... import render as html
-from . import LEVEL, run, study
+from . import LEVEL, flops, run, study
 from .paper import paper
 
 
@@ -25,7 +25,7 @@ def runs_table(records: list[dict]) -> str:
             [r["id"], r["meta"]["cluster"]["name"], run.dims_text(p.get("lattice", [])),
              run.dims_text(p.get("grid", [])), p.get("np"), p.get("beta"), p.get("sweeps"),
              num(f.get("plaquette"), ".6f"), num(f.get("link_updates_per_s"), ".3g"),
-             num(f.get("qcdflops_gflops"), ".3f"), num(f.get("qcdflops_compute_gflops"), ".3f"),
+             num(flops.gflops(f), ".3f"), num(flops.compute_gflops(f), ".3f"),
              num(f.get("counted_gflops"), ".3f"), num(f.get("comm_time_s"), ".3f"),
              num(f.get("comm_mbps"), ".1f"), num(f.get("messages_per_sweep"), ".0f"),
              r["verification"]]

@@ -15,7 +15,7 @@ from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store
 from ...errors import UserError
 from ...results import Store
-from . import run
+from . import flops, run
 from .paper import table2
 
 
@@ -91,8 +91,8 @@ def rows(records: list[dict]) -> list[dict]:
         out.append({
             "run": r["id"], "dims": p["split_dims"], "grid": run.dims_text(p["grid"]),
             "status": r["status"], "verification": r["verification"],
-            "qcdflops_gflops": f.get("qcdflops_gflops"),
-            "qcdflops_compute_gflops": f.get("qcdflops_compute_gflops"),
+            "qcdflops_gflops": flops.gflops(f),
+            "qcdflops_compute_gflops": flops.compute_gflops(f),
             "time_s": t, "compute_time_s": f.get("compute_time_s"),
             "comm_time_s": f.get("comm_time_s"), "comm_wait_s": comm,
             "comm_share": comm / t if isinstance(t, float) and t > 0 and comm is not None else None,

@@ -5,7 +5,7 @@ decomposition against the worst (seeds/003's question)."""
 from __future__ import annotations
 
 from ... import summary
-from . import LEVEL, run, study
+from . import LEVEL, flops, run, study
 from .section import studies
 
 
@@ -19,7 +19,7 @@ def run_row(r: dict) -> summary.Row:
     if r["status"] != "ok" or not rate:
         row.figure, row.verdict, row.state = "no result", f"{r['status']}", summary.BAD
         return row
-    row.figure = f"{rate:.3g} link updates/s ({f['qcdflops_gflops']:.2f} QCDFlops G)"
+    row.figure = f"{rate:.3g} link updates/s ({run.number(flops.gflops(f), '.2f')} QCDFlops G)"
     row.value = rate
     row.verdict = "verified" if r["verification"] == "passed" else r["verification"]
     row.state = summary.GOOD if r["verification"] == "passed" else summary.WARN

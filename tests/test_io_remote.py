@@ -26,7 +26,7 @@ from clustertune.cluster import local_cluster
 from clustertune.launch import launcher_for
 from clustertune.levels.io import netcdf, remote, section, validate
 
-NC_INT, NC_EACCESS, NC_ENOMEM, NC_ENOENT = 4, -77, -61, -220
+NC_INT, NC_EACCESS, NC_ENOMEM, NC_ENOENT, NC_EINVAL = 4, -77, -61, -220, -36
 HANDSHAKE_S = 2.0  # the test server's --handshake-timeout
 
 
@@ -616,6 +616,53 @@ def test_the_client_refuses_a_server_that_is_not_the_one_it_dialled(ca, tmp_path
     with own_server(ca, tmp_path, cert=str(other.cert), key=str(other.key)) as service:
         out = run_client(ca, int(service.ready_match.group(1)), CT_NCFWD_SERVER_SUBJECT="")
         assert out.returncode == 0, out.stderr
+
+
+def two_client_session(ca: Path, port: int) -> list[ssl.SSLSocket]:
+    """Client ranks 0 and 1 of one session on the 2-rank server (rank r on server rank r)."""
+    token = random.getrandbits(64)
+    first = tls(ca, "alice", port)
+    first.sendall(frame(1, struct.pack("<IIQ", 0, 2, token)))
+    status, rest = reply_frame(first)
+    assert status == 0 and struct.unpack("<I", rest[:4])[0] == 2
+    second = tls(ca, "alice", struct.unpack("<H", rest[6:8])[0])
+    second.sendall(frame(1, struct.pack("<IIQ", 1, 2, token)))
+    assert reply(second) == 0
+    return [first, second]
+
+
+def each(clients: list[ssl.SSLSocket], *requests: bytes) -> list[int]:
+    """Each client sends its request (one per client, or one for all); their replies."""
+    for c, r in zip(clients, requests * len(clients) if len(requests) == 1 else requests,
+                    strict=False):  # fmt: skip
+        c.sendall(r)
+    return [reply(c) for c in clients]
+
+
+def test_server_ranks_agree_when_client_ranks_disagree(server, ca, tmp_path) -> None:
+    """Review F1/F2: the checks of a put (its ndims against the variable's) and of a metadata
+    request (every client asked the same) were per server rank: one rank skipped the
+    collective begin_indep_data and the ranks hung or answered differently, and a CLOSE was
+    performed (its rename) although a client had asked for something else."""
+    port, export, service = server
+    clients = two_client_session(ca, port)
+    for request in (frame(2, struct.pack("<ii", 0, 0) + text("sub/agree.nc")),
+                    frame(5, struct.pack("<i", 0) + text("z") + struct.pack("<q", 2)),
+                    frame(5, struct.pack("<i", 0) + text("x") + struct.pack("<q", 4)),
+                    frame(6, struct.pack("<i", 0) + text("data") + struct.pack("<iIii", NC_INT, 2, 0, 1)),
+                    frame(7, struct.pack("<i", 0))):  # fmt: skip
+        assert each(clients, request) == [0, 0]
+    good = frame(13, struct.pack("<iiBIqqqq", 0, 0, 0, 2, 0, 1, 0, 4)) + frame(15, bytes(16))
+    bad = frame(13, struct.pack("<iiBIqq", 0, 0, 0, 1, 1, 4)) + frame(15, bytes(16))
+    assert each(clients, good, bad) == [NC_EINVAL, NC_EINVAL]  # independent: begin_indep
+    close = frame(16, struct.pack("<i", 0))
+    assert each(clients, close, frame(16, struct.pack("<i", 1))) == [NC_EINVAL, NC_EINVAL]
+    assert not (export / "sub" / "agree.nc").exists()  # the CLOSE was performed for none
+    for c in clients:
+        c.sendall(frame(17))
+        c.close()
+    assert "client ranks sent different CLOSE requests" in log_of(service, until="different CLOSE")
+    assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
 
 
 @pytest.mark.root

@@ -1089,6 +1089,11 @@ static int transfer(server *s, int op, request *q, int *who, char *why, size_t w
         if (ncmpi_inq_varndims(f->ncid, q[i].varid, &nd) != NC_NOERR || nd != (int)q[i].ndims)
             status = NC_EINVAL;
     }
+    /* every rank must take the same way: begin/end_indep are collective, and every client
+     * gets the same status (NC errors are negative: the minimum is any rank's error) */
+    int agreed;
+    CT_MPI_CHECK(MPI_Allreduce(&status, &agreed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    status = agreed;
     if (f && status == NC_NOERR) {
         if (!collective && !f->indep)
             status = ncmpi_begin_indep_data(f->ncid), f->indep = 1;
@@ -1288,13 +1293,19 @@ static void serve(server *s)
             for (int i = 0; i < s->nconn; i++) /* every client asked the same */
                 if (q[i].len != len || memcmp(q[i].buf, payload, len) != 0)
                     ok = 0;
+            /* on every rank, before anything is done: a request some client did not make
+             * (a CLOSE's rename among them) is performed for none */
+            int all_ok;
+            CT_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD));
+            ok = all_ok;
             /* the reply: the status, then what the request returns, in one bounded writer;
              * a result that does not fit is an error reply of the status alone */
             static ncfwd_wr w;
             w.len = 4, w.overflow = 0;
-            int status = metadata(s, op, payload, len, &w);
-            if (!ok)
-                status = NC_EINVAL;
+            int status = ok ? metadata(s, op, payload, len, &w) : NC_EINVAL;
+            if (!ok && s->rank == 0)
+                refused(s->subject, "client ranks sent different %s requests: none performed",
+                        ncfwd_op_name(op));
             if (status == NC_NOERR && w.overflow)
                 status = NC_ENOMEM; /* metadata() bounds its results: not reached today */
             if (status != NC_NOERR)

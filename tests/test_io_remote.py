@@ -559,6 +559,26 @@ def test_silent_and_trickling_peers_delay_no_one(server, ca, tmp_path) -> None:
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
 
 
+def test_more_silent_connections_than_slots_lock_no_one_out(server, ca, tmp_path) -> None:
+    """Review F7: 64 silent connections took every handshake slot and the server stopped
+    accepting, so a peer without a certificate could hold the service by reconnecting. Now
+    the oldest is dropped for the newest."""
+    port, _, service = server
+    silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(72)]
+    time.sleep(0.3)  # all accepted before alice comes
+    started = time.monotonic()
+    s = tls(ca, "alice", port)
+    assert hello(s) == 0
+    answered = time.monotonic() - started
+    s.sendall(frame(17))
+    s.close()
+    assert answered < HANDSHAKE_S / 2, answered  # not behind the silent ones' deadline
+    assert log_of(service, until="dropped for a newer").count("dropped for a newer connection") >= 8
+    for c in silent:
+        c.close()
+    assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
+
+
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "clustertune.cli", *args], capture_output=True,
                           text=True, timeout=120)  # fmt: skip

@@ -16,8 +16,10 @@
  *
  * Connections: each rank takes every connection as it comes and runs the TLS handshakes and
  * HELLOs of all of them at once (non-blocking), each with a hard deadline of
- * --handshake-timeout from its connect: a peer that stays silent, or trickles its bytes, is
- * dropped at its deadline and holds up nobody else meanwhile. The CRL (--crl) is re-read
+ * --handshake-timeout from its accept (while a session is served, new connections wait in
+ * the kernel's backlog): a peer that stays silent, or trickles its bytes, is dropped at its
+ * deadline and holds up nobody else meanwhile; when 64 are in progress, the oldest is dropped
+ * for the newest. The CRL (--crl) is re-read
  * whenever its file changes; a revoked or expired certificate is refused at the handshake,
  * with the reason and the certificate's subject in the log.
  *
@@ -471,6 +473,11 @@ static int advance(server *s, int i)
         }
         p->have += (size_t)n;
     }
+    if (s->nready == MAX_PENDING) {
+        refused(p->c.peer, "%d HELLOs already wait for their session", MAX_PENDING);
+        drop_pending(s, i);
+        return -1;
+    }
     ncfwd_rd r;
     hello_msg *h = &s->ready[s->nready];
     ncfwd_rd_init(&r, p->buf + NCFWD_HEADER, HELLO_BYTES);
@@ -520,7 +527,7 @@ static int next_hello(server *s, double until, hello_msg *out)
             fds[n++] = (struct pollfd){.fd = s->pend[i].c.fd, .events = (short)s->pend[i].c.want};
             wake = s->pend[i].deadline < wake ? s->pend[i].deadline : wake;
         }
-        int listening = s->npend + s->nready < MAX_PENDING;
+        int listening = s->nready < MAX_PENDING;
         if (listening)
             fds[n++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
         double left = wake - now;
@@ -536,6 +543,16 @@ static int next_hello(server *s, double until, hello_msg *out)
             if (fd < 0)
                 continue;
             reload_crl(s, 0);
+            if (s->npend == MAX_PENDING) {
+                /* full: the oldest goes, so silent connections, however many, cannot stop
+                 * the accepting of new ones (an honest handshake takes milliseconds) */
+                int oldest = 0;
+                for (int i = 1; i < s->npend; i++)
+                    oldest = s->pend[i].deadline < s->pend[oldest].deadline ? i : oldest;
+                refused(s->pend[oldest].c.peer, "dropped for a newer connection (%d in their "
+                        "handshake)", MAX_PENDING);
+                drop_pending(s, oldest);
+            }
             pending *p = &s->pend[s->npend++];
             *p = (pending){.deadline = ct_now() + s->o.handshake};
             if (ncfwd_tls_begin(&p->c, s->ctx, fd, 1, NULL)) {

@@ -608,6 +608,27 @@ def test_revoked_and_expired_certificates_are_refused_with_their_reason(server, 
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
 
 
+def test_revoking_a_name_revokes_its_earlier_certificates_too(server, ca, tmp_path) -> None:
+    """Review F25: a re-issued name's earlier certificate (a key thought compromised) stayed
+    valid: revoke took only the NAME.pem on disk."""
+    port, _, service = server
+    security.issue(ca, "frank")
+    for suffix in ("pem", "key"):
+        shutil.copy(ca / f"frank.{suffix}", tmp_path / f"frank.{suffix}")  # the first one
+    security.issue(ca, "frank")
+    security.grant(ca, security.dn_of("frank"), ".", "rw")
+    security.revoke(ca, "frank")
+    for where in (tmp_path, None):
+        with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
+            s = tls(ca, "frank", port, where)
+            hello(s)
+    line = f"refused {security.dn_of('frank')}: TLS handshake: certificate refused: certificate revoked"
+    deadline = time.monotonic() + 10
+    while log_of(service).count(line) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the log is drained on a thread
+    assert log_of(service).count(line) >= 2
+
+
 def run_client(ca: Path, port: int, **env: str) -> subprocess.CompletedProcess:
     full = os.environ | remote.client_env(security.credentials(ca, "alice"),
                                           f"127.0.0.1:{port}", True, "job") | env  # fmt: skip

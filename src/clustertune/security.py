@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 GRIDMAP = "grid-mapfile"
 RIGHTS = ("rw", "ro")
 CRL = "crl.pem"
+ISSUED = "issued"  # a copy of every certificate issued, NAME.SERIAL.pem (revoke finds them all)
 CRL_DAYS = DAYS  # the CRL's nextUpdate: the server refuses everyone once it has passed
 
 
@@ -138,6 +140,11 @@ def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS,
     finally:
         csr.unlink(missing_ok=True)
         ext.unlink(missing_ok=True)
+    # every certificate ever issued is kept, so a revocation reaches the earlier ones too
+    serial = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-serial"],
+                            capture_output=True, text=True, timeout=60).stdout.strip()  # fmt: skip
+    (directory / ISSUED).mkdir(exist_ok=True)
+    shutil.copyfile(cert, directory / ISSUED / f"{name}.{serial.partition('=')[2]}.pem")
     return Credentials(cert, key, ca)
 
 
@@ -193,19 +200,18 @@ def crl_file(directory: Path) -> Path:
 
 
 def revoke(directory: Path, name: str) -> Path:
-    """Revokes the certificate ``name`` of this CA and rewrites the CRL. The CRL."""
+    """Revokes every certificate this CA issued to ``name`` (the current one and any earlier
+    one kept in issued/) and rewrites the CRL. The CRL."""
     _ca(directory)
     cert = directory / f"{name}.pem"
     if name == "ca" or not cert.is_file():
         raise UserError(f"no certificate {name!r} in {directory} to revoke")
-    out = subprocess.run(
-        ["openssl", "ca", "-config", str(_ca_config(directory)), "-revoke", str(cert)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if out.returncode != 0 and "Already revoked" not in out.stderr:
-        raise UserError(f"openssl ca -revoke: {out.stderr.strip()[-300:]}")
+    config = str(_ca_config(directory))
+    for each in [cert, *sorted((directory / ISSUED).glob(f"{name}.*.pem"))]:
+        out = subprocess.run(["openssl", "ca", "-config", config, "-revoke", str(each)],
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        if out.returncode != 0 and "Already revoked" not in out.stderr:
+            raise UserError(f"openssl ca -revoke {each.name}: {out.stderr.strip()[-300:]}")
     return _gencrl(directory)
 
 

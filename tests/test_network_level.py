@@ -24,6 +24,7 @@ from clustertune.launch import Completed, Job
 from clustertune.levels import network
 from clustertune.levels.network import analysis, matrix, pingpong, section
 from clustertune.runner import Run
+from clustertune.units import payload_rate_bps
 
 MBIT = 10**6
 CONTRACT = ("latency_us", "bandwidth_mbps", "saturation_point_bytes", "n_half_bytes", "dips")
@@ -219,8 +220,9 @@ def sweep(cluster, store, layer: str, max_size: int, **kw) -> dict:
 @pytest.mark.root
 @pytest.mark.parametrize("rate, max_size", [(100 * MBIT, 1 << 20), (10**9, 4 << 20)])
 def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, rate, max_size):
-    """Issue 3's done-when: bandwidth within 10 % of nominal, and MPI latency >= TCP latency
-    on the same pair, for both MPIs. Both MPI libraries busy-poll the socket (strace:
+    """Issue 3's done-when: bandwidth near the link's payload ceiling (issue 19: on the
+    paced wire at most 1448/1538 of nominal, 1 % for clocks; at least 85 % of it, TCP's
+    start and a loaded CPU), and MPI latency >= TCP latency on the same pair, for both MPIs. Both MPI libraries busy-poll the socket (strace:
     MPICH/UCX epoll_wait(0), OpenMPI poll(0)), so the TCP latency they are held to is the
     kernel's busy-polling one (--wait poll): against the blocking-recv one, which pays a
     wake-up per message, MPICH comes out faster (docs/network.md). The TCP baseline is the
@@ -230,8 +232,9 @@ def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, 
     cluster = make_vcluster(hosts=2, link_bps=rate)
     tcp = sweep(cluster, store, "tcp", max_size)
     mpis = {name: sweep(cluster, store, "mpi", max_size, mpi=name) for name in ("openmpi", "mpich")}
+    ceiling = payload_rate_bps(rate) / MBIT
     for figures in (tcp, *mpis.values()):
-        assert figures["bandwidth_mbps"] == pytest.approx(rate / MBIT, rel=0.10), figures
+        assert 0.85 * ceiling <= figures["bandwidth_mbps"] <= 1.01 * ceiling, (ceiling, figures)
     poll = pingpong.PingpongSpec("tcp", "host0", "host1", wait="poll")
     assert pingpong._sweep_args(poll)[-2:] == ["--wait", "poll"]  # net pingpong --wait poll
     best_poll = float("inf")

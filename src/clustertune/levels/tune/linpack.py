@@ -392,6 +392,27 @@ class Tuner:
         rivals = [k for k, r in self.blas_rates.items() if k != chosen and r >= RIVAL_SHARE * top]
         return sorted(rivals, key=lambda k: -self.blas_rates[k])[:RIVALS]
 
+    def rejudge(
+        self, cfg: Config, variants: list[Config], n: int, label, noise_key: str
+    ) -> tuple[Config, float, str] | None:
+        """The LU at ``n`` for each of ``variants`` (``cfg`` with one choice changed, ``cfg``
+        itself among them): the fastest replaces ``cfg`` only beyond the noise. Returns the
+        kept config, its median rate and the rates as text (``label`` names a config), or
+        None when no variant passed."""
+        got: list[tuple[Config, float]] = []
+        for other in variants:
+            got += self.passing(self.lu("scale", other, n), other)
+        ms = space.measured(got)
+        if not ms:
+            return None
+        best = space.keep_incumbent(ms[0], next((m for m in ms if m.cfg == cfg), None))
+        if best is not ms[0]:
+            self.noise[noise_key] = (
+                f"{label(ms[0].cfg)} {ms[0].text()} against {best.text()}: "
+                f"within the noise, kept {label(cfg)}"
+            )
+        return best.cfg, best.median, ", ".join(f"{label(m.cfg)} {m.median:.1f}" for m in ms)
+
     def at_scale(
         self, cfg: Config, rate: float, n: int, nbs: list[int], expect: float
     ) -> tuple[Config, float]:
@@ -405,41 +426,29 @@ class Tuner:
         layouts = self.layouts()
         rivals = self.blas_rivals(cfg.blas)
         one = (2.0 / 3.0) * n**3 / (max(expect, 1e-3) * 1e9)
-        if self.left() < (len(layouts) + len(nbs) + len(rivals)) * one:
+        # the BLAS step runs the incumbent again beside its rivals
+        blas_runs = len(rivals) + 1 if rivals else 0
+        if self.left() < (len(layouts) + len(nbs) + blas_runs) * one:
             self.why["at N"] = f"BLAS, layout and NB not re-measured at N={n} (no budget left)"
             return cfg, rate
         said = []
         if rivals:
-            got: list[tuple[Config, float]] = []
-            for key in [*rivals, cfg.blas]:
-                other = replace(cfg, blas=key)
-                got += self.passing(self.lu("scale", other, n), other)
-            ms = space.measured(got)
-            if ms:
-                best = space.keep_incumbent(ms[0], next((m for m in ms if m.cfg == cfg), None))
-                if best is not ms[0]:
-                    self.noise["BLAS at N"] = (f"{self.blas_of(ms[0].cfg.blas).label} "
-                                               f"{ms[0].text()} against {best.text()}: "
-                                               f"within the noise, kept "
-                                               f"{self.blas_of(cfg.blas).label}")  # fmt: skip
-                cfg, rate = best.cfg, best.median
-                said.append(", ".join(f"{self.blas_of(m.cfg.blas).label} {m.median:.1f}"
-                                      for m in ms))  # fmt: skip
+            variants = [replace(cfg, blas=key) for key in [*rivals, cfg.blas]]
+            judged = self.rejudge(
+                cfg, variants, n, lambda c: self.blas_of(c.blas).label, "BLAS at N"
+            )
+            if judged is not None:
+                cfg, rate, text = judged
+                said.append(text)
         if len(layouts) > 1:
-            got: list[tuple[Config, float]] = []
+            variants = []
             for ranks, threads in layouts[::-1]:
                 p, q = (cfg.p, cfg.q) if ranks == cfg.ranks else space.grids(ranks)[0]
-                other = replace(cfg, ranks=ranks, threads=threads, p=p, q=q)
-                got += self.passing(self.lu("scale", other, n), other)
-            ms = space.measured(got)
-            if ms:
-                best = space.keep_incumbent(ms[0], next((m for m in ms if m.cfg == cfg), None))
-                if best is not ms[0]:
-                    self.noise["at N"] = (f"{ms[0].cfg.ranks}x{ms[0].cfg.threads} {ms[0].text()} "
-                                          f"against {best.text()}: within the noise, kept "
-                                          f"{cfg.ranks}x{cfg.threads}")  # fmt: skip
-                cfg, rate = best.cfg, best.median
-                said.append(", ".join(f"{m.cfg.ranks}x{m.cfg.threads} {m.median:.1f}" for m in ms))
+                variants.append(replace(cfg, ranks=ranks, threads=threads, p=p, q=q))
+            judged = self.rejudge(cfg, variants, n, lambda c: f"{c.ranks}x{c.threads}", "at N")
+            if judged is not None:
+                cfg, rate, text = judged
+                said.append(text)
         nb_cfg = self.sweep("scale", cfg, n, "nb", nbs, 1, note="NB at N")
         if nb_cfg is not None:
             cfg, rate = nb_cfg

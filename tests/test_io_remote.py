@@ -206,6 +206,18 @@ def hello(sock, token: int | None = None) -> int:
     return reply(sock)
 
 
+def alice_answered_in(ca: Path, port: int) -> float:
+    """Seconds from alice's connect to the answer of her HELLO (a one-rank session that
+    ends at once): how long whatever else is connected delays a legitimate client."""
+    started = time.monotonic()
+    s = tls(ca, "alice", port)
+    assert hello(s) == 0
+    answered = time.monotonic() - started
+    s.sendall(frame(17))
+    s.close()
+    return answered
+
+
 def test_clients_without_a_valid_certificate_are_refused(server, ca, foreign_ca, tmp_path) -> None:
     port, _, service = server
     for name, other in (("", None), ("eve", foreign_ca)):
@@ -536,11 +548,7 @@ def test_silent_and_trickling_peers_delay_no_one(server, ca, tmp_path) -> None:
     trickle = socket.create_connection(("127.0.0.1", port))
     trickle.sendall(b"\x16\x03\x01\x02\x00")  # a record header promising 512 bytes
     started = time.monotonic()
-    s = tls(ca, "alice", port)
-    assert hello(s) == 0
-    answered = time.monotonic() - started
-    s.sendall(frame(17))
-    s.close()
+    answered = alice_answered_in(ca, port)
     assert answered < HANDSHAKE_S, answered
     while not closed(trickle) and time.monotonic() - started < 4 * HANDSHAKE_S:
         try:
@@ -566,12 +574,7 @@ def test_more_silent_connections_than_slots_lock_no_one_out(server, ca, tmp_path
     port, _, service = server
     silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(72)]
     time.sleep(0.3)  # all accepted before alice comes
-    started = time.monotonic()
-    s = tls(ca, "alice", port)
-    assert hello(s) == 0
-    answered = time.monotonic() - started
-    s.sendall(frame(17))
-    s.close()
+    answered = alice_answered_in(ca, port)
     assert answered < HANDSHAKE_S / 2, answered  # not behind the silent ones' deadline
     assert log_of(service, until="dropped for a newer").count("dropped for a newer connection") >= 8
     for c in silent:

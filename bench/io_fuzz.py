@@ -45,8 +45,7 @@ def run(frames: int, seed: int, seconds: float | None = None) -> dict:
     if seconds:
         argv += ["--seconds", str(int(seconds))]
     started = time.monotonic()
-    out = subprocess.run(argv, env=fuzz_env(), capture_output=True, text=True,
-                         errors="replace")  # fmt: skip
+    out = subprocess.run(argv, env=fuzz_env(), capture_output=True, text=True, errors="replace")
     summary = SUMMARY.search(out.stdout)
     return {
         "returncode": out.returncode,
@@ -72,10 +71,12 @@ def main() -> int:
     if args.log:
         Path(args.log).write_text(r["stdout"] + r["stderr"])
     refused = r["stderr"].count("ct-io-server: refused")
-    print(f"frames tried {r['frames']}, sessions {r['sessions']}, refusals logged {refused}, "
-          f"findings {len(r['findings'])}, sanitizer reports {len(r['reports'])}, "
-          f"exit status {r['returncode']}, {r['wall_s']:.0f} s, load "
-          f"{load:.1f} -> {os.getloadavg()[0]:.1f}")  # fmt: skip
+    print(
+        f"frames tried {r['frames']}, sessions {r['sessions']}, refusals logged {refused}, "
+        f"findings {len(r['findings'])}, sanitizer reports {len(r['reports'])}, "
+        f"exit status {r['returncode']}, {r['wall_s']:.0f} s, load "
+        f"{load:.1f} -> {os.getloadavg()[0]:.1f}"
+    )
     for line in r["findings"] + r["reports"]:
         print(" ", line)
     if r["reports"] or r["returncode"] not in (0, 1):

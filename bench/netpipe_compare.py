@@ -263,8 +263,11 @@ def side_by_side(pair: str, ours_fn, theirs_fn, max_size: int, runs: int, rounds
     for run in range(runs):
         order.append([])
         match = match_of(previous) if run % 2 else None  # first, after the last run's
-        theirs, ours = in_turn(run, lambda: sweep("NetPIPE", theirs_fn, max_size),
-                               lambda: sweep("clustertune", ours_fn, max_size))  # fmt: skip
+        theirs, ours = in_turn(
+            run,
+            lambda: sweep("NetPIPE", theirs_fn, max_size),
+            lambda: sweep("clustertune", ours_fn, max_size),
+        )
         match = match or match_of(theirs)
         previous = theirs
         if nominal_bps:
@@ -383,8 +386,12 @@ def placements(which: str) -> dict[str, Pin]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--link", default="1gbit", help="link rate of both hosts (1gbit)")
-    parser.add_argument("--wire", choices=vcluster.WIRES, default=vcluster.DEFAULT_WIRE,
-                        help=f"the virtual cluster's link model ({vcluster.DEFAULT_WIRE})")  # fmt: skip
+    parser.add_argument(
+        "--wire",
+        choices=vcluster.WIRES,
+        default=vcluster.DEFAULT_WIRE,
+        help=f"the virtual cluster's link model ({vcluster.DEFAULT_WIRE})",
+    )
     parser.add_argument("--max-size", default="8M", help="largest message (8M)")
     parser.add_argument("--mpi", default="", help="also compare MPI: openmpi,mpich")
     parser.add_argument("--runs", type=int, default=1, help="full sweeps per tool (1)")

@@ -46,9 +46,12 @@ def main() -> int:
             before, start = cpu_seconds(pids), time.monotonic()
             rate = measure_rate(cluster, "host0", "host1", nbytes)
             elapsed, used = time.monotonic() - start, cpu_seconds(pids) - before
-            print(f"{args.link} {args.wire}: {nbytes / 1e6:g} MB at {rate / 1e6:.1f} Mbit/s in "
-                  f"{elapsed:.2f} s; daemons {used:.2f} CPU s = {used / (nbytes / 1e9):.2f} "
-                  f"CPU s/GB; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+            print(
+                f"{args.link} {args.wire}: {nbytes / 1e6:g} MB at {rate / 1e6:.1f} Mbit/s in "
+                f"{elapsed:.2f} s; daemons {used:.2f} CPU s = {used / (nbytes / 1e9):.2f} "
+                f"CPU s/GB; load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
     finally:
         vcluster.down(args.name)
     return 0

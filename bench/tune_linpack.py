@@ -284,8 +284,11 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
                 runs[tool].append(got["gflops"] if got.get("passed") else 0.0)
             walls[tool].append(time.monotonic() - began)
             name = "ct" if tool == "ct" else f"hpcc ({tool} BLAS)"
-            print(f"round {i + 1}: {name:<20} N={n} {runs[tool][-1]:.2f} Gflop/s "
-                  f"({walls[tool][-1]:.0f} s wall{said if tool == 'ct' else ''})", flush=True)  # fmt: skip
+            print(
+                f"round {i + 1}: {name:<20} N={n} {runs[tool][-1]:.2f} Gflop/s "
+                f"({walls[tool][-1]:.0f} s wall{said if tool == 'ct' else ''})",
+                flush=True,
+            )
     ct_runs, hpcc_runs = runs["ct"], runs["shipped"]
     memory = memory_run(args, tuned, summary["n"], max(ct_runs), env_ct) if args.memory_run else {}
     env_1 = hpcc.environment() | tuner.env(tuner.blas_of(tuned.blas), 1)
@@ -295,13 +298,17 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
     print(f"RATIO tuned Linpack N={n} / best DGEMM ({best_blas}, {args.np} ranks, higher of "
           f"before/after {top:.2f}): {vs_dgemm:.3f} (target >= 0.92"
           f"{'; the N that fits is the memory run below' if memory else ''})")  # fmt: skip
-    print(f"RATIO tuned Linpack [{blas_of['ct']}] / hpcc as shipped [{blas_of['shipped']}] "
-          f"(same N={n}, NB, grid, variant, ranks): {vs_hpcc:.3f} "
-          f"(median {statistics.median(ct_runs) / statistics.median(hpcc_runs):.3f})")  # fmt: skip
+    print(
+        f"RATIO tuned Linpack [{blas_of['ct']}] / hpcc as shipped [{blas_of['shipped']}] "
+        f"(same N={n}, NB, grid, variant, ranks): {vs_hpcc:.3f} "
+        f"(median {statistics.median(ct_runs) / statistics.median(hpcc_runs):.3f})"
+    )
     vs_same = max(ct_runs) / max(max(runs["same"]), 1e-9)
-    print(f"RATIO tuned Linpack / hpcc with the same BLAS [{blas_of['ct']}]: {vs_same:.3f} "
-          f"(median {statistics.median(ct_runs) / max(statistics.median(runs['same']), 1e-9):.3f}"
-          f"; load {load_average()})")  # fmt: skip
+    print(
+        f"RATIO tuned Linpack / hpcc with the same BLAS [{blas_of['ct']}]: {vs_same:.3f} "
+        f"(median {statistics.median(ct_runs) / max(statistics.median(runs['same']), 1e-9):.3f}"
+        f"; load {load_average()})"
+    )
     if memory:
         memory["vs_dgemm"] = memory["gflops"] / top
         print(f"RATIO tuned Linpack N={memory['n']} (the largest for {args.mem_fraction:.0%} of "

@@ -76,28 +76,37 @@ def main() -> int:
     times: dict[tuple[str, str], list[float]] = {}
     for i in range(args.repeat):
         for busy in (False, True) if i % 2 == 0 else (True, False):
-            loop = (subprocess.Popen([*args.prefix, sys.executable, "-c", "while True: pass"])
-                    if busy else None)  # fmt: skip
+            loop = (
+                subprocess.Popen([*args.prefix, sys.executable, "-c", "while True: pass"])
+                if busy
+                else None
+            )
             try:
                 for v in variants if i % 2 == 0 else variants[::-1]:
                     t = qcd_time(args, v)
                     cond = "busy" if busy else "as-is"
                     times.setdefault((v, cond), []).append(t)
-                    print(f"round {i + 1} {cond:<5} {v:<10} {t:8.3f} s  (load {load_average()})",
-                          flush=True)  # fmt: skip
+                    print(
+                        f"round {i + 1} {cond:<5} {v:<10} {t:8.3f} s  (load {load_average()})",
+                        flush=True,
+                    )
             finally:
                 if loop is not None:
                     loop.kill()
                     loop.wait()
-    print(f"ct-qcd {args.lattice}, {args.sweeps} sweeps, 2 ranks ({args.mpi}"
-          f"{f', nice {args.nice}' if args.prefix else ''}); time_s best / median of "
-          f"{args.repeat}; load {load_average()}")  # fmt: skip
+    print(
+        f"ct-qcd {args.lattice}, {args.sweeps} sweeps, 2 ranks ({args.mpi}"
+        f"{f', nice {args.nice}' if args.prefix else ''}); time_s best / median of "
+        f"{args.repeat}; load {load_average()}"
+    )
     for v in variants:
         idle, busy = times[(v, "as-is")], times[(v, "busy")]
-        print(f"{v:<10} as-is {min(idle):7.3f} / {statistics.median(idle):7.3f} s   "
-              f"+1 busy loop {min(busy):7.3f} / {statistics.median(busy):7.3f} s   "
-              f"slowdown {min(busy) / min(idle):5.2f} / "
-              f"{statistics.median(busy) / statistics.median(idle):5.2f}")  # fmt: skip
+        print(
+            f"{v:<10} as-is {min(idle):7.3f} / {statistics.median(idle):7.3f} s   "
+            f"+1 busy loop {min(busy):7.3f} / {statistics.median(busy):7.3f} s   "
+            f"slowdown {min(busy) / min(idle):5.2f} / "
+            f"{statistics.median(busy) / statistics.median(idle):5.2f}"
+        )
     return 0
 
 

@@ -60,8 +60,7 @@ def test_rank_k_products_are_checked_and_counted_at_their_depth(mpi: str) -> Non
     assert [s["flops"] for s in samples] == [2.0 * 64 * 64 * k * 2 for k in (8, 100)]
     assert all(s["cpu_s"] > 0 and s["cpu_gflops"] > 0 for s in samples)
     assert of_type(records, "result")[0]["figures"]["best_dgemm_gflops"] == 0.0
-    rc, records = launch(mpi, 2, "-N", "64", "--local", "--k", "8", "--type", "d",
-                         "--inject-fault")  # fmt: skip
+    rc, records = launch(mpi, 2, "-N", "64", "--local", "--k", "8", "--type", "d", "--inject-fault")
     assert rc == 1 and not of_type(records, "sample")[0]["passed"]
 
 

@@ -371,8 +371,17 @@ def test_failed_verification_fails_the_coallocated_run(grid, store):
     the finalize shim): the job's own exit status fails the run, beside the verdict."""
     from clustertune.levels.npb.run import run_npb
 
-    record = run_npb(cluster_from_grid(grid), store, "lu", "S", 2, "mpich",
-                     hosts=["host0", "host4"], inject_fault=True, timeout=60)  # fmt: skip
+    record = run_npb(
+        cluster_from_grid(grid),
+        store,
+        "lu",
+        "S",
+        2,
+        "mpich",
+        hosts=["host0", "host4"],
+        inject_fault=True,
+        timeout=60,
+    )
     assert (record["status"], record["verification"]) == ("failed", "failed")
     assert "exit status 1" in record["error"], record["error"]
 

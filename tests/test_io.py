@@ -214,16 +214,24 @@ def test_section_shows_valid_results_only_and_no_empty_legend() -> None:
 
 
 @pytest.mark.parametrize(
-    "test", ["tests/test_io.py::test_cdf5_one_mode_one_op",
-             "tests/test_io_remote.py::test_a_grid_mapfile_area_leading_out_of_the_export_is_refused"],
-)  # fmt: skip
+    "test",
+    [
+        "tests/test_io.py::test_cdf5_one_mode_one_op",
+        "tests/test_io_remote.py::test_a_grid_mapfile_area_leading_out_of_the_export_is_refused",
+    ],
+)
 def test_missing_kernels_fail_the_io_tests_never_skip_them(tmp_path, test) -> None:
     """Issue 20 item 9: the I/O suites' fixtures turned any exception of kernel_path (a
     kernel not built, or a bug) into a skip, so the whole security suite could vanish."""
     root = Path(__file__).resolve().parents[1]
     env = os.environ | {"CLUSTERTUNE_BUILD_DIR": str(tmp_path / "no-build")}
-    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-o", "addopts=", test], cwd=root, env=env, capture_output=True,
-                         text=True, timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", test],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 1 and "1 error" in out.stdout and "skipped" not in out.stdout, out
     assert "not built" in out.stdout

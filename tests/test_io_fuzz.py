@@ -49,7 +49,8 @@ def test_the_fuzzer_finds_nothing_in_a_short_run() -> None:
     seed = random.randrange(1 << 32)
     r = io_fuzz.run(frames=100_000, seed=seed, seconds=40)
     assert r["returncode"] == 0 and not r["findings"] and not r["reports"], (
-        f"seed {seed}: {r['findings'] + r['reports']}\n{r['stderr'][-3000:]}")  # fmt: skip
+        f"seed {seed}: {r['findings'] + r['reports']}\n{r['stderr'][-3000:]}"
+    )
     assert r["frames"] >= 5000 and r["sessions"] >= 500, r["stdout"][-500:]
     assert r["stderr"].count("malformed") >= 50 and "aborted" in r["stderr"]
     assert b"__asan_init" in io_fuzz.FUZZER.read_bytes()  # the build is instrumented
@@ -76,13 +77,16 @@ def attacked(tmp_path_factory):
         ds.createDimension("x", 4)
         ds.createVariable("data", "i4", ("x",))[:] = [1, 2, 3, 4]
     env = remote.server_env() | {"ASAN_OPTIONS": "detect_leaks=0"}
-    argv = remote.server_argv(2, export, ca, idle_timeout=5, env=env,
-                              handshake_timeout=HANDSHAKE_S)  # fmt: skip
+    argv = remote.server_argv(2, export, ca, idle_timeout=5, env=env, handshake_timeout=HANDSHAKE_S)
     argv[argv.index(str(kernels.kernel_path("ct-io-server", "openmpi")))] = str(SANITIZED_SERVER)
     service = launcher_for(local_cluster()).service(
-        local_cluster().hosts[0].name, argv, ready=remote.READY, env=env, lifetime=600,
+        local_cluster().hosts[0].name,
+        argv,
+        ready=remote.READY,
+        env=env,
+        lifetime=600,
         stop_grace=0.5,
-    )  # fmt: skip
+    )
     with service as s:
         yield int(s.ready_match.group(1)), export, outside, ca, s
 
@@ -124,8 +128,15 @@ def test_an_attacker_with_a_ca_certificate_gets_nothing_and_delays_no_one(attack
     assert hello(s) == 0
     s.sendall(frame(2, struct.pack("<ii", 0, 0) + struct.pack("<I", 4) + b"x.nc"))
     assert reply(s) == NC_EACCESS
-    for path in ("../outside/precious", str(precious), "escape/precious", "sub/link.nc",
-                 "/etc/passwd", "sub/../../outside/precious", f"{export}/escape/precious"):  # fmt: skip
+    for path in (
+        "../outside/precious",
+        str(precious),
+        "escape/precious",
+        "sub/link.nc",
+        "/etc/passwd",
+        "sub/../../outside/precious",
+        f"{export}/escape/precious",
+    ):
         s.sendall(open_request(path))
         assert reply(s) in (NC_EACCESS, -220), path  # access refused, or no such file
     s.sendall(open_request("sub/public.nc"))

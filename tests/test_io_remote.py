@@ -256,8 +256,9 @@ def test_path_escapes_are_refused(server, ca, tmp_path, directory, why) -> None:
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
 
 
-def start_write(ca: Path, port: int, name: str, n: int, token: int | None = None,
-                who: str = "alice") -> ssl.SSLSocket:  # fmt: skip
+def start_write(
+    ca: Path, port: int, name: str, n: int, token: int | None = None, who: str = "alice"
+) -> ssl.SSLSocket:
     """A session writing ``name`` (one int variable of n values): up to its PUT, whose n*4
     bytes of DATA the caller sends."""
     s = tls(ca, who, port)
@@ -406,8 +407,9 @@ def test_a_grid_mapfile_area_leading_out_of_the_export_is_refused(server, ca) ->
     assert hello(s) == NC_EACCESS
     s.close()
     bob = security.dn_of("bob")
-    assert (f"refused {bob}: grid-mapfile area escape passes through a symlink"
-            in log_of(service, until="area escape passes"))  # fmt: skip
+    assert f"refused {bob}: grid-mapfile area escape passes through a symlink" in log_of(
+        service, until="area escape passes"
+    )
     assert sorted(p.name for p in outside.iterdir()) == ["precious"]
 
 
@@ -455,15 +457,20 @@ def gridmap_lines(path: Path, *lines: str) -> Path:
 
 @pytest.mark.parametrize(
     ("line", "why"),
-    [('"CN=x,O=y" .', "expected"), ('"CN=x,O=y" . wr', "right 'wr'"),
-     ('"CN=x,O=y" ../up rw', "area '../up'"), ("CN=x . rw", "expected")],
-)  # fmt: skip
+    [
+        ('"CN=x,O=y" .', "expected"),
+        ('"CN=x,O=y" . wr', "right 'wr'"),
+        ('"CN=x,O=y" ../up rw', "area '../up'"),
+        ("CN=x . rw", "expected"),
+    ],
+)
 def test_the_grid_mapfile_is_read_strictly(tmp_path, line, why) -> None:
     """Issue 20 item 4: a line without a valid right granted rw ("m[3] or 'rw'")."""
     from clustertune.errors import UserError
 
-    path = gridmap_lines(tmp_path / "grid-mapfile", "# users", f'"{security.dn_of("a")}" . ro',
-                         line)  # fmt: skip
+    path = gridmap_lines(
+        tmp_path / "grid-mapfile", "# users", f'"{security.dn_of("a")}" . ro', line
+    )
     with pytest.raises(UserError, match=rf"{path}:3: .*{re.escape(why)}"):
         security.gridmap_entries(path)
     good = gridmap_lines(tmp_path / "good", "", f'"{security.dn_of("a")}" sub ro  ')
@@ -473,13 +480,29 @@ def test_the_grid_mapfile_is_read_strictly(tmp_path, line, why) -> None:
 def test_the_server_refuses_to_start_on_a_bad_grid_mapfile(ca, tmp_path) -> None:
     bad = gridmap_lines(tmp_path / "gm", f'"{security.dn_of("alice")}" .')
     creds = security.credentials(ca, remote.SERVER_NAME)
-    out = subprocess.run([str(kernels.kernel_path("ct-io-server", "openmpi")), "--export",
-                          str(tmp_path), "--cert", str(creds.cert), "--key", str(creds.key),
-                          "--ca", str(creds.ca), "--gridmap", str(bad)],
-                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    out = subprocess.run(
+        [
+            str(kernels.kernel_path("ct-io-server", "openmpi")),
+            "--export",
+            str(tmp_path),
+            "--cert",
+            str(creds.cert),
+            "--key",
+            str(creds.key),
+            "--ca",
+            str(creds.ca),
+            "--gridmap",
+            str(bad),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert out.returncode == 2, out
-    assert out.stderr.strip() == (f"ct-io-server: --gridmap {bad}:1: subject "
-                                  f"{security.dn_of('alice')} without a right (rw or ro)")  # fmt: skip
+    assert out.stderr.strip() == (
+        f"ct-io-server: --gridmap {bad}:1: subject "
+        f"{security.dn_of('alice')} without a right (rw or ro)"
+    )
 
 
 def with_option(argv: list[str], option: str, value: str) -> list[str]:
@@ -494,9 +517,13 @@ def own_server(ca: Path, export: Path, **options: str):
     for option, value in options.items():
         argv = with_option(argv, "--" + option.replace("_", "-"), value)
     return launcher_for(local_cluster()).service(
-        local_cluster().hosts[0].name, argv, ready=remote.READY, env=remote.server_env(),
-        lifetime=120, stop_grace=0.5,
-    )  # fmt: skip
+        local_cluster().hosts[0].name,
+        argv,
+        ready=remote.READY,
+        env=remote.server_env(),
+        lifetime=120,
+        stop_grace=0.5,
+    )
 
 
 def test_a_grid_mapfile_spoilt_while_serving_refuses_everyone_until_fixed(ca, tmp_path) -> None:
@@ -511,8 +538,9 @@ def test_a_grid_mapfile_spoilt_while_serving_refuses_everyone_until_fixed(ca, tm
         s = tls(ca, "alice", port)
         assert hello(s) == NC_EACCESS
         s.close()
-        assert (f"grid-mapfile {gm}:1: subject {security.dn_of('alice')} without a right"
-                in log_of(service, until="without a right"))  # fmt: skip
+        assert f"grid-mapfile {gm}:1: subject {security.dn_of('alice')} without a right" in log_of(
+            service, until="without a right"
+        )
         gridmap_lines(gm, f'"{security.dn_of("alice")}" . ro')
         s = tls(ca, "alice", port)
         assert hello(s) == 0
@@ -583,12 +611,17 @@ def test_more_silent_connections_than_slots_lock_no_one_out(server, ca, tmp_path
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "clustertune.cli", *args], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "clustertune.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
-def test_revoked_and_expired_certificates_are_refused_with_their_reason(server, ca,
-                                                                        tmp_path) -> None:  # fmt: skip
+def test_revoked_and_expired_certificates_are_refused_with_their_reason(
+    server, ca, tmp_path
+) -> None:
     """Issue 20 item 7: 'io ca revoke' writes the CA's CRL, which the running server re-reads;
     a revoked and an expired certificate are refused at the handshake, the log says why."""
     port, _, service = server
@@ -633,11 +666,31 @@ def test_revoking_a_name_revokes_its_earlier_certificates_too(server, ca, tmp_pa
 
 
 def run_client(ca: Path, port: int, **env: str) -> subprocess.CompletedProcess:
-    full = os.environ | remote.client_env(security.credentials(ca, "alice"),
-                                          f"127.0.0.1:{port}", True, "job") | env  # fmt: skip
-    return subprocess.run(["mpiexec.mpich", "-n", "1", str(kernels.kernel_path("ct-io-fwd", "mpich")),
-                           "--dir", ".", "--sizes", "8", "--reps", "1", "--mode", "collective"],
-                          env=full, capture_output=True, text=True, timeout=60)  # fmt: skip
+    full = (
+        os.environ
+        | remote.client_env(security.credentials(ca, "alice"), f"127.0.0.1:{port}", True, "job")
+        | env
+    )
+    return subprocess.run(
+        [
+            "mpiexec.mpich",
+            "-n",
+            "1",
+            str(kernels.kernel_path("ct-io-fwd", "mpich")),
+            "--dir",
+            ".",
+            "--sizes",
+            "8",
+            "--reps",
+            "1",
+            "--mode",
+            "collective",
+        ],
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_the_client_refuses_a_server_that_is_not_the_one_it_dialled(ca, tmp_path) -> None:
@@ -646,10 +699,14 @@ def test_the_client_refuses_a_server_that_is_not_the_one_it_dialled(ca, tmp_path
     other = security.issue(ca, "impostor", server=True, hosts=("127.0.0.1",))
     elsewhere = security.issue(ca, "elsewhere", server=True, hosts=("192.0.2.7", "far.example"))
     for creds, pinned, why in (
-        (other, None, "the server's certificate is CN=impostor,OU=server,O=clustertune,C=JP, "
-                      "not the expected CN=server,OU=server,O=clustertune,C=JP"),
+        (
+            other,
+            None,
+            "the server's certificate is CN=impostor,OU=server,O=clustertune,C=JP, "
+            "not the expected CN=server,OU=server,O=clustertune,C=JP",
+        ),
         (elsewhere, "", "certificate refused: IP address mismatch"),
-    ):  # fmt: skip
+    ):
         with own_server(ca, tmp_path, cert=str(creds.cert), key=str(creds.key)) as service:
             port = int(service.ready_match.group(1))
             env = {} if pinned is None else {"CT_NCFWD_SERVER_SUBJECT": pinned}
@@ -677,8 +734,9 @@ def two_client_session(ca: Path, port: int) -> list[ssl.SSLSocket]:
 
 def each(clients: list[ssl.SSLSocket], *requests: bytes) -> list[int]:
     """Each client sends its request (one per client, or one for all); their replies."""
-    for c, r in zip(clients, requests * len(clients) if len(requests) == 1 else requests,
-                    strict=False):  # fmt: skip
+    for c, r in zip(
+        clients, requests * len(clients) if len(requests) == 1 else requests, strict=False
+    ):
         c.sendall(r)
     return [reply(c) for c in clients]
 
@@ -690,11 +748,13 @@ def test_server_ranks_agree_when_client_ranks_disagree(server, ca, tmp_path) -> 
     performed (its rename) although a client had asked for something else."""
     port, export, service = server
     clients = two_client_session(ca, port)
-    for request in (frame(2, struct.pack("<ii", 0, 0) + text("sub/agree.nc")),
-                    frame(5, struct.pack("<i", 0) + text("z") + struct.pack("<q", 2)),
-                    frame(5, struct.pack("<i", 0) + text("x") + struct.pack("<q", 4)),
-                    frame(6, struct.pack("<i", 0) + text("data") + struct.pack("<iIii", NC_INT, 2, 0, 1)),
-                    frame(7, struct.pack("<i", 0))):  # fmt: skip
+    for request in (
+        frame(2, struct.pack("<ii", 0, 0) + text("sub/agree.nc")),
+        frame(5, struct.pack("<i", 0) + text("z") + struct.pack("<q", 2)),
+        frame(5, struct.pack("<i", 0) + text("x") + struct.pack("<q", 4)),
+        frame(6, struct.pack("<i", 0) + text("data") + struct.pack("<iIii", NC_INT, 2, 0, 1)),
+        frame(7, struct.pack("<i", 0)),
+    ):
         assert each(clients, request) == [0, 0]
     good = frame(13, struct.pack("<iiBIqqqq", 0, 0, 0, 2, 0, 1, 0, 4)) + frame(15, bytes(16))
     bad = frame(13, struct.pack("<iiBIqq", 0, 0, 0, 1, 1, 4)) + frame(15, bytes(16))

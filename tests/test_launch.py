@@ -155,8 +155,9 @@ def test_finalize_shim_keeps_the_exit_status_main_returned(inject_fault):
     shim = kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")
     argv = ["mpiexec.mpich", "-n", "2", "-genv", "LD_PRELOAD", str(shim), "-genv", "UCX_TLS",
             "tcp,self", str(kernels.kernel_path("ct-gemm", "mpich")), "-N", "200"]  # fmt: skip
-    done = subprocess.run(argv + ["--inject-fault"] * inject_fault, capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        argv + ["--inject-fault"] * inject_fault, capture_output=True, text=True, timeout=60
+    )
     assert '"verification":"' + ("failed" if inject_fault else "passed") in done.stdout
     assert done.returncode == (1 if inject_fault else 0), done.stdout[-2000:] + done.stderr
 

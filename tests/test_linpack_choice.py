@@ -31,8 +31,9 @@ def fake_blas(where: Path, extra: str = "") -> blaslib.Blas:
     where.mkdir(exist_ok=True)
     source = where / "fake.c"
     source.write_text(FAKE_BLAS + extra)
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(where / "libblas.so.3"), str(source)],
-                   check=True)  # fmt: skip
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(where / "libblas.so.3"), str(source)], check=True
+    )
     return blaslib.Blas("fake", where)
 
 
@@ -113,9 +114,11 @@ def stored_choice(rank_k: dict[str, float], core: str) -> dict:
 
 @pytest.mark.parametrize(
     ("rank_k", "nb"),
-    [({"96": 100.0, "128": 60.0, "192": 60.0, "256": 60.0}, 96),
-     ({"96": 50.0, "128": 60.0, "192": 100.0, "256": 100.0}, 192)],
-)  # fmt: skip
+    [
+        ({"96": 100.0, "128": 60.0, "192": 60.0, "256": 60.0}, 96),
+        ({"96": 50.0, "128": 60.0, "192": 100.0, "256": 100.0}, 192),
+    ],
+)
 def test_a_default_linpack_runs_the_stored_choice_and_takes_nb_and_grid_from_it(
     monkeypatch, tmp_path, rank_k, nb
 ) -> None:

@@ -67,9 +67,21 @@ def waiter(tmp_path_factory) -> Path:
         pytest.skip("the kernels' Open MPI harness is not built (make kernels)")
     where = tmp_path_factory.mktemp("wait")
     (where / "wait.c").write_text(PROGRAM)
-    subprocess.run(["mpicc.openmpi", "-std=c11", "-O2", f"-I{ROOT / 'kernels/common'}",
-                    "-o", str(where / "wait"), str(where / "wait.c"), str(libs[0]),
-                    str(common), "-lm"], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            "mpicc.openmpi",
+            "-std=c11",
+            "-O2",
+            f"-I{ROOT / 'kernels/common'}",
+            "-o",
+            str(where / "wait"),
+            str(where / "wait.c"),
+            str(libs[0]),
+            str(common),
+            "-lm",
+        ],
+        check=True,
+    )
     return where / "wait"
 
 

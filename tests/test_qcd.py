@@ -51,8 +51,23 @@ def test_qcdflops_counts_heat_bath_link_updates_only(store, or_steps, capsys) ->
     """seeds/003's QCDFlops is QCDMPI's: 5700 x the links the heat bath updated (QCDMPI has
     no over-relaxation); it once counted every OR pass too (1.75x the counted flops with
     4 passes). The counted flops and all link updates/s stay beside it, in the text too."""
-    assert cli.main(["qcd", "--np", "1", "--lattice", "4x4x4x4", "--sweeps", "3",
-                     "--or-steps", str(or_steps), "--json"]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "qcd",
+                "--np",
+                "1",
+                "--lattice",
+                "4x4x4x4",
+                "--sweeps",
+                "3",
+                "--or-steps",
+                str(or_steps),
+                "--json",
+            ]
+        )
+        == 0
+    )
     f = json.loads(capsys.readouterr().out)["figures"]
     hb = 4 * 256 * 3
     assert (f["hb_link_updates"], f["link_updates"]) == (hb, hb * (1 + or_steps))
@@ -60,8 +75,16 @@ def test_qcdflops_counts_heat_bath_link_updates_only(store, or_steps, capsys) ->
     assert f["link_updates_per_s"] == pytest.approx(hb * (1 + or_steps) / f["time_s"])
     counted = hb * (3318 + or_steps * 3243)
     assert f["counted_gflops"] == pytest.approx(counted / f["time_s"] / 1e9)
-    text = run.text({"id": 1, "status": "ok", "verification": "passed", "error": None,
-                     "params": {}, "figures": f})  # fmt: skip
+    text = run.text(
+        {
+            "id": 1,
+            "status": "ok",
+            "verification": "passed",
+            "error": None,
+            "params": {},
+            "figures": f,
+        }
+    )
     assert f"QCDFlops {f['qcdflops_gflops']:.3f} Gflops" in text
     assert f"= 5700 x {f['hb_link_updates_per_s']:.4g} heat-bath link updates/s" in text
     assert f"counted {f['counted_gflops']:.3f} Gflops" in text

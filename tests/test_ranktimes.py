@@ -44,8 +44,10 @@ def test_a_rank_sharing_its_core_is_flagged() -> None:
     record = timed(0.98, 0.97, 0.45, 0.99)
     (rank, said), *more = ranktimes.outliers(record)
     assert not more and rank == 2
-    assert said == ("rank 2 (host2): CPU/wall 0.45, its peers' 0.98: it waited without "
-                    "spinning or shared its core")  # fmt: skip
+    assert said == (
+        "rank 2 (host2): CPU/wall 0.45, its peers' 0.98: it waited without "
+        "spinning or shared its core"
+    )
     assert ranktimes.cell(record) == "0.98 0.97 0.45! 0.99"
     assert f"CHECK {said}" in ranktimes.text(record)
     html = ranktimes.section_part([timed(0.98, 0.45)], "NPB")
@@ -133,15 +135,18 @@ def test_qcd_records_and_shows_cpu_and_wall_per_rank(store) -> None:
 def test_linpack_records_and_shows_cpu_and_wall_per_rank(capsys) -> None:
     assert cli.main(["linpack", "--np", "2", "-N", "300", "--nb", "32", "--blas", "system"]) == 0
     assert "CPU/wall per rank (" in capsys.readouterr().out
-    assert cli.main(["linpack", "--np", "2", "-N", "300", "--nb", "32", "--blas", "system",
-                     "--json"]) == 0  # fmt: skip
+    assert (
+        cli.main(["linpack", "--np", "2", "-N", "300", "--nb", "32", "--blas", "system", "--json"])
+        == 0
+    )
     record = json.loads(capsys.readouterr().out)
     rank_times(record, 2)
     assert "Linpack and GEMM: CPU time beside wall time" in linpack_section.render([record])
 
 
 def test_the_probe_writes_its_rank_lines_too(store) -> None:
-    record = runner.run_kernel(local_cluster(), store, level="probe", kernel="ct-probe", np=2,
-                               mpi="mpich", timeout=60)  # fmt: skip
+    record = runner.run_kernel(
+        local_cluster(), store, level="probe", kernel="ct-probe", np=2, mpi="mpich", timeout=60
+    )
     assert record["status"] == "ok", record["error"]
     rank_times(record, 2)

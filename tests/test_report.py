@@ -297,10 +297,13 @@ def test_report_summary_prints_the_first_screen_rows(store, tmp_path, monkeypatc
 
 @pytest.mark.parametrize(
     ("mbps", "verdict", "state"),
-    [(925.0, "in line", summary.GOOD), (700.0, "below 90% of payload", summary.WARN),
-     (955.0, "above payload ceiling", summary.WARN),
-     (1010.0, "above payload ceiling", summary.WARN)],
-)  # fmt: skip
+    [
+        (925.0, "in line", summary.GOOD),
+        (700.0, "below 90% of payload", summary.WARN),
+        (955.0, "above payload ceiling", summary.WARN),
+        (1010.0, "above payload ceiling", summary.WARN),
+    ],
+)
 def test_link_bandwidth_is_judged_against_what_its_frames_carry(mbps, verdict, state):
     """1 Gbit/s carries at most 941 Mbit/s of TCP payload: a ping-pong above it measured
     a shaper's burst, one far below it a link losing more than headers."""

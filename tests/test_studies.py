@@ -131,8 +131,10 @@ def test_a_mid_size_finding_is_judged_only_on_a_paced_wire_or_a_real_link():
     sat = {"id": "s", "text": "t", "check": "greater",
            "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
            "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"}}  # fmt: skip
-    figures = ({"saturation_point_bytes": 300, "latency_us": 90.0},
-               {"saturation_point_bytes": 150, "latency_us": 50.0})  # fmt: skip
+    figures = (
+        {"saturation_point_bytes": 300, "latency_us": 90.0},
+        {"saturation_point_bytes": 150, "latency_us": 50.0},
+    )
     for wire in ("paced", None):
         records = [_on_wire(1, "mpi", figures[0], wire), _on_wire(2, "tcp", figures[1], wire)]
         assert findings.evaluate(sat, records)["status"] == "reproduced", wire
@@ -258,8 +260,10 @@ def test_quick_study_cut_off_and_rerun_skips_finished_points(store, tmp_path):
     assert "table 4" in out.read_text()  # the paper's machines beside this cluster
 
 
-VERDICTS = re.compile(r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
-                      r"no data|not judged)</td>")  # fmt: skip
+VERDICTS = re.compile(
+    r'<td class="(?:ok|failed|incomplete)">(reproduced|not reproduced|'
+    r"no data|not judged)</td>"
+)
 
 
 def _quick_page(name: str, db, tmp_path) -> tuple[str, list[str]]:

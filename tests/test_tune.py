@@ -485,11 +485,18 @@ def test_the_bench_says_which_blas_each_side_of_the_hpcc_ratio_ran(monkeypatch, 
     tuned_dir = "/usr/lib/x86_64-linux-gnu/openblas-pthread"
     tuned_env = {"LD_LIBRARY_PATH": tuned_dir, "OPENBLAS_CORETYPE": "SkylakeX"}
     monkeypatch.setattr(hpcc, "run_dgemm", lambda *a: 100.0)
-    monkeypatch.setattr(hpcc, "run_ct_linpack",
-                        lambda *a: ({"gflops": 90.0, "passed": True, "phase_stats": {}}, {}))  # fmt: skip
+    monkeypatch.setattr(
+        hpcc, "run_ct_linpack", lambda *a: ({"gflops": 90.0, "passed": True, "phase_stats": {}}, {})
+    )
     # hpcc: 60 Gflop/s with its own BLAS, 80 with the tuned one
-    monkeypatch.setattr(hpcc, "run_hpcc", lambda dat, np, env, t: {
-        "gflops": 80.0 if env.get("LD_LIBRARY_PATH") == tuned_dir else 60.0, "passed": True})  # fmt: skip
+    monkeypatch.setattr(
+        hpcc,
+        "run_hpcc",
+        lambda dat, np, env, t: {
+            "gflops": 80.0 if env.get("LD_LIBRARY_PATH") == tuned_dir else 60.0,
+            "passed": True,
+        },
+    )
     monkeypatch.setattr(hpcc, "environment", lambda: {"OPENBLAS_CORETYPE": "Haswell"})
     monkeypatch.setattr(tune_linpack, "peak_n", lambda *a: (2000, "test"))
 
@@ -500,8 +507,9 @@ def test_the_bench_says_which_blas_each_side_of_the_hpcc_ratio_ran(monkeypatch, 
         def env(self, blas, threads):
             return dict(tuned_env)
 
-    args = argparse.Namespace(dgemm_n=1000, np=2, timeout=60, growth="", peak_repeat=2,
-                              memory_run=False, mem_fraction=0.8)  # fmt: skip
+    args = argparse.Namespace(
+        dgemm_n=1000, np=2, timeout=60, growth="", peak_repeat=2, memory_run=False, mem_fraction=0.8
+    )
     cfg = Config(tuned_dir + "#SkylakeX", 2, 1)
     got = tune_linpack.peak(args, Tuner(), cfg, {"blas_rates": {cfg.blas: 1.0}, "n": 4000})
     out = capsys.readouterr().out

@@ -162,8 +162,13 @@ def test_a_host_slower_than_its_senders_paces_what_it_receives(make_vcluster, st
     cluster = make_vcluster(hosts=2, link_bps=10**9, host_links={"host1": 10**8})
     pacers = set(vcluster.load_state(cluster.name)["delay_pids"])
     assert pacers == {"host0", "host1", "host1<rx"}  # host0 receives from a slower host only
-    spec = pingpong.PingpongSpec(layer="tcp", a="host0", b="host1", max_size=32 << 10,
-                                 extra_args=("--perturbation", "0", "--point-time", "0.02"))  # fmt: skip
+    spec = pingpong.PingpongSpec(
+        layer="tcp",
+        a="host0",
+        b="host1",
+        max_size=32 << 10,
+        extra_args=("--perturbation", "0", "--point-time", "0.02"),
+    )
     record = pingpong.run_pingpong(cluster, store, spec)
     assert record["status"] == "ok", record["error"]
     rates = {s["size"]: s["size"] * 8 / s["t_min_s"] for s in record["samples"] if s.get("t_min_s")}
@@ -322,8 +327,12 @@ def test_a_run_on_a_virtual_cluster_records_load_cpus_wire_and_how_late_the_wire
         label = next(t for t in meta["labels"] if t.startswith("wire late"))
         p99 = float(re.match(r"wire late \(p99 ([\d.]+) µs, load [\d.]+\)$", label).group(1))
         assert p99 > WIRE_LATE_P99_US
-    status = subprocess.run([sys.executable, "-m", "clustertune.cli", "vcluster", "status",
-                             "--json"], capture_output=True, text=True, check=True)  # fmt: skip
+    status = subprocess.run(
+        [sys.executable, "-m", "clustertune.cli", "vcluster", "status", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     mine = next(c for c in json.loads(status.stdout) if c["name"] == cluster.name)
     shown = mine["hosts"][0]["daemon"]["late"]
     assert mine["wire"] == "paced" and shown["packets"] >= 50 and shown["p99_us"] > 0

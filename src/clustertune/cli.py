@@ -246,8 +246,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", parents=[store], help="write the HTML report")
     p.add_argument("--out", default="clustertune-report.html")
-    p.add_argument("--summary", action="store_true",
-                   help="print the report's summary table (the first screen) instead")  # fmt: skip
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="print the report's summary table (the first screen) instead",
+    )
     p.set_defaults(func=cmd_report)
 
     for level in levels.all_levels():

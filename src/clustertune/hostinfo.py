@@ -20,8 +20,18 @@ from pathlib import Path
 # ISA extensions that decide which BLAS kernels can run (OpenBLAS's cores: Haswell needs
 # avx2 and fma, SkylakeX avx512f/dq/vl, Cooperlake also avx512_bf16, SapphireRapids
 # amx_tile and avx512_fp16)
-ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512dq", "avx512vl", "avx512_bf16",
-             "avx512_fp16", "amx_tile")  # fmt: skip
+ISA_FLAGS = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512dq",
+    "avx512vl",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+)
 BLAS_ALTERNATIVE = Path("/etc/alternatives/libblas.so.3-x86_64-linux-gnu")
 # the measured BLAS choice of each host (levels/linpack/choice.py): per user, not per
 # results database, since it is a fact of the host (CPU, ISA, installed libraries)

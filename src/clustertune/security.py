@@ -112,8 +112,15 @@ def _ca(directory: Path) -> Path:
     return ca
 
 
-def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS,
-          rsa: bool = False, hosts: tuple[str, ...] = ()) -> Credentials:  # fmt: skip
+def issue(
+    directory: Path,
+    name: str,
+    *,
+    server: bool = False,
+    days: int = DAYS,
+    rsa: bool = False,
+    hosts: tuple[str, ...] = (),
+) -> Credentials:
     """A certificate for ``name`` signed by the CA in ``directory`` (re-issued if present).
     A negative ``days`` gives one that expired that many days ago (tests of refusal).
     ``hosts``: names and addresses a server answers on, as its subjectAltName (what a client
@@ -141,8 +148,12 @@ def issue(directory: Path, name: str, *, server: bool = False, days: int = DAYS,
         csr.unlink(missing_ok=True)
         ext.unlink(missing_ok=True)
     # every certificate ever issued is kept, so a revocation reaches the earlier ones too
-    serial = subprocess.run(["openssl", "x509", "-in", str(cert), "-noout", "-serial"],
-                            capture_output=True, text=True, timeout=60).stdout.strip()  # fmt: skip
+    serial = subprocess.run(
+        ["openssl", "x509", "-in", str(cert), "-noout", "-serial"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout.strip()
     (directory / ISSUED).mkdir(exist_ok=True)
     shutil.copyfile(cert, directory / ISSUED / f"{name}.{serial.partition('=')[2]}.pem")
     return Credentials(cert, key, ca)
@@ -208,8 +219,12 @@ def revoke(directory: Path, name: str) -> Path:
         raise UserError(f"no certificate {name!r} in {directory} to revoke")
     config = str(_ca_config(directory))
     for each in [cert, *sorted((directory / ISSUED).glob(f"{name}.*.pem"))]:
-        out = subprocess.run(["openssl", "ca", "-config", config, "-revoke", str(each)],
-                             capture_output=True, text=True, timeout=60)  # fmt: skip
+        out = subprocess.run(
+            ["openssl", "ca", "-config", config, "-revoke", str(each)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         if out.returncode != 0 and "Already revoked" not in out.stderr:
             raise UserError(f"openssl ca -revoke {each.name}: {out.stderr.strip()[-300:]}")
     return _gencrl(directory)

@@ -619,8 +619,15 @@ def _apply_rx_pacer(state: dict, index: int) -> dict[str, int]:
     host = state["hosts"][index]
     params = dict.fromkeys(_NEEDS_DAEMON, 0) | {"seed": index + 1}
     params["rate_bps"] = _rx_pacer_rate(state, index)
-    return _apply_daemon(state, f"{host['name']}<rx", host["namespace"], RX_QUEUE, netns.INGRESS,
-                         params, f"receive pacer on {host['name']}")  # fmt: skip
+    return _apply_daemon(
+        state,
+        f"{host['name']}<rx",
+        host["namespace"],
+        RX_QUEUE,
+        netns.INGRESS,
+        params,
+        f"receive pacer on {host['name']}",
+    )
 
 
 def _apply_packet_faults(state: dict, index: int) -> dict[str, int]:
@@ -629,13 +636,20 @@ def _apply_packet_faults(state: dict, index: int) -> dict[str, int]:
     it started, for :func:`_check_started`."""
     host = state["hosts"][index]
     params = _daemon_params(state, index)
-    started = _apply_daemon(state, host["name"], host["namespace"], 0, None, params,
-                            f"fault daemon on {host['name']}")  # fmt: skip
+    started = _apply_daemon(
+        state, host["name"], host["namespace"], 0, None, params, f"fault daemon on {host['name']}"
+    )
     if _paced_wan(state):
         params["rate_bps"] = _wan_rate(state, params["rate_bps"])
-        started |= _apply_daemon(state, f"{host['name']}>wan", host["namespace"], WAN_QUEUE,
-                                 f"!10.213.{host['site_index']}.0/24", params,
-                                 f"WAN pacer on {host['name']}")  # fmt: skip
+        started |= _apply_daemon(
+            state,
+            f"{host['name']}>wan",
+            host["namespace"],
+            WAN_QUEUE,
+            f"!10.213.{host['site_index']}.0/24",
+            params,
+            f"WAN pacer on {host['name']}",
+        )
     return started
 
 
@@ -989,7 +1003,7 @@ def describe(state: dict) -> str:
                 f"{_late_text(daemon['late'])})"
                 if daemon
                 else ""
-            )  # fmt: skip
+            )
         )
     for key, faults in state.get("link_faults", {}).items():
         lines.append(f"  link {key}  faults {format_faults(faults)}")
@@ -1003,8 +1017,10 @@ def describe(state: dict) -> str:
 def _late_text(late: dict) -> str:
     if not late["packets"]:
         return ""
-    return (f", released late p50 {late['p50_us']:g} / p99 {late['p99_us']:g} / "
-            f"max {late['max_us']:g} us")  # fmt: skip
+    return (
+        f", released late p50 {late['p50_us']:g} / p99 {late['p99_us']:g} / "
+        f"max {late['max_us']:g} us"
+    )
 
 
 def exec_argv(state_or_cluster: Cluster, host: str, argv: list[str]) -> list[str]:

@@ -72,9 +72,16 @@ def parse_schedulers(text: str, sites: int) -> list[str]:
     return per_site
 
 
-def plan(name: str, sites: int, hosts_per_site: int, schedulers: list[str],
-         link_bps: int | None, wan_bps: int | None, delay_us: int = 0,
-         wire: str = vcluster.DEFAULT_WIRE) -> tuple[dict, dict]:  # fmt: skip
+def plan(
+    name: str,
+    sites: int,
+    hosts_per_site: int,
+    schedulers: list[str],
+    link_bps: int | None,
+    wan_bps: int | None,
+    delay_us: int = 0,
+    wire: str = vcluster.DEFAULT_WIRE,
+) -> tuple[dict, dict]:
     """(the virtual cluster's plan, the grid's state): pure, checked before anything runs.
     ``wire``: the hosts' link model (vcluster.WIRES)."""
     if not 1 <= hosts_per_site <= 50:
@@ -85,8 +92,15 @@ def plan(name: str, sites: int, hosts_per_site: int, schedulers: list[str],
     if sites * hosts_per_site > 200:
         raise UserError(f"--sites {sites} x --hosts-per-site {hosts_per_site}: a virtual grid "
                         "has at most 200 hosts")  # fmt: skip
-    cplan = vcluster.plan(name, sites * hosts_per_site, link_bps, sites=sites,
-                          wan_bps=wan_bps, delay_us=delay_us, wire=wire)  # fmt: skip
+    cplan = vcluster.plan(
+        name,
+        sites * hosts_per_site,
+        link_bps,
+        sites=sites,
+        wan_bps=wan_bps,
+        delay_us=delay_us,
+        wire=wire,
+    )
     d = grid_dir(name)
     site_list = []
     for k, scheduler in enumerate(schedulers):

@@ -81,8 +81,10 @@ def chosen_blas(choice: dict | None) -> str:
     """The host's measured default BLAS (levels/linpack/choice.py), or that there is none."""
     if not choice:
         return "none measured yet (the first linpack/gemm run measures it)"
-    return (f"{choice['label']} {choice.get('version') or ''} (measured {choice['measured']}, "
-            f"DGEMM {choice['dgemm_cpu_gflops']:.1f} Gflop/s by CPU time)")  # fmt: skip
+    return (
+        f"{choice['label']} {choice.get('version') or ''} (measured {choice['measured']}, "
+        f"DGEMM {choice['dgemm_cpu_gflops']:.1f} Gflop/s by CPU time)"
+    )
 
 
 def cmd_info(args: argparse.Namespace) -> Output:

@@ -47,8 +47,10 @@ def _wires(records: list[dict]) -> str:
         )
     if not seen:
         return ""
-    items = "".join(f"<li>{esc(name)}: {esc('; '.join(sorted(wires)))}</li>"
-                    for name, wires in sorted(seen.items()))  # fmt: skip
+    items = "".join(
+        f"<li>{esc(name)}: {esc('; '.join(sorted(wires)))}</li>"
+        for name, wires in sorted(seen.items())
+    )
     return f"<h2>Clusters and their wires</h2><ul>{items}</ul>"
 
 

@@ -206,8 +206,9 @@ def add_commands(sub, common) -> None:
     u.add_argument("--link", default="1gbit", help="link rate of each host inside a site")
     u.add_argument("--wan-link", help="rate of the link between sites, e.g. 100mbit")
     u.add_argument("--delay-us", type=int, default=0, help="per-packet delay on each host")
-    u.add_argument("--wire", choices=vcluster.WIRES, default=vcluster.DEFAULT_WIRE,
-                   help=vcluster.WIRE_HELP)  # fmt: skip
+    u.add_argument(
+        "--wire", choices=vcluster.WIRES, default=vcluster.DEFAULT_WIRE, help=vcluster.WIRE_HELP
+    )
     u.add_argument("--start-timeout", type=positive_seconds, default=30.0,
                    help="seconds for the daemons of a site to come up")  # fmt: skip
     u.set_defaults(func=cmd_up)

@@ -12,10 +12,16 @@ from .compare import pairs
 
 def linpack_row(p: dict) -> summary.Row:
     w, a = p.get("within_gflops"), p.get("across_gflops")
-    row = summary.Row(f"Linpack N={p['n']} np={p['ranks']} across/within ({p['grid']})",
-                      f"{a or 0:.2f} vs {w or 0:.2f} Gflop/s", "inside one site",
-                      run=p.get("across_run"), value=a, unit="Linpack across sites",
-                      key=f"grid linpack {p['grid']} {p['mpi']}", state=summary.NONE)  # fmt: skip
+    row = summary.Row(
+        f"Linpack N={p['n']} np={p['ranks']} across/within ({p['grid']})",
+        f"{a or 0:.2f} vs {w or 0:.2f} Gflop/s",
+        "inside one site",
+        run=p.get("across_run"),
+        value=a,
+        unit="Linpack across sites",
+        key=f"grid linpack {p['grid']} {p['mpi']}",
+        state=summary.NONE,
+    )
     if w and a:
         row.ratio = a / w
     else:
@@ -26,9 +32,14 @@ def linpack_row(p: dict) -> summary.Row:
 def pingpong_row(p: dict) -> summary.Row:
     lw, la = p.get("within_latency_us"), p.get("across_latency_us")
     bw, ba = p.get("within_bandwidth_mbps"), p.get("across_bandwidth_mbps")
-    row = summary.Row(f"MPI {p['mode']} across/within ({p['grid']})", "", run=p.get("across_run"),
-                      value=ba, unit="bandwidth across sites",
-                      key=f"grid pingpong {p['grid']} {p['mpi']}")  # fmt: skip
+    row = summary.Row(
+        f"MPI {p['mode']} across/within ({p['grid']})",
+        "",
+        run=p.get("across_run"),
+        value=ba,
+        unit="bandwidth across sites",
+        key=f"grid pingpong {p['grid']} {p['mpi']}",
+    )
     if not (lw and la and bw and ba):
         row.figure, row.verdict, row.state = "one side has no result", "incomplete", summary.BAD
         return row

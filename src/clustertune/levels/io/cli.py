@@ -50,8 +50,12 @@ def add_commands(sub, common) -> None:
     s.add_argument("--sessions", type=int, default=0, help="exit after N sessions (0: never)")
     s.add_argument("--idle-timeout", type=float, default=60.0, help="seconds a client may be "
                    "silent before its session is ended")  # fmt: skip
-    s.add_argument("--handshake-timeout", type=float, default=remote.HANDSHAKE_S,
-                   help="seconds a connection has for its TLS handshake and HELLO")  # fmt: skip
+    s.add_argument(
+        "--handshake-timeout",
+        type=float,
+        default=remote.HANDSHAKE_S,
+        help="seconds a connection has for its TLS handshake and HELLO",
+    )
     s.add_argument("--lifetime", type=float, help="stop after this many seconds")
     s.add_argument("--driver", choices=tuple(netcdf.DRIVERS), default="romio")
     s.add_argument("--round", metavar="BYTES", help="put/get bytes per client per round "
@@ -71,8 +75,11 @@ def add_commands(sub, common) -> None:
         if name == "issue":
             a.add_argument("name", help="certificate name (CN)")
             a.add_argument("--server", action="store_true", help="a server certificate")
-            a.add_argument("--host", action="append", help="a server's host name or address "
-                           "(subjectAltName; repeat for several)")  # fmt: skip
+            a.add_argument(
+                "--host",
+                action="append",
+                help="a server's host name or address (subjectAltName; repeat for several)",
+            )
         if name == "revoke":
             a.add_argument("name", help="certificate name")
         if name == "grant":

@@ -38,8 +38,9 @@ def cmd_ca(args: argparse.Namespace) -> Output:
         cert = security.init_ca(directory)
         return Output({"ca": str(cert)}, f"CA {security.CA_SUBJECT}: {cert}")
     if args.ca_command == "issue":
-        creds = security.issue(directory, args.name, server=args.server,
-                               hosts=tuple(args.host or ()))  # fmt: skip
+        creds = security.issue(
+            directory, args.name, server=args.server, hosts=tuple(args.host or ())
+        )
         subject = security.dn_of(args.name, args.server)
         return Output({"cert": str(creds.cert), "key": str(creds.key), "subject": subject},
                       f"{subject}: {creds.cert} (key {creds.key})")  # fmt: skip
@@ -50,8 +51,10 @@ def cmd_ca(args: argparse.Namespace) -> Output:
                        "right": args.right}, f'{path}: "{subject}" {args.area} {args.right}')  # fmt: skip
     if args.ca_command == "revoke":
         crl = security.revoke(directory, args.name)
-        return Output({"revoked": args.name, "crl": str(crl)},
-                      f"{args.name} revoked: {crl} (a running ct-io-server re-reads it)")  # fmt: skip
+        return Output(
+            {"revoked": args.name, "crl": str(crl)},
+            f"{args.name} revoked: {crl} (a running ct-io-server re-reads it)",
+        )
     entries = security.gridmap_entries(directory / security.GRIDMAP)
     certs = sorted(p.stem for p in directory.glob("*.pem") if p.stem != "ca")
     lines = [f"CA directory {directory}", "certificates: " + (", ".join(certs) or "none")]

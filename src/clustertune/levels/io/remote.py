@@ -181,9 +181,17 @@ def serve(
     if not export.is_dir():
         raise UserError(f"--export {export}: not a directory")
     security.credentials(ca_dir, SERVER_NAME)  # its certificate exists
-    argv = server_argv(np, export.resolve(), ca_dir, port=port, sessions=sessions,
-                       idle_timeout=idle_timeout, env=server_env(driver),
-                       round_bytes=round_bytes, handshake_timeout=handshake_timeout)  # fmt: skip
+    argv = server_argv(
+        np,
+        export.resolve(),
+        ca_dir,
+        port=port,
+        sessions=sessions,
+        idle_timeout=idle_timeout,
+        env=server_env(driver),
+        round_bytes=round_bytes,
+        handshake_timeout=handshake_timeout,
+    )
     launcher = launcher_for(cluster)
     service = launcher.service(host, argv, ready=READY, env=server_env(driver),
                                start_timeout=SERVER_START_S, lifetime=lifetime,

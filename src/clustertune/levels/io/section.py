@@ -92,11 +92,13 @@ def remote_table(pts: list[tuple[dict, dict]]) -> str:
     headers = ["run", "cluster", "wire", "server at", "client MPI", "forwarding", "np", "N",
                "op", "mode", "open-close ms", "median", "MB/s", "link share"]  # fmt: skip
     remote = html.folded_table(headers, rows, [], "remote results")
-    return ("<h3>Remote collective I/O</h3><p>Client ranks on one site call PnetCDF's "
-            "functions (libct_ncfwd, built for either MPI); ct-io-server (OpenMPI + PnetCDF) on "
-            "the other site performs them, over mutual TLS. Link share: throughput over the "
-            "open-to-close minimum against the nominal inter-site rate (target 80 % at "
-            "256<sup>3</sup>).</p>" + remote)  # fmt: skip
+    return (
+        "<h3>Remote collective I/O</h3><p>Client ranks on one site call PnetCDF's "
+        "functions (libct_ncfwd, built for either MPI); ct-io-server (OpenMPI + PnetCDF) on "
+        "the other site performs them, over mutual TLS. Link share: throughput over the "
+        "open-to-close minimum against the nominal inter-site rate (target 80 % at "
+        "256<sup>3</sup>).</p>" + remote
+    )
 
 
 def table(pts: list[tuple[dict, dict]]) -> str:

@@ -305,8 +305,9 @@ def cmd_choose(args: argparse.Namespace) -> Output:
     rates = chosen.get("rates", {})
     lines = [f"{chosen['label']}: {chosen['version']} ({chosen['how']}"
              f"{', ' + chosen['measured'] if 'measured' in chosen else ''})"]  # fmt: skip
-    for key, rate in sorted((rates.get("final") or rates.get("screen") or {}).items(),
-                            key=lambda kv: -kv[1]):  # fmt: skip
+    for key, rate in sorted(
+        (rates.get("final") or rates.get("screen") or {}).items(), key=lambda kv: -kv[1]
+    ):
         lines.append(f"  {key:<70} {rate:8.1f} Gflop/s (DGEMM by CPU time)")
     lines += [f"  excluded {key}: {why}" for key, why in chosen.get("excluded", {}).items()]
     return Output(chosen, "\n".join(lines), 0)
@@ -322,8 +323,11 @@ def add_commands(sub, common) -> None:
     c.add_argument("--gemm-n", type=int, default=2000, help="order of each rank's DGEMM")
     c.add_argument("--blas", help="only these (names or directories, comma-separated)")
     c.set_defaults(func=cmd_compare)
-    h = bsub.add_parser("choose", parents=[common],
-                        help="this host's default BLAS: the stored choice, or measured now")  # fmt: skip
+    h = bsub.add_parser(
+        "choose",
+        parents=[common],
+        help="this host's default BLAS: the stored choice, or measured now",
+    )
     add_job_options(h, timeout=run.TIMEOUT_S)
     h.add_argument("--again", action="store_true", help="measure anew")
     h.set_defaults(func=cmd_choose)

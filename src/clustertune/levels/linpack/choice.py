@@ -102,9 +102,13 @@ def told(env: dict[str, str] | None) -> bool:
 
 
 def resolve(
-    cluster: Cluster, store: Store, np: int, mpi: str, hosts: list[str] | None,
+    cluster: Cluster,
+    store: Store,
+    np: int,
+    mpi: str,
+    hosts: list[str] | None,
     log=None,
-) -> dict | None:  # fmt: skip
+) -> dict | None:
     """This host's stored choice for the current key, measured first when there is none
     (under a lock: concurrent first runs measure once). None when no candidate passed
     (then the run takes the system's libblas.so.3, as before the choice existed)."""
@@ -157,9 +161,13 @@ def _stderr(line: str) -> None:
 
 
 def measure(
-    cluster: Cluster, store: Store, found: list[blaslib.Blas], np: int, mpi: str,
+    cluster: Cluster,
+    store: Store,
+    found: list[blaslib.Blas],
+    np: int,
+    mpi: str,
     hosts: list[str] | None,
-) -> dict | None:  # fmt: skip
+) -> dict | None:
     """The fastest candidate whose DGEMM and LU pass their checks, with its version, the
     rates of all and the rank-K rates; None when none passed."""
     # the ranks of one machine fill its cores at most (a DGEMM rank per core)
@@ -169,10 +177,17 @@ def measure(
     def dgemm(b: blaslib.Blas, n: int, extra: list[str] | None = None) -> dict:
         kargs = run.gemm_args(str(n), 192, "d", 2, True, 1, ranks) + (extra or [])
         return run.run_gemm(
-            cluster, store, ranks, mpi, kargs, timeout=MEASURE_TIMEOUT_S,
-            env=blaslib.environment(b), params={"blas_measure": b.key},
-            derive=blaslib.library_check(b), hosts=hosts,
-        )  # fmt: skip
+            cluster,
+            store,
+            ranks,
+            mpi,
+            kargs,
+            timeout=MEASURE_TIMEOUT_S,
+            env=blaslib.environment(b),
+            params={"blas_measure": b.key},
+            derive=blaslib.library_check(b),
+            hosts=hosts,
+        )
 
     def rate(b: blaslib.Blas, n: int) -> float | None:
         record = dgemm(b, n)
@@ -199,10 +214,17 @@ def measure(
     for k in order:
         b = by_key[k]
         lu = run.run_linpack(
-            cluster, store, ranks, mpi, [*CHECK_LU, "-P", "1", "-Q", str(ranks), "--hpl-out", "-"],
-            timeout=MEASURE_TIMEOUT_S, env=blaslib.environment(b), params={"blas_measure": k},
-            derive=blaslib.library_check(b, run.derive), hosts=hosts,
-        )  # fmt: skip
+            cluster,
+            store,
+            ranks,
+            mpi,
+            [*CHECK_LU, "-P", "1", "-Q", str(ranks), "--hpl-out", "-"],
+            timeout=MEASURE_TIMEOUT_S,
+            env=blaslib.environment(b),
+            params={"blas_measure": k},
+            derive=blaslib.library_check(b, run.derive),
+            hosts=hosts,
+        )
         if lu["status"] != "ok":
             excluded[k] = f"ct-linpack: {blaslib.failure(lu)}"
             continue

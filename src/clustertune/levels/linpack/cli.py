@@ -48,8 +48,9 @@ def add_commands(sub, common) -> None:
 
 def add_blas_option(parser) -> None:
     parser.add_argument(
-        "--blas", default="auto",
+        "--blas",
+        default="auto",
         help="auto: this host's measured best correct BLAS (measured on the first run); "
         "system: the system's libblas.so.3; or NAME[:CORE] (an OPENBLAS_CORETYPE or "
         "LD_LIBRARY_PATH in the environment also overrides auto)",
-    )  # fmt: skip
+    )

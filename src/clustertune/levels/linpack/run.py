@@ -210,8 +210,9 @@ def gemm_text(record: dict) -> str:
     return "\n".join(lines)
 
 
-def default_shape(args: argparse.Namespace, cluster: Cluster, store: Store,
-                  chosen: dict | None) -> dict:  # fmt: skip
+def default_shape(
+    args: argparse.Namespace, cluster: Cluster, store: Store, chosen: dict | None
+) -> dict:
     """NB and P x Q for a run that names neither (nor an HPL.dat), set on ``args``; what
     was picked and from what. NB: among the candidates (fractions of the BLAS's k-block,
     above the network's n_half when a ping-pong of this cluster is stored:
@@ -250,15 +251,25 @@ def cmd_linpack(args: argparse.Namespace) -> Output:
     # the user's flags checked before anything runs (the first run measures the BLAS)
     kernels.check_args(LINPACK_KERNEL, args.np, args.mpi, kernel_args(args, cluster))
     store = open_store(args)
-    chosen = (None if choice.told(None)
-              else blas_choice(cluster, store, args.np, args.mpi, args.hosts, args.blas))  # fmt: skip
+    chosen = (
+        None
+        if choice.told(None)
+        else blas_choice(cluster, store, args.np, args.mpi, args.hosts, args.blas)
+    )
     picked = default_shape(args, cluster, store, chosen)
     kargs = kernel_args(args, cluster)
     record = run_linpack(
-        cluster, store, args.np, args.mpi, kargs, timeout=args.timeout, hosts=args.hosts,
-        chosen=chosen, blas=args.blas if chosen else "system",
+        cluster,
+        store,
+        args.np,
+        args.mpi,
+        kargs,
+        timeout=args.timeout,
+        hosts=args.hosts,
+        chosen=chosen,
+        blas=args.blas if chosen else "system",
         params={"defaults": picked} if picked else None,
-    )  # fmt: skip
+    )
     return record_output(record, text(record), dict(record, results=results(record)))
 
 

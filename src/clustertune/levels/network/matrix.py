@@ -200,9 +200,16 @@ def _tcp_pair(
                 "--trials", "3", *extra]  # fmt: skip
         pins = f" on CPUs {cpus[0]}/{cpus[1]}" if cpus else ""
         try:
-            step = tcp_pair(run, src, dst, args, timeout, tag={"host_a": a, "host_b": b, **tag},
-                            what=f"{src}-{dst} {lo}-{hi} B{' stream' if extra == stream else ''}{pins}",
-                            cpus=cpus)  # fmt: skip
+            step = tcp_pair(
+                run,
+                src,
+                dst,
+                args,
+                timeout,
+                tag={"host_a": a, "host_b": b, **tag},
+                what=f"{src}-{dst} {lo}-{hi} B{' stream' if extra == stream else ''}{pins}",
+                cpus=cpus,
+            )
         except UserError as exc:  # the server could not start: this pair stays unmeasured
             run.problems.append(f"{src}-{dst}: {exc}")
             return found

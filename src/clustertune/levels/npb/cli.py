@@ -15,8 +15,11 @@ def add_commands(sub, common) -> None:
         help=f"problem class: {', '.join(run.CLASSES)} (default S)",
     )  # fmt: skip
     add_job_options(p, timeout=run.TIMEOUT_S)
-    p.add_argument("--dt", type=float,
-                   help="LU, BT: the time step (NPB's input file); another than the class's "
-                        "fails verification, as in NPB")  # fmt: skip
+    p.add_argument(
+        "--dt",
+        type=float,
+        help="LU, BT: the time step (NPB's input file); another than the class's "
+        "fails verification, as in NPB",
+    )
     p.add_argument("--inject-fault", action="store_true", help="tests: verification must FAIL")
     p.set_defaults(func=run.cmd_npb)

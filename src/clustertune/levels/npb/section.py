@@ -114,12 +114,28 @@ def paper_part() -> str:
     findings = [
         [f"{f['benchmark']}.{f['class']}", f["figure"], f["text"]] for f in data["findings"]
     ]
-    return html.fold("seeds/003: the paper's machines and NPB findings", "\n".join([
-        html.table(["machine", "CPU", "MHz", "PEs", "network", "MPI latency us",
-                    "MPI MB/s (max)", "Linpack n=100 Mflops"], machines),
-        html.table(["NPB", "paper figure", "finding"], findings),
-        f"<p>{html.esc(data['note'])} Source: {html.esc(data['source'])}.</p>",
-    ]))  # fmt: skip
+    return html.fold(
+        "seeds/003: the paper's machines and NPB findings",
+        "\n".join(
+            [
+                html.table(
+                    [
+                        "machine",
+                        "CPU",
+                        "MHz",
+                        "PEs",
+                        "network",
+                        "MPI latency us",
+                        "MPI MB/s (max)",
+                        "Linpack n=100 Mflops",
+                    ],
+                    machines,
+                ),
+                html.table(["NPB", "paper figure", "finding"], findings),
+                f"<p>{html.esc(data['note'])} Source: {html.esc(data['source'])}.</p>",
+            ]
+        ),
+    )
 
 
 @LEVEL.section

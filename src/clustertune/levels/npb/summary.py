@@ -27,11 +27,18 @@ def rows(records: list[dict]) -> list[summary.Row]:
         nps = sorted({r["figures"]["np"] for r in group})
         bad = sum(r["status"] != "ok" or not r["figures"].get("verified") for r in group)
         figure = ", ".join(f"{b} {m:.0f}" for b, m in sorted(best.items()))
-        out.append(summary.Row(
-            f"class {klass}, np {nps[0]}-{nps[-1]} ({cluster})" if len(nps) > 1
-            else f"class {klass}, np {nps[0]} ({cluster})",
-            f"{figure} Mop/s (best)" if figure else "no verified run", OFFICIAL,
-            verdict=f"{bad} of {len(group)} not verified" if bad else f"all {len(group)} verified",
-            state=summary.BAD if bad else summary.GOOD, run=group[-1]["id"],
-        ))  # fmt: skip
+        out.append(
+            summary.Row(
+                f"class {klass}, np {nps[0]}-{nps[-1]} ({cluster})"
+                if len(nps) > 1
+                else f"class {klass}, np {nps[0]} ({cluster})",
+                f"{figure} Mop/s (best)" if figure else "no verified run",
+                OFFICIAL,
+                verdict=f"{bad} of {len(group)} not verified"
+                if bad
+                else f"all {len(group)} verified",
+                state=summary.BAD if bad else summary.GOOD,
+                run=group[-1]["id"],
+            )
+        )
     return out

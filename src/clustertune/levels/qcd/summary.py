@@ -12,9 +12,13 @@ from .section import studies
 def run_row(r: dict) -> summary.Row:
     f, p = r["figures"], r["params"]
     cluster, lattice = r["meta"]["cluster"]["name"], run.dims_text(p.get("lattice", []))
-    row = summary.Row(f"lattice {lattice}, grid {run.dims_text(p.get('grid', []))}, "
-                      f"np {p.get('np')} ({cluster})", "", run=r["id"], unit="QCD",
-                      key=f"qcd {cluster} {lattice}")  # fmt: skip
+    row = summary.Row(
+        f"lattice {lattice}, grid {run.dims_text(p.get('grid', []))}, np {p.get('np')} ({cluster})",
+        "",
+        run=r["id"],
+        unit="QCD",
+        key=f"qcd {cluster} {lattice}",
+    )
     rate = f.get("link_updates_per_s")
     if r["status"] != "ok" or not rate:
         row.figure, row.verdict, row.state = "no result", f"{r['status']}", summary.BAD

@@ -52,8 +52,9 @@ def best_of(what: str, values: list[float]) -> float:
     return min(values) if what in ("latency_us", "allocation_s") else max(values)
 
 
-def measure(name: str, store: Store, cases: list[tuple[str, compare.Case]], repeat: int,
-            timeout: float) -> dict[str, dict[str, list[float]]]:  # fmt: skip
+def measure(
+    name: str, store: Store, cases: list[tuple[str, compare.Case]], repeat: int, timeout: float
+) -> dict[str, dict[str, list[float]]]:
     """{label: {figure: [values]}}; the cases of one label alternate their order."""
     state = virtual.load(name)
     out: dict[str, dict[str, list[float]]] = {}
@@ -71,8 +72,11 @@ def measure(name: str, store: Store, cases: list[tuple[str, compare.Case]], repe
 def report(figures: dict[str, list[float]]) -> dict:
     row = {}
     for what, values in figures.items():
-        row[what] = {"best": best_of(what, values), "median": statistics.median(values),
-                     "values": [round(v, 3) for v in values]}  # fmt: skip
+        row[what] = {
+            "best": best_of(what, values),
+            "median": statistics.median(values),
+            "values": [round(v, 3) for v in values],
+        }
     return row
 
 
@@ -88,12 +92,18 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--json")
     args = ap.parse_args()
-    result: dict = {"n": args.N, "nb": args.nb, "repeat": args.repeat,
-                    "load_before": os.getloadavg(), "wan": {}}  # fmt: skip
+    result: dict = {
+        "n": args.N,
+        "nb": args.nb,
+        "repeat": args.repeat,
+        "load_before": os.getloadavg(),
+        "wan": {},
+    }
     for wan in args.wan_links.split(","):
         name = f"gc{os.getpid() % 100000}"
-        cplan, state = virtual.plan(name, 2, 2, ["slurm", "slurm"], parse_rate("1gbit"),
-                                    parse_rate(wan))  # fmt: skip
+        cplan, state = virtual.plan(
+            name, 2, 2, ["slurm", "slurm"], parse_rate("1gbit"), parse_rate(wan)
+        )
         virtual.up(cplan, state)
         per_wan: dict = {}
         try:
@@ -106,23 +116,35 @@ def main() -> int:
                     if not args.no_pingpong:
                         groups += [("pingpong", "pingpong"), ("pingpong", "nonblocking")]
                     for kernel, mode in groups:
-                        cases = [(placement, compare.Case(kernel, placement, path, mpi, 2, args.N,
-                                                          args.nb, mode))
-                                 for placement, path in PLACES]  # fmt: skip
+                        cases = [
+                            (
+                                placement,
+                                compare.Case(
+                                    kernel, placement, path, mpi, 2, args.N, args.nb, mode
+                                ),
+                            )
+                            for placement, path in PLACES
+                        ]
                         measured = measure(name, store, cases, args.repeat, args.timeout)
                         key = f"{kernel}{'' if kernel == 'linpack' else '-' + mode}-{mpi}"
                         rows = {label: report(f) for label, f in measured.items()}
                         per_wan[key] = rows
                         for what in rows["within"]:
                             w, a = rows["within"][what]["best"], rows["across"][what]["best"]
-                            print(f"WAN {wan} {key:26} {what:15} within best {w:10.3f} | across"
-                                  f" best {a:10.3f} | across/within {a / w:6.3f} (medians "
-                                  f"{rows['within'][what]['median']:.3f} / "
-                                  f"{rows['across'][what]['median']:.3f})", flush=True)  # fmt: skip
+                            print(
+                                f"WAN {wan} {key:26} {what:15} within best {w:10.3f} | across"
+                                f" best {a:10.3f} | across/within {a / w:6.3f} (medians "
+                                f"{rows['within'][what]['median']:.3f} / "
+                                f"{rows['across'][what]['median']:.3f})",
+                                flush=True,
+                            )
                         if "allocation_s" in rows["across"]:
                             s = rows["across"]["allocation_s"]
-                            print(f"WAN {wan} {key:26} grid allocation best {s['best']:.3f} s "
-                                  f"median {s['median']:.3f} s", flush=True)  # fmt: skip
+                            print(
+                                f"WAN {wan} {key:26} grid allocation best {s['best']:.3f} s "
+                                f"median {s['median']:.3f} s",
+                                flush=True,
+                            )
                 store.close()
         finally:
             t0 = time.monotonic()
@@ -131,8 +153,11 @@ def main() -> int:
             if left:
                 print(f"LEFT BEHIND: {left}", file=sys.stderr)
         result["wan"][wan] = per_wan
-        print(f"WAN {wan}: grid down {time.monotonic() - t0:.1f} s; load average now "
-              f"{os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+        print(
+            f"WAN {wan}: grid down {time.monotonic() - t0:.1f} s; load average now "
+            f"{os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     result["load_after"] = os.getloadavg()
     print(f"load average {result['load_before'][0]:.1f} -> {result['load_after'][0]:.1f}")
     if args.json:

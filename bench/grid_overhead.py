@@ -51,8 +51,17 @@ HOSTS = ["host0", "host1", "host2", "host3"]
 
 def probe_s(cluster, store, mpi: str) -> float:
     begin = time.monotonic()
-    record = runner.run_kernel(cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi,
-                               hosts=HOSTS, params={}, timeout=120)  # fmt: skip
+    record = runner.run_kernel(
+        cluster,
+        store,
+        level="probe",
+        kernel="ct-probe",
+        np=4,
+        mpi=mpi,
+        hosts=HOSTS,
+        params={},
+        timeout=120,
+    )
     if record["status"] != "ok":
         raise SystemExit(f"probe failed: {record['error']}")
     return time.monotonic() - begin
@@ -66,8 +75,10 @@ def pingpong_figures(state: dict, store, placement: str, mpi: str) -> dict:
     if record["status"] != "ok":
         raise SystemExit(f"ping-pong {placement} failed: {record['error']}")
     f = record["figures"]
-    return {k: round(f[k], 1) if f.get(k) is not None else None
-            for k in ("latency_us", "bandwidth_mbps")}  # fmt: skip
+    return {
+        k: round(f[k], 1) if f.get(k) is not None else None
+        for k in ("latency_us", "bandwidth_mbps")
+    }
 
 
 def summary(values: list[float]) -> dict:
@@ -75,8 +86,10 @@ def summary(values: list[float]) -> dict:
 
 
 SUBMIT_SITES = {"slurm": "site0", "ssh": "site1", "gram": "site2"}
-SUBMIT_JOBS = {"single": jobs.GridJob("/bin/true"),
-               "mpi": jobs.GridJob("/bin/true", count=2, jobtype="mpi", mpi="openmpi")}  # fmt: skip
+SUBMIT_JOBS = {
+    "single": jobs.GridJob("/bin/true"),
+    "mpi": jobs.GridJob("/bin/true", count=2, jobtype="mpi", mpi="openmpi"),
+}
 
 
 def submission_s(state: dict, scheduler: str, kind: str) -> tuple[float, float]:
@@ -94,8 +107,9 @@ def submission_s(state: dict, scheduler: str, kind: str) -> tuple[float, float]:
 def submissions(wan: str, repeat: int) -> dict:
     """Part 3: each backend's start-up, rounds alternating the backends' order."""
     name = f"gs{os.getpid() % 100000}"
-    cplan, state = virtual.plan(name, 3, 2, list(SUBMIT_SITES), parse_rate("1gbit"),
-                                parse_rate(wan))  # fmt: skip
+    cplan, state = virtual.plan(
+        name, 3, 2, list(SUBMIT_SITES), parse_rate("1gbit"), parse_rate(wan)
+    )
     out: dict = {}
     try:
         state = virtual.up(cplan, state)
@@ -108,9 +122,12 @@ def submissions(wan: str, repeat: int) -> dict:
             for scheduler, pairs in seen.items():
                 start, done = summary([p[0] for p in pairs]), summary([p[1] for p in pairs])
                 out[f"submit_{kind}_{scheduler}"] = {"start_s": start, "done_s": done}
-                print(f"{kind:6} job via {scheduler:5}: start best {start['best']:.2f} s median "
-                      f"{start['median']:.2f} s | done best {done['best']:.2f} s median "
-                      f"{done['median']:.2f} s", flush=True)  # fmt: skip
+                print(
+                    f"{kind:6} job via {scheduler:5}: start best {start['best']:.2f} s median "
+                    f"{start['median']:.2f} s | done best {done['best']:.2f} s median "
+                    f"{done['median']:.2f} s",
+                    flush=True,
+                )
     finally:
         virtual.down(name)
     return out
@@ -120,22 +137,30 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--wan-link", default="100mbit")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--scheduler", default="slurm", choices=("slurm", "gram", "ssh"),
-                    help="both sites' scheduler in parts 1 and 2")  # fmt: skip
+    ap.add_argument(
+        "--scheduler",
+        default="slurm",
+        choices=("slurm", "gram", "ssh"),
+        help="both sites' scheduler in parts 1 and 2",
+    )
     ap.add_argument("--no-pingpong", action="store_true")
     ap.add_argument("--only", choices=("submit",), help="only part 3 (submission start-up)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.only == "submit":
-        result = {"load_before": os.getloadavg(), **submissions(args.wan_link, args.repeat),
-                  "load_after": os.getloadavg()}  # fmt: skip
+        result = {
+            "load_before": os.getloadavg(),
+            **submissions(args.wan_link, args.repeat),
+            "load_after": os.getloadavg(),
+        }
         print(f"load average {result['load_before'][0]:.1f} -> {result['load_after'][0]:.1f}")
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=1))
         return 0
     name = f"gb{os.getpid() % 100000}"
-    cplan, state = virtual.plan(name, 2, 2, [args.scheduler] * 2, parse_rate("1gbit"),
-                                parse_rate(args.wan_link))  # fmt: skip
+    cplan, state = virtual.plan(
+        name, 2, 2, [args.scheduler] * 2, parse_rate("1gbit"), parse_rate(args.wan_link)
+    )
     t0 = time.monotonic()
     virtual.up(cplan, state)
     up_s = time.monotonic() - t0
@@ -157,20 +182,27 @@ def main() -> int:
                     for label, cluster in order if i % 2 == 0 else order[::-1]:
                         times[label].append(probe_s(cluster, store, mpi))
                 g, p = summary(times["grid"]), summary(times["plain"])
-                result[f"startup_{mpi}"] = {"grid_s": g, "plain_s": p,
-                                            "overhead_s_best": g["best"] - p["best"],
-                                            "ratio_best": g["best"] / p["best"]}  # fmt: skip
-                print(f"{mpi}: probe 4 ranks across 2 sites: grid best {g['best']:.2f} s "
-                      f"median {g['median']:.2f} s | plain best {p['best']:.2f} s median "
-                      f"{p['median']:.2f} s | overhead {g['best'] - p['best']:.2f} s "
-                      f"(x{g['best'] / p['best']:.2f})", flush=True)  # fmt: skip
+                result[f"startup_{mpi}"] = {
+                    "grid_s": g,
+                    "plain_s": p,
+                    "overhead_s_best": g["best"] - p["best"],
+                    "ratio_best": g["best"] / p["best"],
+                }
+                print(
+                    f"{mpi}: probe 4 ranks across 2 sites: grid best {g['best']:.2f} s "
+                    f"median {g['median']:.2f} s | plain best {p['best']:.2f} s median "
+                    f"{p['median']:.2f} s | overhead {g['best'] - p['best']:.2f} s "
+                    f"(x{g['best'] / p['best']:.2f})",
+                    flush=True,
+                )
                 if args.no_pingpong:
                     continue
                 inside = pingpong_figures(virtual.load(name), store, "within", mpi)
                 across = pingpong_figures(virtual.load(name), store, "across", mpi)
                 result[f"pingpong_{mpi}"] = {"inside": inside, "across": across}
-                print(f"{mpi}: ping-pong inside a site {inside} | across the WAN {across}",
-                      flush=True)  # fmt: skip
+                print(
+                    f"{mpi}: ping-pong inside a site {inside} | across the WAN {across}", flush=True
+                )
             store.close()
     finally:
         t0 = time.monotonic()
@@ -178,8 +210,10 @@ def main() -> int:
         result["grid_down_s"] = time.monotonic() - t0
     result.update(submissions(args.wan_link, args.repeat))
     result["load_after"] = os.getloadavg()
-    print(f"grid up {up_s:.1f} s, down {result['grid_down_s']:.1f} s; load average "
-          f"{result['load_before'][0]:.1f} -> {result['load_after'][0]:.1f}")  # fmt: skip
+    print(
+        f"grid up {up_s:.1f} s, down {result['grid_down_s']:.1f} s; load average "
+        f"{result['load_before'][0]:.1f} -> {result['load_after'][0]:.1f}"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
     return 0

@@ -31,10 +31,12 @@ def fuzz_env() -> dict[str, str]:
     """A singleton OpenMPI process (root allowed), ROMIO as the server runs, and the
     sanitizers' reports fatal (leaks aside: MPI's own allocations at exit are not ours)."""
     return os.environ | {
-        "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-        "OMPI_MCA_io": "romio321", "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0",
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        "OMPI_MCA_io": "romio321",
+        "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=0",
         "UBSAN_OPTIONS": "print_stacktrace=1",
-    }  # fmt: skip
+    }
 
 
 def run(frames: int, seed: int, seconds: float | None = None) -> dict:

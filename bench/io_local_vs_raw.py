@@ -66,8 +66,12 @@ def ratio_row(num: dict, den: dict) -> dict:
     """Ratios of two variants measured in the same rounds: best/best, and the median and
     spread of the rounds' ratios of their medians."""
     per_round = [a / b for a, b in zip(num["medians"], den["medians"], strict=True)]
-    return {"best": min(num["mins"]) / min(den["mins"]), "median": statistics.median(per_round),
-            "low": min(per_round), "high": max(per_round)}  # fmt: skip
+    return {
+        "best": min(num["mins"]) / min(den["mins"]),
+        "median": statistics.median(per_round),
+        "low": min(per_round),
+        "high": max(per_round),
+    }
 
 
 def measure_all(cluster, store, args, sizes, nps, hosts) -> dict:
@@ -77,20 +81,36 @@ def measure_all(cluster, store, args, sizes, nps, hosts) -> dict:
         variants = order if k % 2 == 0 else order[::-1]
         for np_ in nps if k % 2 == 0 else nps[::-1]:
             record = netcdf.measure(
-                cluster, store, np=np_, mpi="openmpi", sizes=sizes, mode=args.mode,
-                ops=["write", "read"], fmt=args.format, reps=args.reps, variants=variants,
-                hosts=hosts, directory=args.dir, driver=args.driver, warmup=args.warmup,
-            )  # fmt: skip
+                cluster,
+                store,
+                np=np_,
+                mpi="openmpi",
+                sizes=sizes,
+                mode=args.mode,
+                ops=["write", "read"],
+                fmt=args.format,
+                reps=args.reps,
+                variants=variants,
+                hosts=hosts,
+                directory=args.dir,
+                driver=args.driver,
+                warmup=args.warmup,
+            )
             if record["status"] != "ok":
                 raise SystemExit(f"np={np_} round {k + 1}: {record['error']}")
             for r in netcdf.results(record):
-                t = times.setdefault((np_, r["size"], r["op"], r["variant"]),
-                                     {"mins": [], "medians": [], "cpu": []})  # fmt: skip
+                t = times.setdefault(
+                    (np_, r["size"], r["op"], r["variant"]), {"mins": [], "medians": [], "cpu": []}
+                )
                 t["mins"].append(r["open_to_close_s_min"])
                 t["medians"].append(r["open_to_close_s_median"])
                 t["cpu"].append(r["cpu_s_median"])
-            print(f"  round {k + 1}/{args.repeat} np={np_} ({','.join(variants)}) done, "
-                  f"load {load()}", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"  round {k + 1}/{args.repeat} np={np_} ({','.join(variants)}) done, "
+                f"load {load()}",
+                file=sys.stderr,
+                flush=True,
+            )
     return times
 
 
@@ -110,8 +130,10 @@ def table(times: dict, sizes: list[int], nps: list[int]) -> list[dict]:
                 )
                 if op == "write" and row["bytes"] >= TARGET_BYTES:
                     r = row["netcdf_over_rawswap"]
-                    row["target_met"] = {"best": r["best"] <= TARGET,
-                                         "median": r["median"] <= TARGET}  # fmt: skip
+                    row["target_met"] = {
+                        "best": r["best"] <= TARGET,
+                        "median": r["median"] <= TARGET,
+                    }
                 rows.append(row)
     return rows
 
@@ -139,8 +161,10 @@ def render(rows: list[dict], args, where: str, loads: tuple[str, str]) -> str:
         verdict = ""
         if "target_met" in r:
             met = r["target_met"]
-            verdict = (f"<= {TARGET}: best {'yes' if met['best'] else 'NO'}, "
-                       f"median {'yes' if met['median'] else 'NO'}")  # fmt: skip
+            verdict = (
+                f"<= {TARGET}: best {'yes' if met['best'] else 'NO'}, "
+                f"median {'yes' if met['median'] else 'NO'}"
+            )
         lines.append(
             f"{r['np']:>2} {r['size']:>4} {r['bytes'] / 2**20:>6.2f} {r['op']:<5} | "
             f"{ms(r['netcdf'])} | {ms(r['rawswap'])} | {ms(r['raw'])} | "
@@ -153,9 +177,10 @@ def render(rows: list[dict], args, where: str, loads: tuple[str, str]) -> str:
         "median over rounds of the launches' medians: the work, without the wait for "
         "a CPU that the wall times carry on a loaded machine"
     )
-    lines.append("netCDF's own cost beyond raw + swap (best netcdf - best rawswap, ms): " + ", ".join(
-        f"np={r['np']} N={r['size']} {r['op']} {r['overhead_ms']:+.2f}" for r in rows
-    ))  # fmt: skip
+    lines.append(
+        "netCDF's own cost beyond raw + swap (best netcdf - best rawswap, ms): "
+        + ", ".join(f"np={r['np']} N={r['size']} {r['op']} {r['overhead_ms']:+.2f}" for r in rows)
+    )
     return "\n".join(lines)
 
 
@@ -165,14 +190,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--np", default="1,2,4", help="process counts")
     ap.add_argument("--repeat", type=int, default=5, help="rounds (order alternates)")
     ap.add_argument("--reps", type=int, default=10, help="repetitions per launch (min)")
-    ap.add_argument("--warmup", type=int, default=2,
-                    help="untimed repetitions before each variant's timed ones")  # fmt: skip
+    ap.add_argument(
+        "--warmup", type=int, default=2, help="untimed repetitions before each variant's timed ones"
+    )
     ap.add_argument("--mode", choices=("collective", "independent"), default="collective")
     ap.add_argument("--format", choices=netcdf.FORMATS, default="cdf1")
     ap.add_argument("--driver", choices=tuple(netcdf.DRIVERS), default="romio")
     ap.add_argument("--cluster", help="a cluster file or virtual cluster name (default: this host)")
-    ap.add_argument("--vcluster", type=int, metavar="HOSTS",
-                    help="build a virtual cluster of HOSTS hosts for the run (root)")  # fmt: skip
+    ap.add_argument(
+        "--vcluster",
+        type=int,
+        metavar="HOSTS",
+        help="build a virtual cluster of HOSTS hosts for the run (root)",
+    )
     ap.add_argument("--link", default="10gbit", help="the virtual cluster's link")
     ap.add_argument("--dir", help="directory every host sees (default: a new one under /tmp)")
     ap.add_argument("--json", help="write the rows here")
@@ -189,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         cluster = vcluster.cluster_from_state(state)
     else:
         cluster = resolve_cluster(args.cluster) if args.cluster else local_cluster()
-    where = (f"cluster {cluster.name} ({len(cluster.hosts)} hosts)" if len(cluster.hosts) > 1
-             else f"this host ({cluster.name})")  # fmt: skip
+    where = (
+        f"cluster {cluster.name} ({len(cluster.hosts)} hosts)"
+        if len(cluster.hosts) > 1
+        else f"this host ({cluster.name})"
+    )
     before = load()
     try:
         with tempfile.TemporaryDirectory(prefix="io-bench-") as tmp:
@@ -202,8 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = table(times, sizes, nps)
     print(render(rows, args, where, (before, load())))
     if args.json:
-        doc = {"where": where, "load_before": before, "load_after": load(),
-               "args": vars(args), "rows": rows}  # fmt: skip
+        doc = {
+            "where": where,
+            "load_before": before,
+            "load_after": load(),
+            "args": vars(args),
+            "rows": rows,
+        }
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0
 

@@ -65,16 +65,24 @@ def iperf(cluster, client: str, server: str, reverse: bool, seconds: float = 3.0
     launcher = launcher_for(cluster)
     address = cluster.host(server).address
     port = str(5300 + os.getpid() % 500)
-    srv = subprocess.Popen(launcher.host_argv(server, ["iperf3", "-s", "-1", "-p", port]),
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    srv = subprocess.Popen(
+        launcher.host_argv(server, ["iperf3", "-s", "-1", "-p", port]),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(50):
             time.sleep(0.1)
             out = subprocess.run(
-                launcher.host_argv(client, ["iperf3", "-c", address, "-p", port, "-J",
-                                            "-t", f"{seconds:g}"] + ["-R"] * reverse),
-                capture_output=True, text=True, timeout=seconds + 30,
-            )  # fmt: skip
+                launcher.host_argv(
+                    client,
+                    ["iperf3", "-c", address, "-p", port, "-J", "-t", f"{seconds:g}"]
+                    + ["-R"] * reverse,
+                ),
+                capture_output=True,
+                text=True,
+                timeout=seconds + 30,
+            )
             if out.returncode == 0:
                 return json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"]
         raise RuntimeError(f"iperf3: {out.stderr or out.stdout}")
@@ -88,10 +96,16 @@ def retransmitted(cluster) -> int:
     network namespace, so /proc/net/snmp read there is that host's)."""
     launcher, total = launcher_for(cluster), 0
     for host in cluster.hosts:
-        out = subprocess.run(launcher.host_argv(host.name, ["cat", "/proc/net/snmp"]),
-                             capture_output=True, text=True, timeout=30, check=True)  # fmt: skip
-        names, values = [line.split()[1:] for line in out.stdout.splitlines()
-                         if line.startswith("Tcp:")]  # fmt: skip
+        out = subprocess.run(
+            launcher.host_argv(host.name, ["cat", "/proc/net/snmp"]),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        names, values = [
+            line.split()[1:] for line in out.stdout.splitlines() if line.startswith("Tcp:")
+        ]
         total += int(values[names.index("RetransSegs")])
     return total
 
@@ -101,11 +115,22 @@ def run_case(cluster, store, site, case: dict, sizes, reps, ca_dir) -> dict | No
     stderr) when the launch failed."""
     retrans = retransmitted(cluster)
     record = netcdf.measure(
-        cluster, store, np=case["np"], mpi=case["mpi"], sizes=sizes, mode="collective",
-        ops=["write", "read"], fmt="cdf1", reps=reps, remote=site, ca_dir=ca_dir,
-        identity="bench", server_round=case.get("round"), batch=case.get("batch", True),
+        cluster,
+        store,
+        np=case["np"],
+        mpi=case["mpi"],
+        sizes=sizes,
+        mode="collective",
+        ops=["write", "read"],
+        fmt="cdf1",
+        reps=reps,
+        remote=site,
+        ca_dir=ca_dir,
+        identity="bench",
+        server_round=case.get("round"),
+        batch=case.get("batch", True),
         session=case.get("session", "job"),
-    )  # fmt: skip
+    )
     if record["status"] != "ok":
         print(f"  {label(case)}: run {record['id']} FAILED: {record['error']}", file=sys.stderr)
         return None
@@ -132,8 +157,11 @@ def rounds(cluster, store, site, cases, sizes, repeat, reps, ca_dir) -> list[lis
         order = list(range(len(cases)))
         for i in order if k % 2 == 0 else order[::-1]:
             out[i].append(run_case(cluster, store, site, cases[i], sizes, reps, ca_dir))
-            print(f"  round {k + 1}/{repeat}: {label(cases[i])} done, load {load()}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"  round {k + 1}/{repeat}: {label(cases[i])} done, load {load()}",
+                file=sys.stderr,
+                flush=True,
+            )
     return out
 
 
@@ -157,16 +185,24 @@ def throughput_rows(cases, results, sizes, wan_bps) -> list[dict]:
         median = statistics.median(r["open_to_close_s_median"] for r in rs)
         io_best = min(r["io_only_s_min"] for r in rs)
         share = [8 * nbytes / r["open_to_close_s_min"] / wan_bps for r in rs]
-        rows.append({
-            "case": label(case), **case, "size": n, "op": op, "bytes": nbytes,
-            "failed_launches": failed,
-            "best_s": best, "median_s": median, "io_only_best_s": io_best,
-            "share_best": 8 * nbytes / best / wan_bps,
-            "share_median": 8 * nbytes / median / wan_bps,
-            "share_io_only_best": 8 * nbytes / io_best / wan_bps,
-            "share_rounds": share,
-            "retrans_per_launch": statistics.median(r["retrans"] for r in rs),
-        })  # fmt: skip
+        rows.append(
+            {
+                "case": label(case),
+                **case,
+                "size": n,
+                "op": op,
+                "bytes": nbytes,
+                "failed_launches": failed,
+                "best_s": best,
+                "median_s": median,
+                "io_only_best_s": io_best,
+                "share_best": 8 * nbytes / best / wan_bps,
+                "share_median": 8 * nbytes / median / wan_bps,
+                "share_io_only_best": 8 * nbytes / io_best / wan_bps,
+                "share_rounds": share,
+                "retrans_per_launch": statistics.median(r["retrans"] for r in rs),
+            }
+        )
     return rows
 
 
@@ -188,8 +224,10 @@ def render_throughput(rows, wan: str, tcp: dict, args, wire: str) -> list[str]:
     for r in rows:
         verdict = ""
         if r["size"] >= 256:
-            verdict = (f">= {TARGET:.0%}: best {'yes' if r['share_best'] >= TARGET else 'NO'}, "
-                       f"median {'yes' if r['share_median'] >= TARGET else 'NO'}")  # fmt: skip
+            verdict = (
+                f">= {TARGET:.0%}: best {'yes' if r['share_best'] >= TARGET else 'NO'}, "
+                f"median {'yes' if r['share_median'] >= TARGET else 'NO'}"
+            )
         spread = "/".join(f"{s:.0%}" for s in r["share_rounds"])
         if r["failed_launches"]:
             verdict += f" ({r['failed_launches']} launch(es) failed)"
@@ -205,27 +243,39 @@ def render_throughput(rows, wan: str, tcp: dict, args, wire: str) -> list[str]:
 
 def small_rows(cases, results, sizes) -> list[dict]:
     return [
-        {"case": label(case), "size": n, "op": op,
-         "best_s": min(r["open_to_close_s_min"] for r in rs),
-         "median_s": statistics.median(r["open_to_close_s_median"] for r in rs)}
+        {
+            "case": label(case),
+            "size": n,
+            "op": op,
+            "best_s": min(r["open_to_close_s_min"] for r in rs),
+            "median_s": statistics.median(r["open_to_close_s_median"] for r in rs),
+        }
         for case, _, n, op, rs in cells(cases, results, sizes)
-    ]  # fmt: skip
+    ]
 
 
 def render_small(rows, delay_us: int) -> list[str]:
-    lines = ["", "Small sizes: open-to-close (ms), the batched protocol (define calls pipelined, "
-             "a session per job) beside the paper's per-call forwarding; per-packet delay "
-             f"{delay_us} us on every host's egress", f"{'case':<52} {'N':>4} {'op':<5} {'best':>8} {'median':>8}"]  # fmt: skip
+    lines = [
+        "",
+        "Small sizes: open-to-close (ms), the batched protocol (define calls pipelined, "
+        "a session per job) beside the paper's per-call forwarding; per-packet delay "
+        f"{delay_us} us on every host's egress",
+        f"{'case':<52} {'N':>4} {'op':<5} {'best':>8} {'median':>8}",
+    ]
     base = {(r["size"], r["op"]): r for r in rows if "per-call" not in r["case"]}
     for r in rows:
         b = base.get((r["size"], r["op"]), r)
         extra = ""
         if r is not b:
-            extra = (f"  {1e3 * (r['best_s'] - b['best_s']):+.2f} ms best, "
-                     f"{1e3 * (r['median_s'] - b['median_s']):+.2f} ms median beside "
-                     "batched")  # fmt: skip
-        lines.append(f"{r['case']:<52} {r['size']:>4} {r['op']:<5} {1e3 * r['best_s']:>8.2f} "
-                     f"{1e3 * r['median_s']:>8.2f}{extra}")  # fmt: skip
+            extra = (
+                f"  {1e3 * (r['best_s'] - b['best_s']):+.2f} ms best, "
+                f"{1e3 * (r['median_s'] - b['median_s']):+.2f} ms median beside "
+                "batched"
+            )
+        lines.append(
+            f"{r['case']:<52} {r['size']:>4} {r['op']:<5} {1e3 * r['best_s']:>8.2f} "
+            f"{1e3 * r['median_s']:>8.2f}{extra}"
+        )
     return lines
 
 
@@ -239,15 +289,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--server-round", default="4M,0", help="the server's rounds (0: whole)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--small", default="16", help="small sizes for the batching comparison "
-                    "('' to skip)")  # fmt: skip
+    ap.add_argument(
+        "--small", default="16", help="small sizes for the batching comparison ('' to skip)"
+    )
     ap.add_argument("--small-reps", type=int, default=10)
-    ap.add_argument("--small-delay-us", type=int, default=0,
-                    help="for the small sizes, a cluster of its own with this per-packet delay "
-                         "on every host's egress (a WAN's round trip)")  # fmt: skip
+    ap.add_argument(
+        "--small-delay-us",
+        type=int,
+        default=0,
+        help="for the small sizes, a cluster of its own with this per-packet delay "
+        "on every host's egress (a WAN's round trip)",
+    )
     ap.add_argument("--no-iperf", action="store_true")
-    ap.add_argument("--wire", choices=vcluster.WIRES,
-                    help="the virtual cluster's link model (default: vcluster's)")  # fmt: skip
+    ap.add_argument(
+        "--wire",
+        choices=vcluster.WIRES,
+        help="the virtual cluster's link model (default: vcluster's)",
+    )
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     wire = {"wire": args.wire} if args.wire else {}
@@ -273,8 +331,11 @@ def main(argv: list[str] | None = None) -> int:
         server = next(h.name for h in cluster.hosts if h.site == site)
         tcp = {}
         if not args.no_iperf:
-            tcp = {"wan": wan_bps, "up": iperf(cluster, client, server, False),
-                   "down": iperf(cluster, client, server, True)}  # fmt: skip
+            tcp = {
+                "wan": wan_bps,
+                "up": iperf(cluster, client, server, False),
+                "down": iperf(cluster, client, server, True),
+            }
         with tempfile.TemporaryDirectory(prefix="io-remote-bench-") as tmp:
             store = Store(Path(tmp) / "bench.db")
             ca_dir = Path(tmp) / "ca"
@@ -285,13 +346,20 @@ def main(argv: list[str] | None = None) -> int:
                 ssizes = netcdf.parse_sizes(args.small)
                 if args.small_delay_us:
                     vcluster.down(name)
-                    state = vcluster.plan(name, 4, parse_rate(args.link), sites=2,
-                                          wan_bps=wan_bps, delay_us=args.small_delay_us,
-                                          **wire)  # fmt: skip
+                    state = vcluster.plan(
+                        name,
+                        4,
+                        parse_rate(args.link),
+                        sites=2,
+                        wan_bps=wan_bps,
+                        delay_us=args.small_delay_us,
+                        **wire,
+                    )
                     vcluster.up(state)
                     cluster = vcluster.cluster_from_state(state)
-                sres = rounds(cluster, store, site, small_cases, ssizes, args.repeat,
-                              args.small_reps, ca_dir)  # fmt: skip
+                sres = rounds(
+                    cluster, store, site, small_cases, ssizes, args.repeat, args.small_reps, ca_dir
+                )
                 small = small_rows(small_cases, sres, ssizes)
     finally:
         vcluster.down(name)
@@ -302,8 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", f"load average before: {before}   after: {after}"]
     print("\n".join(lines))
     if args.json:
-        doc = {"load_before": before, "load_after": after, "args": vars(args), "iperf": tcp,
-               "rows": rows, "small": small}  # fmt: skip
+        doc = {
+            "load_before": before,
+            "load_after": after,
+            "args": vars(args),
+            "iperf": tcp,
+            "rows": rows,
+            "small": small,
+        }
         Path(args.json).write_text(json.dumps(doc, indent=1))
     return 0
 

@@ -114,8 +114,9 @@ def kernel(mpi: str, name: str) -> Path:
     return path
 
 
-def launched(argv: list[str], np: int, env: dict[str, str], timeout: float,
-             cwd: str | None = None) -> process.Completed:  # fmt: skip
+def launched(
+    argv: list[str], np: int, env: dict[str, str], timeout: float, cwd: str | None = None
+) -> process.Completed:
     """argv on np ranks; at the timeout every rank is killed, not only mpirun (a spinning
     orphan would slow every later measurement)."""
     done = process.run([*LAUNCH, str(np), *argv], timeout, env=env, cwd=cwd)
@@ -183,10 +184,18 @@ def main() -> int:
     env = environment()
     np = args.P * args.Q
     fields = dict(
-        nb=args.nb, p=args.P, q=args.Q, pfact=args.pfact, nbmin=args.nbmin, ndiv=args.ndiv,
-        rfact=args.rfact, bcast=args.bcast, depth=args.depth, swap=args.swap,
+        nb=args.nb,
+        p=args.P,
+        q=args.Q,
+        pfact=args.pfact,
+        nbmin=args.nbmin,
+        ndiv=args.ndiv,
+        rfact=args.rfact,
+        bcast=args.bcast,
+        depth=args.depth,
+        swap=args.swap,
         swap_threshold=args.swap_threshold,
-    )  # fmt: skip
+    )
     dat = HPL_DAT.format(n=args.n, **fields)
     print(f"load average before: {load_average()}", flush=True)
     hpcc_runs, ct_runs, info = [], [], {}
@@ -216,18 +225,28 @@ def main() -> int:
         r["gflops"] for r in hpcc_runs
     )
     figures: dict = {
-        "n": args.n, **fields, "variant": ct_best["variant"],
-        "hpcc_gflops": hpcc_best["gflops"], "ct_linpack_gflops": ct_best["gflops"],
+        "n": args.n,
+        **fields,
+        "variant": ct_best["variant"],
+        "hpcc_gflops": hpcc_best["gflops"],
+        "ct_linpack_gflops": ct_best["gflops"],
         "hpcc_gflops_runs": [r["gflops"] for r in hpcc_runs],
         "ct_linpack_gflops_runs": [r["gflops"] for r in ct_runs],
-        "ratio": ratio, "median_ratio": median_ratio, "residuals_passed": ok, "blas": info,
-    }  # fmt: skip
-    print(f"\nN={args.n} NB={args.nb} {args.P}x{args.Q} {ct_best['variant']}  BLAS core "
-          f"{info.get('core') or '?'} ({info.get('library')})")  # fmt: skip
+        "ratio": ratio,
+        "median_ratio": median_ratio,
+        "residuals_passed": ok,
+        "blas": info,
+    }
+    print(
+        f"\nN={args.n} NB={args.nb} {args.P}x{args.Q} {ct_best['variant']}  BLAS core "
+        f"{info.get('core') or '?'} ({info.get('library')})"
+    )
     print(f"hpcc HPL      {hpcc_best['gflops']:8.2f} Gflops  residual {hpcc_best['residual']:.4g}")
     print(f"ct-linpack    {ct_best['gflops']:8.2f} Gflops  residual {ct_best['residual']:.4g}")
-    print(f"ratio ct-linpack / hpcc = {ratio:.3f}  (best of {args.repeat}; median of runs "
-          f"{median_ratio:.3f}; residuals {'all PASSED' if ok else 'NOT all passed: best of the passed runs'})")  # fmt: skip
+    print(
+        f"ratio ct-linpack / hpcc = {ratio:.3f}  (best of {args.repeat}; median of runs "
+        f"{median_ratio:.3f}; residuals {'all PASSED' if ok else 'NOT all passed: best of the passed runs'})"
+    )
     if not args.skip_peak:
         nmax = n_for_memory(args.mem_fraction, memory_bytes(), args.nb)
         if args.peak_n == "max":
@@ -242,14 +261,21 @@ def main() -> int:
         ok = ok and sample["passed"] is True
         pct = 100.0 * sample["gflops"] / dgemm
         figures.update(
-            dgemm_gflops=dgemm, dgemm_n=args.dgemm_n, peak_n=peak_n, peak_n_max=nmax,
-            peak_gflops=sample["gflops"], percent_of_dgemm=pct, peak_passed=sample["passed"],
-        )  # fmt: skip
+            dgemm_gflops=dgemm,
+            dgemm_n=args.dgemm_n,
+            peak_n=peak_n,
+            peak_n_max=nmax,
+            peak_gflops=sample["gflops"],
+            percent_of_dgemm=pct,
+            peak_passed=sample["passed"],
+        )
         print(f"DGEMM ({np} ranks x 1 thread, N={args.dgemm_n})  {dgemm:8.2f} Gflops")
-        print(f"ct-linpack N={peak_n}{' (max for memory)' if peak_n == nmax else ''}"
-              f"  {sample['gflops']:8.2f} Gflops = {pct:.1f} % of DGEMM  residual "
-              f"{'PASSED' if sample['passed'] is True else 'FAILED: the percentage does not count'}"
-              f"  (largest N for {args.mem_fraction:.0%} of memory: {nmax})")  # fmt: skip
+        print(
+            f"ct-linpack N={peak_n}{' (max for memory)' if peak_n == nmax else ''}"
+            f"  {sample['gflops']:8.2f} Gflops = {pct:.1f} % of DGEMM  residual "
+            f"{'PASSED' if sample['passed'] is True else 'FAILED: the percentage does not count'}"
+            f"  (largest N for {args.mem_fraction:.0%} of memory: {nmax})"
+        )
     figures["load_average_after"] = load_average()
     print(f"load average after: {figures['load_average_after']}")
     if args.json:

@@ -240,9 +240,17 @@ def in_turn(k: int, first, second):
     return first(), second()
 
 
-def side_by_side(pair: str, ours_fn, theirs_fn, max_size: int, runs: int, rounds: int,
-                 placements: dict[str, Pin], bandwidth_from: int,
-                 nominal_bps: float | None) -> dict:  # fmt: skip
+def side_by_side(
+    pair: str,
+    ours_fn,
+    theirs_fn,
+    max_size: int,
+    runs: int,
+    rounds: int,
+    placements: dict[str, Pin],
+    bandwidth_from: int,
+    nominal_bps: float | None,
+) -> dict:
     """Full sweeps (bandwidth, peak, wall time), then 1-byte rounds (latency); the order
     of the three sweeps of a run (NetPIPE, clustertune, matched) reverses every run."""
     bw_ours, bw_theirs, bw_matched, bw_theirs_m, wall_ours, wall_theirs = [], [], [], [], [], []
@@ -309,7 +317,7 @@ def side_by_side(pair: str, ours_fn, theirs_fn, max_size: int, runs: int, rounds
         "latency_us": {
             name: ratio_row(
                 v["ours"], v["theirs"], TARGETS["latency"] if name == verdict_on else None
-            )  # fmt: skip
+            )
             for name, v in us.items()
         },
         "latency_verdict_on": verdict_on,
@@ -330,16 +338,18 @@ def side_by_side(pair: str, ours_fn, theirs_fn, max_size: int, runs: int, rounds
     return row
 
 
-def render(rows: list[dict], link: str, wire: str, runs: int, rounds: int,
-           load: dict[str, str]) -> str:  # fmt: skip
+def render(
+    rows: list[dict], link: str, wire: str, runs: int, rounds: int, load: dict[str, str]
+) -> str:
     def verdict(r: dict) -> str:
         return "" if "pass" not in r else ("  ok" if r["pass"] else "  MISS")
 
     def line(label: str, r: dict, unit: str, fmt: str) -> str:
         (mo, mt), (lo, lt) = r["median"], r["min"]
-        return (f"  {label:30s} {mo:{fmt}} / {mt:{fmt}} {unit:6s} ratio {r['ratio']:.3f}"
-                f"   (min: {lo:{fmt}} / {lt:{fmt}}, ratio {r['ratio_of_min']:.3f})"
-                + verdict(r))  # fmt: skip
+        return (
+            f"  {label:30s} {mo:{fmt}} / {mt:{fmt}} {unit:6s} ratio {r['ratio']:.3f}"
+            f"   (min: {lo:{fmt}} / {lt:{fmt}}, ratio {r['ratio_of_min']:.3f})" + verdict(r)
+        )
 
     lines = [
         f"NetPIPE vs clustertune, host0 <-> host1, links shaped to {link} ({wire} wire)",
@@ -356,21 +366,27 @@ def render(rows: list[dict], link: str, wire: str, runs: int, rounds: int,
     for r in rows:
         big = r["bandwidth_sizes"]
         runs_order = "; ".join(f"run {i + 1}: {', '.join(o)}" for i, o in enumerate(r["order"]))
-        lines += [r["pair"], f"  sweeps in the order {runs_order}",
-                  f"  bandwidth over {len(big)} sizes {big[0]}..{big[-1]} B:",
-                  line("bandwidth, matched", r["bandwidth_mbps_matched"], "Mbit/s", "8.1f"),
-                  line("bandwidth, ct default trials", r["bandwidth_mbps_default"], "Mbit/s",
-                       "8.1f"),
-                  "  latency, 1 byte half round trip:"]  # fmt: skip
+        lines += [
+            r["pair"],
+            f"  sweeps in the order {runs_order}",
+            f"  bandwidth over {len(big)} sizes {big[0]}..{big[-1]} B:",
+            line("bandwidth, matched", r["bandwidth_mbps_matched"], "Mbit/s", "8.1f"),
+            line("bandwidth, ct default trials", r["bandwidth_mbps_default"], "Mbit/s", "8.1f"),
+            "  latency, 1 byte half round trip:",
+        ]
         for name, lat in r["latency_us"].items():
             label = name if "default" in name else f"{name}, matched"
             lines.append(line(label, lat, "us", "8.2f"))
         lines.append(line("wall time, default sweeps", r["wall_s"], "s", "8.1f"))
         if "peak_share" in r:
             peak = r["peak_share"]
-            lines.append(line("peak of any size / nominal", peak, "", "8.3f")
-                         + (f"   max {max(peak['ours'] + peak['theirs']):.3f}, limit "
-                            f"{PEAK_LIMIT}{'  ok' if r['pass']['peak'] else '  MISS'}"))  # fmt: skip
+            lines.append(
+                line("peak of any size / nominal", peak, "", "8.3f")
+                + (
+                    f"   max {max(peak['ours'] + peak['theirs']):.3f}, limit "
+                    f"{PEAK_LIMIT}{'  ok' if r['pass']['peak'] else '  MISS'}"
+                )
+            )
         lines.append("")
     return "\n".join(lines)
 
@@ -396,8 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mpi", default="", help="also compare MPI: openmpi,mpich")
     parser.add_argument("--runs", type=int, default=1, help="full sweeps per tool (1)")
     parser.add_argument("--rounds", type=int, default=5, help="1-byte latency rounds (5)")
-    parser.add_argument("--placements", default="same,cross,free",
-                        help="latency placements: same,cross,free (all)")  # fmt: skip
+    parser.add_argument(
+        "--placements", default="same,cross,free", help="latency placements: same,cross,free (all)"
+    )
     parser.add_argument("--bandwidth-from", default="2M", help="smallest size for bandwidth")
     parser.add_argument("--name", default="npbench", help="virtual cluster name (npbench)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -406,8 +423,14 @@ def main(argv: list[str] | None = None) -> int:
     flavours = [f for f in args.mpi.split(",") if f]
     where = placements(args.placements)
     link = parse_rate(args.link)
-    common = dict(max_size=max_size, runs=args.runs, rounds=args.rounds, placements=where,
-                  bandwidth_from=parse_size(args.bandwidth_from), nominal_bps=link)  # fmt: skip
+    common = dict(
+        max_size=max_size,
+        runs=args.runs,
+        rounds=args.rounds,
+        placements=where,
+        bandwidth_from=parse_size(args.bandwidth_from),
+        nominal_bps=link,
+    )
 
     state = vcluster.plan(args.name, 2, link, wire=args.wire)
     rows = []

@@ -46,8 +46,10 @@ def main() -> int:
     for case in cases.split(","):
         np_ = int(case.strip().split(".")[2])
         if np_ > cores:
-            print(f"# {case.strip()}: {np_} ranks on {cores} cores, oversubscribed "
-                  "(both builds alike)")  # fmt: skip
+            print(
+                f"# {case.strip()}: {np_} ranks on {cores} cores, oversubscribed "
+                "(both builds alike)"
+            )
     bench = shared_bench()
     sys.argv = [sys.argv[0], *argv]
     return bench.main()

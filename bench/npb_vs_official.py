@@ -36,8 +36,15 @@ NPB_FIELD = re.compile(r"^\s*(Time in seconds|Mop/s total|Verification)\s*=\s*(\
 
 def launcher(mpi: str, np: int) -> list[str]:
     if mpi == "openmpi":
-        return ["mpirun.openmpi", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1",
-                "-np", str(np)]  # fmt: skip
+        return [
+            "mpirun.openmpi",
+            "--oversubscribe",
+            "--mca",
+            "mpi_yield_when_idle",
+            "1",
+            "-np",
+            str(np),
+        ]
     return ["mpirun.mpich", "-np", str(np)]
 
 
@@ -61,10 +68,13 @@ def parse_npb(text: str) -> dict:
 
 def parse_ours(text: str) -> dict:
     result = next(
-        (json.loads(x) for x in text.splitlines()
-         if x.startswith("{") and json.loads(x).get("type") == "result"),
+        (
+            json.loads(x)
+            for x in text.splitlines()
+            if x.startswith("{") and json.loads(x).get("type") == "result"
+        ),
         None,
-    )  # fmt: skip
+    )
     if result is None:
         raise RuntimeError(f"no result line in the output: {text[-400:]}")
     f = result["figures"]
@@ -80,13 +90,15 @@ def peer_bin(args: argparse.Namespace, cases: list[tuple[str, str, int]]) -> Pat
     if all((out / "bin" / w).exists() for w in wanted):
         return out / "bin"
     env = environment() | {
-        "SKIP_MILC": "1", "PEER_MPI": args.mpi,
+        "SKIP_MILC": "1",
+        "PEER_MPI": args.mpi,
         "NPB_BENCHES": " ".join(sorted({b for b, _, _ in cases})),
         "NPB_CLASSES": " ".join(sorted({c for _, c, _ in cases})),
-    }  # fmt: skip
+    }
     print(f"building the official NPB ({args.mpi}) into {out} ...", file=sys.stderr)
-    subprocess.run([str(PEERS / "build-peers.sh"), str(out)], env=env, check=True,
-                   stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [str(PEERS / "build-peers.sh"), str(out)], env=env, check=True, stdout=subprocess.DEVNULL
+    )
     return out / "bin"
 
 
@@ -102,8 +114,10 @@ def run(argv: list[str], mpi: str, np: int, timeout: float, parse) -> dict:
     done = process.run([*launcher(mpi, np), *argv], timeout, env=environment())
     if done.timed_out or done.returncode:
         why = "timed out" if done.timed_out else f"exit status {done.returncode}"
-        return {"error": f"{' '.join(done.argv)}: {why}: {done.stderr.strip()[-300:]}",
-                "verified": False}  # fmt: skip
+        return {
+            "error": f"{' '.join(done.argv)}: {why}: {done.stderr.strip()[-300:]}",
+            "verified": False,
+        }
     return parse(done.stdout)
 
 
@@ -136,8 +150,10 @@ def main() -> int:
         cases.append((bench.lower(), cls.upper(), int(np)))
     bins = peer_bin(args, cases)
     print(f"# load average before: {load_average()}  ({os.cpu_count()} cores, {args.mpi})")
-    print(f"# {'case':<8} {'official best':>13} {'median':>9} {'ours best':>10} {'median':>9}"
-          f" {'ratio best':>10} {'ratio med':>9}  verified")  # fmt: skip
+    print(
+        f"# {'case':<8} {'official best':>13} {'median':>9} {'ours best':>10} {'median':>9}"
+        f" {'ratio best':>10} {'ratio med':>9}  verified"
+    )
     report, failed = {}, False
     for bench, cls, np in cases:
         official = [str(bins / f"{bench}.{cls}.x")]
@@ -153,10 +169,12 @@ def main() -> int:
         name = f"{bench.upper()}.{cls}.{np}"
         report[name] = {"official": o, "ours": u, "load_average": load_average()}
         fmt = lambda v: f"{v:.2f}" if v else "n/a"  # noqa: E731
-        print(f"  {name:<8} {fmt(o['best']):>13} {fmt(o['median']):>9} {fmt(u['best']):>10}"
-              f" {fmt(u['median']):>9} {ratio(u['best'], o['best']):>10}"
-              f" {ratio(u['median'], o['median']):>9}  official {o['all_verified']},"
-              f" ours {u['all_verified']}  (load {load_average()})")  # fmt: skip
+        print(
+            f"  {name:<8} {fmt(o['best']):>13} {fmt(o['median']):>9} {fmt(u['best']):>10}"
+            f" {fmt(u['median']):>9} {ratio(u['best'], o['best']):>10}"
+            f" {ratio(u['median'], o['median']):>9}  official {o['all_verified']},"
+            f" ours {u['all_verified']}  (load {load_average()})"
+        )
         for who in ("official", "ours"):
             for x in runs[who]:
                 if "error" in x:

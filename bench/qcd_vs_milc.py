@@ -52,8 +52,15 @@ from clustertune.levels.qcd.stats import estimate
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_SRC = Path("/work/shared/peers")
-MPIRUN = ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "--mca",
-          "mpi_yield_when_idle", "1", "-np"]  # fmt: skip
+MPIRUN = [
+    "mpirun.openmpi",
+    "--allow-run-as-root",
+    "--oversubscribe",
+    "--mca",
+    "mpi_yield_when_idle",
+    "1",
+    "-np",
+]
 # --chrt P: both programs under `chrt -f P` (real-time FIFO), a core each while other jobs
 # run, so that they are measured, not the load of the moment
 PRIORITY: list[str] = []
@@ -68,9 +75,11 @@ SPEED_TRAJ = {8**4: (60, 60), 16**4: (3, 5)}
 
 def milc_input(lattice: tuple[int, ...], beta: float, warms: int, trajecs: int, seed: int) -> str:
     nx, ny, nz, nt = lattice
-    return (f"prompt 0\nnx {nx}\nny {ny}\nnz {nz}\nnt {nt}\niseed {seed}\n\nwarms {warms}\n"
-            f"trajecs {trajecs}\ntraj_between_meas 1\nbeta {beta}\nsteps_per_trajectory 4\n"
-            "qhb_steps 1\nfresh\nno_gauge_fix\nforget\n")  # fmt: skip
+    return (
+        f"prompt 0\nnx {nx}\nny {ny}\nnz {nz}\nnt {nt}\niseed {seed}\n\nwarms {warms}\n"
+        f"trajecs {trajecs}\ntraj_between_meas 1\nbeta {beta}\nsteps_per_trajectory 4\n"
+        "qhb_steps 1\nfresh\nno_gauge_fix\nforget\n"
+    )
 
 
 def parse_milc(text: str) -> tuple[float, list[float]]:
@@ -82,12 +91,24 @@ def parse_milc(text: str) -> tuple[float, list[float]]:
     return float(t.group(1)), plaq
 
 
-def run_milc(peers: Path, np: int, lattice, beta: float, warms: int, trajecs: int,
-             seed: int = 8352, timeout: float = 3600) -> tuple[float, list[float]]:  # fmt: skip
+def run_milc(
+    peers: Path,
+    np: int,
+    lattice,
+    beta: float,
+    warms: int,
+    trajecs: int,
+    seed: int = 8352,
+    timeout: float = 3600,
+) -> tuple[float, list[float]]:
     with tempfile.NamedTemporaryFile("w", suffix=".in", delete=False) as f:
         f.write(milc_input(lattice, beta, warms, trajecs, seed))
-    out = subprocess.run([*PRIORITY, *MPIRUN, str(np), str(peers / "bin" / "su3_ora.mpi"), f.name],
-                         capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    out = subprocess.run(
+        [*PRIORITY, *MPIRUN, str(np), str(peers / "bin" / "su3_ora.mpi"), f.name],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     Path(f.name).unlink()
     if out.returncode != 0:
         raise RuntimeError(f"su3_ora.mpi exit {out.returncode}: {out.stderr[-2000:]}")
@@ -98,12 +119,37 @@ def json_lines(text: str) -> list[dict]:
     return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
-def run_ours(np: int, lattice, beta: float, sweeps: int, start: str = "cold", seed: int = 1,
-             timeout: float = 3600, binary: Path = CT_QCD) -> tuple[dict, list[float]]:  # fmt: skip
+def run_ours(
+    np: int,
+    lattice,
+    beta: float,
+    sweeps: int,
+    start: str = "cold",
+    seed: int = 1,
+    timeout: float = 3600,
+    binary: Path = CT_QCD,
+) -> tuple[dict, list[float]]:
     grid = qcd.default_grid(lattice, np)
-    argv = [*PRIORITY, *MPIRUN, str(np), str(binary), "--lattice",
-            qcd.dims_text(lattice), "--grid", qcd.dims_text(grid), "--beta", str(beta),
-            "--sweeps", str(sweeps), "--or-steps", "4", "--start", start, "--seed", str(seed)]  # fmt: skip
+    argv = [
+        *PRIORITY,
+        *MPIRUN,
+        str(np),
+        str(binary),
+        "--lattice",
+        qcd.dims_text(lattice),
+        "--grid",
+        qcd.dims_text(grid),
+        "--beta",
+        str(beta),
+        "--sweeps",
+        str(sweeps),
+        "--or-steps",
+        "4",
+        "--start",
+        start,
+        "--seed",
+        str(seed),
+    ]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     lines = json_lines(out.stdout)
     result = next((x for x in lines if x["type"] == "result"), None)
@@ -120,8 +166,18 @@ def children_cpu() -> float:
 
 
 def dgemm_gflops(np: int) -> float | None:
-    argv = [*MPIRUN, str(np), str(ROOT / "build/openmpi/bin/ct-gemm"), "-N", "1000",
-            "--type", "d", "--local", "--repeat", "3"]  # fmt: skip
+    argv = [
+        *MPIRUN,
+        str(np),
+        str(ROOT / "build/openmpi/bin/ct-gemm"),
+        "-N",
+        "1000",
+        "--type",
+        "d",
+        "--local",
+        "--repeat",
+        "3",
+    ]
     env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
         argv, capture_output=True, text=True, timeout=600, env={**os.environ, **env}
@@ -136,8 +192,12 @@ def ensure_peers(peers: Path) -> None:
     if (peers / "bin" / "su3_ora.mpi").exists():
         return
     print(f"building MILC su3_ora into {peers} (shared/peers/build-peers.sh) ...", flush=True)
-    subprocess.run([str(PEERS_SRC / "build-peers.sh"), str(peers)], check=True,
-                   env={"SKIP_NPB": "1", "PATH": "/usr/bin:/bin"}, stdout=subprocess.DEVNULL)  # fmt: skip
+    subprocess.run(
+        [str(PEERS_SRC / "build-peers.sh"), str(peers)],
+        check=True,
+        env={"SKIP_NPB": "1", "PATH": "/usr/bin:/bin"},
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def rotation(programs: list[str], i: int) -> list[str]:
@@ -148,9 +208,11 @@ def rotation(programs: list[str], i: int) -> list[str]:
 
 def compare(ours: list[float], milc: list[float]) -> dict:
     """ct-qcd over MILC: best over best, median over median, and round by round."""
-    return {"ratio_best": max(ours) / max(milc),
-            "ratio_median": statistics.median(ours) / statistics.median(milc),
-            "ratio_rounds": [o / m for o, m in zip(ours, milc, strict=True)]}  # fmt: skip
+    return {
+        "ratio_best": max(ours) / max(milc),
+        "ratio_median": statistics.median(ours) / statistics.median(milc),
+        "ratio_rounds": [o / m for o, m in zip(ours, milc, strict=True)],
+    }
 
 
 def speed(peers: Path, lattices, ranks, repeat: int, baseline: Path | None = None) -> list[dict]:
@@ -182,40 +244,55 @@ def speed(peers: Path, lattices, ranks, repeat: int, baseline: Path | None = Non
             milc, ours = rate["milc"], rate["ours"]
             dgemm = dgemm_gflops(np)
             row = {
-                "lattice": qcd.dims_text(lattice), "ranks": np,
-                "milc_best": max(milc), "milc_median": statistics.median(milc),
-                "ours_best": max(ours), "ours_median": statistics.median(ours),
+                "lattice": qcd.dims_text(lattice),
+                "ranks": np,
+                "milc_best": max(milc),
+                "milc_median": statistics.median(milc),
+                "ours_best": max(ours),
+                "ours_median": statistics.median(ours),
                 **compare(ours, milc),
                 "loop_s": {who: links / statistics.median(r) for who, r in rate.items()},
-                "ours_counted_gflops": max(gflops), "dgemm_gflops": dgemm,
-                "milc_cpu_best": max(cpu["milc"]), "ours_cpu_best": max(cpu["ours"]),
+                "ours_counted_gflops": max(gflops),
+                "dgemm_gflops": dgemm,
+                "milc_cpu_best": max(cpu["milc"]),
+                "ours_cpu_best": max(cpu["ours"]),
                 "ratio_cpu_best": max(cpu["ours"]) / max(cpu["milc"]),
                 "ratio_cpu_median": statistics.median(cpu["ours"]) / statistics.median(cpu["milc"]),
                 "load_average": load_average(),
-            }  # fmt: skip
+            }
             if baseline:
                 base = rate["baseline"]
-                row.update({"baseline_best": max(base), "baseline_median": statistics.median(base),
-                            "vs_baseline_best": max(ours) / max(base),
-                            "vs_baseline_median": statistics.median(ours) / statistics.median(base)})  # fmt: skip
+                row.update(
+                    {
+                        "baseline_best": max(base),
+                        "baseline_median": statistics.median(base),
+                        "vs_baseline_best": max(ours) / max(base),
+                        "vs_baseline_median": statistics.median(ours) / statistics.median(base),
+                    }
+                )
             rows.append(row)
             pct = f"{100 * row['ours_counted_gflops'] / dgemm:.1f} %" if dgemm else "n/a"
-            print(f"{row['lattice']:>12} np={np}: MILC {row['milc_best']:.3g} (median "
-                  f"{row['milc_median']:.3g}), ct-qcd {row['ours_best']:.3g} (median "
-                  f"{row['ours_median']:.3g}) link updates/s; ratio best {row['ratio_best']:.2f}, "
-                  f"median {row['ratio_median']:.2f}, per round "
-                  f"{' '.join(f'{x:.2f}' for x in row['ratio_rounds'])}; timed loops "
-                  f"{row['loop_s']['milc']:.1f} s and {row['loop_s']['ours']:.1f} s (median); "
-                  f"ct-qcd {row['ours_counted_gflops']:.2f} "
-                  f"counted Gflops = {pct} of DGEMM ({dgemm or 0:.2f} Gflops on {np} ranks); "
-                  f"per CPU second: MILC {row['milc_cpu_best']:.3g}, ct-qcd {row['ours_cpu_best']:.3g}, "
-                  f"ratio best {row['ratio_cpu_best']:.2f}, median {row['ratio_cpu_median']:.2f}; "
-                  f"load {row['load_average']}", flush=True)  # fmt: skip
+            print(
+                f"{row['lattice']:>12} np={np}: MILC {row['milc_best']:.3g} (median "
+                f"{row['milc_median']:.3g}), ct-qcd {row['ours_best']:.3g} (median "
+                f"{row['ours_median']:.3g}) link updates/s; ratio best {row['ratio_best']:.2f}, "
+                f"median {row['ratio_median']:.2f}, per round "
+                f"{' '.join(f'{x:.2f}' for x in row['ratio_rounds'])}; timed loops "
+                f"{row['loop_s']['milc']:.1f} s and {row['loop_s']['ours']:.1f} s (median); "
+                f"ct-qcd {row['ours_counted_gflops']:.2f} "
+                f"counted Gflops = {pct} of DGEMM ({dgemm or 0:.2f} Gflops on {np} ranks); "
+                f"per CPU second: MILC {row['milc_cpu_best']:.3g}, ct-qcd {row['ours_cpu_best']:.3g}, "
+                f"ratio best {row['ratio_cpu_best']:.2f}, median {row['ratio_cpu_median']:.2f}; "
+                f"load {row['load_average']}",
+                flush=True,
+            )
             if baseline:
-                print(f"{'':>12} baseline {baseline}: {row['baseline_best']:.3g} (median "
-                      f"{row['baseline_median']:.3g}); ct-qcd / baseline best "
-                      f"{row['vs_baseline_best']:.2f}, median {row['vs_baseline_median']:.2f}",
-                      flush=True)  # fmt: skip
+                print(
+                    f"{'':>12} baseline {baseline}: {row['baseline_best']:.3g} (median "
+                    f"{row['baseline_median']:.3g}); ct-qcd / baseline best "
+                    f"{row['vs_baseline_best']:.2f}, median {row['vs_baseline_median']:.2f}",
+                    flush=True,
+                )
     return rows
 
 
@@ -227,12 +304,20 @@ def physics(peers: Path, lattice, sweeps: int, therm: int, np: int) -> list[dict
         ours = estimate(series[therm:])
         _, milc_series = run_milc(peers, np, lattice, beta, therm, sweeps, seed=8352)
         milc = estimate(milc_series)
-        row = {"beta": beta, "lattice": qcd.dims_text(lattice), "ours": ours.__dict__,
-               "milc": milc.__dict__, "ours_vs_milc_sigmas": ours.sigmas_from(milc.mean, milc.error)}  # fmt: skip
-        print(f"beta {beta} {row['lattice']}: ct-qcd <P> = {ours.mean:.5f} +- {ours.error:.5f} "
-              f"(tau_int {ours.tau_int:.1f}, naive {ours.naive_error:.5f}, {ours.n} sweeps); "
-              f"MILC {milc.mean:.5f} +- {milc.error:.5f} (tau_int {milc.tau_int:.1f}); "
-              f"difference {row['ours_vs_milc_sigmas']:.1f} sigma", flush=True)  # fmt: skip
+        row = {
+            "beta": beta,
+            "lattice": qcd.dims_text(lattice),
+            "ours": ours.__dict__,
+            "milc": milc.__dict__,
+            "ours_vs_milc_sigmas": ours.sigmas_from(milc.mean, milc.error),
+        }
+        print(
+            f"beta {beta} {row['lattice']}: ct-qcd <P> = {ours.mean:.5f} +- {ours.error:.5f} "
+            f"(tau_int {ours.tau_int:.1f}, naive {ours.naive_error:.5f}, {ours.n} sweeps); "
+            f"MILC {milc.mean:.5f} +- {milc.error:.5f} (tau_int {milc.tau_int:.1f}); "
+            f"difference {row['ours_vs_milc_sigmas']:.1f} sigma",
+            flush=True,
+        )
         volume = f"{lattice[0]}^4" if len(set(lattice)) == 1 else row["lattice"]
         for ref in refs:
             if ref["beta"] == beta:
@@ -244,8 +329,10 @@ def physics(peers: Path, lattice, sweeps: int, therm: int, np: int) -> list[dict
                     if judged
                     else "other volume, for information"
                 )
-                print(f"    vs {ref['plaquette']} +- {ref['error']} ({ref['lattice']}): "
-                      f"{s:.1f} sigma, {verdict}")  # fmt: skip
+                print(
+                    f"    vs {ref['plaquette']} +- {ref['error']} ({ref['lattice']}): "
+                    f"{s:.1f} sigma, {verdict}"
+                )
         rows.append(row)
     return rows
 
@@ -263,8 +350,12 @@ def main() -> int:
     ap.add_argument("--peers", type=Path, default=ROOT / "build" / "peers")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--chrt", type=int, metavar="P", help="run both under chrt -f P (root)")
-    ap.add_argument("--baseline", type=Path, metavar="BIN",
-                    help="a second ct-qcd (OpenMPI build) run in the same rounds: an A/B")  # fmt: skip
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="BIN",
+        help="a second ct-qcd (OpenMPI build) run in the same rounds: an A/B",
+    )
     args = ap.parse_args()
     if args.baseline and not os.access(args.baseline, os.X_OK):
         ap.error(f"--baseline: {args.baseline} is not an executable")
@@ -275,16 +366,30 @@ def main() -> int:
     out: dict = {}
     if not args.skip_speed:
         lattices = [qcd.parse_dims(x, "--lattices") for x in args.lattices.split(",")]
-        out["speed"] = speed(args.peers, lattices, [int(r) for r in args.ranks.split(",")],
-                             args.repeat, args.baseline)  # fmt: skip
+        out["speed"] = speed(
+            args.peers,
+            lattices,
+            [int(r) for r in args.ranks.split(",")],
+            args.repeat,
+            args.baseline,
+        )
     if args.physics:
-        out["physics"] = physics(args.peers, qcd.parse_dims(args.physics_lattice, "--physics-lattice"),
-                                 args.physics_sweeps, args.physics_therm, 1)  # fmt: skip
+        out["physics"] = physics(
+            args.peers,
+            qcd.parse_dims(args.physics_lattice, "--physics-lattice"),
+            args.physics_sweeps,
+            args.physics_therm,
+            1,
+        )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
     slow = [r for r in out.get("speed", []) if r["ratio_best"] < 1.2]
-    off = [r for r in out.get("physics", []) if r["ours_vs_milc_sigmas"] > 3
-           or any(x["judged"] and x["sigmas"] > 3 for x in r.get("references", []))]  # fmt: skip
+    off = [
+        r
+        for r in out.get("physics", [])
+        if r["ours_vs_milc_sigmas"] > 3
+        or any(x["judged"] and x["sigmas"] > 3 for x in r.get("references", []))
+    ]
     return 1 if slow or off else 0
 
 

@@ -45,18 +45,27 @@ def run_study(name: str, store: Store, quick: bool, out: Path) -> dict:
     """One study run (resuming) and its page written: the row of the summary."""
     study = spec.load(name, quick=quick)
     got = execute.run(study, store)
-    records = sorted((r for rs in execute.stored(store, name, quick).values() for r in rs),
-                     key=lambda r: r["id"])  # fmt: skip
+    records = sorted(
+        (r for rs in execute.stored(store, name, quick).values() for r in rs), key=lambda r: r["id"]
+    )
     path = out / report.study_page(name, execute.variant(quick))
     path.write_text(page.build(study, records))
     bad = [f"{p['point']}: {p['status']}" for p in got.ran if p["status"] != "ok"]
     bad += [f"{e['point']}: refused: {e['error']}" for e in got.errors]
-    return {"points": got.points, "ran": len(got.ran), "skipped": len(got.skipped),
-            "not_run": len(got.not_run), "problems": bad, "ok": got.ok, "page": str(path)}  # fmt: skip
+    return {
+        "points": got.points,
+        "ran": len(got.ran),
+        "skipped": len(got.skipped),
+        "not_run": len(got.not_run),
+        "problems": bad,
+        "ok": got.ok,
+        "page": str(path),
+    }
 
 
-def run_all(names: list[str], one: Callable[[str], dict],
-            log: Callable[[str], None] = print) -> list[dict]:  # fmt: skip
+def run_all(
+    names: list[str], one: Callable[[str], dict], log: Callable[[str], None] = print
+) -> list[dict]:
     """Every study in turn, timed; an exception fails that study only; SIGINT/SIGTERM stop
     the study running (its point stored interrupted, its clusters removed) and the rest."""
     rows = []
@@ -75,8 +84,12 @@ def run_all(names: list[str], one: Callable[[str], dict],
                 "problems": [f"interrupted ({signal.Signals(signal_of(exc)).name})"],
             }
             stop = True
-        row |= {"study": name, "wall_s": time.monotonic() - begin, "load_before": load_before,
-                "load_after": load()}  # fmt: skip
+        row |= {
+            "study": name,
+            "wall_s": time.monotonic() - begin,
+            "load_before": load_before,
+            "load_after": load(),
+        }
         log(f"== {name}: {'ok' if row['ok'] else 'FAILED'} in {row['wall_s']:.0f} s")
         rows.append(row)
         if stop:
@@ -85,15 +98,21 @@ def run_all(names: list[str], one: Callable[[str], dict],
 
 
 def summary(rows: list[dict]) -> str:
-    lines = [f"{'study':18} {'wall s':>7} {'points':>6} {'ran':>4} {'before':>6} "
-             f"{'not ok':>6}  load start / end"]  # fmt: skip
+    lines = [
+        f"{'study':18} {'wall s':>7} {'points':>6} {'ran':>4} {'before':>6} "
+        f"{'not ok':>6}  load start / end"
+    ]
     for r in rows:
-        lines.append(f"{r['study']:18} {r['wall_s']:7.0f} {r.get('points', '-'):>6} "
-                     f"{r.get('ran', '-'):>4} {r.get('skipped', '-'):>6} "
-                     f"{len(r['problems']):>6}  {r['load_before']} / {r['load_after']}")  # fmt: skip
+        lines.append(
+            f"{r['study']:18} {r['wall_s']:7.0f} {r.get('points', '-'):>6} "
+            f"{r.get('ran', '-'):>4} {r.get('skipped', '-'):>6} "
+            f"{len(r['problems']):>6}  {r['load_before']} / {r['load_after']}"
+        )
         lines += [f"    {p}" for p in r["problems"]]
-    lines.append(f"total {sum(r['wall_s'] for r in rows):.0f} s; "
-                 f"{sum(not r['ok'] for r in rows)} of {len(rows)} studies failed")  # fmt: skip
+    lines.append(
+        f"total {sum(r['wall_s'] for r in rows):.0f} s; "
+        f"{sum(not r['ok'] for r in rows)} of {len(rows)} studies failed"
+    )
     return "\n".join(lines)
 
 

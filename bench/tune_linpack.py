@@ -74,8 +74,11 @@ def exhaustive(
     for ranks, threads in space.layouts(tuner.np, tuner.cores_per_host(), 1):
         grids = space.grids(ranks)
         base = Config(blas, ranks, threads)
-        extra = {"--nb": ",".join(map(str, nbs)), "-P": ",".join(str(p) for p, _ in grids),
-                 "-Q": ",".join(str(q) for _, q in grids)}  # fmt: skip
+        extra = {
+            "--nb": ",".join(map(str, nbs)),
+            "-P": ",".join(str(p) for p, _ in grids),
+            "-Q": ",".join(str(q) for _, q in grids),
+        }
         for dim, values in tuner.dimensions.items():
             if dim != "swap":
                 extra[space.FLAGS[dim]] = ",".join(map(str, values))
@@ -145,8 +148,10 @@ def main() -> int:
     if args.peak_n not in ("auto", "memory") and not args.peak_n.isdigit():
         ap.error(f"--peak-n: a number, 'auto' or 'memory', not {args.peak_n!r}")
     if args.memory_run and (args.peak_n == "memory" or args.skip_peak):
-        ap.error("--memory-run: the peak round must run at another N (not --peak-n memory,"
-                 " not --skip-peak)")  # fmt: skip
+        ap.error(
+            "--memory-run: the peak round must run at another N (not --peak-n memory,"
+            " not --skip-peak)"
+        )
     if not all(v.isdigit() for v in filter(None, args.growth.split(","))):
         ap.error(f"--growth: comma-separated numbers, not {args.growth!r}")
     started = time.monotonic()
@@ -154,9 +159,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="ct-tune-bench-") as tmp:
         store = Store(Path(tmp) / "results.db")
         dims = QUICK if args.space == "quick" else dict(space.DIMENSIONS)
-        tuner = linpack.Tuner(local_cluster(), store, args.np, "openmpi", args.budget * 60,
-                              n_search=args.n, n_confirm=args.n, dimensions=dict(dims),
-                              timeout=args.timeout, mem_fraction=args.mem_fraction)  # fmt: skip
+        tuner = linpack.Tuner(
+            local_cluster(),
+            store,
+            args.np,
+            "openmpi",
+            args.budget * 60,
+            n_search=args.n,
+            n_confirm=args.n,
+            dimensions=dict(dims),
+            timeout=args.timeout,
+            mem_fraction=args.mem_fraction,
+        )
         began = time.monotonic()
         summary = tuner.tune()
         tuned_s = time.monotonic() - began
@@ -166,43 +180,75 @@ def main() -> int:
         tuned, scaled = Config(**summary["config_confirmed"]), Config(**summary["config"])
         scale_s = summary["stage_s"].get("scale", 0.0)
         same_s = sum(v for k, v in summary["stage_s"].items() if k not in ("blas", "scale"))
-        print(f"tuner: {tuned.code()} NB {tuned.nb} {tuned.p}x{tuned.q} {tuned.ranks}x"
-              f"{tuned.threads} {summary['blas']}, {summary['gflops_confirm']:.2f} Gflop/s at "
-              f"N={args.n}; {tuned_s:.0f} s in all, BLAS stage {summary['stage_s']['blas']:.0f} s, "
-              f"scale stage {scale_s:.0f} s, the rest {same_s:.0f} s", flush=True)  # fmt: skip
-        print(f"tuner at N={summary['n_scale']}: NB {scaled.nb} {scaled.p}x{scaled.q} "
-              f"{scaled.ranks}x{scaled.threads}, {summary['gflops_scale']:.2f} Gflop/s ("
-              f"{summary['why']['at N']})", flush=True)  # fmt: skip
+        print(
+            f"tuner: {tuned.code()} NB {tuned.nb} {tuned.p}x{tuned.q} {tuned.ranks}x"
+            f"{tuned.threads} {summary['blas']}, {summary['gflops_confirm']:.2f} Gflop/s at "
+            f"N={args.n}; {tuned_s:.0f} s in all, BLAS stage {summary['stage_s']['blas']:.0f} s, "
+            f"scale stage {scale_s:.0f} s, the rest {same_s:.0f} s",
+            flush=True,
+        )
+        print(
+            f"tuner at N={summary['n_scale']}: NB {scaled.nb} {scaled.p}x{scaled.q} "
+            f"{scaled.ranks}x{scaled.threads}, {summary['gflops_scale']:.2f} Gflop/s ("
+            f"{summary['why']['at N']})",
+            flush=True,
+        )
         nbs = space.nb_candidates(space.DEFAULT_BLOCK, None, args.n)
         ex, ex_rate, ex_s, count = exhaustive(tuner, tuned.blas, args.n, nbs)
-        print(f"exhaustive: {count} combinations in {ex_s:.0f} s, best {ex.code()} NB {ex.nb} "
-              f"{ex.p}x{ex.q} {ex.ranks}x{ex.threads} {ex_rate:.2f} Gflop/s", flush=True)  # fmt: skip
-        samples = space.samples_for(args.n, summary["gflops_search"], linpack.CONFIRM_LAUNCH_S,
-                                    linpack.CONFIRM_SAMPLES)  # fmt: skip
+        print(
+            f"exhaustive: {count} combinations in {ex_s:.0f} s, best {ex.code()} NB {ex.nb} "
+            f"{ex.p}x{ex.q} {ex.ranks}x{ex.threads} {ex_rate:.2f} Gflop/s",
+            flush=True,
+        )
+        samples = space.samples_for(
+            args.n, summary["gflops_search"], linpack.CONFIRM_LAUNCH_S, linpack.CONFIRM_SAMPLES
+        )
         rt, rx = head_to_head(tuner, tuned, ex, args.n, args.repeat, samples)
         ratio, best = statistics.median(rt) / statistics.median(rx), max(rt) / max(rx)
-        print(f"rerun alternately x{args.repeat}, {samples} LUs per launch: tuned median "
-              f"{statistics.median(rt):.2f} (best {max(rt):.2f}), exhaustive's best median "
-              f"{statistics.median(rx):.2f} (best {max(rx):.2f}) Gflop/s")  # fmt: skip
-        print(f"RATIO tuned / exhaustive: rate {ratio:.3f} (medians of {len(rt)} and {len(rx)} "
-              f"samples; best {best:.3f}; target >= 0.95), time {same_s / ex_s:.3f} (target "
-              f"<= 0.25; with the BLAS and scale stages {tuned_s / ex_s:.3f})", flush=True)  # fmt: skip
+        print(
+            f"rerun alternately x{args.repeat}, {samples} LUs per launch: tuned median "
+            f"{statistics.median(rt):.2f} (best {max(rt):.2f}), exhaustive's best median "
+            f"{statistics.median(rx):.2f} (best {max(rx):.2f}) Gflop/s"
+        )
+        print(
+            f"RATIO tuned / exhaustive: rate {ratio:.3f} (medians of {len(rt)} and {len(rx)} "
+            f"samples; best {best:.3f}; target >= 0.95), time {same_s / ex_s:.3f} (target "
+            f"<= 0.25; with the BLAS and scale stages {tuned_s / ex_s:.3f})",
+            flush=True,
+        )
         if summary["within_noise"]:
-            print("tuner's choices within the noise: " + "; ".join(
-                f"{k}: {v}" for k, v in summary["within_noise"].items()))  # fmt: skip
-        figures = {"n": args.n, "space": args.space, "tuned": asdict(tuned), "exhaustive": asdict(ex),
-                   "combinations": count, "tuned_runs": rt, "exhaustive_runs": rx,
-                   "rate_ratio": ratio, "rate_ratio_best": best, "tuner_s": tuned_s,
-                   "within_noise": summary["within_noise"],
-                   "tuner_same_stages_s": same_s, "exhaustive_s": ex_s, "scale_s": scale_s,
-                   "scaled": asdict(scaled), "n_scale": summary["n_scale"],
-                   "time_ratio": same_s / ex_s, "why": summary["why"]}  # fmt: skip
+            print(
+                "tuner's choices within the noise: "
+                + "; ".join(f"{k}: {v}" for k, v in summary["within_noise"].items())
+            )
+        figures = {
+            "n": args.n,
+            "space": args.space,
+            "tuned": asdict(tuned),
+            "exhaustive": asdict(ex),
+            "combinations": count,
+            "tuned_runs": rt,
+            "exhaustive_runs": rx,
+            "rate_ratio": ratio,
+            "rate_ratio_best": best,
+            "tuner_s": tuned_s,
+            "within_noise": summary["within_noise"],
+            "tuner_same_stages_s": same_s,
+            "exhaustive_s": ex_s,
+            "scale_s": scale_s,
+            "scaled": asdict(scaled),
+            "n_scale": summary["n_scale"],
+            "time_ratio": same_s / ex_s,
+            "why": summary["why"],
+        }
         if not args.skip_peak:
             figures |= peak(args, tuner, scaled, summary)
     figures["load_average_after"] = load_average()
     figures["bench_s"] = time.monotonic() - started
-    print(f"load average after: {figures['load_average_after']}; "
-          f"the bench took {figures['bench_s'] / 60:.1f} min")  # fmt: skip
+    print(
+        f"load average after: {figures['load_average_after']}; "
+        f"the bench took {figures['bench_s'] / 60:.1f} min"
+    )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
@@ -217,8 +263,10 @@ def peak_n(args: argparse.Namespace, tuned: Config, n_memory: int, dgemm: float)
     rate = PEAK_OF_DGEMM * dgemm
     n = space.n_for_time(rate, 60.0 * args.peak_minutes, tuned.nb, n_memory, tuned.nb)
     capped = " (the memory cap)" if n == n_memory // tuned.nb * tuned.nb else ""
-    return n, (f"auto: ~{args.peak_minutes:g} min at {PEAK_OF_DGEMM} x DGEMM = {rate:.1f} "
-               f"Gflop/s, memory N {n_memory}{capped}")  # fmt: skip
+    return n, (
+        f"auto: ~{args.peak_minutes:g} min at {PEAK_OF_DGEMM} x DGEMM = {rate:.1f} "
+        f"Gflop/s, memory N {n_memory}{capped}"
+    )
 
 
 def phases(sample: dict) -> str:
@@ -260,8 +308,11 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
     for g in map(int, filter(None, args.growth.split(","))):
         sample, _ = hpcc.run_ct_linpack(hpldat.text(tuned, g), tuned.ranks, env_ct, args.timeout)
         growth[g] = sample["gflops"] if sample["passed"] is True else 0.0
-        print(f"growth: ct N={g} {growth[g]:.2f} Gflop/s = {growth[g] / max(dgemm.values()):.3f}"
-              f" of DGEMM; {phases(sample)}", flush=True)  # fmt: skip
+        print(
+            f"growth: ct N={g} {growth[g]:.2f} Gflop/s = {growth[g] / max(dgemm.values()):.3f}"
+            f" of DGEMM; {phases(sample)}",
+            flush=True,
+        )
     # hpcc twice: as shipped (its default BLAS: the system's libblas.so.3, with the
     # tuned ranks x threads) and with the tuned BLAS (its environment: library first on
     # the path, OpenBLAS core), so the ratio against HPL is also said for the same BLAS
@@ -295,9 +346,11 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
     after = hpcc.run_dgemm(args.dgemm_n, args.np, 5, env_1, args.timeout)
     top = max(max(dgemm.values()), after)
     vs_dgemm, vs_hpcc = max(ct_runs) / top, max(ct_runs) / max(hpcc_runs)
-    print(f"RATIO tuned Linpack N={n} / best DGEMM ({best_blas}, {args.np} ranks, higher of "
-          f"before/after {top:.2f}): {vs_dgemm:.3f} (target >= 0.92"
-          f"{'; the N that fits is the memory run below' if memory else ''})")  # fmt: skip
+    print(
+        f"RATIO tuned Linpack N={n} / best DGEMM ({best_blas}, {args.np} ranks, higher of "
+        f"before/after {top:.2f}): {vs_dgemm:.3f} (target >= 0.92"
+        f"{'; the N that fits is the memory run below' if memory else ''})"
+    )
     print(
         f"RATIO tuned Linpack [{blas_of['ct']}] / hpcc as shipped [{blas_of['shipped']}] "
         f"(same N={n}, NB, grid, variant, ranks): {vs_hpcc:.3f} "
@@ -311,30 +364,50 @@ def peak(args: argparse.Namespace, tuner: linpack.Tuner, tuned: Config, summary:
     )
     if memory:
         memory["vs_dgemm"] = memory["gflops"] / top
-        print(f"RATIO tuned Linpack N={memory['n']} (the largest for {args.mem_fraction:.0%} of "
-              f"memory) / best DGEMM ({top:.2f}): {memory['vs_dgemm']:.3f} (target >= 0.92; "
-              f"hpcc ran at N={n} only, its ratio above)")  # fmt: skip
-    return {"peak_n": n, "peak_n_how": how, "dgemm": dgemm, "dgemm_after": after, "growth": growth,
-            "peak_runs": ct_runs, "hpcc_runs": hpcc_runs, "hpcc_same_blas_runs": runs["same"],
-            "blas": blas_of, "peak_wall_s": walls, "vs_dgemm": vs_dgemm, "vs_hpcc": vs_hpcc,
-            "vs_hpcc_same_blas": vs_same, "memory_run": memory}  # fmt: skip
+        print(
+            f"RATIO tuned Linpack N={memory['n']} (the largest for {args.mem_fraction:.0%} of "
+            f"memory) / best DGEMM ({top:.2f}): {memory['vs_dgemm']:.3f} (target >= 0.92; "
+            f"hpcc ran at N={n} only, its ratio above)"
+        )
+    return {
+        "peak_n": n,
+        "peak_n_how": how,
+        "dgemm": dgemm,
+        "dgemm_after": after,
+        "growth": growth,
+        "peak_runs": ct_runs,
+        "hpcc_runs": hpcc_runs,
+        "hpcc_same_blas_runs": runs["same"],
+        "blas": blas_of,
+        "peak_wall_s": walls,
+        "vs_dgemm": vs_dgemm,
+        "vs_hpcc": vs_hpcc,
+        "vs_hpcc_same_blas": vs_same,
+        "memory_run": memory,
+    }
 
 
-def memory_run(args: argparse.Namespace, tuned: Config, n_memory: int, rate: float,
-               env: dict[str, str]) -> dict:  # fmt: skip
+def memory_run(
+    args: argparse.Namespace, tuned: Config, n_memory: int, rate: float, env: dict[str, str]
+) -> dict:
     """One run of the tuned configuration at the memory N (the tuner's N: the largest
     multiple of its NB whose N x (N+1) doubles fit --mem-fraction of the memory), announced
     with its expected length at ``rate`` (the peak round's best)."""
     n = n_memory
     expect = (2 / 3 * n**3 + 1.5 * n**2) / (rate * 1e9) if rate > 0 else float("nan")
-    print(f"memory run: N={n} ({8.0 * n * (n + 1) / 2**30:.1f} GiB in all), expected "
-          f"~{expect / 60:.0f} min at the peak round's {rate:.2f} Gflop/s", flush=True)  # fmt: skip
+    print(
+        f"memory run: N={n} ({8.0 * n * (n + 1) / 2**30:.1f} GiB in all), expected "
+        f"~{expect / 60:.0f} min at the peak round's {rate:.2f} Gflop/s",
+        flush=True,
+    )
     began = time.monotonic()
     sample, _ = hpcc.run_ct_linpack(hpldat.text(tuned, n), tuned.ranks, env, args.timeout)
     gflops = sample["gflops"] if sample["passed"] is True else 0.0
     wall = time.monotonic() - began
-    print(f"memory run: ct   N={n} {gflops:.2f} Gflop/s ({wall:.0f} s wall; "
-          f"{phases(sample)})", flush=True)  # fmt: skip
+    print(
+        f"memory run: ct   N={n} {gflops:.2f} Gflop/s ({wall:.0f} s wall; {phases(sample)})",
+        flush=True,
+    )
     return {"n": n, "gflops": gflops, "wall_s": wall, "phases": sample["phase_stats"]}
 
 

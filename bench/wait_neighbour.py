@@ -29,8 +29,10 @@ from clustertune.hostinfo import load_average
 
 ROOT = Path(__file__).resolve().parents[1]
 TIME_S = re.compile(r'"figures":\{[^}]*?"time_s":([0-9.eE+-]+)')
-LAUNCH = {"openmpi": ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np"],
-          "mpich": ["mpiexec.mpich", "-n"]}  # fmt: skip
+LAUNCH = {
+    "openmpi": ["mpirun.openmpi", "--allow-run-as-root", "--oversubscribe", "-np"],
+    "mpich": ["mpiexec.mpich", "-n"],
+}
 
 
 def wait_env(variant: str) -> dict[str, str]:
@@ -44,8 +46,16 @@ def wait_env(variant: str) -> dict[str, str]:
 def qcd_time(args: argparse.Namespace, variant: str) -> float:
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     env.update(wait_env(variant))
-    argv = [*args.prefix, *LAUNCH[args.mpi], "2", str(ROOT / "build" / args.mpi / "bin" / "ct-qcd"),
-            "--lattice", args.lattice, "--sweeps", str(args.sweeps)]  # fmt: skip
+    argv = [
+        *args.prefix,
+        *LAUNCH[args.mpi],
+        "2",
+        str(ROOT / "build" / args.mpi / "bin" / "ct-qcd"),
+        "--lattice",
+        args.lattice,
+        "--sweeps",
+        str(args.sweeps),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=args.timeout)
     for line in done.stdout.splitlines():
         # the figures only: a rank's late stderr can land inside the line's detail

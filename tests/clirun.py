@@ -13,8 +13,10 @@ from clustertune.results import Store
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "clustertune.cli", *args],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def assert_refused_before_launch(args: list[str], db: Path, named: str) -> None:

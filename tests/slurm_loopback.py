@@ -118,10 +118,20 @@ class SlurmLoopback:
         ctld, slurmd, *node_ports = free_ports(2 + len(self.nodes))
         host = socket.gethostname().split(".")[0]
         # MULTIPLE_SLURMD: every pseudo-node on this host, each slurmd on its own port
-        nodes = [{"NodeName": node, "NodeHostname": host, "NodeAddr": "127.0.0.1", "Port": port}
-                 for node, port in zip(self.nodes, node_ports, strict=True)]  # fmt: skip
-        slurm.write_conf_file(self.conf, "ctloop", f"{host}(127.0.0.1)", (ctld, slurmd),
-                              self.sock, nodes, os.cpu_count() or 2, self.partition)  # fmt: skip
+        nodes = [
+            {"NodeName": node, "NodeHostname": host, "NodeAddr": "127.0.0.1", "Port": port}
+            for node, port in zip(self.nodes, node_ports, strict=True)
+        ]
+        slurm.write_conf_file(
+            self.conf,
+            "ctloop",
+            f"{host}(127.0.0.1)",
+            (ctld, slurmd),
+            self.sock,
+            nodes,
+            os.cpu_count() or 2,
+            self.partition,
+        )
 
     def _wait(self, what: str, ready, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -131,11 +141,16 @@ class SlurmLoopback:
             for name, proc in self.procs.items():
                 if proc.poll() is not None:
                     out = tail(self.dir / "log" / f"{name}.out")
-                    raise RuntimeError(f"{name} exited ({proc.returncode}) before {what}\n"
-                                       + self.logs() + "\n" + out)  # fmt: skip
+                    raise RuntimeError(
+                        f"{name} exited ({proc.returncode}) before {what}\n"
+                        + self.logs()
+                        + "\n"
+                        + out
+                    )
             time.sleep(0.2)
-        raise RuntimeError(f"loopback Slurm: {what} not reached within {timeout:.0f} s\n"
-                           + self.logs())  # fmt: skip
+        raise RuntimeError(
+            f"loopback Slurm: {what} not reached within {timeout:.0f} s\n" + self.logs()
+        )
 
     def node_states(self) -> dict[str, str]:
         out = self.client("sinfo", "-h", "-N", "-o", "%N %t").stdout
@@ -148,10 +163,15 @@ class SlurmLoopback:
         m.chmod(0o755)
         for argv in (
             ["mungekey", "-c", "-k", str(m / "munge.key")],  # private key, owned by root
-            ["munged", f"--key-file={m / 'munge.key'}", f"--socket={self.sock}",
-             f"--pid-file={m / 'munged.pid'}", f"--log-file={m / 'munged.log'}",
-             f"--seed-file={m / 'seed'}"],
-        ):  # fmt: skip
+            [
+                "munged",
+                f"--key-file={m / 'munge.key'}",
+                f"--socket={self.sock}",
+                f"--pid-file={m / 'munged.pid'}",
+                f"--log-file={m / 'munged.log'}",
+                f"--seed-file={m / 'seed'}",
+            ],
+        ):
             done = subprocess.run(argv, capture_output=True, text=True, env=self._daemon_env())
             if done.returncode != 0:
                 raise RuntimeError(f"{argv[0]} failed: {done.stderr.strip()}")
@@ -173,9 +193,13 @@ class SlurmLoopback:
     def _spawn(self, name: str, argv: list[str], out: Path) -> None:
         with out.open("w") as sink:
             self.procs[name] = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
-                env=self._daemon_env(), start_new_session=True,
-            )  # fmt: skip
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=self._daemon_env(),
+                start_new_session=True,
+            )
 
     def _with_env(self, *needles: bytes) -> list[int]:
         pids = []

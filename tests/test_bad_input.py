@@ -108,12 +108,22 @@ LINK = '[[links]]\nsites = ["s1", "s2"]\nrate = "1gbit"\n'
         ('name = "lab"', 'links = ["s1"]', 1, "links", "expected [[links]] tables"),
         ("", LINK + 'delay_us = "5"\n', 24, "links[0].delay_us", "expected an integer, got '5'"),
         ('contact = "head:6817"', "contact = 6817", 7, "sites[0].contact", "expected a string"),
-        ('contact = "head:6817"', 'contact = "h"\npartition = 2', 8, "sites[0].partition",
-         "expected a string, got 2"),
-        ('contact = "head:6817"', 'contact = "h"\nlauncher = 2', 8, "sites[0].launcher",
-         "expected a string, got 2"),
+        (
+            'contact = "head:6817"',
+            'contact = "h"\npartition = 2',
+            8,
+            "sites[0].partition",
+            "expected a string, got 2",
+        ),
+        (
+            'contact = "head:6817"',
+            'contact = "h"\nlauncher = 2',
+            8,
+            "sites[0].launcher",
+            "expected a string, got 2",
+        ),
     ],
-)  # fmt: skip
+)
 def test_grid_description_structure(tmp_path, old, new, line, field, problem):
     path = tmp_path / "g.grid.toml"
     path.write_text(GRID.replace(old, new, 1) if old else GRID + new)
@@ -134,13 +144,28 @@ def test_grant_without_a_ca_is_refused(tmp_path):
 @pytest.mark.parametrize(
     "args, named",
     [
-        (["grid", "up", "--name", "fbx", "--sites", "0", "--hosts-per-site", "2"],
-         "--sites 0: must be between 1 and 50"),
-        (["grid", "up", "--name", "fbx", "--sites", "5", "--hosts-per-site", "50",
-          "--wan-link", "1gbit"], "--sites 5 x --hosts-per-site 50: a virtual grid has at most"),
+        (
+            ["grid", "up", "--name", "fbx", "--sites", "0", "--hosts-per-site", "2"],
+            "--sites 0: must be between 1 and 50",
+        ),
+        (
+            [
+                "grid",
+                "up",
+                "--name",
+                "fbx",
+                "--sites",
+                "5",
+                "--hosts-per-site",
+                "50",
+                "--wan-link",
+                "1gbit",
+            ],
+            "--sites 5 x --hosts-per-site 50: a virtual grid has at most",
+        ),
         (["net", "pingpong", "--max-size", "0"], "--max-size 0 B: must be between 1 B and 1 GiB"),
     ],
-)  # fmt: skip
+)
 def test_messages_name_the_option_given(tmp_path, args, named):
     assert_refused_before_launch(args, tmp_path / "r.db", named)
 
@@ -153,9 +178,14 @@ def test_a_size_check_names_its_callers_option():
 
 @pytest.mark.parametrize(
     "args, value",
-    [(["probe"], "-5"), (["npb", "ep"], "-1"), (["npb", "ep"], "0"), (["probe"], "nan"),
-     (["net", "pingpong"], "inf")],
-)  # fmt: skip
+    [
+        (["probe"], "-5"),
+        (["npb", "ep"], "-1"),
+        (["npb", "ep"], "0"),
+        (["probe"], "nan"),
+        (["net", "pingpong"], "inf"),
+    ],
+)
 def test_timeout_must_be_positive(tmp_path, capsys, args, value):
     """Refused by the parser (exit 2) instead of a job launched, killed at once, stored as
     failed and exit 1."""
@@ -175,9 +205,14 @@ def test_timeout_must_be_positive(tmp_path, capsys, args, value):
 def _hosts_record(run_id: int, cluster: str, answered: list[str], status: str, **more) -> dict:
     lab = Cluster(cluster, (Host("host0"), Host("host1")), (Site("site0", "local"),))
     record = new_record("hosts", "hostinfo", lab, {}, ["host0", "host1"], 1)
-    facts = {"site": "site0", "nominal_link_bps": 10**9, "memory_bytes": 2**30,
-             "cpu": {"model": "cpu-model", "cores": 2, "isa": ["avx2"]},
-             "blas": {"openblas_core": "Haswell"}, "mpi": {"openmpi": "4.1", "mpich": "4.0"}}  # fmt: skip
+    facts = {
+        "site": "site0",
+        "nominal_link_bps": 10**9,
+        "memory_bytes": 2**30,
+        "cpu": {"model": "cpu-model", "cores": 2, "isa": ["avx2"]},
+        "blas": {"openblas_core": "Haswell"},
+        "mpi": {"openmpi": "4.1", "mpich": "4.0"},
+    }
     record.update(id=run_id, status=status, samples=[{"name": n} | facts for n in answered])
     record.update(more)
     return record
@@ -187,11 +222,13 @@ def test_hosts_section_names_the_unreachable_host_and_keeps_the_last_inventory()
     """The section showed only the latest record: after an info with an unreachable host,
     "Cluster lab, run 3" and an empty table, the host and its reason nowhere."""
     reason = "ssh: connect to host 192.0.2.2 port 22: No route to host"
-    page = hosts.render([
-        _hosts_record(1, "lab", ["host0", "host1"], "ok"),
-        _hosts_record(2, "other", ["host0"], "failed", error="host1: exit status 255\ntail"),
-        _hosts_record(3, "lab", ["host0"], "failed", detail={"unreachable": {"host1": reason}}),
-    ])  # fmt: skip
+    page = hosts.render(
+        [
+            _hosts_record(1, "lab", ["host0", "host1"], "ok"),
+            _hosts_record(2, "other", ["host0"], "failed", error="host1: exit status 255\ntail"),
+            _hosts_record(3, "lab", ["host0"], "failed", detail={"unreachable": {"host1": reason}}),
+        ]
+    )
     lab, other = page.split("<h3>Cluster other</h3>")
     assert "Latest run 3 (failed): could not read 1 host(s)" in lab
     assert f"<td>host1</td><td>{reason}</td>" in lab
@@ -215,8 +252,11 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
 def _usage_lines() -> list[str]:
     text = README.read_text()
     block = text.split("## Using it", 1)[1].split("\n* ", 1)[0].replace("\\\n", " ")
-    return [line.strip().removeprefix("clustertune ") for line in block.splitlines()
-            if line.strip().startswith("clustertune ")]  # fmt: skip
+    return [
+        line.strip().removeprefix("clustertune ")
+        for line in block.splitlines()
+        if line.strip().startswith("clustertune ")
+    ]
 
 
 def test_readme_usage_is_what_the_parser_takes():
@@ -258,8 +298,11 @@ def test_readme_usage_is_what_the_parser_takes():
                     if action is None:
                         wrong.append(f"{line}: {option} is no option of {parser.prog}")
                     elif action.choices and not value.startswith("-"):
-                        wrong += [f"{line}: {option} {v}: not a choice of {parser.prog}"
-                                  for v in value.split("|") if v not in action.choices]  # fmt: skip
+                        wrong += [
+                            f"{line}: {option} {v}: not a choice of {parser.prog}"
+                            for v in value.split("|")
+                            if v not in action.choices
+                        ]
     assert not wrong, "\n".join(wrong)
     every = {f"{c} {a}".strip() for c, p in top.items() for a in (_subparsers(p) or [""])}
     assert every - shown == {"vcluster set"}, every - shown

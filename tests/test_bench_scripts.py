@@ -127,8 +127,14 @@ def test_studies_full_runs_every_study_when_one_fails(tmp_path, monkeypatch, cap
         return {"points": 3, "ran": 3, "skipped": 0, "problems": bad, "ok": not bad}
 
     monkeypatch.setattr(studies, "run_study", fake)
-    argv = ["--db", str(tmp_path / "s.db"), "--out", str(tmp_path / "out"), "--json",
-            str(tmp_path / "s.json")]  # fmt: skip
+    argv = [
+        "--db",
+        str(tmp_path / "s.db"),
+        "--out",
+        str(tmp_path / "out"),
+        "--json",
+        str(tmp_path / "s.json"),
+    ]
     names = "npb-qcd,grid-linpack,beowulf-tuning"
     assert studies.main([*argv, "--studies", names]) == 1
     assert ran == names.split(",")

@@ -72,9 +72,11 @@ def test_compare_shows_each_runs_status_and_no_ratio_of_a_failed_run():
     out = run("results", "compare", "1", "2")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[:3] == ["run 1: npb/ct-npb-ep ok, verification passed",
-                         "run 2: npb/ct-npb-ep failed, verification failed",
-                         "no ratios: run 2 is failed (verification failed)"]  # fmt: skip
+    assert lines[:3] == [
+        "run 1: npb/ct-npb-ep ok, verification passed",
+        "run 2: npb/ct-npb-ep failed, verification failed",
+        "no ratios: run 2 is failed (verification failed)",
+    ]
     (row,) = [ln for ln in lines if ln.startswith("mops_total")]
     assert row.split()[-1] == "-" and "0.356" not in out.stdout
 
@@ -135,8 +137,11 @@ def test_commands_that_do_not_read_a_cluster_refuse_cluster(args):
 def test_output_into_a_reader_that_leaves_early_is_not_an_error(tmp_path):
     """`clustertune ... | head -1`: the reader has gone before the text is written; the
     command ends with its own status, no BrokenPipeError traceback."""
-    proc = subprocess.Popen([*CLI, "study", "list", "--db", str(tmp_path / "r.db")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        [*CLI, "study", "list", "--db", str(tmp_path / "r.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     proc.stdout.close()  # before the CLI has imported itself: its one write meets EPIPE
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "BrokenPipe" not in err

@@ -103,23 +103,57 @@ def test_unknown_host_is_a_clear_error(tmp_path):
 @pytest.mark.parametrize(
     "text, bad_line, new_line, line, field, problem",
     [
-        (GOOD, 'cores = 4', 'cores = "four"', 23, "hosts[1].cores", "expected an integer"),
-        (GOOD, 'cores = 4', 'core = 4', 23, "hosts[1].core", "unknown field"),
+        (GOOD, "cores = 4", 'cores = "four"', 23, "hosts[1].cores", "expected an integer"),
+        (GOOD, "cores = 4", "core = 4", 23, "hosts[1].core", "unknown field"),
         (GOOD, 'link = "100mbit"', 'link = "100mb"', 25, "hosts[1].link", "bad link rate"),
         (GOOD, 'site = "tsukuba"', 'site = "osaka"', 24, "hosts[1].site", "unknown site 'osaka'"),
         (GOOD, 'name = "node2"', 'name = "node1"', 21, "hosts[1].name", "appears twice"),
         (GOOD, 'launcher = "hostfile"', 'launcher = "pbs"', 2, "launcher", "not one of"),
         (GOOD, 'launcher = "hostfile"', 'launcher = "vcluster"', 2, "launcher", "not one of"),
         (GOOD, 'mpi = ["openmpi", "mpich"]', 'mpi = ["lam"]', 3, "mpi", "not one of"),
-        (GOOD, 'wan_link = "100mbit"\n\n[[sites]]\nname = "tsukuba"',
-                'wan_link = "100mbit"\n\n[[sites]]\nnaem = "tsukuba"', 11, "sites[1].naem", "unknown"),
-        (MULTI, 'launcher = "slurm"', 'launcher = "pbs"', 12, "sites[1].launcher", "'pbs' is not one of"),
-        (MULTI, 'launcher = "slurm"', 'launcher = "vcluster"', 12, "sites[1].launcher", "not one of"),
-        (MULTI, 'launcher = "slurm"', 'launcher = 7', 12, "sites[1].launcher", "7 is not one of"),
-        (MULTI, 'name = "tsukuba"\nlauncher', 'name = "tokyo"\nlauncher', 11, "sites[1].name", "appears twice"),
-        (MULTI, 'wan_link = "10mbit"', 'wan_link = "fast"', 13, "sites[1].wan_link", "bad link rate"),
+        (
+            GOOD,
+            'wan_link = "100mbit"\n\n[[sites]]\nname = "tsukuba"',
+            'wan_link = "100mbit"\n\n[[sites]]\nnaem = "tsukuba"',
+            11,
+            "sites[1].naem",
+            "unknown",
+        ),
+        (
+            MULTI,
+            'launcher = "slurm"',
+            'launcher = "pbs"',
+            12,
+            "sites[1].launcher",
+            "'pbs' is not one of",
+        ),
+        (
+            MULTI,
+            'launcher = "slurm"',
+            'launcher = "vcluster"',
+            12,
+            "sites[1].launcher",
+            "not one of",
+        ),
+        (MULTI, 'launcher = "slurm"', "launcher = 7", 12, "sites[1].launcher", "7 is not one of"),
+        (
+            MULTI,
+            'name = "tsukuba"\nlauncher',
+            'name = "tokyo"\nlauncher',
+            11,
+            "sites[1].name",
+            "appears twice",
+        ),
+        (
+            MULTI,
+            'wan_link = "10mbit"',
+            'wan_link = "fast"',
+            13,
+            "sites[1].wan_link",
+            "bad link rate",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_field_names_file_line_and_field(
     tmp_path, text, bad_line, new_line, line, field, problem
 ):

@@ -92,10 +92,14 @@ def test_host_link_spec_parses_rate_and_every_fault():
     assert changes == {
         "link_bps": 10**9,
         "faults": {
-            "loss": 0.001, "delay_us": 200, "jitter_us": 50, "rate_bps": 10**8, "seed": 7,
+            "loss": 0.001,
+            "delay_us": 200,
+            "jitter_us": 50,
+            "rate_bps": 10**8,
+            "seed": 7,
             "flap": {"down_ms": 300, "period_ms": 5000},
         },
-    }  # fmt: skip
+    }
     assert vcluster.parse_host_link("host1=10mbit") == ("host1", {"link_bps": 10**7, "faults": {}})
     assert vcluster.parse_host_link("host1=loss=0.02")[1] == {"faults": {"loss": 0.02}}
     text = "rate=100mbit,loss=0.1%,delay=1.5ms,jitter=50us,flap=300ms/5s,seed=7"
@@ -156,9 +160,11 @@ def test_bad_link_fault_is_one_line_naming_the_field(spec, message, capsys):
 
 def test_plan_keys_a_link_by_its_hosts_in_order_and_merges_repeats():
     state = vcluster.plan(
-        "ok", 3, 10**9,
+        "ok",
+        3,
+        10**9,
         link_faults={"host2-host0": {"loss": 0.01}, "host0-host2": {"delay_us": 300}},
-    )  # fmt: skip
+    )
     assert state["link_faults"] == {"host0-host2": {"loss": 0.01, "delay_us": 300}}
     assert all(h["faults"] == {} for h in state["hosts"])  # neither host is faulty
     cluster = vcluster.cluster_from_state({**state, "agent": "/run/agent"})
@@ -170,9 +176,12 @@ def test_a_seed_of_zero_and_a_delay_of_zero_stay_while_a_loss_of_zero_is_no_faul
     """0 is a valid seed (and a link's delay of 0 overrides its hosts' delay); only a loss
     or jitter of 0 means "no such fault", on a host and on a link alike."""
     state = vcluster.plan(
-        "ok", 2, 10**9, host_faults={"host1": {"seed": 0, "loss": 0.0, "delay_us": 0}},
+        "ok",
+        2,
+        10**9,
+        host_faults={"host1": {"seed": 0, "loss": 0.0, "delay_us": 0}},
         link_faults={"host0-host1": {"loss": 0.01, "seed": 0, "delay_us": 0, "jitter_us": 0}},
-    )  # fmt: skip
+    )
     assert state["hosts"][1]["faults"] == {"seed": 0, "delay_us": 0}
     assert state["link_faults"] == {"host0-host1": {"loss": 0.01, "seed": 0, "delay_us": 0}}
     params = vcluster._link_params(state, 0, 1, state["link_faults"]["host0-host1"], seed=7)
@@ -206,8 +215,9 @@ def test_link_fault_hits_only_its_pair_both_ways_and_composes_with_a_host_fault(
     assert state["link_faults"] == {} and list(state["delay_pids"]) == ["host0"]
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
     for host in cluster.hosts[:2]:
-        rules = netns.run("ip", "netns", "exec", host.namespace, "iptables", "-t", "mangle",
-                          "-S").stdout  # fmt: skip
+        rules = netns.run(
+            "ip", "netns", "exec", host.namespace, "iptables", "-t", "mangle", "-S"
+        ).stdout
         assert " -d " not in rules, rules
     got, _ = ping(cluster, "host1", "host0", 100, 0.005)
     assert len(got) == 100
@@ -300,8 +310,9 @@ def test_set_adds_loss_mid_run_and_clear_removes_daemon_and_rule(make_vcluster):
     pid = vcluster.load_state(cluster.name)["delay_pids"]["host1"]
     set_faults(cluster, "host1", "clear")
     assert not Path(f"/proc/{pid}").exists() and not vcluster.load_state(cluster.name)["delay_pids"]
-    rules = netns.run("ip", "netns", "exec", cluster.hosts[1].namespace, "iptables", "-t", "mangle",
-                      "-S").stdout  # fmt: skip
+    rules = netns.run(
+        "ip", "netns", "exec", cluster.hosts[1].namespace, "iptables", "-t", "mangle", "-S"
+    ).stdout
     assert "NFQUEUE" not in rules
     got, rtts = ping(cluster, "host0", "host1", 100, 0.005)
     assert len(got) == 100 and max(rtts) < 1
@@ -322,15 +333,22 @@ def test_set_errors_are_one_line(make_vcluster, capsys):
     assert cli.main(["vcluster", "set", "--name", cluster.name, "--host", "host7", "clear"]) == 2
     assert "'host7' is not a host of" in capsys.readouterr().err
     # the link as the user spelled it comes back under its key, hosts in the cluster's order
-    assert cli.main(["vcluster", "set", "--name", cluster.name, "--link", "host1-host0",
-                     "loss=1%"]) == 0  # fmt: skip
+    assert (
+        cli.main(["vcluster", "set", "--name", cluster.name, "--link", "host1-host0", "loss=1%"])
+        == 0
+    )
     assert f"{cluster.name} host0-host1: faults loss=1%" in capsys.readouterr().out
 
 
 @pytest.mark.root
 def test_down_with_every_fault_is_fast_and_leaves_nothing(make_vcluster):
-    faults = {"loss": 0.01, "delay_us": 100, "jitter_us": 50, "rate_bps": 10**8,
-              "flap": {"down_ms": 100, "period_ms": 500}}  # fmt: skip
+    faults = {
+        "loss": 0.01,
+        "delay_us": 100,
+        "jitter_us": 50,
+        "rate_bps": 10**8,
+        "flap": {"down_ms": 100, "period_ms": 500},
+    }
     cluster = make_vcluster(hosts=3, link_bps=10**9, host_faults={"host1": faults, "host2": faults})
     state = vcluster.load_state(cluster.name)
     pids = [*state["delay_pids"].values(), *state["flap_pids"].values()]
@@ -340,8 +358,9 @@ def test_down_with_every_fault_is_fast_and_leaves_nothing(make_vcluster):
     assert vcluster.down(cluster.name) is True
     assert time.monotonic() - start < 2
     time.sleep(0.1)
-    ps = subprocess.run(["ps", "-o", "stat=", "-p", ",".join(map(str, pids))],
-                        capture_output=True, text=True).stdout.split()  # fmt: skip
+    ps = subprocess.run(
+        ["ps", "-o", "stat=", "-p", ",".join(map(str, pids))], capture_output=True, text=True
+    ).stdout.split()
     assert not [stat for stat in ps if not stat.startswith("Z")], "fault processes left running"
     assert not [ns for ns in netns.listed() if ns.startswith(vcluster.prefix(cluster.name))]
     assert not vcluster.state_dir(cluster.name).exists()

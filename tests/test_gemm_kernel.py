@@ -40,8 +40,9 @@ def test_normal_run_passes(mpi: str, np: int, grid: list[str]) -> None:
 def test_corrupted_entry_fails_the_run(mpi: str, mode: list[str]) -> None:
     """One entry of the first product, on the last rank, is off: that product fails, the
     others pass, the result says failed and the exit status is not 0."""
-    rc, records = launch(mpi, 4, "-N", "48", "--nb", "8", *mode, "--type", "dz",
-                         "--repeat", "2", "--inject-fault")  # fmt: skip
+    rc, records = launch(
+        mpi, 4, "-N", "48", "--nb", "8", *mode, "--type", "dz", "--repeat", "2", "--inject-fault"
+    )
     assert rc == 1, records
     assert [s["passed"] for s in of_type(records, "sample")] == [False, True, True, True]
     assert of_type(records, "result")[0]["verification"] == "failed"
@@ -73,8 +74,24 @@ def test_rank_k_needs_local(mpi: str) -> None:
 def test_sampled_entries_change_with_every_repeat() -> None:
     """Above --check-all 64 entries per rank are checked, drawn anew for every product: the
     worst error among them differs between repeats (the same entries would give the same)."""
-    rc, records = launch("openmpi", 2, "-N", "96", "--nb", "8", "-P", "1", "-Q", "2",
-                         "--type", "s", "--repeat", "6", "--check-all", "0")  # fmt: skip
+    rc, records = launch(
+        "openmpi",
+        2,
+        "-N",
+        "96",
+        "--nb",
+        "8",
+        "-P",
+        "1",
+        "-Q",
+        "2",
+        "--type",
+        "s",
+        "--repeat",
+        "6",
+        "--check-all",
+        "0",
+    )
     assert rc == 0
     worst = [s["error_over_tolerance"] for s in of_type(records, "sample")]
     assert len(worst) == 6 and len(set(worst)) > 1, worst
@@ -85,16 +102,23 @@ def test_sampled_entries_change_with_every_repeat() -> None:
     [
         (["--np", "4", "-N", "100,200", "-P", "2", "-Q", "2", "--type", "dz"], None),
         (["--np", "3", "--local", "-N", "100"], None),
-        (["--np", "3", "-P", "2", "-Q", "2"],
-         "-P/-Q: grid 2 x 2 (P*Q=4) needs more than the 3 processes available"),
-        (["--np", "4", "-N", "-5"],
-         "-N: expected a comma-separated list of up to 20 integers >= 0, got '-5'"),
-        (["--np", "4", "--type", "dq"], "--type: expected 1 to 4 of the letters s, d, c, z, got 'dq'"),
+        (
+            ["--np", "3", "-P", "2", "-Q", "2"],
+            "-P/-Q: grid 2 x 2 (P*Q=4) needs more than the 3 processes available",
+        ),
+        (
+            ["--np", "4", "-N", "-5"],
+            "-N: expected a comma-separated list of up to 20 integers >= 0, got '-5'",
+        ),
+        (
+            ["--np", "4", "--type", "dq"],
+            "--type: expected 1 to 4 of the letters s, d, c, z, got 'dq'",
+        ),
         (["--np", "4", "--repeat", "0"], "--repeat: expected a positive integer, got '0'"),
         (["--np", "4", "--nb"], "--nb needs a value (see --help)"),
         (["--np", "4", "extra"], "unexpected argument 'extra' (see --help)"),
     ],
-)  # fmt: skip
+)
 @pytest.mark.parametrize("mpi", MPIS)
 def test_check_only(mpi: str, args: list[str], line: str | None) -> None:
     proc = check_only(mpi, *args, kernel="ct-gemm")

@@ -81,8 +81,11 @@ def test_description_loads_sites_hosts_links(tmp_path):
     assert [s.name for s in cluster.sites] == ["hongo", "kashiwa"]
     hongo, kashiwa = cluster.sites
     assert hongo.launcher == "slurm" and kashiwa.launcher == "hostfile"
-    assert hongo.settings == {"partition": "batch", "scheduler": "slurm",
-                              "contact": "login.hongo:6817"}  # fmt: skip
+    assert hongo.settings == {
+        "partition": "batch",
+        "scheduler": "slurm",
+        "contact": "login.hongo:6817",
+    }
     assert hongo.wan_bps == kashiwa.wan_bps == 100_000_000
     assert cluster.host("k1").link_bps == 100_000_000 and cluster.host("h1").cores == 2
     assert cluster.extra["links"] == [
@@ -163,41 +166,86 @@ def test_bad_grid_up_is_one_line_before_anything(capsys):
 
 
 def _record(rid, kernel, placement, figures=None, samples=None, coalloc=None, status="ok"):
-    meta = {"hosts": ["host0", "host2" if placement == "across" else "host1"],
-            "mpi": {"flavour": "openmpi"}}  # fmt: skip
+    meta = {
+        "hosts": ["host0", "host2" if placement == "across" else "host1"],
+        "mpi": {"flavour": "openmpi"},
+    }
     if coalloc:
         meta["coalloc"] = coalloc
-    grid = {"name": "g", "wan_bps": 100_000_000, "link_bps": 10**9,
-            "sites": [{"name": "site0", "scheduler": "slurm", "contact": "host0:6817",
-                       "hosts": ["host0", "host1"]},
-                      {"name": "site1", "scheduler": "ssh", "contact": "host2:22",
-                       "hosts": ["host2", "host3"]}]}  # fmt: skip
-    params = {"comparison": kernel, "placement": placement, "grid": grid, "n": 1000,
-              "path": "grid" if placement == "across" else "plain"}  # fmt: skip
+    grid = {
+        "name": "g",
+        "wan_bps": 100_000_000,
+        "link_bps": 10**9,
+        "sites": [
+            {
+                "name": "site0",
+                "scheduler": "slurm",
+                "contact": "host0:6817",
+                "hosts": ["host0", "host1"],
+            },
+            {
+                "name": "site1",
+                "scheduler": "ssh",
+                "contact": "host2:22",
+                "hosts": ["host2", "host3"],
+            },
+        ],
+    }
+    params = {
+        "comparison": kernel,
+        "placement": placement,
+        "grid": grid,
+        "n": 1000,
+        "path": "grid" if placement == "across" else "plain",
+    }
     if kernel == "pingpong":
         params["mode"] = "pingpong"
-    return {"id": rid, "kernel": "ct-linpack" if kernel == "linpack" else "ct-mpi-pingpong",
-            "status": status, "params": params, "meta": meta, "figures": figures or {},
-            "samples": samples or []}  # fmt: skip
+    return {
+        "id": rid,
+        "kernel": "ct-linpack" if kernel == "linpack" else "ct-mpi-pingpong",
+        "status": status,
+        "params": params,
+        "meta": meta,
+        "figures": figures or {},
+        "samples": samples or [],
+    }
 
 
 def test_section_sets_within_and_across_side_by_side():
     """The latest ok record per placement fills the row; a failed run does not; the
     co-allocation timeline is shown from the first request."""
-    lu = [_record(1, "linpack", "within", samples=[{"gflops": 8.0, "passed": True}]),
-          _record(2, "linpack", "across", samples=[{"gflops": 2.0, "passed": True}]),
-          _record(3, "linpack", "across", samples=[{"gflops": 9.9, "passed": True}],
-                  status="failed")]  # fmt: skip
-    pp = [_record(4, "pingpong", "within", {"latency_us": 20.0, "bandwidth_mbps": 900.0}),
-          _record(5, "pingpong", "across", {"latency_us": 50.0, "bandwidth_mbps": 90.0},
-                  coalloc={"sites": {"site0": {"requested": 100.0, "granted": 100.25,
-                                               "started": 100.5, "ended": 103.0,
-                                               "allocation": "7", "hosts": ["host0"],
-                                               "scheduler": "slurm"}},
-                           "heartbeat": "site0: slurmd-host0 (pid 1) is not running"})]  # fmt: skip
+    lu = [
+        _record(1, "linpack", "within", samples=[{"gflops": 8.0, "passed": True}]),
+        _record(2, "linpack", "across", samples=[{"gflops": 2.0, "passed": True}]),
+        _record(3, "linpack", "across", samples=[{"gflops": 9.9, "passed": True}], status="failed"),
+    ]
+    pp = [
+        _record(4, "pingpong", "within", {"latency_us": 20.0, "bandwidth_mbps": 900.0}),
+        _record(
+            5,
+            "pingpong",
+            "across",
+            {"latency_us": 50.0, "bandwidth_mbps": 90.0},
+            coalloc={
+                "sites": {
+                    "site0": {
+                        "requested": 100.0,
+                        "granted": 100.25,
+                        "started": 100.5,
+                        "ended": 103.0,
+                        "allocation": "7",
+                        "hosts": ["host0"],
+                        "scheduler": "slurm",
+                    }
+                },
+                "heartbeat": "site0: slurmd-host0 (pid 1) is not running",
+            },
+        ),
+    ]
     rows = compare.pairs(lu + pp)
     assert [(r["kernel"], r.get("within_gflops"), r.get("across_gflops")) for r in rows[:1]] == [
-        ("linpack", 8.0, 2.0)]  # fmt: skip
+        ("linpack", 8.0, 2.0)
+    ]
     assert rows[1]["within_bandwidth_mbps"] == 900.0 and rows[1]["across_latency_us"] == 50.0
     html = section.render(lu + pp)
     assert "<td>8.000 Gflops</td><td>2.000 Gflops</td><td>0.25</td>" in html
@@ -208,9 +256,11 @@ def test_section_sets_within_and_across_side_by_side():
 
 
 def test_coalloc_report_and_timeline_figures():
-    stderr = ('noise\nclustertune-coalloc: {"sites": {"a": {"requested": 1.0, "granted": 1.5, '
-              '"started": 2.0, "ended": 5.0}, "b": {"requested": 1.2, "granted": 1.25, '
-              '"started": 2.0, "ended": 5.5}}, "started": true, "error": null}\nmore\n')  # fmt: skip
+    stderr = (
+        'noise\nclustertune-coalloc: {"sites": {"a": {"requested": 1.0, "granted": 1.5, '
+        '"started": 2.0, "ended": 5.0}, "b": {"requested": 1.2, "granted": 1.25, '
+        '"started": 2.0, "ended": 5.5}}, "started": true, "error": null}\nmore\n'
+    )
     report = compare.coalloc_report(stderr)
     assert report["started"] is True and sorted(report["sites"]) == ["a", "b"]
     assert compare.timeline_figures(report) == {"allocation_s": 0.5, "job_s": 3.5}
@@ -218,19 +268,31 @@ def test_coalloc_report_and_timeline_figures():
 
 
 def test_heartbeat_watches_the_jobs_daemons_only():
-    grid = {"name": "nogrid", "sites": [
-        {"name": "site0", "hosts": [], "pids": {"munged": 1, "slurmctld": 2, "slurmd-host0": 3,
-                                                "slurmd-host1": 4}},
-        {"name": "site1", "hosts": [], "pids": {"sshd-host2": 5, "sshd-host3": 6}},
-        {"name": "site2", "hosts": [], "pids": {"munged": 7}}]}  # fmt: skip
+    grid = {
+        "name": "nogrid",
+        "sites": [
+            {
+                "name": "site0",
+                "hosts": [],
+                "pids": {"munged": 1, "slurmctld": 2, "slurmd-host0": 3, "slurmd-host1": 4},
+            },
+            {"name": "site1", "hosts": [], "pids": {"sshd-host2": 5, "sshd-host3": 6}},
+            {"name": "site2", "hosts": [], "pids": {"munged": 7}},
+        ],
+    }
     beat = heartbeat.Heartbeat(grid, {"site0": ["host1"], "site1": ["host2"]})
-    assert beat.daemons() == [("site0", "munged", 1), ("site0", "slurmctld", 2),
-                              ("site0", "slurmd-host1", 4), ("site1", "sshd-host2", 5)]  # fmt: skip
+    assert beat.daemons() == [
+        ("site0", "munged", 1),
+        ("site0", "slurmctld", 2),
+        ("site0", "slurmd-host1", 4),
+        ("site1", "sshd-host2", 5),
+    ]
 
 
 def test_info_free_cpus():
-    probe = grid_info._parse_probe("cores 4\nmodel name\t: CPU X\nMemTotal: 1024 kB\n"
-                                   "load 1.6 1.0 0.5\n")  # fmt: skip
+    probe = grid_info._parse_probe(
+        "cores 4\nmodel name\t: CPU X\nMemTotal: 1024 kB\nload 1.6 1.0 0.5\n"
+    )
     assert probe == {"cores": 4, "cpu": "CPU X", "memory_bytes": 1 << 20, "load": [1.6, 1.0, 0.5]}
     assert grid_info.free_cpus({"head": probe, "hosts": ["a", "b"]}) == 4  # (4 - 2) x 2
     nodes = {"a": {"state": "idle", "cpus_idle": 2}, "b": {"state": "mix", "cpus_idle": 1},
@@ -254,8 +316,7 @@ needs_tools = pytest.mark.skipif(not _tools(), reason="Slurm, munge or openssh-s
 @pytest.fixture(scope="module")
 def grid():
     name = unique_name("g")
-    cplan, state = virtual.plan(name, 3, 2, ["slurm", "slurm", "ssh"], 1_000_000_000,
-                                100_000_000)  # fmt: skip
+    cplan, state = virtual.plan(name, 3, 2, ["slurm", "slurm", "ssh"], 1_000_000_000, 100_000_000)
     try:
         state = virtual.up(cplan, state)
         yield state
@@ -270,13 +331,26 @@ def grid():
 def test_probe_across_two_slurm_sites(grid, store, mpi):
     cluster = cluster_from_grid(grid)
     hosts = ["host0", "host1", "host2", "host3"]
-    record = runner.run_kernel(cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi,
-                               hosts=hosts, params={}, timeout=60)  # fmt: skip
+    record = runner.run_kernel(
+        cluster,
+        store,
+        level="probe",
+        kernel="ct-probe",
+        np=4,
+        mpi=mpi,
+        hosts=hosts,
+        params={},
+        timeout=60,
+    )
     assert record["status"] == "ok", record["error"]
     assert sorted(s["host"] for s in record["samples"]) == hosts
     site_of = {h.name: h.site for h in cluster.hosts}
     assert {s["rank"]: site_of[s["host"]] for s in record["samples"]} == {
-        0: "site0", 1: "site0", 2: "site1", 3: "site1"}  # fmt: skip
+        0: "site0",
+        1: "site0",
+        2: "site1",
+        3: "site1",
+    }
     assert all(s["site"] == site_of[s["host"]] for s in record["samples"])  # the rank's site
     assert "clustertune.grid.coalloc" in record["meta"]["commands"][0]
     for site in grid["sites"][:2]:  # allocations released
@@ -287,9 +361,17 @@ def test_probe_across_two_slurm_sites(grid, store, mpi):
 @needs_tools
 def test_probe_across_slurm_and_ssh_sites(grid, store):
     cluster = cluster_from_grid(grid)
-    record = runner.run_kernel(cluster, store, level="probe", kernel="ct-probe", np=2,
-                               mpi="openmpi", hosts=["host1", "host5"], params={},
-                               timeout=60)  # fmt: skip
+    record = runner.run_kernel(
+        cluster,
+        store,
+        level="probe",
+        kernel="ct-probe",
+        np=2,
+        mpi="openmpi",
+        hosts=["host1", "host5"],
+        params={},
+        timeout=60,
+    )
     assert record["status"] == "ok", record["error"]
     assert sorted(s["host"] for s in record["samples"]) == ["host1", "host5"]
 
@@ -300,9 +382,17 @@ def test_coallocation_all_or_none(grid, store, monkeypatch):
     """site1's allocation cannot be granted: site0's is cancelled, no rank starts."""
     monkeypatch.setenv(FAIL_SWITCH, "site1")
     cluster = cluster_from_grid(grid)
-    record = runner.run_kernel(cluster, store, level="probe", kernel="ct-probe", np=4,
-                               mpi="openmpi", hosts=["host0", "host1", "host2", "host3"],
-                               params={}, timeout=60)  # fmt: skip
+    record = runner.run_kernel(
+        cluster,
+        store,
+        level="probe",
+        kernel="ct-probe",
+        np=4,
+        mpi="openmpi",
+        hosts=["host0", "host1", "host2", "host3"],
+        params={},
+        timeout=60,
+    )
     assert record["status"] == "failed"
     assert record["samples"] == []
     assert "co-allocation failed, nothing started: site1: allocation refused" in record["error"]
@@ -318,8 +408,13 @@ def test_coallocation_all_or_none(grid, store, monkeypatch):
 @pytest.mark.parametrize("site", ["site0", "site2"])
 def test_submit_single_env_directory_count_and_exit(grid, site):
     backend = jobs.backend(grid, site)
-    job = jobs.GridJob("/bin/sh", ["-c", 'echo "A=$A pwd=$(pwd) on $(hostname)"'], count=2,
-                       environment={"A": "x y"}, directory="/tmp")  # fmt: skip
+    job = jobs.GridJob(
+        "/bin/sh",
+        ["-c", 'echo "A=$A pwd=$(pwd) on $(hostname)"'],
+        count=2,
+        environment={"A": "x y"},
+        directory="/tmp",
+    )
     result = jobs.wait(backend, backend.submit(job), 60)
     assert (result.state, result.exit_status) == ("done", 0), result.stderr
     lines = sorted(result.stdout.split("\n")[:-1])
@@ -350,9 +445,24 @@ def test_failed_verification_fails_the_submitted_job(grid, site, mpi, capsys):
 
     from clustertune.cli import main
 
-    line = ["grid", "submit", "--name", grid["name"], "--site", site, "--jobtype", "mpi",
-            "--mpi", mpi, "--count", "2", "--json", str(kernels.kernel_path("ct-npb-lu", mpi)),
-            "--class", "S"]  # fmt: skip
+    line = [
+        "grid",
+        "submit",
+        "--name",
+        grid["name"],
+        "--site",
+        site,
+        "--jobtype",
+        "mpi",
+        "--mpi",
+        mpi,
+        "--count",
+        "2",
+        "--json",
+        str(kernels.kernel_path("ct-npb-lu", mpi)),
+        "--class",
+        "S",
+    ]
     store = Store(os.environ["CLUSTERTUNE_DB"])
     for fault in (False, True):
         code = main(line + ["--inject-fault"] * fault)
@@ -406,8 +516,12 @@ def test_ssh_site_accepts_only_its_key(grid, tmp_path):
     site = grid["sites"][2]
     ns = site["hosts"][0]["namespace"]
     wrapper = Path(grid["dir"]) / "ssh" / "ssh"
-    ok = subprocess.run(ssh.argv_on(Path(grid["dir"]), ns, "host5", "echo yes"),
-                        capture_output=True, text=True, timeout=20)  # fmt: skip
+    ok = subprocess.run(
+        ssh.argv_on(Path(grid["dir"]), ns, "host5", "echo yes"),
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert ok.stdout.strip() == "yes", ok.stderr
     other = tmp_path / "other"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
@@ -415,16 +529,22 @@ def test_ssh_site_accepts_only_its_key(grid, tmp_path):
     foreign = tmp_path / "ssh-foreign"
     foreign.write_text(text)
     foreign.chmod(0o755)
-    refused = subprocess.run(["ip", "netns", "exec", ns, str(foreign), "host5", "echo yes"],
-                             capture_output=True, text=True, timeout=20)  # fmt: skip
+    refused = subprocess.run(
+        ["ip", "netns", "exec", ns, str(foreign), "host5", "echo yes"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
     assert refused.returncode == 255 and "yes" not in refused.stdout
     assert "Permission denied" in refused.stderr
 
 
 def _echo(tag: str) -> jobs.GridJob:
-    return jobs.GridJob("/bin/sh", ["-c", f'echo {tag} buf=$CT_SOCKBUF if=$CT_IFACE'],
-                        environment={"CT_SOCKBUF": "65536" if tag == "a" else "262144",
-                                     "CT_IFACE": "eth0"})  # fmt: skip
+    return jobs.GridJob(
+        "/bin/sh",
+        ["-c", f"echo {tag} buf=$CT_SOCKBUF if=$CT_IFACE"],
+        environment={"CT_SOCKBUF": "65536" if tag == "a" else "262144", "CT_IFACE": "eth0"},
+    )
 
 
 @pytest.mark.root
@@ -468,8 +588,10 @@ def test_subjobs_under_the_heartbeat_are_cancelled_when_the_wan_is_cut(grid):
     """Co-allocated subjobs on site0 (Slurm) and site2 (ssh) run under the heartbeat; the
     WAN of site2 is cut: both are cancelled long before their end, and the result says
     what died."""
-    sleeper = [("site0", jobs.GridJob("/bin/sleep", ["30"], hosts=["host0"])),
-               ("site2", jobs.GridJob("/bin/sleep", ["30"]))]  # fmt: skip
+    sleeper = [
+        ("site0", jobs.GridJob("/bin/sleep", ["30"], hosts=["host0"])),
+        ("site2", jobs.GridJob("/bin/sleep", ["30"])),
+    ]
     out: dict = {}
     worker = threading.Thread(target=lambda: out.update(coallocate_jobs(grid, sleeper, 20, 60)))
     worker.start()
@@ -497,10 +619,11 @@ def test_linpack_within_one_site_and_across_two(grid, store, mpi):
     (an allocation granted on each site, released after), and the report section sets
     the two rates side by side as the records hold them."""
     within, across = [
-        compare.run_case(grid, store, compare.Case("linpack", placement, path, mpi, n=480,
-                                                   nb=32), timeout=60)
+        compare.run_case(
+            grid, store, compare.Case("linpack", placement, path, mpi, n=480, nb=32), timeout=60
+        )
         for placement, path in (("within", "plain"), ("across", "grid"))
-    ]  # fmt: skip
+    ]
     for r in (within, across):
         assert r["status"] == "ok" and r["verification"] == "passed", r["error"]
         assert r["level"] == "grid" and r["samples"][0]["passed"] is True
@@ -529,8 +652,12 @@ def test_linpack_within_one_site_and_across_two(grid, store, mpi):
 def test_linpack_across_a_slurm_and_an_ssh_site(grid, store):
     """The LU over site0 (Slurm: srun --jobid) and site2 (ssh with the grid's key): only
     the Slurm site is allocated, the ssh site is reached directly."""
-    r = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", "mpich", n=480,
-                                                   nb=32, hosts=("host1", "host4")), timeout=60)  # fmt: skip
+    r = compare.run_case(
+        grid,
+        store,
+        compare.Case("linpack", "across", "grid", "mpich", n=480, nb=32, hosts=("host1", "host4")),
+        timeout=60,
+    )
     assert r["status"] == "ok" and r["verification"] == "passed", r["error"]
     sites = r["meta"]["coalloc"]["sites"]
     assert sites["site0"]["allocation"].isdigit() and "allocation" not in sites["site2"]
@@ -543,10 +670,11 @@ def test_pingpong_across_sites_is_held_to_the_wan(grid, store):
     """The MPI ping-pong over the WAN: on the paced wire its bandwidth is read from every
     size and stays under the WAN's payload rate, unlike inside a site."""
     within, across = [  # the largest message: a few of each path's bandwidth floor
-        compare.run_case(grid, store, compare.Case("pingpong", placement, path,
-                                                   max_size=size), timeout=120)
+        compare.run_case(
+            grid, store, compare.Case("pingpong", placement, path, max_size=size), timeout=120
+        )
         for placement, path, size in (("within", "plain", 4 << 20), ("across", "grid", 1 << 20))
-    ]  # fmt: skip
+    ]
     for r in (within, across):
         assert r["status"] == "ok", r["error"]
     assert {s["site"] for s in across["samples"] if "site" in s} <= {"site0", "site1"}
@@ -576,8 +704,9 @@ def test_staging_in_job_and_out_verified(grid, site, job, tmp_path):
     if job:
         backend = jobs.backend(grid, site)
         script = "sha256sum input.bin > sum.txt && cat input.bin input.bin > out.bin"
-        result = jobs.wait(backend, backend.submit(jobs.GridJob("/bin/sh", ["-c", script],
-                                                                directory=target)), 60)  # fmt: skip
+        result = jobs.wait(
+            backend, backend.submit(jobs.GridJob("/bin/sh", ["-c", script], directory=target)), 60
+        )
         assert result.state == "done", result.stderr
         back = staging.stage_out(grid, site, target, ["sum.txt", "out.bin"], tmp_path / "back")
         assert [t.name for t in back] == ["sum.txt", "out.bin"]
@@ -620,8 +749,11 @@ def test_info_per_site_cached_and_used_to_pick_a_site(grid):
     and queue state; a cached answer says its age; a job filling site1 makes site1 show
     no free CPU and the submission layer pick another site."""
     fresh = grid_info.info(grid, max_age=0)
-    assert not fresh["cached"] and [s["name"] for s in fresh["sites"]] == ["site0", "site1",
-                                                                           "site2"]  # fmt: skip
+    assert not fresh["cached"] and [s["name"] for s in fresh["sites"]] == [
+        "site0",
+        "site1",
+        "site2",
+    ]
     for s in fresh["sites"]:
         assert s["head"]["cores"] == os.cpu_count() and s["head"]["memory_bytes"] > 0
         assert len(s["head"]["load"]) == 3
@@ -674,15 +806,33 @@ def test_cli_submit_stages_and_stores_the_job(grid, tmp_path, capsys):
     from clustertune.cli import main
 
     (tmp_path / "in.txt").write_text("hello grid\n")
-    code = main(["grid", "submit", "--name", grid["name"], "--site", "site1", "--json",
-                 "--stage-in", str(tmp_path / "in.txt"), "--stage-out", "out.txt",
-                 "--results", str(tmp_path / "back"), "/bin/sh", "-c",
-                 "tr a-z A-Z < in.txt > out.txt"])  # fmt: skip
+    code = main(
+        [
+            "grid",
+            "submit",
+            "--name",
+            grid["name"],
+            "--site",
+            "site1",
+            "--json",
+            "--stage-in",
+            str(tmp_path / "in.txt"),
+            "--stage-out",
+            "out.txt",
+            "--results",
+            str(tmp_path / "back"),
+            "/bin/sh",
+            "-c",
+            "tr a-z A-Z < in.txt > out.txt",
+        ]
+    )
     payload = json.loads(capsys.readouterr().out)
     assert code == 0 and payload["state"] == "done", payload
     assert (tmp_path / "back" / "out.txt").read_text() == "HELLO GRID\n"
-    assert [(t["name"], t["direction"]) for t in payload["staged"]] == [("in.txt", "in"),
-                                                                       ("out.txt", "out")]  # fmt: skip
+    assert [(t["name"], t["direction"]) for t in payload["staged"]] == [
+        ("in.txt", "in"),
+        ("out.txt", "out"),
+    ]
     record = Store(os.environ["CLUSTERTUNE_DB"]).get(payload["run_id"])
     assert (record["level"], record["kernel"], record["status"]) == ("grid", "grid-job", "ok")
     assert record["figures"]["exit_status"] == 0 and record["params"]["site"] == "site1"
@@ -709,12 +859,24 @@ def test_stage_binary_only_where_it_can_run(grid, tmp_path):
         pytest.skip("no C compiler for the binary with a missing library")
     (tmp_path / "gone.c").write_text("int gone(void) { return 7; }\n")
     (tmp_path / "main.c").write_text("int gone(void);\nint main(void) { return gone(); }\n")
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libctgone.so"),
-                    str(tmp_path / "gone.c")], check=True)  # fmt: skip
-    subprocess.run(["cc", "-o", str(tmp_path / "needsgone"), str(tmp_path / "main.c"),
-                    f"-L{tmp_path}", "-lctgone"], check=True)  # fmt: skip
-    with pytest.raises(staging.StagingError, match="needsgone cannot run there: libctgone.so "
-                                                    "not found on the site"):  # fmt: skip
+    subprocess.run(
+        ["cc", "-shared", "-fPIC", "-o", str(tmp_path / "libctgone.so"), str(tmp_path / "gone.c")],
+        check=True,
+    )
+    subprocess.run(
+        [
+            "cc",
+            "-o",
+            str(tmp_path / "needsgone"),
+            str(tmp_path / "main.c"),
+            f"-L{tmp_path}",
+            "-lctgone",
+        ],
+        check=True,
+    )
+    with pytest.raises(
+        staging.StagingError, match="needsgone cannot run there: libctgone.so not found on the site"
+    ):
         staging.stage_binary(grid, "site0", tmp_path / "needsgone", "t-bin")
     assert not (Path(staging.run_dir(grid["sites"][0], "t-bin")) / "needsgone").exists()
     staging.remove(grid, "site0", staging.run_dir(grid["sites"][0], "t-bin"))
@@ -778,8 +940,9 @@ def test_heartbeat_names_a_cut_wan_and_stops_the_job(grid, store):
     assert "heartbeat: WAN: site1's link to the WAN is DOWN" in record["error"]
     assert record["samples"] and max(s["size"] for s in record["samples"]) < case.max_size
     assert stopped_s < heartbeat.INTERVAL_S + coalloc.STOP_GRACE_S + 10
-    again = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", n=240,
-                                                       nb=32), timeout=60)  # fmt: skip
+    again = compare.run_case(
+        grid, store, compare.Case("linpack", "across", "grid", n=240, nb=32), timeout=60
+    )
     assert again["status"] == "ok", again["error"]
 
 
@@ -788,8 +951,9 @@ def kill_daemon_mid_sweep(grid: dict, store, site: int, daemon: str) -> dict:
     site ``site`` is killed: the heartbeat names it while the job runs, the job is stopped
     long before its sweep would end, the record is failed with that reason and keeps the
     sizes measured before. The record."""
-    case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False,
-                        hosts=("host1", "host2"))  # fmt: skip
+    case = compare.Case(
+        "pingpong", "across", "grid", max_size=8 << 20, quick=False, hosts=("host1", "host2")
+    )
     worker, out = _run_in_thread(grid, store, case)
     _wait_for_kernel(grid["sites"][1]["hosts"][0]["namespace"], "ct-mpi-pingpong")  # host2
     pid = grid["sites"][site]["pids"][daemon]
@@ -814,8 +978,9 @@ def test_a_rank_killed_mid_run_is_named_and_the_samples_kept(grid, store):
     """A rank of a ping-pong across the sites dies (SIGKILL, on host2 of site1): the job
     ends within its bound, the record is not ok and names the dead rank and its host in
     the launcher's words, and keeps the sizes measured before."""
-    case = compare.Case("pingpong", "across", "grid", max_size=8 << 20, quick=False,
-                        hosts=("host1", "host2"))  # fmt: skip
+    case = compare.Case(
+        "pingpong", "across", "grid", max_size=8 << 20, quick=False, hosts=("host1", "host2")
+    )
     worker, out = _run_in_thread(grid, store, case)
     ns = grid["sites"][1]["hosts"][0]["namespace"]
     _wait_for_kernel(ns, "ct-mpi-pingpong")

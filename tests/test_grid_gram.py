@@ -53,8 +53,7 @@ def _outside() -> dict:
 def grid():
     before = _outside()
     name = unique_name("gr")
-    cplan, state = virtual.plan(name, 3, 2, ["gram", "gram", "slurm"], 1_000_000_000,
-                                100_000_000)  # fmt: skip
+    cplan, state = virtual.plan(name, 3, 2, ["gram", "gram", "slurm"], 1_000_000_000, 100_000_000)
     try:
         yield virtual.up(cplan, state)
     finally:
@@ -73,10 +72,12 @@ def test_gatekeeper_per_site_in_its_head(grid):
         pid = site["pids"]["gatekeeper"]
         head = next(h for h in site["hosts"] if h["name"] == site["head"])
         assert os.readlink(f"/proc/{pid}/ns/net") != os.readlink("/proc/self/ns/net")
-        assert site["contact"] == (f"{head['address']}:2119:/C=JP/O=clustertune/OU=server/"
-                                   f"CN={head['name']}")  # fmt: skip
+        assert site["contact"] == (
+            f"{head['address']}:2119:/C=JP/O=clustertune/OU=server/CN={head['name']}"
+        )
         assert (Path(site["dir"]) / "gram/grid-mapfile").read_text() == (
-            f'"{security.subject_of(gram.USER)}" root\n')  # fmt: skip
+            f'"{security.subject_of(gram.USER)}" root\n'
+        )
 
 
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
@@ -84,14 +85,31 @@ def test_probe_pingpong_linpack_across_two_gram_sites(grid, store, mpi):
     """One MPI_COMM_WORLD over host1 (site0) and host2 (site1), each site's MPI daemon a
     GRAM job of its gatekeeper; co-allocation's grant at a GRAM site is GSI's."""
     jobs_before = [_jobs_at(s) for s in grid["sites"][:2]]
-    probe = runner.run_kernel(cluster_from_grid(grid), store, level="probe", kernel="ct-probe",
-                              np=2, mpi=mpi, hosts=list(ACROSS), params={}, timeout=90)  # fmt: skip
+    probe = runner.run_kernel(
+        cluster_from_grid(grid),
+        store,
+        level="probe",
+        kernel="ct-probe",
+        np=2,
+        mpi=mpi,
+        hosts=list(ACROSS),
+        params={},
+        timeout=90,
+    )
     assert probe["status"] == "ok", probe["error"]
     assert {s["host"]: s["site"] for s in probe["samples"]} == {"host1": "site0", "host2": "site1"}
-    pingpong = compare.run_case(grid, store, compare.Case("pingpong", "across", "grid", mpi,
-                                max_size=512 << 10, hosts=ACROSS), timeout=90)  # fmt: skip
-    linpack = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", mpi, n=240,
-                               nb=32, hosts=ACROSS), timeout=90)  # fmt: skip
+    pingpong = compare.run_case(
+        grid,
+        store,
+        compare.Case("pingpong", "across", "grid", mpi, max_size=512 << 10, hosts=ACROSS),
+        timeout=90,
+    )
+    linpack = compare.run_case(
+        grid,
+        store,
+        compare.Case("linpack", "across", "grid", mpi, n=240, nb=32, hosts=ACROSS),
+        timeout=90,
+    )
     assert pingpong["status"] == "ok", pingpong["error"]
     assert pingpong["figures"]["latency_us"] > 0
     assert linpack["status"] == "ok" and linpack["verification"] == "passed", linpack["error"]
@@ -105,8 +123,17 @@ def test_probe_across_a_gram_and_a_slurm_site(grid, store, mpi):
     """host1 (GRAM site0: its daemon a GRAM job) and host4 (Slurm site2: srun --jobid in
     its co-allocated allocation): one MPI_COMM_WORLD."""
     before = _jobs_at(grid["sites"][0])
-    probe = runner.run_kernel(cluster_from_grid(grid), store, level="probe", kernel="ct-probe",
-                              np=2, mpi=mpi, hosts=["host1", "host4"], params={}, timeout=90)  # fmt: skip
+    probe = runner.run_kernel(
+        cluster_from_grid(grid),
+        store,
+        level="probe",
+        kernel="ct-probe",
+        np=2,
+        mpi=mpi,
+        hosts=["host1", "host4"],
+        params={},
+        timeout=90,
+    )
     assert probe["status"] == "ok", probe["error"]
     assert {s["host"]: s["site"] for s in probe["samples"]} == {"host1": "site0", "host4": "site2"}
     assert _jobs_at(grid["sites"][0]) == before + 1
@@ -117,8 +144,15 @@ def test_submit_rsl_states_exit_status_and_output(grid):
     not return) and an MPI job (jobtype=mpi over the site's two hosts), through the
     gatekeeper's Slurm job manager when GCT's is installed."""
     backend = jobs.backend(grid, "site1")
-    single = backend.submit(jobs.GridJob("/bin/sh", ["-c", 'echo "$A" "$(pwd)"; exit 3'],
-                                         count=2, environment={"A": "x y"}, directory="/tmp"))  # fmt: skip
+    single = backend.submit(
+        jobs.GridJob(
+            "/bin/sh",
+            ["-c", 'echo "$A" "$(pwd)"; exit 3'],
+            count=2,
+            environment={"A": "x y"},
+            directory="/tmp",
+        )
+    )
     assert backend.poll(single) in ("pending", "active", "done", "failed")
     mpi = backend.submit(jobs.GridJob("/bin/hostname", count=2, jobtype="mpi", mpi="mpich"))
     result = jobs.wait(backend, single, 60)
@@ -140,9 +174,20 @@ def test_launchers_remote_shell_is_a_gram_job(grid):
     """The grid launcher's way onto a host of a GRAM site: a GRAM job whose output is
     passed on and whose exit status is the command's (globusrun -o gives neither)."""
     before = _jobs_at(grid["sites"][1])
-    out = subprocess.run([sys.executable, "-m", "clustertune.grid.gram", grid["name"], "site1",
-                          "host3", "hostname; echo oops >&2; exit 4"], capture_output=True,
-                         text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "clustertune.grid.gram",
+            grid["name"],
+            "site1",
+            "host3",
+            "hostname; echo oops >&2; exit 4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert (out.returncode, out.stdout, out.stderr) == (4, "host3\n", "oops\n")
     assert _jobs_at(grid["sites"][1]) == before + 1
 
@@ -154,9 +199,20 @@ def test_gram_jobs_see_the_accounts_home(grid):
     with tempfile.NamedTemporaryFile("w", dir=Path.home(), prefix=".ct-gram-") as mark:
         mark.write("seen\n")
         mark.flush()
-        out = subprocess.run([sys.executable, "-m", "clustertune.grid.gram", grid["name"],
-                              "site1", "host3", f"cat {mark.name}"], capture_output=True,
-                             text=True, timeout=60)  # fmt: skip
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "clustertune.grid.gram",
+                grid["name"],
+                "site1",
+                "host3",
+                f"cat {mark.name}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert (out.returncode, out.stdout) == (0, "seen\n"), out.stderr
 
 
@@ -175,8 +231,12 @@ def test_unmapped_subject_refused_with_the_logged_reason(grid, store, tmp_path, 
     assert "authentication with the remote server failed" in str(err.value)
     assert "gatekeeper log: globus_gss_assist_gridmap() failed authorization" in str(err.value)
     assert "Could not map /C=JP/O=clustertune/OU=user/CN=stranger" in str(err.value)
-    r = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", n=240, nb=32,
-                                                   hosts=ACROSS), timeout=60)  # fmt: skip
+    r = compare.run_case(
+        grid,
+        store,
+        compare.Case("linpack", "across", "grid", n=240, nb=32, hosts=ACROSS),
+        timeout=60,
+    )
     assert r["status"] == "failed"
     assert "co-allocation failed, nothing started" in r["error"]
     assert "GRAM authentication refused" in r["error"] and "Could not map" in r["error"]
@@ -210,8 +270,12 @@ def test_gatekeeper_killed_mid_run_is_named_and_earlier_results_kept(grid, store
     sites; once its ranks run, site1's gatekeeper is killed: the heartbeat names it, the
     run ends within its bound, failed with that reason and the sizes measured before;
     the store keeps the run before it."""
-    earlier = compare.run_case(grid, store, compare.Case("linpack", "across", "grid", n=240,
-                                                         nb=32, hosts=ACROSS), timeout=90)  # fmt: skip
+    earlier = compare.run_case(
+        grid,
+        store,
+        compare.Case("linpack", "across", "grid", n=240, nb=32, hosts=ACROSS),
+        timeout=90,
+    )
     assert earlier["status"] == "ok", earlier["error"]
     kill_daemon_mid_sweep(grid, store, 1, "gatekeeper")
     kept = store.get(earlier["id"])

@@ -25,12 +25,29 @@ def start_hung_probe(tmp_path, cluster: str | None, np: int, extra_env=None):
     """The CLI running a probe whose rank 0 never ends; returns it and its tag once every
     rank is up (the job's processes carry the tag through the launcher)."""
     tag = uuid.uuid4().hex
-    argv = [sys.executable, "-m", "clustertune.cli", "probe", "--hang", "--np", str(np),
-            "--timeout", "120", "--db", str(tmp_path / "r.db")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "clustertune.cli",
+        "probe",
+        "--hang",
+        "--np",
+        str(np),
+        "--timeout",
+        "120",
+        "--db",
+        str(tmp_path / "r.db"),
+    ]
     argv += ["--cluster", cluster] if cluster else []
     env = {**os.environ, TAG: tag, **(extra_env or {})}
-    cli = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env=env, start_new_session=True)  # fmt: skip
+    cli = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while len(ranks(tag)) < np:
         assert cli.poll() is None, cli.communicate()
@@ -108,10 +125,27 @@ def test_ctrl_c_stops_a_matrix_whose_pairs_run_in_threads(tmp_path, make_vcluste
     them may start its next launch, and the run is stored with what it had."""
     cluster = make_vcluster(hosts=4, link_bps=10**8)
     tag = uuid.uuid4().hex
-    argv = [sys.executable, "-m", "clustertune.cli", "net", "matrix", "--cluster", cluster.name,
-            "--size", "64M", "--db", str(tmp_path / "r.db")]  # fmt: skip
-    cli = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           env={**os.environ, TAG: tag}, start_new_session=True)  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "clustertune.cli",
+        "net",
+        "matrix",
+        "--cluster",
+        cluster.name,
+        "--size",
+        "64M",
+        "--db",
+        str(tmp_path / "r.db"),
+    ]
+    cli = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, TAG: tag},
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while len(busy_clients(tag)) < 2:  # both pairs of the first round are measuring
         assert cli.poll() is None and time.monotonic() < deadline, cli.communicate()

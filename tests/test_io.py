@@ -23,8 +23,10 @@ from clustertune.levels.io import netcdf, section, validate
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "clustertune.cli", *args],
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +37,20 @@ def built() -> None:
 
 
 def test_local_collective_and_independent_write_and_read(built, tmp_path) -> None:
-    out = cli("io", "netcdf", "--np", "2", "--sizes", "16,33", "--reps", "3", "--json",
-              "--dir", str(tmp_path), "--keep-files")  # fmt: skip
+    out = cli(
+        "io",
+        "netcdf",
+        "--np",
+        "2",
+        "--sizes",
+        "16,33",
+        "--reps",
+        "3",
+        "--json",
+        "--dir",
+        str(tmp_path),
+        "--keep-files",
+    )
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["status"] == "ok" and doc["verification"] == "passed"
@@ -45,9 +59,13 @@ def test_local_collective_and_independent_write_and_read(built, tmp_path) -> Non
     for key in netcdf.RESULT_KEYS:
         assert all(key in r for r in rows), key
     combos = {(r["size"], r["op"], r["mode"], r["variant"]) for r in rows}
-    assert combos == {(n, op, mode, v) for n in (16, 33) for op in ("write", "read")
-                      for mode in ("collective", "independent")
-                      for v in ("netcdf", "raw", "rawswap")}  # fmt: skip
+    assert combos == {
+        (n, op, mode, v)
+        for n in (16, 33)
+        for op in ("write", "read")
+        for mode in ("collective", "independent")
+        for v in ("netcdf", "raw", "rawswap")
+    }
     assert all(r["valid"] and r["np"] == 2 and r["remote"] is None for r in rows)
     assert all(0 < r["io_only_s_min"] <= r["open_to_close_s_min"] for r in rows)
     # the files the run checked are valid netCDF holding the pattern (33: odd split 17+16)
@@ -61,35 +79,70 @@ def test_local_collective_and_independent_write_and_read(built, tmp_path) -> Non
 
 
 def test_cdf5_one_mode_one_op(built, tmp_path) -> None:
-    out = cli("io", "netcdf", "--np", "1", "--sizes", "20", "--reps", "2", "--mode",
-              "independent", "--ops", "write", "--format", "cdf5", "--no-raw", "--json",
-              "--dir", str(tmp_path), "--keep-files")  # fmt: skip
+    out = cli(
+        "io",
+        "netcdf",
+        "--np",
+        "1",
+        "--sizes",
+        "20",
+        "--reps",
+        "2",
+        "--mode",
+        "independent",
+        "--ops",
+        "write",
+        "--format",
+        "cdf5",
+        "--no-raw",
+        "--json",
+        "--dir",
+        str(tmp_path),
+        "--keep-files",
+    )
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)["results"]
     assert [(r["op"], r["mode"], r["variant"], r["format"]) for r in rows] == [
         ("write", "independent", "netcdf", "cdf5")
     ]
-    kind = subprocess.run(["ncdump", "-k", str(tmp_path / "ct_io_netcdf_20_independent.nc")],
-                          capture_output=True, text=True)  # fmt: skip
+    kind = subprocess.run(
+        ["ncdump", "-k", str(tmp_path / "ct_io_netcdf_20_independent.nc")],
+        capture_output=True,
+        text=True,
+    )
     assert kind.stdout.strip() == "cdf5"
 
 
 def test_variants_run_in_the_order_asked(built, store) -> None:
-    record = netcdf.measure(local_cluster(), store, np=1, mpi="openmpi", sizes=[12],
-                            mode="collective", ops=["write", "read"], fmt="cdf1", reps=1,
-                            variants=["rawswap", "netcdf"], warmup=1)  # fmt: skip
+    record = netcdf.measure(
+        local_cluster(),
+        store,
+        np=1,
+        mpi="openmpi",
+        sizes=[12],
+        mode="collective",
+        ops=["write", "read"],
+        fmt="cdf1",
+        reps=1,
+        variants=["rawswap", "netcdf"],
+        warmup=1,
+    )
     assert record["status"] == "ok", record["error"]
     rows = netcdf.results(record)
     # repetitions interleave (each op's results come out together, in the order asked)
     assert [(r["op"], r["variant"]) for r in rows] == [
-        ("write", "rawswap"), ("write", "netcdf"), ("read", "rawswap"), ("read", "netcdf")
-    ]  # fmt: skip
+        ("write", "rawswap"),
+        ("write", "netcdf"),
+        ("read", "rawswap"),
+        ("read", "netcdf"),
+    ]
     assert all(r["reps"] == 1 for r in rows) and record["params"]["warmup"] == 1
     assert all(0 < r["cpu_s_min"] <= r["cpu_s_median"] for r in rows)  # all ranks' CPU time
     path = kernels.kernel_path(netcdf.NETCDF_KERNEL, "openmpi")
     for bad in ("netcdf,netcdf", "raw,zip", "raw,"):
-        out = subprocess.run([str(path), "--variants", bad, "--dir", "/tmp"],
-                             capture_output=True, text=True)  # fmt: skip
+        out = subprocess.run(
+            [str(path), "--variants", bad, "--dir", "/tmp"], capture_output=True, text=True
+        )
         assert out.returncode == 2 and "--variants" in out.stderr, bad
 
 
@@ -98,9 +151,19 @@ def test_a_corrupted_value_fails_the_run_and_its_files(built, store, tmp_path) -
     flip once undid the write's), and no invalid row shows a time, rate or ratio."""
     tmp_path = tmp_path / "files"
     tmp_path.mkdir()
-    record = netcdf.measure(local_cluster(), store, np=2, mpi="openmpi", sizes=[16],
-                            mode="collective", ops=["write", "read"], fmt="cdf2", reps=1,
-                            directory=str(tmp_path), inject_fault=True)  # fmt: skip
+    record = netcdf.measure(
+        local_cluster(),
+        store,
+        np=2,
+        mpi="openmpi",
+        sizes=[16],
+        mode="collective",
+        ops=["write", "read"],
+        fmt="cdf2",
+        reps=1,
+        directory=str(tmp_path),
+        inject_fault=True,
+    )
     assert record["status"] == "failed" and record["verification"] == "failed"
     rows = netcdf.results(record)
     assert len(rows) == 6 and not any(r["valid"] for r in rows)
@@ -142,34 +205,56 @@ def test_readback_names_a_wrong_value_and_a_wrong_shape(tmp_path) -> None:
     assert validate.readback(path, 5).startswith("data is int32[4, 4, 4]")
     (tmp_path / "bad.nc").write_bytes(b"CDF\x01garbage")
     assert validate.readback(tmp_path / "bad.nc", 4) is not None
-    assert validate.header_ok("dimensions:\n\tz = 4 ;\n\ty = 4 ;\n\tx = 4 ;\n"
-                              "variables:\n\tint data(z, y, x) ;\n", 4)  # fmt: skip
+    assert validate.header_ok(
+        "dimensions:\n\tz = 4 ;\n\ty = 4 ;\n\tx = 4 ;\nvariables:\n\tint data(z, y, x) ;\n", 4
+    )
     assert not validate.header_ok("dimensions:\n\tz = 4 ;\n", 4)
 
 
 def test_derive_ratio_against_raw_with_swap() -> None:
     def s(variant: str, size: int, t: float) -> dict:
-        return {"variant": variant, "size": size, "op": "write", "mode": "collective",
-                "open_to_close_s": {"min": t}, "verified": True}  # fmt: skip
+        return {
+            "variant": variant,
+            "size": size,
+            "op": "write",
+            "mode": "collective",
+            "open_to_close_s": {"min": t},
+            "verified": True,
+        }
 
-    figures = netcdf.derive([s("netcdf", 128, 0.012), s("rawswap", 128, 0.010),
-                             s("raw", 128, 0.005), s("netcdf", 16, 1.0)], None)  # fmt: skip
+    figures = netcdf.derive(
+        [
+            s("netcdf", 128, 0.012),
+            s("rawswap", 128, 0.010),
+            s("raw", 128, 0.005),
+            s("netcdf", 16, 1.0),
+        ],
+        None,
+    )
     assert figures == {"write_over_rawswap": {"128": pytest.approx(1.2)}}
     # valid rows only: a sample the kernel failed, or whose file failed a check, has none
     bad = s("rawswap", 64, 0.010) | {"verified": False}
     file = s("netcdf", 32, 0.012) | {"file": "/x/32.nc"}
-    figures = netcdf.derive([s("netcdf", 64, 0.012), bad, file, s("rawswap", 32, 0.010)], None,
-                            {"/x/32.nc": {"ncvalidator": True, "netcdf4": False}})  # fmt: skip
+    figures = netcdf.derive(
+        [s("netcdf", 64, 0.012), bad, file, s("rawswap", 32, 0.010)],
+        None,
+        {"/x/32.nc": {"ncvalidator": True, "netcdf4": False}},
+    )
     assert figures == {"write_over_rawswap": {"64": None, "32": None}}
 
 
 @pytest.mark.parametrize(
     ("args", "field"),
-    [(["--sizes", "16,0"], "--sizes"), (["--sizes", "16,"], "--sizes"),
-     (["--ops", "write,append"], "--ops"), (["--reps", "0"], "--reps"),
-     (["--mpi", "mpich"], "openmpi only"), (["--dir", "/nonexistent/dir"], "--dir"),
-     (["--format", "cdf4"], "--format")],
-)  # fmt: skip
+    [
+        (["--sizes", "16,0"], "--sizes"),
+        (["--sizes", "16,"], "--sizes"),
+        (["--ops", "write,append"], "--ops"),
+        (["--reps", "0"], "--reps"),
+        (["--mpi", "mpich"], "openmpi only"),
+        (["--dir", "/nonexistent/dir"], "--dir"),
+        (["--format", "cdf4"], "--format"),
+    ],
+)
 def test_bad_input_is_refused_before_a_launch(args, field) -> None:
     out = cli("io", "netcdf", *args)
     assert out.returncode == 2
@@ -178,17 +263,27 @@ def test_bad_input_is_refused_before_a_launch(args, field) -> None:
 
 def test_kernel_refuses_bad_flags(built) -> None:
     path = kernels.kernel_path(netcdf.NETCDF_KERNEL, "openmpi")
-    out = subprocess.run([str(path), "--sizes", "16,abc", "--dir", "/tmp"], capture_output=True,
-                         text=True)  # fmt: skip
+    out = subprocess.run(
+        [str(path), "--sizes", "16,abc", "--dir", "/tmp"], capture_output=True, text=True
+    )
     assert out.returncode == 2 and "--sizes" in out.stderr
     out = subprocess.run([str(path), "--sizes", "16"], capture_output=True, text=True)
     assert out.returncode == 2 and "--dir: required" in out.stderr
 
 
 def test_section_draws_write_and_read(built, store, tmp_path) -> None:
-    record = netcdf.measure(local_cluster(), store, np=1, mpi="openmpi", sizes=[8, 16],
-                            mode="both", ops=["write", "read"], fmt="cdf1", reps=2,
-                            raw=False)  # fmt: skip
+    record = netcdf.measure(
+        local_cluster(),
+        store,
+        np=1,
+        mpi="openmpi",
+        sizes=[8, 16],
+        mode="both",
+        ops=["write", "read"],
+        fmt="cdf1",
+        reps=2,
+        raw=False,
+    )
     assert record["status"] == "ok", record["error"]
     html = section.render([record])
     assert "<svg" in html and "netcdf local collective np=1" in html
@@ -197,15 +292,33 @@ def test_section_draws_write_and_read(built, store, tmp_path) -> None:
 
 def test_section_shows_valid_results_only_and_no_empty_legend() -> None:
     def sample(op: str, t: float, verified: bool) -> dict:
-        return {"size": 16, "op": op, "mode": "collective", "variant": "netcdf", "np": 2,
-                "format": "cdf1", "bytes": 16384.0, "reps": 1, "verified": verified,
-                "open_to_close_s": {"min": t, "median": t}, "io_only_s": {"min": t, "median": t},
-                "mbps": 16384 / t / 1e6, "mbps_io": 16384 / t / 1e6}  # fmt: skip
+        return {
+            "size": 16,
+            "op": op,
+            "mode": "collective",
+            "variant": "netcdf",
+            "np": 2,
+            "format": "cdf1",
+            "bytes": 16384.0,
+            "reps": 1,
+            "verified": verified,
+            "open_to_close_s": {"min": t, "median": t},
+            "io_only_s": {"min": t, "median": t},
+            "mbps": 16384 / t / 1e6,
+            "mbps_io": 16384 / t / 1e6,
+        }
 
-    record = {"id": 7, "level": "io", "status": "failed", "error": "verification failed",
-              "params": {}, "figures": {}, "detail": {"mpiio_driver": "romio"},
-              "meta": {"cluster": {"name": "vc"}, "np": 2},
-              "samples": [sample("write", 0.0123456, False), sample("read", 0.0024680, True)]}  # fmt: skip
+    record = {
+        "id": 7,
+        "level": "io",
+        "status": "failed",
+        "error": "verification failed",
+        "params": {},
+        "figures": {},
+        "detail": {"mpiio_driver": "romio"},
+        "meta": {"cluster": {"name": "vc"}, "np": 2},
+        "samples": [sample("write", 0.0123456, False), sample("read", 0.0024680, True)],
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # matplotlib warned of a legend without lines
         html = section.render([record])

@@ -65,9 +65,13 @@ def server(ca, tmp_path_factory):
     (export / "escape").symlink_to(outside)
     argv = remote.server_argv(2, export, ca, idle_timeout=5, handshake_timeout=HANDSHAKE_S)
     service = launcher_for(local_cluster()).service(
-        local_cluster().hosts[0].name, argv, ready=remote.READY, env=remote.server_env(), lifetime=600,
+        local_cluster().hosts[0].name,
+        argv,
+        ready=remote.READY,
+        env=remote.server_env(),
+        lifetime=600,
         stop_grace=0.5,
-    )  # fmt: skip
+    )
     with service as s:
         yield int(s.ready_match.group(1)), export, s
     assert s.completed is not None
@@ -89,8 +93,18 @@ def measure(port: int, ca: Path, **kw) -> dict:
     from clustertune.results import Store
 
     store = Store(kw.pop("db"))
-    args = dict(np=2, mpi="mpich", sizes=[16, 24], mode="both", ops=["write", "read"],
-                fmt="cdf2", reps=2, remote=f"127.0.0.1:{port}", ca_dir=ca, identity="alice")  # fmt: skip
+    args = dict(
+        np=2,
+        mpi="mpich",
+        sizes=[16, 24],
+        mode="both",
+        ops=["write", "read"],
+        fmt="cdf2",
+        reps=2,
+        remote=f"127.0.0.1:{port}",
+        ca_dir=ca,
+        identity="alice",
+    )
     return netcdf.measure(local_cluster(), store, **(args | kw))
 
 
@@ -108,8 +122,16 @@ def test_mpich_client_openmpi_server_write_and_read(server, ca, tmp_path) -> Non
             assert np.array_equal(ds["data"][:], validate.expected(24))
     assert not list((export / "sub").glob(".*ct-partial*"))
     # the paper's forwarding: one round trip per call, a session per open/close, OpenMPI too
-    record = measure(port, ca, db=tmp_path / "r.db", directory="sub", mpi="openmpi",
-                     batch=False, session="file", sizes=[16])  # fmt: skip
+    record = measure(
+        port,
+        ca,
+        db=tmp_path / "r.db",
+        directory="sub",
+        mpi="openmpi",
+        batch=False,
+        session="file",
+        sizes=[16],
+    )
     assert record["status"] == "ok", record["error"]
 
 
@@ -133,13 +155,16 @@ def test_rounds_and_store_and_forward_with_aggregation(ca, tmp_path, round_bytes
     export.mkdir()
     argv = remote.server_argv(1, export, ca, idle_timeout=5, round_bytes=round_bytes)
     service = launcher_for(local_cluster()).service(
-        local_cluster().hosts[0].name, argv, ready=remote.READY, env=remote.server_env(),
-        lifetime=120, stop_grace=0.5,
-    )  # fmt: skip
+        local_cluster().hosts[0].name,
+        argv,
+        ready=remote.READY,
+        env=remote.server_env(),
+        lifetime=120,
+        stop_grace=0.5,
+    )
     with service as s:
         port = int(s.ready_match.group(1))
-        record = measure(port, ca, db=tmp_path / "r.db", sizes=[25], mpi="openmpi",
-                         directory=".")  # fmt: skip
+        record = measure(port, ca, db=tmp_path / "r.db", sizes=[25], mpi="openmpi", directory=".")
         assert record["status"] == "ok", f"{record['error']}\n{log_of(s)}"
     assert all(r["valid"] for r in netcdf.results(record))
     for mode in ("collective", "independent"):
@@ -241,13 +266,23 @@ def test_clients_without_a_valid_certificate_are_refused(server, ca, foreign_ca,
 
 @pytest.mark.parametrize(
     ("directory", "why"),
-    [("../up", "contains .."), ("/tmp", "outside the export area"),
-     ("escape", "passes through a symlink")],
-)  # fmt: skip
+    [
+        ("../up", "contains .."),
+        ("/tmp", "outside the export area"),
+        ("escape", "passes through a symlink"),
+    ],
+)
 def test_path_escapes_are_refused(server, ca, tmp_path, directory, why) -> None:
     port, export, service = server
-    record = measure(port, ca, db=tmp_path / "r.db", sizes=[16], mode="collective",
-                     ops=["write"], directory=directory)  # fmt: skip
+    record = measure(
+        port,
+        ca,
+        db=tmp_path / "r.db",
+        sizes=[16],
+        mode="collective",
+        ops=["write"],
+        directory=directory,
+    )
     assert record["status"] == "failed" and "access refused" in record["error"]
     assert why in log_of(service, until=why)
     outside = (export / "escape").resolve()
@@ -281,19 +316,40 @@ def test_the_client_finalize_runs_a_preloaded_one_after_its_bye(server, ca, tmp_
     client's own definition used to hide."""
     port, _, service = server
     shim = tmp_path / "shim.c"
-    shim.write_text("#include <mpi.h>\n#include <stdio.h>\n"
-                    "int MPI_Finalize(void) { fputs(\"preloaded finalize\\n\", stderr); "
-                    "return PMPI_Finalize(); }\n")  # fmt: skip
-    subprocess.run(["mpicc.mpich", "-shared", "-fPIC", "-o", str(tmp_path / "shim.so"),
-                    str(shim)], check=True)  # fmt: skip
-    env = os.environ | remote.client_env(security.credentials(ca, "alice"),
-                                         f"127.0.0.1:{port}", True, "job")  # fmt: skip
+    shim.write_text(
+        "#include <mpi.h>\n#include <stdio.h>\n"
+        'int MPI_Finalize(void) { fputs("preloaded finalize\\n", stderr); '
+        "return PMPI_Finalize(); }\n"
+    )
+    subprocess.run(
+        ["mpicc.mpich", "-shared", "-fPIC", "-o", str(tmp_path / "shim.so"), str(shim)], check=True
+    )
+    env = os.environ | remote.client_env(
+        security.credentials(ca, "alice"), f"127.0.0.1:{port}", True, "job"
+    )
     env["LD_PRELOAD"] = str(tmp_path / "shim.so")
     log = log_of(service)
     before, ended = log.count("unexpected eof"), log.count(" ended")
-    out = subprocess.run(["mpiexec.mpich", "-n", "1", str(kernels.kernel_path("ct-io-fwd", "mpich")),
-                          "--dir", "sub", "--sizes", "8", "--reps", "1", "--mode", "collective"],
-                         env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [
+            "mpiexec.mpich",
+            "-n",
+            "1",
+            str(kernels.kernel_path("ct-io-fwd", "mpich")),
+            "--dir",
+            "sub",
+            "--sizes",
+            "8",
+            "--reps",
+            "1",
+            "--mode",
+            "collective",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0 and '"verification":"passed"' in out.stdout.replace(" ", ""), out
     assert "preloaded finalize" in out.stderr
     deadline = time.monotonic() + 10
@@ -302,8 +358,9 @@ def test_the_client_finalize_runs_a_preloaded_one_after_its_bye(server, ca, tmp_
     assert log_of(service).count("unexpected eof") == before  # the BYE went first
 
 
-def test_a_client_killed_mid_write_leaves_no_file_and_the_server_serves(server, ca,
-                                                                        tmp_path) -> None:  # fmt: skip
+def test_a_client_killed_mid_write_leaves_no_file_and_the_server_serves(
+    server, ca, tmp_path
+) -> None:
     port, export, service = server
     (export / "sub" / "victim.nc").write_bytes(b"an older complete file")
     s = start_write(ca, port, "sub/victim.nc", 1 << 18)
@@ -773,14 +830,26 @@ def test_server_ranks_agree_when_client_ranks_disagree(server, ca, tmp_path) -> 
 def test_across_two_sites_mpich_client_openmpi_server(ca, make_vcluster, store) -> None:
     cluster = make_vcluster(2, 1_000_000_000, sites=2, wan_bps=1_000_000_000)
     site = cluster.sites[1].name
-    record = netcdf.measure(cluster, store, np=2, mpi="mpich", sizes=[16, 32], mode="both",
-                            ops=["write", "read"], fmt="cdf1", reps=2, remote=site, ca_dir=ca,
-                            identity="alice")  # fmt: skip
+    record = netcdf.measure(
+        cluster,
+        store,
+        np=2,
+        mpi="mpich",
+        sizes=[16, 32],
+        mode="both",
+        ops=["write", "read"],
+        fmt="cdf1",
+        reps=2,
+        remote=site,
+        ca_dir=ca,
+        identity="alice",
+    )
     assert record["status"] == "ok", record["error"]
     assert all(r["valid"] and r["remote"] == site for r in netcdf.results(record))
     files = record["figures"]["files"]
-    assert len(files) == 4 and all(v == {"ncvalidator": True, "ncdump": True, "netcdf4": True}
-                                   for v in files.values())  # fmt: skip
+    assert len(files) == 4 and all(
+        v == {"ncvalidator": True, "ncdump": True, "netcdf4": True} for v in files.values()
+    )
     server_host = [h.name for h in cluster.hosts if h.site == site][0]
     assert record["meta"]["hosts"] == [h.name for h in cluster.hosts if h.name != server_host]
     assert record["figures"]["wan_bps"] == cluster.wan_bps
@@ -789,14 +858,18 @@ def test_across_two_sites_mpich_client_openmpi_server(ca, make_vcluster, store) 
     assert "Remote collective I/O" in html and "mpich" in html and "of 1gbit" in html
 
 
-HOLD_AN_AREA = ("import time; from clustertune.levels.io import remote; "
-                "print(remote.export_dir(), flush=True); time.sleep(600)")  # fmt: skip
+HOLD_AN_AREA = (
+    "import time; from clustertune.levels.io import remote; "
+    "print(remote.export_dir(), flush=True); time.sleep(600)"
+)
 
 
 def test_an_export_area_left_by_a_killed_run_is_removed_at_the_next_start() -> None:
     """Two runs' areas: the SIGKILLed one's goes at the next export_dir(), never a live one's."""
-    runs = [subprocess.Popen([sys.executable, "-c", HOLD_AN_AREA], stdout=subprocess.PIPE,
-                             text=True) for _ in range(2)]  # fmt: skip
+    runs = [
+        subprocess.Popen([sys.executable, "-c", HOLD_AN_AREA], stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     try:
         killed, live = (Path(p.stdout.readline().strip()) for p in runs)
         runs[0].kill()
@@ -825,7 +898,8 @@ def test_link_share_and_forwarding_label() -> None:
                 "open_to_close_s": {"min": 0.016}}]  # fmt: skip
     assert remote.link_shares(samples, 10**9) == {"8": {"write": 0.8, "read": 0.5}}
     assert remote.link_shares(samples, None) == {}
-    label = section.forwarding({"params": {"servers": 1, "batch": False, "session": "file",
-                                           "server_round": 0}})  # fmt: skip
+    label = section.forwarding(
+        {"params": {"servers": 1, "batch": False, "session": "file", "server_round": 0}}
+    )
     assert label == "1 server rank(s), per-call (paper), session per file, store-and-forward"
     assert "rounds of 4 MiB" in section.forwarding({"params": {"server_round": None}})

@@ -122,8 +122,12 @@ def test_command_lines_per_launcher(tmp_path):
     ):
         assert flag in inner
     openmpi = launcher_for(vc).mpi_argv(Job(kernel, [], 3, "openmpi"), tmp_path)[2]
-    for flag in ("plm_rsh_agent /run/agent", "mpi_yield_when_idle 1", "btl_tcp_if_include eth0",
-                 "--bind-to none"):  # fmt: skip
+    for flag in (
+        "plm_rsh_agent /run/agent",
+        "mpi_yield_when_idle 1",
+        "btl_tcp_if_include eth0",
+        "--bind-to none",
+    ):
         assert flag in openmpi
     assert (tmp_path / "hostfile.openmpi").read_text() == "n1 slots=2\nn2 slots=2\n"
     real_openmpi = launcher_for(real).mpi_argv(Job(kernel, [], 4, "openmpi"), tmp_path)
@@ -137,9 +141,21 @@ def test_finalize_shim_tells_the_process_manager_before_it_leaves(tmp_path):
     ranks' stdout goes to files of their own: on hydra's stdout its -verbose lines once cut
     the probe's JSON line in two."""
     shim = kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")
-    argv = ["mpiexec.mpich", "-verbose", "-n", "2", "-outfile-pattern", str(tmp_path / "out.%r"),
-            "-genv", "LD_PRELOAD", str(shim), "-genv", "UCX_TLS", "tcp,self",
-            str(kernels.kernel_path("ct-probe", "mpich"))]  # fmt: skip
+    argv = [
+        "mpiexec.mpich",
+        "-verbose",
+        "-n",
+        "2",
+        "-outfile-pattern",
+        str(tmp_path / "out.%r"),
+        "-genv",
+        "LD_PRELOAD",
+        str(shim),
+        "-genv",
+        "UCX_TLS",
+        "tcp,self",
+        str(kernels.kernel_path("ct-probe", "mpich")),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     said = done.stdout + done.stderr
@@ -153,8 +169,20 @@ def test_finalize_shim_keeps_the_exit_status_main_returned(inject_fault):
     """A rank's exit status under the shim is what main returned: it once left with
     _exit(0) inside MPI_Finalize, so a failed verification (ct-gemm returns 1) exited 0."""
     shim = kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")
-    argv = ["mpiexec.mpich", "-n", "2", "-genv", "LD_PRELOAD", str(shim), "-genv", "UCX_TLS",
-            "tcp,self", str(kernels.kernel_path("ct-gemm", "mpich")), "-N", "200"]  # fmt: skip
+    argv = [
+        "mpiexec.mpich",
+        "-n",
+        "2",
+        "-genv",
+        "LD_PRELOAD",
+        str(shim),
+        "-genv",
+        "UCX_TLS",
+        "tcp,self",
+        str(kernels.kernel_path("ct-gemm", "mpich")),
+        "-N",
+        "200",
+    ]
     done = subprocess.run(
         argv + ["--inject-fault"] * inject_fault, capture_output=True, text=True, timeout=60
     )
@@ -171,8 +199,19 @@ def test_failed_verification_fails_the_job_on_a_virtual_cluster(make_vcluster, m
     from clustertune.cli import main
 
     cluster = make_vcluster(hosts=2, link_bps=10**9)
-    line = ["npb", "lu", "--class", "S", "--np", "2", "--mpi", mpi, "--cluster", cluster.name,
-            "--json"]  # fmt: skip
+    line = [
+        "npb",
+        "lu",
+        "--class",
+        "S",
+        "--np",
+        "2",
+        "--mpi",
+        mpi,
+        "--cluster",
+        cluster.name,
+        "--json",
+    ]
     assert main(line) == 0
     healthy = json.loads(capsys.readouterr().out)
     assert (healthy["status"], healthy["error"]) == ("ok", None)

@@ -66,7 +66,9 @@ def test_a_wrong_blas_is_never_chosen_and_the_choice_is_reused_until_its_key_cha
     assert chosen["directory"] == str(good.directory) and chosen["coretype"] == good.coretype
     assert fake.key in chosen["excluded"] and fake.key not in chosen["rates"]["screen"]
     assert chosen["version"].startswith("OpenBLAS") and chosen["rank_k_gflops"].keys() == {
-        "32", "64"}  # fmt: skip
+        "32",
+        "64",
+    }
     stored = json.loads((tmp_path / "cache" / "blas-choice.json").read_text())
     (entry,) = stored.values()
     key = entry["key"]
@@ -102,10 +104,17 @@ def stored_choice(rank_k: dict[str, float], core: str) -> dict:
     found = choice.candidates()
     good = next(b for b in found if b.coretype)
     key = choice.key_of(local_cluster(), found)
-    entry = {"name": good.name, "label": f"{good.name} ({core} kernels)",
-             "directory": str(good.directory), "coretype": core, "version": "v-test",
-             "dgemm_cpu_gflops": 1.0, "rank_k_gflops": rank_k, "key": key,
-             "measured": "2026-11-27T00:00:00Z"}  # fmt: skip
+    entry = {
+        "name": good.name,
+        "label": f"{good.name} ({core} kernels)",
+        "directory": str(good.directory),
+        "coretype": core,
+        "version": "v-test",
+        "dgemm_cpu_gflops": 1.0,
+        "rank_k_gflops": rank_k,
+        "key": key,
+        "measured": "2026-11-27T00:00:00Z",
+    }
     path = choice.cache_file()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({choice.digest(key): entry}))

@@ -20,9 +20,19 @@ DATA = Path(__file__).with_name("test_linpack_data")
 
 # Every panel factorisation, recursive variant, broadcast and look-ahead depth.
 ALL_VARIANTS = [
-    "--pfact", "L,C,R", "--rfact", "L,C,R", "--bcast", "0,1,2,3,4,5",
-    "--depth", "0,1,2", "--nbmin", "2", "--ndiv", "2",
-]  # fmt: skip
+    "--pfact",
+    "L,C,R",
+    "--rfact",
+    "L,C,R",
+    "--bcast",
+    "0,1,2,3,4,5",
+    "--depth",
+    "0,1,2",
+    "--nbmin",
+    "2",
+    "--ndiv",
+    "2",
+]
 # Tiny N with a block size that leaves a partial last block; non-square grids included.
 GRIDS = {1: ([1], [1]), 2: ([1, 2], [2, 1]), 4: ([2, 1, 4], [2, 4, 1]), 6: ([2, 3, 1], [3, 2, 6])}
 LAUNCHERS = {
@@ -272,22 +282,30 @@ def test_check_only_passes_what_a_run_accepts(mpi: str) -> None:
 @pytest.mark.parametrize(
     "args,line",
     [
-        (["--np", "4", "-N", "-5"],
-         "-N: expected a comma-separated list of up to 20 integers >= 0, got '-5'"),
-        (["--np", "3", "-P", "2", "-Q", "2"],
-         "-P/-Q: grid 2 x 2 (P*Q=4) needs more than the 3 processes available"),
-        (["--np", "4", "--nb", "8,x"],
-         "--nb: expected a comma-separated list of up to 20 integers >= 1, got '8,x'"),
+        (
+            ["--np", "4", "-N", "-5"],
+            "-N: expected a comma-separated list of up to 20 integers >= 0, got '-5'",
+        ),
+        (
+            ["--np", "3", "-P", "2", "-Q", "2"],
+            "-P/-Q: grid 2 x 2 (P*Q=4) needs more than the 3 processes available",
+        ),
+        (
+            ["--np", "4", "--nb", "8,x"],
+            "--nb: expected a comma-separated list of up to 20 integers >= 1, got '8,x'",
+        ),
         (["--np", "4", "--swap", "3"], "--swap: expected an integer from 0 to 2, got '3'"),
         (["--np", "4", "--frobnicate", "1"], "unknown option '--frobnicate' (see --help)"),
         (["--np", "4", "-P", "2"], "-P/-Q: give both, with as many values each"),
         (["--np", "0"], "--np: expected a positive integer, got '0'"),
         (["-N", "10"], "--check-only needs --np N, the number of ranks the run will have"),
-        (["--np", "4", "--dat", str(DATA / "seed000_fig11.dat")],
-         f"{DATA / 'seed000_fig11.dat'}:10-11: grid 2 x 4 (P*Q=8) needs more than the 4 "
-         "processes available"),
+        (
+            ["--np", "4", "--dat", str(DATA / "seed000_fig11.dat")],
+            f"{DATA / 'seed000_fig11.dat'}:10-11: grid 2 x 4 (P*Q=8) needs more than the 4 "
+            "processes available",
+        ),
     ],
-)  # fmt: skip
+)
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_check_only_names_the_problem_in_one_line(mpi: str, args: list[str], line: str) -> None:
     proc = check_only(mpi, *args)

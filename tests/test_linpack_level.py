@@ -39,10 +39,18 @@ def test_ranks_on_one_machine_share_its_memory() -> None:
 
 def sample(variant: str, gflops: float, passed: object, update: list[float]) -> dict:
     return {
-        "variant": variant, "n": 100, "nb": 8, "p": 1, "q": 2, "time_s": 1.0,
-        "gflops": gflops, "residual": 0.01, "passed": passed, "load_imbalance": 0.1,
+        "variant": variant,
+        "n": 100,
+        "nb": 8,
+        "p": 1,
+        "q": 2,
+        "time_s": 1.0,
+        "gflops": gflops,
+        "residual": 0.01,
+        "passed": passed,
+        "load_imbalance": 0.1,
         "phases": {"pfact": [0.1, 0.2], "update": update},
-    }  # fmt: skip
+    }
 
 
 def test_derive_takes_the_best_passing_run() -> None:
@@ -62,8 +70,15 @@ def test_unchecked_and_blown_up_residuals_are_shown_not_fatal() -> None:
     residual, which the kernel writes as null. Neither may break the text or the report."""
     unchecked = sample("WR11C2R4", 5.0, "not-verified", [0.5, 0.7]) | {"residual": 0.02}
     blown_up = sample("WR00L2L2", 9.0, False, [1.0, 1.0]) | {"residual": None}
-    record = {"id": 7, "kernel": "ct-linpack", "status": "failed", "verification": "failed",
-              "samples": [unchecked, blown_up], "detail": {}, "error": "verification failed"}  # fmt: skip
+    record = {
+        "id": 7,
+        "kernel": "ct-linpack",
+        "status": "failed",
+        "verification": "failed",
+        "samples": [unchecked, blown_up],
+        "detail": {},
+        "error": "verification failed",
+    }
     lines = linpack.text(record).splitlines()
     assert lines[1].endswith("resid 0.02 not checked")
     assert lines[2].endswith("resid n/a FAILED")
@@ -106,8 +121,20 @@ def test_seed_hpl_dat_on_8_ranks_of_4_hosts(make_vcluster, tmp_path, mpi: str) -
     cluster = make_vcluster(hosts=4)
     for name in SEED_FILES:
         dat = with_n(DATA / name, tmp_path / name, REDUCED_N)
-        proc = cli("linpack", "--cluster", cluster.name, "--np", "8", "--mpi", mpi,
-                   "--dat", str(dat), "--timeout", "240", "--json")  # fmt: skip
+        proc = cli(
+            "linpack",
+            "--cluster",
+            cluster.name,
+            "--np",
+            "8",
+            "--mpi",
+            mpi,
+            "--dat",
+            str(dat),
+            "--timeout",
+            "240",
+            "--json",
+        )
         assert proc.returncode == 0, (name, proc.stderr[-2000:])
         doc = json.loads(proc.stdout)
         assert doc["status"] == "ok" and doc["verification"] == "passed", (name, doc["error"])
@@ -128,11 +155,13 @@ def test_seed_hpl_dat_on_8_ranks_of_4_hosts(make_vcluster, tmp_path, mpi: str) -
 
 def lu_record(cluster: str, np: int, library: str, core: str, gflops: float) -> dict:
     return {
-        "kernel": "ct-linpack", "status": "ok", "params": {},
+        "kernel": "ct-linpack",
+        "status": "ok",
+        "params": {},
         "meta": {"cluster": {"name": cluster}, "np": np},
         "detail": {"blas": {"library": library, "core": core}},
         "samples": [sample("WR11C2R4", gflops, True, [0.1, 0.1])],
-    }  # fmt: skip
+    }
 
 
 def gemm_record(np: int, library: str, core: str, rates: list[tuple[str, str, float]]) -> dict:
@@ -148,13 +177,24 @@ def grid_sample(p: int, q: int, gflops: float) -> dict:
 
 def test_percent_of_peak_uses_the_dgemm_of_the_same_blas_on_the_grid_ranks() -> None:
     ob, ref = "/o/libblas.so.3", "/r/libblas.so.3"
-    peaks = section.dgemm_peaks([
-        gemm_record(2, ob, "Haswell", [("d", "local", 40.0), ("d", "local", 50.0),
-                                       ("s", "local", 99.0), ("d", "summa", 77.0)]),
-        gemm_record(4, ob, "Haswell", [("d", "local", 60.0)]),
-        gemm_record(2, ob, "SkylakeX", [("d", "local", 70.0)]),
-        gemm_record(2, ref, "", [("d", "local", 5.0)]),
-    ])  # fmt: skip
+    peaks = section.dgemm_peaks(
+        [
+            gemm_record(
+                2,
+                ob,
+                "Haswell",
+                [
+                    ("d", "local", 40.0),
+                    ("d", "local", 50.0),
+                    ("s", "local", 99.0),
+                    ("d", "summa", 77.0),
+                ],
+            ),
+            gemm_record(4, ob, "Haswell", [("d", "local", 60.0)]),
+            gemm_record(2, ob, "SkylakeX", [("d", "local", 70.0)]),
+            gemm_record(2, ref, "", [("d", "local", 5.0)]),
+        ]
+    )
     # best verified local DGEMM; single precision and SUMMA rates are not the peak
     lu = lu_record("c", 2, ob, "Haswell", 45.0)
     assert section.percent_of_peak(lu, grid_sample(1, 2, 45.0), peaks) == 90.0
@@ -184,8 +224,14 @@ def test_installed_blas_found_by_directory(tmp_path) -> None:
 
 def test_squarest_grid() -> None:
     assert [blas.grid(n) for n in (1, 2, 4, 6, 8, 9, 7)] == [
-        (1, 1), (1, 2), (2, 2), (2, 3), (2, 4), (3, 3), (1, 7)
-    ]  # fmt: skip
+        (1, 1),
+        (1, 2),
+        (2, 2),
+        (2, 3),
+        (2, 4),
+        (3, 3),
+        (1, 7),
+    ]
 
 
 def test_a_run_on_another_library_fails_its_check(tmp_path) -> None:
@@ -214,8 +260,23 @@ def installed_or_skip(directory: str) -> blas.Blas:
 def test_blas_compare_runs_the_selected_library(directory: str, tmp_path) -> None:
     chosen = installed_or_skip(directory)
     db = str(tmp_path / "r.db")
-    proc = cli("blas", "compare", "--np", "2", "-N", "200", "--nb", "32", "--gemm-n", "96",
-               "--blas", directory, "--json", "--db", db)  # fmt: skip
+    proc = cli(
+        "blas",
+        "compare",
+        "--np",
+        "2",
+        "-N",
+        "200",
+        "--nb",
+        "32",
+        "--gemm-n",
+        "96",
+        "--blas",
+        directory,
+        "--json",
+        "--db",
+        db,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     variants = blas.core_variants(chosen)  # an OpenBLAS: one row per core it can run
     table = json.loads(proc.stdout)["blas"]
@@ -248,8 +309,17 @@ def test_blas_missing_a_symbol_is_recorded_failed(tmp_path, store) -> None:
     (tmp_path / "stub.c").write_text("void ct_not_a_blas(void) {}\n")
     cmd = ["cc", "-shared", "-fPIC", "-o", str(stub / "libblas.so.3"), str(tmp_path / "stub.c")]
     subprocess.run(cmd, check=True)
-    records = blas.compare(local_cluster(), store, [blas.Blas("stub", stub)], np=1,
-                           mpi="openmpi", n=64, nb=16, gemm_n=32, timeout=60)  # fmt: skip
+    records = blas.compare(
+        local_cluster(),
+        store,
+        [blas.Blas("stub", stub)],
+        np=1,
+        mpi="openmpi",
+        n=64,
+        nb=16,
+        gemm_n=32,
+        timeout=60,
+    )
     assert [r["status"] for r in records] == ["failed", "failed"]
     (row,) = blas.rows(records)
     assert row["check"] == "FAILED" and len(row["failed"]) == 2
@@ -317,19 +387,48 @@ def test_a_core_the_caller_names_is_kept(tmp_path, monkeypatch):
 def test_a_failed_check_shows_no_time_or_rate() -> None:
     """HPL prints a FAILED combination's Gflops; here only its residual and verdict show:
     a number that failed verification is not a result."""
-    lu = {"variant": "WR11R2C4", "n": 64, "nb": 8, "p": 1, "q": 2, "time_s": 0.25,
-          "gflops": 123.456, "residual": 7.5, "passed": False}  # fmt: skip
+    lu = {
+        "variant": "WR11R2C4",
+        "n": 64,
+        "nb": 8,
+        "p": 1,
+        "q": 2,
+        "time_s": 0.25,
+        "gflops": 123.456,
+        "residual": 7.5,
+        "passed": False,
+    }
     good = {**lu, "time_s": 0.5, "gflops": 4.5, "residual": 0.01, "passed": True}
-    record = {"id": 7, "kernel": "ct-linpack", "status": "failed", "verification": "failed",
-              "samples": [lu, good], "detail": {}, "error": None, "params": {},
-              "meta": {"np": 2, "cluster": {"name": "c"}}}  # fmt: skip
+    record = {
+        "id": 7,
+        "kernel": "ct-linpack",
+        "status": "failed",
+        "verification": "failed",
+        "samples": [lu, good],
+        "detail": {},
+        "error": None,
+        "params": {},
+        "meta": {"np": 2, "cluster": {"name": "c"}},
+    }
     text = linpack.text(record)
     assert "123.456" not in text and "0.25" not in text and "FAILED" in text
     assert "4.500 Gflops" in text
     table = section.lu_table([record], {})
     assert "123.456" not in table and "4.500" in table and "7.5" in table
-    gemm = {**record, "kernel": "ct-gemm",
-            "samples": [{"dtype": "d", "mode": "local", "n": 64, "p": 1, "q": 1,
-                         "gflops": 99.125, "passed": False}]}  # fmt: skip
+    gemm = {
+        **record,
+        "kernel": "ct-gemm",
+        "samples": [
+            {
+                "dtype": "d",
+                "mode": "local",
+                "n": 64,
+                "p": 1,
+                "q": 1,
+                "gflops": 99.125,
+                "passed": False,
+            }
+        ],
+    }
     assert "99.125" not in linpack.gemm_text(gemm) and "FAILED" in linpack.gemm_text(gemm)
     assert "99.125" not in section.gemm_table([gemm]) and "FAILED" in section.gemm_table([gemm])

@@ -91,8 +91,17 @@ def wait(program: Path, late_ms: int) -> dict:
         env.pop(knob, None)  # the defaults
     # real-time FIFO: sched_yield returns at once with no other real-time task on the core,
     # as it does on an idle core under the normal policy, whatever else loads the machine
-    argv = ["chrt", "-f", "1", "mpirun.openmpi", "--oversubscribe", "-np", "2", str(program),
-            str(late_ms)]  # fmt: skip
+    argv = [
+        "chrt",
+        "-f",
+        "1",
+        "mpirun.openmpi",
+        "--oversubscribe",
+        "-np",
+        "2",
+        str(program),
+        str(late_ms),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
     if "chrt" in done.stderr and done.returncode != 0:
         pytest.skip(f"cannot run real-time: {done.stderr.strip()[-200:]}")

@@ -340,8 +340,12 @@ def test_a_stream_gets_no_latency_figures():
     """A stream's t amortises one ack over R messages: no latency, hence no saturation
     point or preferred block range; its bandwidth and n½ stand."""
     figures = pingpong.derive_for(0, "stream")(model_points(), {"verification": "passed"})
-    for name in ("latency_us", "latency_us_spread", "saturation_point_bytes",
-                 "preferred_block_range_bytes"):  # fmt: skip
+    for name in (
+        "latency_us",
+        "latency_us_spread",
+        "saturation_point_bytes",
+        "preferred_block_range_bytes",
+    ):
         assert name not in figures
     assert figures["bandwidth_mbps"] == pytest.approx(1000, rel=1e-3)
     assert figures["n_half_bytes"] == pytest.approx(LB, rel=2e-3)
@@ -453,15 +457,27 @@ def test_a_cut_off_sweep_keeps_its_latency_and_says_what_is_not_determined():
 
 def record_of(run_id: int, samples: list[dict], min_size: int = 0, **params) -> dict:
     """A stored ping-pong record as the report and the text output read it."""
-    p = {"command": "pingpong", "layer": "tcp", "mode": "pingpong", "mpi": None,
-         "between": ["host0", "host1"], "sockbuf": None, "nagle": False, "wait": None,
-         **params}  # fmt: skip
+    p = {
+        "command": "pingpong",
+        "layer": "tcp",
+        "mode": "pingpong",
+        "mpi": None,
+        "between": ["host0", "host1"],
+        "sockbuf": None,
+        "nagle": False,
+        "wait": None,
+        **params,
+    }
     figures = pingpong.derive_for(min_size, p["mode"])(samples, None)
     return {
-        "id": run_id, "status": "ok", "error": None, "samples": samples, "params": p,
+        "id": run_id,
+        "status": "ok",
+        "error": None,
+        "samples": samples,
+        "params": p,
         "meta": {"cluster": {"name": "lab", "link_bps": {}}, "hosts": ["host0", "host1"]},
         "figures": figures,
-    }  # fmt: skip
+    }
 
 
 def test_report_and_text_show_spreads_and_what_is_not_determined():
@@ -1018,8 +1034,15 @@ def test_latency_flags_on_a_lossy_host_are_its_symptoms():
 def test_retransmissions_of_a_slow_link_are_its_symptom_not_loss():
     """A link shaped slower than the rest drops at its queue: the bandwidth is the fault."""
     loss = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
-    slow = [{"host": "host2", "figure": "bandwidth_mbps", "value": 9.4, "median": 940,
-             "reason": "host2 at 10 Mbit/s"}]  # fmt: skip
+    slow = [
+        {
+            "host": "host2",
+            "figure": "bandwidth_mbps",
+            "value": 9.4,
+            "median": 940,
+            "reason": "host2 at 10 Mbit/s",
+        }
+    ]
     flags, notes = na.with_loss(slow, loss)
     assert flags == slow and notes == ["goes with the low bandwidth there: host2: loss"]
     one_pair = [{"pair": ["host0", "host2"], "figure": "retransmissions", "reason": "pair loss"}]
@@ -1120,10 +1143,18 @@ def test_a_host_left_out_only_for_a_flapping_peer_is_that_peers_symptom():
     left host3 out (a fresh idle suite): that is host2's symptom, not a finding on host3.
     A host that also failed with a healthy peer stays a finding."""
     flapping = {"host": "host2", "figure": "flapping", "reason": "host2 carrier changes"}
-    left_out = {"host": "host3", "figure": "reachable", "peers": ["host2"],
-                "reason": "host3: no TCP connection with host2"}  # fmt: skip
-    also_host1 = {"host": "host3", "figure": "reachable", "peers": ["host1", "host2"],
-                  "reason": "host3: no TCP connection with host1, host2"}  # fmt: skip
+    left_out = {
+        "host": "host3",
+        "figure": "reachable",
+        "peers": ["host2"],
+        "reason": "host3: no TCP connection with host2",
+    }
+    also_host1 = {
+        "host": "host3",
+        "figure": "reachable",
+        "peers": ["host1", "host2"],
+        "reason": "host3: no TCP connection with host1, host2",
+    }
     kept, notes = na.symptoms([flapping], [left_out, also_host1])
     assert kept == [also_host1]
     assert notes == ["goes with the finding there: host3: no TCP connection with host2"]
@@ -1139,7 +1170,9 @@ def test_two_flagged_links_of_one_host_out_of_three_put_the_host_at_fault():
         ("host2", None, "flapping"),
     ]
     assert "2 of its links flagged (1-2 resent; host2-host3 came back)" in flagged[1]["reason"]
-    assert notes == ["part of host2's finding: 1-2 resent",
-                     "part of host2's finding: host2-host3 came back"]  # fmt: skip
+    assert notes == [
+        "part of host2's finding: 1-2 resent",
+        "part of host2's finding: host2-host3 came back",
+    ]
     # one flagged link of a host is that link, not the host
     assert na.pairs_to_hosts(HOSTS, [resent]) == ([resent], [])

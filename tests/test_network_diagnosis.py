@@ -23,14 +23,29 @@ def record(run_id, layer, latency_us, mbps, *, mpi=None, wait=None, env=None, fl
     samples = [{"size": s, "t_min_s": latency_us * 1e-6 + 8 * s / (mbps * 1e6)} for s in SIZES]
     if floor_us is not None:
         samples[0]["t_min_s"] = floor_us * 1e-6
-    params = {"command": "pingpong", "layer": layer, "mode": "pingpong", "mpi": mpi,
-              "between": ["host0", "host1"], "sockbuf": None, "nagle": False, "wait": wait}  # fmt: skip
+    params = {
+        "command": "pingpong",
+        "layer": layer,
+        "mode": "pingpong",
+        "mpi": mpi,
+        "between": ["host0", "host1"],
+        "sockbuf": None,
+        "nagle": False,
+        "wait": wait,
+    }
     return {
-        "id": run_id, "status": "ok", "error": None, "samples": samples, "params": params,
-        "meta": {"cluster": {"name": "lab", "link_bps": {"host0": 10**9, "host1": 10**9}},
-                 "hosts": ["host0", "host1"], "env": env or {}},
+        "id": run_id,
+        "status": "ok",
+        "error": None,
+        "samples": samples,
+        "params": params,
+        "meta": {
+            "cluster": {"name": "lab", "link_bps": {"host0": 10**9, "host1": 10**9}},
+            "hosts": ["host0", "host1"],
+            "env": env or {},
+        },
         "figures": pingpong.derive_for(0)(samples, None),
-    }  # fmt: skip
+    }
 
 
 TCP_POLL = record(1, "tcp", 6.0, 994.0, wait="poll")
@@ -158,8 +173,12 @@ def test_on_a_starved_machine_a_virtual_cluster_is_not_judged(monkeypatch):
 
 def test_net_pingpong_prints_the_flag_under_the_mpi_run_and_puts_it_in_its_json(monkeypatch):
     env = {"OMPI_MCA_btl_tcp_sndbuf": "4096", "OMPI_MCA_btl_tcp_rcvbuf": "4096"}
-    runs = iter([record(3, "mpi", 16.0, 91.0, mpi="openmpi", env=env),
-                 record(4, "mpi", 16.0, 81.0, mpi="openmpi", env=env)])  # fmt: skip
+    runs = iter(
+        [
+            record(3, "mpi", 16.0, 91.0, mpi="openmpi", env=env),
+            record(4, "mpi", 16.0, 81.0, mpi="openmpi", env=env),
+        ]
+    )
     store = FakeStore([TCP_POLL])
 
     def run_pingpong(cluster, store_, spec):
@@ -172,8 +191,17 @@ def test_net_pingpong_prints_the_flag_under_the_mpi_run_and_puts_it_in_its_json(
     monkeypatch.setattr(pingpong, "run_pingpongs", lambda c, s, spec, b: [run_pingpong(c, s, spec)])
     monkeypatch.setattr(pingpong, "run_pingpong", run_pingpong)
     monkeypatch.setattr(cli.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
-    args = SimpleNamespace(between=None, layer="mpi", mode="pingpong", mpi="openmpi",
-                           max_size="4M", nagle=False, timeout=None, wait="block", sockbuf=None)  # fmt: skip
+    args = SimpleNamespace(
+        between=None,
+        layer="mpi",
+        mode="pingpong",
+        mpi="openmpi",
+        max_size="4M",
+        nagle=False,
+        timeout=None,
+        wait="block",
+        sockbuf=None,
+    )
     out = cli.cmd_pingpong(args)
     lines = out.text.splitlines()
     assert lines[0].startswith("run 3: mpi (openmpi)") and "run 4: mpi (openmpi)" in out.text
@@ -193,8 +221,9 @@ def streams(rate, hosts=HOSTS):
     """The matrix's measurements with one-way streams only: rate(src, dst) in Mbit/s."""
     return [
         {"pair": [a, b], "one_way_mbps": {f"{a}>{b}": rate(a, b), f"{b}>{a}": rate(b, a)}}
-        for i, a in enumerate(hosts) for b in hosts[i + 1 :]
-    ]  # fmt: skip
+        for i, a in enumerate(hosts)
+        for b in hosts[i + 1 :]
+    ]
 
 
 def retest_with(rate):

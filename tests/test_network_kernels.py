@@ -142,10 +142,23 @@ def test_tcp_busy_poll_still_times_out_on_a_silent_peer() -> None:
     port = free_port()
     server = start_server(port)
     client = subprocess.Popen(
-        [str(TCP), "--connect", f"127.0.0.1:{port}", "--wait", "poll", "--io-timeout", "1",
-         "--max-size", "64K", "--point-time", "2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            str(TCP),
+            "--connect",
+            f"127.0.0.1:{port}",
+            "--wait",
+            "poll",
+            "--io-timeout",
+            "1",
+            "--max-size",
+            "64K",
+            "--point-time",
+            "2",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         time.sleep(1.0)  # connected and sweeping
         server.send_signal(signal.SIGSTOP)
@@ -273,8 +286,9 @@ def test_mpi_sweep_verifies(mode: str) -> None:
 
 
 @pytest.mark.parametrize("flavour", ["openmpi", "mpich"])
-@pytest.mark.parametrize("args", [["--mode", "blocking"], ["--mode", "bidir"],
-                                  ["--pairs-round-robin"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "args", [["--mode", "blocking"], ["--mode", "bidir"], ["--pairs-round-robin"]]
+)
 def test_mpi_corrupted_payload_fails_the_run(flavour: str, args: list[str]) -> None:
     if not MPI[flavour].is_file():
         pytest.skip(f"{flavour} kernels not built")
@@ -319,19 +333,36 @@ def test_mpi_impossible_sizes_rejected() -> None:
 @pytest.mark.parametrize(
     "kernel,args,line",
     [
-        ("ct-tcp-pingpong", ["--connect", "h:1", "--trials", "x"],
-         "--trials: expected an integer from 3 to 64, got 'x'"),
-        ("ct-tcp-pingpong", ["--connect", "h:1", "--wait", "spin"],
-         "--wait: expected one of block, poll, got 'spin'"),
-        ("ct-tcp-pingpong", ["--connect", "h:1", "--sockbuf", "4G"],
-         "--sockbuf: expected a byte count such as 4096, 64K or 8M (at most 2147483647), got '4G'"),
+        (
+            "ct-tcp-pingpong",
+            ["--connect", "h:1", "--trials", "x"],
+            "--trials: expected an integer from 3 to 64, got 'x'",
+        ),
+        (
+            "ct-tcp-pingpong",
+            ["--connect", "h:1", "--wait", "spin"],
+            "--wait: expected one of block, poll, got 'spin'",
+        ),
+        (
+            "ct-tcp-pingpong",
+            ["--connect", "h:1", "--sockbuf", "4G"],
+            "--sockbuf: expected a byte count such as 4096, 64K or 8M (at most 2147483647), got '4G'",
+        ),
         ("ct-tcp-pingpong", ["--server", "--port"], "--port needs a value (see --help)"),
         ("ct-tcp-pingpong", ["--server", "--fast"], "unknown option '--fast' (see --help)"),
-        ("ct-pvm-pingpong", ["--route", "moon"], "--route: expected one of direct, daemon, got 'moon'"),
-        ("ct-nfq-delay", ["70000", "50"], "QUEUE: expected an integer from 0 to 65535, got '70000'"),
+        (
+            "ct-pvm-pingpong",
+            ["--route", "moon"],
+            "--route: expected one of direct, daemon, got 'moon'",
+        ),
+        (
+            "ct-nfq-delay",
+            ["70000", "50"],
+            "QUEUE: expected an integer from 0 to 65535, got '70000'",
+        ),
         ("ct-nfq-delay", ["7"], "missing DELAY_US (see --help)"),
     ],
-)  # fmt: skip
+)
 def test_bad_arguments_name_flag_and_value(kernel: str, args: list[str], line: str) -> None:
     path = SERIAL / kernel
     if not path.is_file():

@@ -33,10 +33,11 @@ CONTRACT = ("latency_us", "bandwidth_mbps", "saturation_point_bytes", "n_half_by
 def fake_vcluster(rate_bps: int | None, hosts: int = 2, wire: str = "tbf") -> Cluster:
     """A cluster description only (nothing built): enough for the choices made up front."""
     return Cluster(
-        name="fake", sites=(Site("site0", "vcluster"),),
+        name="fake",
+        sites=(Site("site0", "vcluster"),),
         hosts=tuple(Host(f"host{i}", f"10.0.0.{i}", link_bps=rate_bps) for i in range(hosts)),
         extra={"wire": wire},
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------- no root
@@ -146,12 +147,22 @@ def _record(run_id: int, layer: str, latency_s: float, wait=None, mpi=None) -> d
     """A stored ping-pong record as the report reads it: t = L + s / (1 Gbit/s)."""
     samples = [{"size": s, "t_min_s": latency_s + s * 8 / 1e9} for s in (1, 64, 1 << 20, 4 << 20)]
     return {
-        "id": run_id, "status": "ok", "samples": samples,
-        "params": {"command": "pingpong", "layer": layer, "mode": "pingpong", "mpi": mpi,
-                   "between": ["host0", "host1"], "sockbuf": None, "nagle": False, "wait": wait},
+        "id": run_id,
+        "status": "ok",
+        "samples": samples,
+        "params": {
+            "command": "pingpong",
+            "layer": layer,
+            "mode": "pingpong",
+            "mpi": mpi,
+            "between": ["host0", "host1"],
+            "sockbuf": None,
+            "nagle": False,
+            "wait": wait,
+        },
         "meta": {"cluster": {"name": "lab", "link_bps": {}}, "hosts": ["host0", "host1"]},
         "figures": {"bandwidth_min_size_bytes": 0, "latency_us": latency_s * 1e6},
-    }  # fmt: skip
+    }
 
 
 def test_overhead_table_gives_both_tcp_baselines_and_names_the_like_for_like_one():
@@ -257,8 +268,9 @@ def test_a_paced_wire_is_never_outrun(make_vcluster, store):
     An upper bound only: a busy machine slows the wire, it cannot speed it up."""
     cluster = make_vcluster(hosts=2, link_bps=100 * MBIT, wire="paced")
     assert sorted(vcluster.load_state(cluster.name)["delay_pids"]) == ["host0", "host1"]
-    spec = pingpong.PingpongSpec("tcp", "host0", "host1", max_size=1 << 20,
-                                 extra_args=("--perturbation", "0"))  # fmt: skip
+    spec = pingpong.PingpongSpec(
+        "tcp", "host0", "host1", max_size=1 << 20, extra_args=("--perturbation", "0")
+    )
     record = pingpong.run_pingpong(cluster, store, spec)
     assert record["status"] == "ok", record["error"]
     curve = analysis.curve_from_points(record["samples"])
@@ -297,8 +309,19 @@ def test_unreachable_host_is_a_user_error_in_bounded_time(make_vcluster, tmp_pat
     cluster = make_vcluster(hosts=2, link_bps=10**9)
     netns.run("ip", "-n", cluster.host("host1").namespace, "link", "set", "eth0", "down")
     start = time.monotonic()
-    out = cli("net", "pingpong", "--cluster", cluster.name, "--between", "host0,host1",
-              "--max-size", "4M", "--db", str(tmp_path / "r.db"), timeout=120)  # fmt: skip
+    out = cli(
+        "net",
+        "pingpong",
+        "--cluster",
+        cluster.name,
+        "--between",
+        "host0,host1",
+        "--max-size",
+        "4M",
+        "--db",
+        str(tmp_path / "r.db"),
+        timeout=120,
+    )
     assert time.monotonic() - start < 60
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
@@ -318,16 +341,21 @@ def test_pvm_pingpong_across_two_virtual_hosts_leaves_no_daemon(make_vcluster, s
     assert record["status"] == "ok", record["error"]
     assert record["kernel"] == pingpong.PVM_KERNEL and record["verification"] == "passed"
     assert record["figures"]["latency_us"] > 0 and record["figures"]["bandwidth_mbps"] > 0
-    faulty = pingpong.PingpongSpec("pvm", "host0", "host1", max_size=64 << 10,
-                                   extra_args=("--inject-fault",))  # fmt: skip
+    faulty = pingpong.PingpongSpec(
+        "pvm", "host0", "host1", max_size=64 << 10, extra_args=("--inject-fault",)
+    )
     failed = pingpong.run_pingpong(cluster, store, faulty)
     assert (failed["status"], failed["verification"]) == ("failed", "failed")
     for host in ("host0", "host1"):
         assert not _pids_in_netns(cluster.host(host).namespace, "pvmd"), "a pvmd was left running"
     # each machine's work directory, named in its pvmd's command, is gone; only these two are
     # checked: another run on this machine (a second clone's suite, make demo) may hold its own
-    workdirs = {Path(found) for r in (record, failed) for argv in r["meta"]["commands"]
-                for found in re.findall(r"/tmp/clustertune-pvm-[^/\s'\"]+", " ".join(argv))}  # fmt: skip
+    workdirs = {
+        Path(found)
+        for r in (record, failed)
+        for argv in r["meta"]["commands"]
+        for found in re.findall(r"/tmp/clustertune-pvm-[^/\s'\"]+", " ".join(argv))
+    }
     assert len(workdirs) == 2, workdirs
     assert not [d for d in workdirs if d.exists()]
 
@@ -398,12 +426,20 @@ def test_corrupted_payload_is_stored_failed_by_pingpong_and_matrix(
     [
         ({"h2"}, ["h2"], "no TCP connection with h0, h1, h3, left out of the matrix"),
         ({"h0"}, ["h0"], "suspect h0's NIC or cable, or h0 is down"),  # the first host too
-        ({"h1", "h3"}, ["h3", "h1"], "no TCP connection with h0, h2, h3, left out of the "
-                                     "matrix — suspect h1's NIC or cable, or h1 is down"),
-        ({("h1", "h3")}, ["h3"], "no TCP connection with h1, left out of the matrix — "
-                                 "suspect the route between them (h3 reaches the other hosts)"),
+        (
+            {"h1", "h3"},
+            ["h3", "h1"],
+            "no TCP connection with h0, h2, h3, left out of the "
+            "matrix — suspect h1's NIC or cable, or h1 is down",
+        ),
+        (
+            {("h1", "h3")},
+            ["h3"],
+            "no TCP connection with h1, left out of the matrix — "
+            "suspect the route between them (h3 reaches the other hosts)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_reachability_leaves_out_what_cannot_be_reached(monkeypatch, broken, left_out, wording):
     """A dead host fails its check with every other host and is left out, named; of a pair
     that fails while both reach the others (a cable), the later host is left out.
@@ -428,9 +464,11 @@ def test_reachability_leaves_out_what_cannot_be_reached(monkeypatch, broken, lef
 
 @pytest.mark.parametrize(
     "flaky, flagged",
-    [({"h2"}, [("h2", None)]),  # h2's link was down during the first checks
-     ({("h1", "h3")}, [(None, ["h1", "h3"])])],  # one cable
-)  # fmt: skip
+    [
+        ({"h2"}, [("h2", None)]),  # h2's link was down during the first checks
+        ({("h1", "h3")}, [(None, ["h1", "h3"])]),
+    ],  # one cable
+)
 def test_reachability_names_a_link_that_fails_then_passes_and_leaves_nobody_out(
     monkeypatch, flaky, flagged
 ):
@@ -476,8 +514,20 @@ def test_mpi_matrix_leaves_an_unreachable_host_out_in_bounded_time(make_vcluster
     netns.run("ip", "-n", cluster.host("host2").namespace, "link", "set", "eth0", "down")
     for mpi in ("openmpi", "mpich"):
         start = time.monotonic()
-        out = cli("net", "matrix", "--cluster", cluster.name, "--layer", "mpi", "--mpi", mpi,
-                  "--json", "--db", str(tmp_path / "r.db"), timeout=180)  # fmt: skip
+        out = cli(
+            "net",
+            "matrix",
+            "--cluster",
+            cluster.name,
+            "--layer",
+            "mpi",
+            "--mpi",
+            mpi,
+            "--json",
+            "--db",
+            str(tmp_path / "r.db"),
+            timeout=180,
+        )
         assert time.monotonic() - start < 40, mpi
         assert out.returncode == 1, out.stderr
         doc = json.loads(out.stdout)

@@ -21,27 +21,51 @@ MPIS = ("openmpi", "mpich")
 
 def synthetic(verified: bool, **figures) -> dict:
     f = {
-        "benchmark": "LU", "class": "A", "np": 4, "name": "LU.A.4", "size": [64, 64, 64],
-        "iterations": 250, "time_s": 10.0, "mops_total": 11424.13, "mops_per_process": 2856.03,
-        "op_type": "floating point", "verified": verified, "compared": [
-            {"name": "xcr1", "value": 779.02, "reference": 779.021, "rel_error": 1.3e-6,
-             "passed": verified},
+        "benchmark": "LU",
+        "class": "A",
+        "np": 4,
+        "name": "LU.A.4",
+        "size": [64, 64, 64],
+        "iterations": 250,
+        "time_s": 10.0,
+        "mops_total": 11424.13,
+        "mops_per_process": 2856.03,
+        "op_type": "floating point",
+        "verified": verified,
+        "compared": [
+            {
+                "name": "xcr1",
+                "value": 779.02,
+                "reference": 779.021,
+                "rel_error": 1.3e-6,
+                "passed": verified,
+            },
             {"name": "xci", "value": None, "reference": 26.03, "rel_error": None, "passed": False},
         ],
-        "comp_time_s": 9.0, "comm_time_s": 1.0, "messages_per_iteration": 1234,
+        "comp_time_s": 9.0,
+        "comm_time_s": 1.0,
+        "messages_per_iteration": 1234,
         "bytes_per_iteration": 56789,
-    } | figures  # fmt: skip
+    } | figures
     return {
-        "id": 3, "kernel": "ct-npb-lu", "level": "npb", "status": "ok" if verified else "failed",
-        "verification": "passed" if verified else "failed", "figures": f,
-        "detail": {"mpi_library": "Open MPI v4.1.4, package: Debian OpenMPI"}, "error": None,
+        "id": 3,
+        "kernel": "ct-npb-lu",
+        "level": "npb",
+        "status": "ok" if verified else "failed",
+        "verification": "passed" if verified else "failed",
+        "figures": f,
+        "detail": {"mpi_library": "Open MPI v4.1.4, package: Debian OpenMPI"},
+        "error": None,
         "meta": {"mpi": {"flavour": "openmpi"}, "cluster": {"name": "vc"}, "np": 4},
-    }  # fmt: skip
+    }
 
 
 def block_of(text: str) -> dict[str, str]:
-    return {ln.split("=")[0].strip(): ln.split("=", 1)[1].strip() for ln in text.splitlines()
-            if "=" in ln}  # fmt: skip
+    return {
+        ln.split("=")[0].strip(): ln.split("=", 1)[1].strip()
+        for ln in text.splitlines()
+        if "=" in ln
+    }
 
 
 def test_npb_text_is_rendered_from_the_record() -> None:
@@ -71,8 +95,9 @@ def test_a_failed_run_shows_no_time_or_rate() -> None:
 
 
 def test_section_draws_per_process_rates_and_the_paper() -> None:
-    records = [synthetic(True, np=n, mops_per_process=100.0 / n, name=f"LU.A.{n}")
-               for n in (1, 2, 4)] + [synthetic(False, np=8, mops_total=777.77, time_s=6.54)]  # fmt: skip
+    records = [
+        synthetic(True, np=n, mops_per_process=100.0 / n, name=f"LU.A.{n}") for n in (1, 2, 4)
+    ] + [synthetic(False, np=8, mops_total=777.77, time_s=6.54)]
     lines = section.series(records)
     assert lines == {("LU.A", "openmpi", "vc"): {1: 100.0, 2: 50.0, 4: 25.0}}  # failed left out
     html = section.render(records)
@@ -236,9 +261,16 @@ def test_bench_script_reads_both_outputs() -> None:
     assert bench.parse_npb(official) == {"time_s": 10.44, "mops": 11424.13, "verified": True}
     failed = official.replace("  SUCCESSFUL", "UNSUCCESSFUL")
     assert bench.parse_npb(failed)["verified"] is False
-    ours = 'noise\n{"type":"result","verification":"failed","figures":{"time_s":2.0,' \
-           '"mops_total":5.5,"verified":false}}\n'  # fmt: skip
+    ours = (
+        'noise\n{"type":"result","verification":"failed","figures":{"time_s":2.0,'
+        '"mops_total":5.5,"verified":false}}\n'
+    )
     assert bench.parse_ours(ours) == {"time_s": 2.0, "mops": 5.5, "verified": False}
-    s = bench.summary([{"mops": 3.0, "verified": True}, {"mops": 9.0, "verified": False},
-                       {"mops": 5.0, "verified": True}])  # fmt: skip
+    s = bench.summary(
+        [
+            {"mops": 3.0, "verified": True},
+            {"mops": 9.0, "verified": False},
+            {"mops": 5.0, "verified": True},
+        ]
+    )
     assert (s["best"], s["median"], s["all_verified"]) == (5.0, 4.0, False)

@@ -22,10 +22,20 @@ LAUNCHERS = {
     "openmpi": ["mpirun.openmpi", "--oversubscribe", "--mca", "mpi_yield_when_idle", "1", "-np"],
     "mpich": ["mpiexec.mpich", "-n"],
 }
-S_XCR = [1.7034283709541311e-01, 1.2975252070034097e-02, 3.2527926989486055e-02,
-         2.6436421275166801e-02, 1.9211784131744430e-01]  # fmt: skip
-S_XCE = [4.9976913345811579e-04, 4.5195666782961927e-05, 7.3973765172921357e-05,
-         7.3821238632439731e-05, 8.9269630987491446e-04]  # fmt: skip
+S_XCR = [
+    1.7034283709541311e-01,
+    1.2975252070034097e-02,
+    3.2527926989486055e-02,
+    2.6436421275166801e-02,
+    1.9211784131744430e-01,
+]
+S_XCE = [
+    4.9976913345811579e-04,
+    4.5195666782961927e-05,
+    7.3973765172921357e-05,
+    7.3821238632439731e-05,
+    8.9269630987491446e-04,
+]
 
 
 def binary(mpi: str) -> Path:
@@ -129,19 +139,25 @@ def test_injected_fault_fails_verification(mpi: str, np_: int) -> None:
 def test_check_only_names_the_allowed_counts() -> None:
     exe = str(binary("openmpi"))
     for np_ in (1, 4, 9, 16):
-        ok = subprocess.run([exe, "--class", "S", "--check-only", "--np", str(np_)],
-                            capture_output=True, text=True)  # fmt: skip
+        ok = subprocess.run(
+            [exe, "--class", "S", "--check-only", "--np", str(np_)], capture_output=True, text=True
+        )
         assert ok.returncode == 0 and ok.stdout == ok.stderr == "", ok
-    for cls, np_, counts in (("S", 2, "1, 4, 9, 16 ranks"), ("S", 25, "1, 4, 9, 16 ranks"),
-                             ("W", 5, "1, 4, 9, 16, 25, 36, 49, 64 ranks")):  # fmt: skip
-        bad = subprocess.run([exe, "--class", cls, "--check-only", "--np", str(np_)],
-                             capture_output=True, text=True)  # fmt: skip
+    for cls, np_, counts in (
+        ("S", 2, "1, 4, 9, 16 ranks"),
+        ("S", 25, "1, 4, 9, 16 ranks"),
+        ("W", 5, "1, 4, 9, 16, 25, 36, 49, 64 ranks"),
+    ):
+        bad = subprocess.run(
+            [exe, "--class", cls, "--check-only", "--np", str(np_)], capture_output=True, text=True
+        )
         assert bad.returncode == 2 and bad.stdout == "", bad
         lines = bad.stderr.strip().splitlines()
         assert len(lines) == 1 and f"--np {np_}: BT.{cls} runs on {counts}" in lines[0], lines
         assert "square" in lines[0]
-    bad = subprocess.run([exe, "--class", "E", "--check-only", "--np", "4"],
-                         capture_output=True, text=True)  # fmt: skip
+    bad = subprocess.run(
+        [exe, "--class", "E", "--check-only", "--np", "4"], capture_output=True, text=True
+    )
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "--class" in bad.stderr
 

@@ -27,9 +27,13 @@ L4 = (4, 4, 4, 4)
 def qcd(store, np: int = 1, grid=(1, 1, 1, 1), mpi: str = "openmpi", **spec) -> dict:
     spec.setdefault("sweeps", 3)
     return run.run_qcd(
-        local_cluster(), store, run.QcdSpec(lattice=spec.pop("lattice", L4), grid=grid, **spec),
-        np=np, mpi=mpi, timeout=120,
-    )  # fmt: skip
+        local_cluster(),
+        store,
+        run.QcdSpec(lattice=spec.pop("lattice", L4), grid=grid, **spec),
+        np=np,
+        mpi=mpi,
+        timeout=120,
+    )
 
 
 def test_cold_start_is_exactly_one_and_every_check_passes(store) -> None:
@@ -173,8 +177,10 @@ def test_checkpoint_and_resume_continue_the_series_bit_for_bit(store, tmp_path) 
     second = qcd(store, 4, (2, 1, 1, 2), sweeps=3, resume=str(ckpt))
     assert first["status"] == second["status"] == "ok", (first["error"], second["error"])
     assert second["figures"]["plaquette_sweeps"] == [4, 5, 6]
-    assert (first["figures"]["plaquette_series"] + second["figures"]["plaquette_series"]
-            == whole["figures"]["plaquette_series"])  # fmt: skip
+    assert (
+        first["figures"]["plaquette_series"] + second["figures"]["plaquette_series"]
+        == whole["figures"]["plaquette_series"]
+    )
     assert second["figures"]["plaquette_start"] == first["figures"]["plaquette"]
 
     data = bytearray(ckpt.read_bytes())  # one flipped byte in the links: refused
@@ -195,9 +201,11 @@ def test_corrupted_halo_message_fails_the_run(store) -> None:
 
 @pytest.mark.parametrize(
     "beta,expected,tol",
-    [(1.0, 1.0 / 18 + 1.0 / 216, 0.004),  # strong coupling: beta/18 + beta^2/216
-     (20.0, 0.8969, 0.003)],  # weak coupling, shared/research/npb-qcd.md section 7 (4^4)
-)  # fmt: skip
+    [
+        (1.0, 1.0 / 18 + 1.0 / 216, 0.004),  # strong coupling: beta/18 + beta^2/216
+        (20.0, 0.8969, 0.003),
+    ],  # weak coupling, shared/research/npb-qcd.md section 7 (4^4)
+)
 def test_heat_bath_matches_the_coupling_expansions(store, beta, expected, tol) -> None:
     r = qcd(store, sweeps=40, beta=beta, start="hot", seed=2, or_steps=1)
     assert r["verification"] == "passed"
@@ -208,17 +216,23 @@ def test_heat_bath_matches_the_coupling_expansions(store, beta, expected, tol) -
 
 @pytest.mark.parametrize(
     "args,says",
-    [(["--np", "2", "--grid", "3x1x1x1"], "--grid: 3 processes in direction x do not divide"),
-     (["--np", "2", "--grid", "2x2x1x1"], "--grid: 2x2x1x1 is 4 processes, the job has 2"),
-     (["--np", "1", "--lattice", "4x4x4x6x"], "--lattice: expected four positive extents"),
-     (["--np", "2", "--lattice", "4x4x4x5", "--grid", "2x1x1x1"], "direction t is odd"),
-     (["--np", "1", "--beta", "0"], "--beta: must be > 0"),
-     (["--np", "1", "--inject-fault"], "--inject-fault"),
-     (["--np", "3", "--lattice", "4x4x4x4"], "--np: no np1xnp2xnp3xnp4 grid of 3")],
-)  # fmt: skip
+    [
+        (["--np", "2", "--grid", "3x1x1x1"], "--grid: 3 processes in direction x do not divide"),
+        (["--np", "2", "--grid", "2x2x1x1"], "--grid: 2x2x1x1 is 4 processes, the job has 2"),
+        (["--np", "1", "--lattice", "4x4x4x6x"], "--lattice: expected four positive extents"),
+        (["--np", "2", "--lattice", "4x4x4x5", "--grid", "2x1x1x1"], "direction t is odd"),
+        (["--np", "1", "--beta", "0"], "--beta: must be > 0"),
+        (["--np", "1", "--inject-fault"], "--inject-fault"),
+        (["--np", "3", "--lattice", "4x4x4x4"], "--np: no np1xnp2xnp3xnp4 grid of 3"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, says, capsys, tmp_path) -> None:
-    assert cli.main(["qcd", "--lattice", "4x4x4x4", *args] if "--lattice" not in args
-                    else ["qcd", *args]) == 2  # fmt: skip
+    assert (
+        cli.main(
+            ["qcd", "--lattice", "4x4x4x4", *args] if "--lattice" not in args else ["qcd", *args]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0]
 
@@ -226,14 +240,22 @@ def test_bad_input_is_one_line_and_exit_2(args, says, capsys, tmp_path) -> None:
 def test_resume_refuses_another_beta(store, tmp_path, capsys) -> None:
     ckpt = tmp_path / "c.ckpt"
     assert qcd(store, sweeps=1, checkpoint=str(ckpt))["status"] == "ok"
-    assert cli.main(["qcd", "--np", "1", "--lattice", "4x4x4x4", "--resume", str(ckpt),
-                     "--beta", "5.7"]) == 2  # fmt: skip
+    assert (
+        cli.main(
+            ["qcd", "--np", "1", "--lattice", "4x4x4x4", "--resume", str(ckpt), "--beta", "5.7"]
+        )
+        == 2
+    )
     assert "a resumed run must keep them" in capsys.readouterr().err
 
 
 def test_decompositions_follow_the_papers_table_2() -> None:
     assert study.decompositions(16, (16,) * 4, [1, 2, 3, 4]) == {
-        1: (16, 1, 1, 1), 2: (4, 4, 1, 1), 3: (4, 2, 2, 1), 4: (2, 2, 2, 2)}  # fmt: skip
+        1: (16, 1, 1, 1),
+        2: (4, 4, 1, 1),
+        3: (4, 2, 2, 1),
+        4: (2, 2, 2, 2),
+    }
     assert study.decompositions(32, (64, 32, 32, 32), [1, 4]) == {1: (32, 1, 1, 1), 4: (4, 2, 2, 2)}
     # no table for 4 processes: the least halo surface with that many split directions
     assert study.decompositions(4, (8,) * 4, [1, 2, 3]) == {1: (4, 1, 1, 1), 2: (2, 2, 1, 1)}
@@ -243,11 +265,13 @@ def test_decompositions_follow_the_papers_table_2() -> None:
 
 
 def test_study_and_report_section(store) -> None:
-    records = study.run_study(local_cluster(), store, np=2, mpi="openmpi", lattice=L4,
-                              dims=[1, 2], sweeps=2)  # fmt: skip
+    records = study.run_study(
+        local_cluster(), store, np=2, mpi="openmpi", lattice=L4, dims=[1, 2], sweeps=2
+    )
     assert [r["params"]["grid"] for r in records] == [[2, 1, 1, 1]]  # 2 ranks: only 1-D
-    more = study.run_study(local_cluster(), store, np=4, mpi="openmpi", lattice=L4,
-                           dims=[1, 2], sweeps=2)  # fmt: skip
+    more = study.run_study(
+        local_cluster(), store, np=4, mpi="openmpi", lattice=L4, dims=[1, 2], sweeps=2
+    )
     assert study.series_identical(more) is True
     rows = study.rows(more)
     assert [r["dims"] for r in rows] == [1, 2] and all(r["messages_per_sweep"] > 0 for r in rows)
@@ -284,8 +308,9 @@ def test_study_across_virtual_hosts(store, make_vcluster) -> None:
     from clustertune.levels.qcd import demo
 
     cluster = make_vcluster(hosts=2, link_bps=1_000_000_000)
-    records = study.run_study(cluster, store, np=4, mpi="openmpi", lattice=L4, dims=[1, 2],
-                              sweeps=2, seed=11)  # fmt: skip
+    records = study.run_study(
+        cluster, store, np=4, mpi="openmpi", lattice=L4, dims=[1, 2], sweeps=2, seed=11
+    )
     alone = qcd(store, 1, sweeps=2, start="hot", seed=11)
     assert all(r["status"] == "ok" for r in records)
     assert records[0]["figures"]["plaquette_series"] == alone["figures"]["plaquette_series"]

@@ -36,8 +36,17 @@ def test_milc_output_and_input() -> None:
     assert t == pytest.approx(9.448433)
     assert plaq == pytest.approx([(1.786162 + 1.778098) / 6, (1.782476 + 1.779822) / 6])
     text = b.milc_input((8, 8, 8, 16), 5.7, 20, 30, 9)
-    for line in ("nx 8", "nt 16", "beta 5.7", "warms 20", "trajecs 30",
-                 "steps_per_trajectory 4", "qhb_steps 1", "fresh", "iseed 9"):  # fmt: skip
+    for line in (
+        "nx 8",
+        "nt 16",
+        "beta 5.7",
+        "warms 20",
+        "trajecs 30",
+        "steps_per_trajectory 4",
+        "qhb_steps 1",
+        "fresh",
+        "iseed 9",
+    ):
         assert line in text.splitlines()
     with pytest.raises(RuntimeError):
         b.parse_milc("GMES 1 2 3 4 5\n")  # no time line: the run did not finish
@@ -46,7 +55,10 @@ def test_milc_output_and_input() -> None:
 def test_rotation_puts_each_program_first_in_turn() -> None:
     b = bench()
     assert [b.rotation(["milc", "ours"], i) for i in range(3)] == [
-        ["milc", "ours"], ["ours", "milc"], ["milc", "ours"]]  # fmt: skip
+        ["milc", "ours"],
+        ["ours", "milc"],
+        ["milc", "ours"],
+    ]
     three = [b.rotation(["milc", "ours", "baseline"], i) for i in range(3)]
     assert [r[0] for r in three] == ["milc", "ours", "baseline"]
     assert all(sorted(r) == ["baseline", "milc", "ours"] for r in three)
@@ -63,6 +75,10 @@ def test_compare_pairs_the_runs_of_a_round() -> None:
 def test_baseline_must_be_an_executable(tmp_path) -> None:
     import subprocess
 
-    out = subprocess.run([sys.executable, str(BENCH), "--baseline", str(tmp_path / "none")],
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, str(BENCH), "--baseline", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 2 and "--baseline" in out.stderr

@@ -20,8 +20,10 @@ from clustertune.levels.qcd import section as qcd_section
 
 
 def timed(*ratios: float, wall: float = 10.0) -> dict:
-    times = [{"rank": k, "host": f"host{k}", "wall_s": wall, "cpu_s": r * wall}
-             for k, r in enumerate(ratios)]  # fmt: skip
+    times = [
+        {"rank": k, "host": f"host{k}", "wall_s": wall, "cpu_s": r * wall}
+        for k, r in enumerate(ratios)
+    ]
     return {"id": 7, "kernel": "ct-npb-lu", "detail": {"rank_times": times}}
 
 

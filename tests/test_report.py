@@ -47,8 +47,10 @@ def test_report_links_the_studies_of_its_runs(store, tmp_path, monkeypatch):
     assert html.index("id='studies'") < html.index("<h2>All runs</h2>")
     section = html[html.index("id='studies'") : html.index("<h2>All runs</h2>")]
     links = re.findall(r"<a href='([^']+)'>([^<]+)</a>", section)
-    assert links == [("clustertune-study-beowulf-tuning.html", "beowulf-tuning"),
-                     ("clustertune-study-npb-qcd-quick.html", "npb-qcd")]  # fmt: skip
+    assert links == [
+        ("clustertune-study-beowulf-tuning.html", "beowulf-tuning"),
+        ("clustertune-study-npb-qcd-quick.html", "npb-qcd"),
+    ]
     rows = re.findall(r"<tr><td><a[^>]*>([^<]+)</a></td>((?:<td>[^<]*</td>)+)</tr>", section)
     cells = {name: re.findall(r"<td>([^<]*)</td>", rest) for name, rest in rows}
     # variant, title, points, runs, runs not ok
@@ -81,8 +83,9 @@ def test_study_names_are_escaped_in_links(store):
     ("stop", "code"),
     [(None, 1), (UserError("no such host"), 2), (Interrupted(signal.SIGTERM), 128 + 15)],
 )
-def test_demo_reports_what_was_stored_also_when_a_level_stops(tmp_path, monkeypatch, capsys,
-                                                              stop, code):  # fmt: skip
+def test_demo_reports_what_was_stored_also_when_a_level_stops(
+    tmp_path, monkeypatch, capsys, stop, code
+):
     """A level that fails or is interrupted still gets the report of the levels before it
     and of its own runs stored until then (not of runs stored before the demo), and the
     exit status stays the failure's."""
@@ -248,8 +251,11 @@ def _matrix(store: Store, flagged: list[dict]) -> int:
     record = new_record(
         "network", "ct-tcp-pingpong", local_cluster(), {"command": "matrix", "layer": "tcp"}, hosts
     )
-    record["figures"] = {"hosts": hosts, "flagged": flagged, "bandwidth_mbps": [
-        [None, 940.0, 480.0], [940.0, None, 470.0], [480.0, 470.0, None]]}  # fmt: skip
+    record["figures"] = {
+        "hosts": hosts,
+        "flagged": flagged,
+        "bandwidth_mbps": [[None, 940.0, 480.0], [940.0, None, 470.0], [480.0, 470.0, None]],
+    }
     return store.save(_finished(record, "lab", "ok"))
 
 

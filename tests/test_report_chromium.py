@@ -82,11 +82,21 @@ def render(path: Path, tmp_path: Path) -> dict:
     assert "<script" not in text  # the probe below is the only script
     probe.write_text(text.replace("<head>", "<head>" + PROBE))
     done = subprocess.run(
-        [CHROMIUM, "--headless", "--disable-gpu", "--no-sandbox", "--no-first-run",
-         f"--user-data-dir={tmp_path / 'chromium-profile'}", "--window-size=1400,900",
-         "--dump-dom", probe.as_uri()],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            CHROMIUM,
+            "--headless",
+            "--disable-gpu",
+            "--no-sandbox",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'chromium-profile'}",
+            "--window-size=1400,900",
+            "--dump-dom",
+            probe.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     found = re.search(r'<pre id="ct-check">(.*?)</pre>', done.stdout, re.S)
     assert found, f"chromium rc {done.returncode}, no probe output: {done.stderr[-2000:]}"
     return json.loads(html.unescape(found.group(1)))
@@ -104,8 +114,10 @@ def test_report_and_study_page_render_in_chromium(store, tmp_path):
     site.mkdir()
     main = site / "clustertune-report.html"
     main.write_text(report.build(store, ids))
-    stored = sorted((r for rs in execute.stored(store, study.name, True).values() for r in rs),
-                    key=lambda r: r["id"])  # fmt: skip
+    stored = sorted(
+        (r for rs in execute.stored(store, study.name, True).values() for r in rs),
+        key=lambda r: r["id"],
+    )
     study_page = site / report.study_page(study.name, "quick")
     study_page.write_text(page.build(study, stored))
 

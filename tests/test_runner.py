@@ -74,11 +74,17 @@ def test_failed_verification_is_failed_even_with_numbers(store):
 def test_a_job_killed_by_a_signal_names_what_the_launcher_said(store):
     """MPICH's hydra reports a rank's death by a signal on stdout (exit status = the signal,
     e.g. 1 for SIGHUP), not on stderr: this was MPICH's own text."""
-    hydra = "\n".join([
-        "", "=" * 83, "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
-        "=   PID 28326 RUNNING AT vm", "=   EXIT CODE: 1", "=" * 83,
-        "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Hangup (signal 1)",
-    ])  # fmt: skip
+    hydra = "\n".join(
+        [
+            "",
+            "=" * 83,
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+            "=   PID 28326 RUNNING AT vm",
+            "=   EXIT CODE: 1",
+            "=" * 83,
+            "YOUR APPLICATION TERMINATED WITH THE EXIT STRING: Hangup (signal 1)",
+        ]
+    )
     r = finished(store, completed(lines(sample(size=1)) + hydra, returncode=1))
     assert r["status"] == "incomplete"
     assert r["error"].startswith("exit status 1; the launcher said: ")
@@ -170,8 +176,10 @@ def test_user_error_before_any_launch_stores_nothing(store):
 
 
 def test_interrupted_run_is_stored_interrupted_with_its_samples(store):
-    with pytest.raises(KeyboardInterrupt), Run(local_cluster(), store, level="probe",
-                                               kernel="k") as run:  # fmt: skip
+    with (
+        pytest.raises(KeyboardInterrupt),
+        Run(local_cluster(), store, level="probe", kernel="k") as run,
+    ):
         run.add("sweep", completed(lines(sample(size=1), sample(size=2))))
         raise KeyboardInterrupt
     (r,) = store.list()
@@ -180,13 +188,22 @@ def test_interrupted_run_is_stored_interrupted_with_its_samples(store):
 
 
 def test_environment_knobs_of_kernels_blas_and_mpi_are_all_recorded(monkeypatch):
-    for name, value in {"CT_LINPACK_CHUNK": "1024", "OMPI_MCA_btl": "self,tcp",
-                        "UCX_RNDV_THRESH": "8k", "OPENBLAS_CORETYPE": "Haswell",
-                        "HOME": "/root"}.items():  # fmt: skip
+    for name, value in {
+        "CT_LINPACK_CHUNK": "1024",
+        "OMPI_MCA_btl": "self,tcp",
+        "UCX_RNDV_THRESH": "8k",
+        "OPENBLAS_CORETYPE": "Haswell",
+        "HOME": "/root",
+    }.items():
         monkeypatch.setenv(name, value)
     knobs = env_knobs({"LD_LIBRARY_PATH": "/usr/lib/x86_64-linux-gnu/blis-openmp"})
-    for name in ("CT_LINPACK_CHUNK", "OMPI_MCA_btl", "UCX_RNDV_THRESH", "OPENBLAS_CORETYPE",
-                 "LD_LIBRARY_PATH"):  # fmt: skip
+    for name in (
+        "CT_LINPACK_CHUNK",
+        "OMPI_MCA_btl",
+        "UCX_RNDV_THRESH",
+        "OPENBLAS_CORETYPE",
+        "LD_LIBRARY_PATH",
+    ):
         assert name in knobs
     assert "HOME" not in knobs
 
@@ -208,8 +225,10 @@ def test_service_is_ready_on_its_line_and_its_output_is_collected():
 
 
 def test_service_that_never_gets_ready_is_a_user_error_quoting_it():
-    refused = service([PY, "-c", "import sys; sys.exit('address already in use')"],
-                      ready=re.compile(rb"listening"))  # fmt: skip
+    refused = service(
+        [PY, "-c", "import sys; sys.exit('address already in use')"],
+        ready=re.compile(rb"listening"),
+    )
     with pytest.raises(UserError, match="cannot start .*address already in use"), refused:
         pass
     begin = time.monotonic()

@@ -53,8 +53,12 @@ def test_loopback_runs_the_grid_sites_slurm_conf(tmp_path):
     """The loopback Slurm these tests stand up is configured as a virtual grid's site is
     (a copy of the settings had drifted: SlurmdTimeout 30 here, 10 there); only where it
     runs differs: names, addresses, ports and paths."""
-    site = {"name": "site0", "dir": str(tmp_path / "grid"), "head": "host0",
-            "hosts": [{"name": "host0", "address": "10.213.0.10"}]}  # fmt: skip
+    site = {
+        "name": "site0",
+        "dir": str(tmp_path / "grid"),
+        "head": "host0",
+        "hosts": [{"name": "host0", "address": "10.213.0.10"}],
+    }
     Path(site["dir"]).mkdir()
     grid_slurm.write_conf("g", site, 2)
     loop = slurm_loopback.SlurmLoopback(tmp_path / "loop")
@@ -69,9 +73,22 @@ def test_loopback_runs_the_grid_sites_slurm_conf(tmp_path):
     assert settings(loop.conf) == settings(grid_slurm.conf_path(site))
 
 
-PLACE = {"ClusterName", "SlurmctldHost", "SlurmctldPort", "SlurmdPort", "AuthInfo",
-         "StateSaveLocation", "SlurmdSpoolDir", "TmpFS", "SlurmctldPidFile", "SlurmdPidFile",
-         "SlurmctldLogFile", "SlurmdLogFile", "NodeName", "PartitionName"}  # fmt: skip
+PLACE = {
+    "ClusterName",
+    "SlurmctldHost",
+    "SlurmctldPort",
+    "SlurmdPort",
+    "AuthInfo",
+    "StateSaveLocation",
+    "SlurmdSpoolDir",
+    "TmpFS",
+    "SlurmctldPidFile",
+    "SlurmdPidFile",
+    "SlurmctldLogFile",
+    "SlurmdLogFile",
+    "NodeName",
+    "PartitionName",
+}
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +117,15 @@ def command(pid: int) -> str:
 def test_probe_through_srun(slurm, cluster_file, store, mpi):
     cluster = resolve_cluster(str(cluster_file))
     record = runner.run_kernel(
-        cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi, env=MPI_ENV[mpi],
+        cluster,
+        store,
+        level="probe",
+        kernel="ct-probe",
+        np=4,
+        mpi=mpi,
+        env=MPI_ENV[mpi],
         timeout=30,
-    )  # fmt: skip
+    )
     assert (record["status"], record["verification"]) == ("ok", "passed"), record["error"]
     assert record["figures"]["ranks"] == 4
     assert record["meta"]["commands"][0][0] == "srun"
@@ -117,9 +140,16 @@ def test_hung_job_is_killed_and_leaves_nothing(slurm, cluster_file, store, mpi):
     cluster = resolve_cluster(str(cluster_file))
     begin = time.monotonic()
     record = runner.run_kernel(
-        cluster, store, level="probe", kernel="ct-probe", np=4, mpi=mpi, args=["--hang"],
-        env=MPI_ENV[mpi], timeout=5,
-    )  # fmt: skip
+        cluster,
+        store,
+        level="probe",
+        kernel="ct-probe",
+        np=4,
+        mpi=mpi,
+        args=["--hang"],
+        env=MPI_ENV[mpi],
+        timeout=5,
+    )
     assert time.monotonic() - begin < 15
     assert record["status"] == "failed" and "time" in (record["error"] or "").lower()
     assert store.get(record["id"])["status"] == "failed"
@@ -143,8 +173,19 @@ def test_run_on_host_through_srun(slurm, cluster_file):
 
 
 def test_cli_probe_on_slurm_cluster(slurm, cluster_file):
-    argv = [sys.executable, "-m", "clustertune.cli", "probe", "--cluster",
-            str(cluster_file), "--np", "2", "--mpi", "mpich", "--json"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "clustertune.cli",
+        "probe",
+        "--cluster",
+        str(cluster_file),
+        "--np",
+        "2",
+        "--mpi",
+        "mpich",
+        "--json",
+    ]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
     record = json.loads(proc.stdout)

@@ -121,11 +121,14 @@ def test_a_new_source_registers_ahead_of_one_that_would_take_its_values(monkeypa
 @pytest.mark.parametrize(
     "module, absent",
     [
-        ("clustertune.cluster", ["clustertune.vcluster", "clustertune.sources", "clustertune.launch"]),
+        (
+            "clustertune.cluster",
+            ["clustertune.vcluster", "clustertune.sources", "clustertune.launch"],
+        ),
         ("clustertune.vcluster", ["clustertune.sources", "clustertune.launch"]),
         ("clustertune.launch", ["clustertune.sources"]),
     ],
-)  # fmt: skip
+)
 def test_imports_run_one_way(module, absent):
     """The model imports no source and no launcher; sources import both, never the reverse."""
     code = f"import sys, {module}; print([m for m in {absent!r} if m in sys.modules])"

@@ -81,7 +81,9 @@ def test_compare_gives_no_ratio_with_a_run_that_is_not_ok():
     assert all(row["ratio"] is None for row in diff["figures"].values())
     assert diff["no_ratio"] == "run 2 is failed (verification failed)"
     assert [(r["id"], r["status"], r["verification"]) for r in diff["runs"]] == [
-        (1, "ok", "passed"), (2, "failed", "failed")]  # fmt: skip
+        (1, "ok", "passed"),
+        (2, "failed", "failed"),
+    ]
     b.update(status="ok", verification="passed")
     assert compare(a, b)["figures"]["mops_total"]["ratio"] == pytest.approx(0.356)
     assert compare(a, b)["no_ratio"] is None

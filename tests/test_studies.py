@@ -128,9 +128,13 @@ def _on_wire(rid: int, layer: str, figures: dict, wire: str | None) -> dict:
 
 
 def test_a_mid_size_finding_is_judged_only_on_a_paced_wire_or_a_real_link():
-    sat = {"id": "s", "text": "t", "check": "greater",
-           "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
-           "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"}}  # fmt: skip
+    sat = {
+        "id": "s",
+        "text": "t",
+        "check": "greater",
+        "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
+        "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"},
+    }
     figures = (
         {"saturation_point_bytes": 300, "latency_us": 90.0},
         {"saturation_point_bytes": 150, "latency_us": 50.0},
@@ -142,8 +146,11 @@ def test_a_mid_size_finding_is_judged_only_on_a_paced_wire_or_a_real_link():
     got = findings.evaluate(sat, mixed)
     assert got["status"] == "not judged" and got["measured"] is None
     assert "tbf wire (runs 1)" in got["evidence"] and got["runs"] == [1, 2]
-    latency = {**sat, "a": {**sat["a"], "figure": "latency_us"},
-               "b": {**sat["b"], "figure": "latency_us"}}  # fmt: skip
+    latency = {
+        **sat,
+        "a": {**sat["a"], "figure": "latency_us"},
+        "b": {**sat["b"], "figure": "latency_us"},
+    }
     assert findings.evaluate(latency, mixed)["status"] == "reproduced"  # not a mid-size figure
     shown = page._wires(mixed)
     assert (
@@ -156,11 +163,17 @@ def test_a_mid_size_finding_is_judged_only_on_a_paced_wire_or_a_real_link():
 def test_a_mid_size_finding_on_an_old_virtual_record_without_its_wire_is_not_judged():
     """Records made before meta "wire" were on tbf virtual links (the old default): their
     mid-size figures are not judged; a real cluster's record (no wire key) still is."""
-    sat = {"id": "s", "text": "t", "check": "greater",
-           "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
-           "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"}}  # fmt: skip
-    records = [_on_wire(1, "mpi", {"saturation_point_bytes": 300}, "paced"),
-               _on_wire(2, "tcp", {"saturation_point_bytes": 150}, "paced")]  # fmt: skip
+    sat = {
+        "id": "s",
+        "text": "t",
+        "check": "greater",
+        "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
+        "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"},
+    }
+    records = [
+        _on_wire(1, "mpi", {"saturation_point_bytes": 300}, "paced"),
+        _on_wire(2, "tcp", {"saturation_point_bytes": 150}, "paced"),
+    ]
     for record, source in zip(records, ("vcluster:st1", "localhost"), strict=True):
         del record["meta"]["cluster"]["wire"]
         record["meta"]["cluster"]["source"] = source
@@ -179,13 +192,19 @@ def test_finished_rules():
     assert not execute.finished([_record("p", "interrupted")], 1)
     # a two-record point cut after its first record is not finished; a later full attempt is
     assert not execute.finished([_record("p", "ok")], 2)
-    assert execute.finished([_record("p", "ok"), _record("p", "ok", "a2"),
-                             _record("p", "ok", "a2")], 2)  # fmt: skip
+    assert execute.finished(
+        [_record("p", "ok"), _record("p", "ok", "a2"), _record("p", "ok", "a2")], 2
+    )
 
 
 def _fake(step: str, values: dict, figures: dict, rid: int, samples=()) -> dict:
-    return {"id": rid, "status": "ok", "figures": figures, "samples": list(samples),
-            "meta": {"study": {"step": step, "values": values, "mpi": "openmpi"}}}  # fmt: skip
+    return {
+        "id": rid,
+        "status": "ok",
+        "figures": figures,
+        "samples": list(samples),
+        "meta": {"study": {"step": step, "values": values, "mpi": "openmpi"}},
+    }
 
 
 def test_findings_checks_on_records():
@@ -195,18 +214,32 @@ def test_findings_checks_on_records():
         _fake("ep", {"np": 1}, {"m": 10.0}, 3),
         _fake("ep", {"np": 2}, {"m": 4.0}, 4),
     ]
-    ratio = {"id": "r", "text": "t", "check": "ratio", "expect": [1.0, float("inf")],
-             "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "latency_us"},
-             "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "latency_us"}}  # fmt: skip
+    ratio = {
+        "id": "r",
+        "text": "t",
+        "check": "ratio",
+        "expect": [1.0, float("inf")],
+        "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "latency_us"},
+        "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "latency_us"},
+    }
     got = findings.evaluate(ratio, records)
     assert got["status"] == "reproduced" and got["measured"] == pytest.approx(1.8)
     assert "1.80x" in got["evidence"] and got["runs"] == [2, 1]
     assert findings.evaluate(ratio | {"expect": [0, 1]}, records)["status"] == "not reproduced"
-    dips = ratio | {"check": "greater", "a": {**ratio["a"], "figure": "dips"},
-                    "b": {**ratio["b"], "figure": "dips"}}  # fmt: skip
+    dips = ratio | {
+        "check": "greater",
+        "a": {**ratio["a"], "figure": "dips"},
+        "b": {**ratio["b"], "figure": "dips"},
+    }
     assert findings.evaluate(dips, records)["status"] == "reproduced"
-    flat = {"id": "f", "text": "t", "check": "flat", "expect": 1.5, "x": "np",
-            "a": {"step": "ep", "figure": "m"}}  # fmt: skip
+    flat = {
+        "id": "f",
+        "text": "t",
+        "check": "flat",
+        "expect": 1.5,
+        "x": "np",
+        "a": {"step": "ep", "figure": "m"},
+    }
     got = findings.evaluate(flat, records)
     assert got["status"] == "not reproduced" and got["measured"] == pytest.approx(2.5)
     trend = flat | {"check": "trend", "expect": "lower"}
@@ -255,8 +288,12 @@ def test_quick_study_cut_off_and_rerun_skips_finished_points(store, tmp_path):
     for finding in study.findings:
         assert finding["text"].replace("'", "&#x27;") in html
     out = tmp_path / "p.html"
-    assert cli.main(["study", "report", "npb-qcd", "--quick", "--db", str(store.path),
-                     "--out", str(out)]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            ["study", "report", "npb-qcd", "--quick", "--db", str(store.path), "--out", str(out)]
+        )
+        == 0
+    )
     assert "table 4" in out.read_text()  # the paper's machines beside this cluster
 
 
@@ -307,10 +344,14 @@ def test_grid_linpack_quick_end_to_end(tmp_path, capsys):
     records = sorted(store.list(), key=lambda r: r["id"])
     store.close()
     assert sorted(r["meta"]["study"]["point"] for r in records) == sorted(
-        p.key for p in study.points())  # fmt: skip
+        p.key for p in study.points()
+    )
     assert all(r["status"] == "ok" and r["meta"]["study"]["variant"] == "quick" for r in records)
-    placement = {r["meta"]["study"]["point"]: r["meta"]["hosts"] for r in records
-                 if r["meta"]["study"]["step"] == "placement"}  # fmt: skip
+    placement = {
+        r["meta"]["study"]["point"]: r["meta"]["hosts"]
+        for r in records
+        if r["meta"]["study"]["step"] == "placement"
+    }
     assert sorted(map(tuple, placement.values())) == [("host0",), ("host0",), ("host0", "host1")]
     launchers = {r["meta"]["study"]["step"]: r["meta"]["cluster"]["launcher"] for r in records}
     assert launchers["n100"] == "vcluster" and launchers["n100-grid"] == "grid"  # figs. 8, 10
@@ -356,10 +397,14 @@ def test_linpack_kind_refuses_bad_pq_and_sets_each_mpis_tcp_buffer():
     with pytest.raises(UserError, match="tcp_buffer: no TCP socket buffer setting known for lam"):
         kinds._tcp_buffer_env("lam", "64K")
     assert kinds._tcp_buffer_env("openmpi", "64K") == {
-        "OMPI_MCA_btl_tcp_sndbuf": "65536", "OMPI_MCA_btl_tcp_rcvbuf": "65536"}  # fmt: skip
+        "OMPI_MCA_btl_tcp_sndbuf": "65536",
+        "OMPI_MCA_btl_tcp_rcvbuf": "65536",
+    }
     # UCX's tcp transport (MPICH ch4:ucx) knows both variables: no "unused env variable"
-    assert kinds._tcp_buffer_env("mpich", "4K") == {"UCX_TCP_SNDBUF": "4096",
-                                                    "UCX_TCP_RCVBUF": "4096"}  # fmt: skip
+    assert kinds._tcp_buffer_env("mpich", "4K") == {
+        "UCX_TCP_SNDBUF": "4096",
+        "UCX_TCP_RCVBUF": "4096",
+    }
 
 
 def test_sample_selectors_filter_and_nest():
@@ -388,8 +433,17 @@ def test_study_killed_by_a_signal_then_rerun_finishes_without_redoing(tmp_path):
     from clustertune.results import Store
 
     db = tmp_path / "k.db"
-    argv = [sys.executable, "-m", "clustertune.cli", "study", "run", "npb-qcd", "--quick",
-            "--db", str(db)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "clustertune.cli",
+        "study",
+        "run",
+        "npb-qcd",
+        "--quick",
+        "--db",
+        str(db),
+    ]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     oks = 0
     for line in proc.stderr:
@@ -447,8 +501,17 @@ def test_remote_netcdf_quick_killed_mid_way_then_rerun_and_rendered(tmp_path):
     from clustertune.results import Store
 
     db = tmp_path / "r.db"
-    argv = [sys.executable, "-m", "clustertune.cli", "study", "run", "remote-netcdf-io",
-            "--quick", "--db", str(db)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "clustertune.cli",
+        "study",
+        "run",
+        "remote-netcdf-io",
+        "--quick",
+        "--db",
+        str(db),
+    ]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     for line in proc.stderr:
         if "remote/sizes=16,np=2,session=job" in line and "running on" in line:
@@ -472,10 +535,13 @@ def test_remote_netcdf_quick_killed_mid_way_then_rerun_and_rendered(tmp_path):
     remote = [r for r in records if r["meta"]["study"]["step"] == "remote"]
     assert len(remote) == 4 and all(r["params"]["remote"] == "site1" for r in remote)
     assert {(r["params"]["session"], r["params"]["batch"]) for r in remote} == {
-        ("file", False), ("job", True)}  # fmt: skip
+        ("file", False),
+        ("job", True),
+    }
     for r in remote:  # every size, op and mode verified, the files checked on the server
         assert {(s["op"], s["mode"]) for s in r["samples"]} == {
-            (o, m) for o in ("write", "read") for m in ("collective", "independent")}  # fmt: skip
+            (o, m) for o in ("write", "read") for m in ("collective", "independent")
+        }
         assert all(s["verified"] for s in r["samples"]) and r["figures"]["files"]
     ca = execute.rundir(store, study) / "ca"
     assert {p.name for p in ca.iterdir()} >= {"ca.pem", "server.pem", "study.pem"}

@@ -23,15 +23,24 @@ REFERENCE = "blas"
 
 def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "clustertune.cli", *args], capture_output=True, text=True,
-        timeout=timeout, env={**os.environ, **(env or {})},
-    )  # fmt: skip
+        [sys.executable, "-m", "clustertune.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def check_dat(path: Path, np: int) -> None:
     """The kernel's own HPL.dat reader accepts the file for ``np`` ranks, silently."""
-    argv = [str(kernels.kernel_path("ct-linpack", "openmpi")), "--check-only", "--np", str(np),
-            "--dat", str(path)]  # fmt: skip
+    argv = [
+        str(kernels.kernel_path("ct-linpack", "openmpi")),
+        "--check-only",
+        "--np",
+        str(np),
+        "--dat",
+        str(path),
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr == "", done.stderr
 
@@ -73,8 +82,18 @@ def test_n_for_time_scales_as_the_cube_root_and_is_bounded() -> None:
 
 def test_sample_round_trip_and_ranking() -> None:
     base = Config("/x", 2, 1)
-    s = {"nb": 64, "p": 1, "q": 2, "depth": 0, "bcast": "2ringM", "swap": "long",
-         "pfact": "crout", "rfact": "left", "nbmin": 8, "ndiv": 2}  # fmt: skip
+    s = {
+        "nb": 64,
+        "p": 1,
+        "q": 2,
+        "depth": 0,
+        "bcast": "2ringM",
+        "swap": "long",
+        "pfact": "crout",
+        "rfact": "left",
+        "nbmin": 8,
+        "ndiv": 2,
+    }
     cfg = space.from_sample(base, s)
     assert (cfg.bcast, cfg.swap, cfg.pfact, cfg.rfact, cfg.code()) == (3, 1, 1, 0, "WR03L2C8")
     ms = space.measured([(base, 1.0), (cfg, 3.0), (base, 2.0), (base, 9.0)])
@@ -111,8 +130,11 @@ def scale_tuner(monkeypatch, truth, budget_s=600.0):
         extra = record["extra"]
         nbs = [int(v) for v in extra.get("--nb", str(base.nb)).split(",")]
         runs = len(extra.get("-N", "1").split(","))
-        return [(space.replace(base, nb=nb), truth(space.replace(base, nb=nb)))
-                for _ in range(runs) for nb in nbs]  # fmt: skip
+        return [
+            (space.replace(base, nb=nb), truth(space.replace(base, nb=nb)))
+            for _ in range(runs)
+            for nb in nbs
+        ]
 
     monkeypatch.setattr(linpack.Tuner, "lu", lu)
     monkeypatch.setattr(linpack.Tuner, "passing", passing)
@@ -172,8 +194,10 @@ def test_confirmation_duels_the_final_two_within_the_noise(monkeypatch) -> None:
     each, alternating, and the descent's result stays unless beaten; clearly apart, no
     more launches and the faster wins."""
     found, other = Config("/x", 2, 1, nb=128, p=1, q=2), Config("/x", 2, 1, nb=96, p=1, q=2)
-    for rates, launched, chosen in (({found: 50.0, other: 50.5}, 4 + 2 * linpack.DUEL_ROUNDS,
-                                     found), ({found: 50.0, other: 60.0}, 4, other)):  # fmt: skip
+    for rates, launched, chosen in (
+        ({found: 50.0, other: 50.5}, 4 + 2 * linpack.DUEL_ROUNDS, found),
+        ({found: 50.0, other: 60.0}, 4, other),
+    ):
         tuner, launches = scale_tuner(monkeypatch, rates.__getitem__)
         tuner.trials = [(other, 1.0)]
         cfg, rate, _ = tuner.confirm(found, 50.0, 1536)
@@ -227,8 +251,9 @@ def test_descent_finds_a_separable_optimum_and_stops_early(monkeypatch) -> None:
     # the machine gets slower with every launch (others start jobs): each sweep's best,
     # measured beside the incumbent in the same launch, still wins
     load = iter(0.5**i for i in range(100))
-    monkeypatch.setattr(linpack.Tuner, "sweep", lambda *a: (lambda c, r: (c, r * next(load)))(
-        *sweep(*a)))  # fmt: skip
+    monkeypatch.setattr(
+        linpack.Tuner, "sweep", lambda *a: (lambda c, r: (c, r * next(load)))(*sweep(*a))
+    )
     cfg, _ = linpack.Tuner(None, None, 2, "openmpi", 600.0).descend(
         Config("/x", 2, 1), 200.0, 1000, [96, 128, 192, 256]
     )
@@ -245,8 +270,12 @@ def test_sweep_decides_only_beyond_the_noise_and_records_what_it_did_not(monkeyp
 
     def launch_values(self, stage, cfg, n, dim, values, samples):
         launches.append((list(values), samples))
-        return [(space.replace(cfg, **{dim: v}), truth[v].pop(0))
-                for v in values for _ in range(samples) if truth[v]]  # fmt: skip
+        return [
+            (space.replace(cfg, **{dim: v}), truth[v].pop(0))
+            for v in values
+            for _ in range(samples)
+            if truth[v]
+        ]
 
     monkeypatch.setattr(linpack.Tuner, "launch_values", launch_values)
     tuner = linpack.Tuner(None, None, 2, "openmpi", 600.0)
@@ -300,7 +329,9 @@ def test_blas_choice_remeasures_an_openblas_other_core(monkeypatch) -> None:
     best, rate = tuner.choose_blas()
     assert (best.coretype, rate) == ("Zen", 50.0)
     assert sorted(k for k, r in calls if r == 3) == [
-        "/x/openblas-pthread#Haswell", "/x/openblas-pthread#Zen"]  # fmt: skip
+        "/x/openblas-pthread#Haswell",
+        "/x/openblas-pthread#Zen",
+    ]
     assert "OpenBLAS (Zen kernels): DGEMM 50.0" in tuner.why["blas"]
 
 
@@ -311,8 +342,12 @@ def test_pypi_openblas_shim_forwards_the_fortran_blas() -> None:
     blas = shim.scipy_openblas()
     if blas is None:
         pytest.skip("scipy-openblas32 not installed (make setup)")
-    out = subprocess.run(["nm", "-D", "--defined-only", str(blas.library)],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        ["nm", "-D", "--defined-only", str(blas.library)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     names = {line.split()[-1] for line in out.splitlines()}
     assert {"dgemm_", "dtrsm_", "idamax_", "openblas_get_corename"} <= names
     assert "PyPI" in blas.name and blas.directory.parent == shim.shim_root()
@@ -341,8 +376,14 @@ def test_openblas_candidates_run_the_core_they_name() -> None:
         assert blaslib.core_variants(found[REFERENCE]) == [found[REFERENCE]]  # not OpenBLAS
     for v in variants:
         env = {**os.environ, **blaslib.environment(v), "OPENBLAS_NUM_THREADS": "1"}
-        argv = [str(kernels.kernel_path("ct-gemm", "openmpi")), "-N", "64", "--type", "d",
-                "--local"]  # fmt: skip
+        argv = [
+            str(kernels.kernel_path("ct-gemm", "openmpi")),
+            "-N",
+            "64",
+            "--type",
+            "d",
+            "--local",
+        ]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
         result = [json.loads(line) for line in done.stdout.splitlines() if '"result"' in line]
         assert done.returncode == 0 and result, done.stderr[-1000:]
@@ -380,9 +421,26 @@ def test_tiny_session_never_chooses_a_blas_that_fails_verification(tmp_path) -> 
     residual check (--inject-fault through the test knob): it is excluded, the reference
     is chosen, every trial is a stored record of the session, and the HPL.dat runs."""
     db, out = tmp_path / "r.db", tmp_path / "HPL.dat"
-    proc = cli("tune", "linpack", "--db", str(db), "--np", "2", "--budget", "0.1",
-               "--n-search", "256", "--n-confirm", "512", "--blas", f"{OPENBLAS},{REFERENCE}",
-               "--out", str(out), "--json", env={linpack.INJECT_ENV: OPENBLAS})  # fmt: skip
+    proc = cli(
+        "tune",
+        "linpack",
+        "--db",
+        str(db),
+        "--np",
+        "2",
+        "--budget",
+        "0.1",
+        "--n-search",
+        "256",
+        "--n-confirm",
+        "512",
+        "--blas",
+        f"{OPENBLAS},{REFERENCE}",
+        "--out",
+        str(out),
+        "--json",
+        env={linpack.INJECT_ENV: OPENBLAS},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
     assert Path(doc["blas_directory"]).name == REFERENCE
@@ -390,21 +448,35 @@ def test_tiny_session_never_chooses_a_blas_that_fails_verification(tmp_path) -> 
     assert doc["excluded"] and all(e.startswith("OpenBLAS") for e in doc["excluded"])
     assert all("verification failed" in e for e in doc["excluded"])
     assert doc["env"]["LD_LIBRARY_PATH"].endswith(REFERENCE) and "env" in doc["why"]
-    assert all(k in doc["why"] for k in ("blas", "layout", "N", "NB", "PxQ", "BCAST", "confirm",
-                                         "at N"))  # fmt: skip
+    assert all(
+        k in doc["why"] for k in ("blas", "layout", "N", "NB", "PxQ", "BCAST", "confirm", "at N")
+    )
     store = Store(db)
     trials = [r for r in store.list("linpack") if r["params"].get("tune") == doc["session"]]
     assert sorted(r["id"] for r in trials) == sorted(doc["runs"])
     bad = [r for r in trials if r["params"]["blas"]["directory"].endswith(OPENBLAS)]
     assert any(r["status"] == "failed" and r["verification"] == "failed" for r in bad)
-    assert all(r["params"]["blas"]["directory"].endswith(REFERENCE)
-               for r in trials if r["params"]["stage"] != "blas")  # fmt: skip
+    assert all(
+        r["params"]["blas"]["directory"].endswith(REFERENCE)
+        for r in trials
+        if r["params"]["stage"] != "blas"
+    )
     (summary,) = store.list("tune")
     assert summary["status"] == "ok" and summary["detail"]["session"] == doc["session"]
     cfg = doc["config"]
     check_dat(out, cfg["ranks"])
-    run = cli("linpack", "--db", str(db), "--np", str(cfg["ranks"]), "--dat", str(out),
-              "-N", "512", "--json")  # fmt: skip
+    run = cli(
+        "linpack",
+        "--db",
+        str(db),
+        "--np",
+        str(cfg["ranks"]),
+        "--dat",
+        str(out),
+        "-N",
+        "512",
+        "--json",
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     ran = json.loads(run.stdout)["results"][0]
     assert (ran["nb"], ran["p"], ran["q"]) == (cfg["nb"], cfg["p"], cfg["q"])
@@ -413,13 +485,26 @@ def test_tiny_session_never_chooses_a_blas_that_fails_verification(tmp_path) -> 
 @pytest.mark.root
 def test_tiny_session_on_a_two_host_virtual_cluster(make_vcluster, tmp_path, store) -> None:
     cluster = make_vcluster(hosts=2)
-    tuner = linpack.Tuner(cluster, store, 2, "openmpi", 6.0, n_search=256, n_confirm=512,
-                          blas_filter=OPENBLAS, timeout=120)  # fmt: skip
+    tuner = linpack.Tuner(
+        cluster,
+        store,
+        2,
+        "openmpi",
+        6.0,
+        n_search=256,
+        n_confirm=512,
+        blas_filter=OPENBLAS,
+        timeout=120,
+    )
     summary = tuner.tune()
     records = [store.get(i) for i in summary["runs"]]
     assert all(r["params"]["tune"] == tuner.session for r in records)
-    assert any(r["status"] == "ok" and r["meta"]["cluster"]["name"] == cluster.name
-               and len(r["meta"]["hosts"]) == 2 for r in records)  # fmt: skip
+    assert any(
+        r["status"] == "ok"
+        and r["meta"]["cluster"]["name"] == cluster.name
+        and len(r["meta"]["hosts"]) == 2
+        for r in records
+    )
     out = tmp_path / "HPL.dat"
     out.write_text(summary["hpl_dat"])
     check_dat(out, summary["config"]["ranks"])
@@ -462,9 +547,15 @@ def test_section_shows_each_choice_and_the_hpl_dat() -> None:
     from clustertune.levels.tune import section
 
     cfg = Config("/x", 2, 1)
-    detail = {"session": "s1", "gflops_confirm": 50.0, "n_confirm": 4000, "dgemm_gflops": 70.0,
-              "why": {"blas": "OpenBLAS <fast>", "NB": "192 because"}, "runs": [1, 2],
-              "hpl_dat": hpldat.text(cfg, 1000)}  # fmt: skip
+    detail = {
+        "session": "s1",
+        "gflops_confirm": 50.0,
+        "n_confirm": 4000,
+        "dgemm_gflops": 70.0,
+        "why": {"blas": "OpenBLAS <fast>", "NB": "192 because"},
+        "runs": [1, 2],
+        "hpl_dat": hpldat.text(cfg, 1000),
+    }
     html = section.render([{"started": "t", "params": {"what": "linpack"}, "detail": detail}])
     assert "OpenBLAS &lt;fast&gt;" in html and "192 because" in html and "HPLinpack" in html
     assert html.index("<td>blas</td>") < html.index("<td>NB</td>")

@@ -23,7 +23,12 @@ def test_candidates_one_per_permutation_class_least_halo_first() -> None:
     # 16^4 on 16 ranks: 16, 8x2, 4x4, 4x2x2, 2x2x2x2, each once, least halo first
     got = qcd.candidates(16, (16, 16, 16, 16), limit=10)
     assert sorted(sorted(g) for g in got) == [
-        [1, 1, 1, 16], [1, 1, 2, 8], [1, 1, 4, 4], [1, 2, 2, 4], [2, 2, 2, 2]]  # fmt: skip
+        [1, 1, 1, 16],
+        [1, 1, 2, 8],
+        [1, 1, 4, 4],
+        [1, 2, 2, 4],
+        [2, 2, 2, 2],
+    ]
     halos = [qrun.halo_sites((16,) * 4, g) for g in got]
     assert halos == sorted(halos)
     assert got[0] == (1, 1, 4, 4)  # the same halo as 2x2x2x2, fewer split directions
@@ -43,9 +48,13 @@ def test_choice_is_the_best_run_of_grids_that_never_failed() -> None:
 
 @pytest.mark.parametrize(
     ("args", "said"),
-    [(["--np", "3"], "divides the lattice"), (["--lattice", "8x8x8"], "--lattice"),
-     (["--np", "0"], "--np"), (["--sweeps", "0"], "--sweeps")],
-)  # fmt: skip
+    [
+        (["--np", "3"], "divides the lattice"),
+        (["--lattice", "8x8x8"], "--lattice"),
+        (["--np", "0"], "--np"),
+        (["--sweeps", "0"], "--sweeps"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2_nothing_stored(tmp_path, capsys, args, said) -> None:
     db = tmp_path / "bad.db"
     assert cli.main(["tune", "qcd", "--db", str(db), *args]) == 2
@@ -67,8 +76,23 @@ def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys
 
     monkeypatch.setattr(qrun, "run_qcd", faulty)
     db = tmp_path / "t.db"
-    code = cli.main(["tune", "qcd", "--np", "2", "--lattice", "4x4x4x8", "--sweeps", "1",
-                     "--or-steps", "1", "--db", str(db), "--json"])  # fmt: skip
+    code = cli.main(
+        [
+            "tune",
+            "qcd",
+            "--np",
+            "2",
+            "--lattice",
+            "4x4x4x8",
+            "--sweeps",
+            "1",
+            "--or-steps",
+            "1",
+            "--db",
+            str(db),
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     assert code == 0, out
     assert out["grid"] != list(bad) and out["grid"] == [1, 1, 2, 1]
@@ -77,8 +101,9 @@ def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys
     first = [c for c in out["candidates"] if c["grid"] == list(bad)][0]
     assert first["gflops"] == [None] and runs[first["runs"][0]]["status"] == "failed"
     assert all(runs[i]["params"]["tune"] == out["session"] for i in out["runs"])
-    assert any(f"{qrun.dims_text(bad)} (1-D)" in line and "excluded" in line
-               for line in out["lines"])  # fmt: skip
+    assert any(
+        f"{qrun.dims_text(bad)} (1-D)" in line and "excluded" in line for line in out["lines"]
+    )
     assert "--grid 1x1x2x1" in out["command"]
     tune_record = runs[out["record"]]
     assert tune_record["level"] == "tune" and tune_record["status"] == "ok"

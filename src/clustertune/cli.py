@@ -52,9 +52,18 @@ def cmd_vcluster_up(args: argparse.Namespace) -> Output:
         pair, changes = vcluster.parse_link_fault(item)
         link_faults.setdefault(pair, {}).update(changes)
     state = vcluster.plan(
-        args.name, args.hosts, link, links, args.sites, wan, args.delay_us, args.cores, faults,
-        args.wire, link_faults,
-    )  # fmt: skip
+        args.name,
+        args.hosts,
+        link,
+        links,
+        args.sites,
+        wan,
+        args.delay_us,
+        args.cores,
+        faults,
+        args.wire,
+        link_faults,
+    )
     vcluster.require_root()
     state = vcluster.up(state)
     return Output(state, vcluster.describe(state))
@@ -123,8 +132,10 @@ def cmd_results_export(args: argparse.Namespace) -> Output:
 def cmd_results_compare(args: argparse.Namespace) -> Output:
     store = open_store(args)
     diff = compare(store.get(args.a), store.get(args.b))
-    lines = [f"run {r['id']}: {r['level']}/{r['kernel']} {r['status']}, verification "
-             f"{r['verification']}" for r in diff["runs"]]  # fmt: skip
+    lines = [
+        f"run {r['id']}: {r['level']}/{r['kernel']} {r['status']}, verification {r['verification']}"
+        for r in diff["runs"]
+    ]
     if diff["no_ratio"]:
         lines.append(f"no ratios: {diff['no_ratio']}")
     lines.append(f"{'figure':28} {'run ' + str(args.a):>16} {'run ' + str(args.b):>16}  ratio")
@@ -204,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=vcluster.DEFAULT_WIRE,
         help=vcluster.WIRE_HELP,
     )
-    p.set_defaults(func=cmd_vcluster_up)  # fmt: skip
+    p.set_defaults(func=cmd_vcluster_up)
     p = vc_sub.add_parser("down", parents=[store], help="remove a virtual cluster")
     p.add_argument("--name", required=True)
     p.set_defaults(func=cmd_vcluster_down)
@@ -271,8 +282,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt as exc:  # the job is stopped; the run, if any, stored
         signum = signal_of(exc)
-        message = (f"interrupted ({signal.Signals(signum).name}); the job was stopped and "
-                   "what it measured stored as interrupted")  # fmt: skip
+        message = (
+            f"interrupted ({signal.Signals(signum).name}); the job was stopped and "
+            "what it measured stored as interrupted"
+        )
         if getattr(args, "json", False):
             print(json.dumps({"error": message}))
         print(f"clustertune: {message}", file=sys.stderr)

@@ -58,9 +58,11 @@ def add_np(parser: argparse.ArgumentParser, default: int = 2) -> None:
 
 def add_mpi(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--mpi", choices=MPI_FLAVOURS, default=MPI_FLAVOURS[0],
+        "--mpi",
+        choices=MPI_FLAVOURS,
+        default=MPI_FLAVOURS[0],
         help=f"MPI implementation (default {MPI_FLAVOURS[0]})",
-    )  # fmt: skip
+    )
 
 
 def add_hosts(parser: argparse.ArgumentParser, what: str = "hosts to place ranks on") -> None:
@@ -81,9 +83,11 @@ def positive_seconds(text: str) -> float:
 def add_timeout(parser: argparse.ArgumentParser, default: float | None) -> None:
     told = f"default {default:.0f}" if default is not None else "default: from the link rate"
     parser.add_argument(
-        "--timeout", type=positive_seconds, default=default,
+        "--timeout",
+        type=positive_seconds,
+        default=default,
         help=f"seconds before the job is killed and stored as failed ({told})",
-    )  # fmt: skip
+    )
 
 
 def add_job_options(

@@ -108,8 +108,10 @@ def blas_info() -> dict:
             lib = ctypes.CDLL(name)
         except OSError:
             continue
-        for field, symbol in (("openblas_core", "openblas_get_corename"),
-                              ("openblas_config", "openblas_get_config")):  # fmt: skip
+        for field, symbol in (
+            ("openblas_core", "openblas_get_corename"),
+            ("openblas_config", "openblas_get_config"),
+        ):
             func = getattr(lib, symbol, None)
             if func is not None:
                 func.restype = ctypes.c_char_p
@@ -139,8 +141,11 @@ def blas_choice() -> dict | None:
     """This host's measured BLAS choice (any key whose CPU and ISA are this host's; the
     newest), as ``clustertune info`` shows it; None when none was measured here."""
     cpu = cpu_info()
-    mine = [c for c in blas_choices().values()
-            if c.get("key", {}).get("cpu") == cpu["model"] and c["key"].get("isa") == cpu["isa"]]  # fmt: skip
+    mine = [
+        c
+        for c in blas_choices().values()
+        if c.get("key", {}).get("cpu") == cpu["model"] and c["key"].get("isa") == cpu["isa"]
+    ]
     return max(mine, key=lambda c: c.get("measured", "")) if mine else None
 
 

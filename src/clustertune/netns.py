@@ -106,8 +106,23 @@ def shape(ns: str, dev: str, bits_per_second: int | None) -> None:
     if bits_per_second is None:
         return
     burst = tbf_burst_bytes(bits_per_second)
-    run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf",
-        "rate", f"{bits_per_second}bit", "burst", str(burst), "latency", "20ms")  # fmt: skip
+    run(
+        "tc",
+        "-n",
+        ns,
+        "qdisc",
+        "add",
+        "dev",
+        dev,
+        "root",
+        "tbf",
+        "rate",
+        f"{bits_per_second}bit",
+        "burst",
+        str(burst),
+        "latency",
+        "20ms",
+    )
 
 
 # The pacer (ct-nfq-delay) charges a GSO packet its whole wire time and releases it at
@@ -127,8 +142,17 @@ def gso_cap_bytes(bits_per_second: int | None) -> int:
 
 
 def cap_gso(ns: str, dev: str, bits_per_second: int | None) -> None:
-    run("ip", "-n", ns, "link", "set", "dev", dev, "gso_max_size",
-        str(gso_cap_bytes(bits_per_second)))  # fmt: skip
+    run(
+        "ip",
+        "-n",
+        ns,
+        "link",
+        "set",
+        "dev",
+        dev,
+        "gso_max_size",
+        str(gso_cap_bytes(bits_per_second)),
+    )
 
 
 INGRESS = "<in"  # nfqueue's dest for the packets arriving on eth0

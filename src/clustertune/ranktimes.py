@@ -122,8 +122,14 @@ def section_part(records: list[dict], what: str) -> str:
         times = r["detail"]["rank_times"]
         wall, cpu = max(t["wall_s"] for t in times), sum(t["cpu_s"] for t in times)
         rows.append([r["id"], r["kernel"], len(times), cell(r), f"{wall:.2f}", f"{cpu:.2f}"])
-    headers = ["run", "kernel", "ranks", "CPU/wall per rank (rank order; ! far from peers)",
-               "wall s (max)", "CPU s (sum)"]  # fmt: skip
+    headers = [
+        "run",
+        "kernel",
+        "ranks",
+        "CPU/wall per rank (rank order; ! far from peers)",
+        "wall s (max)",
+        "CPU s (sum)",
+    ]
     title = f"<h3>{html.esc(what)}: CPU time beside wall time, per rank</h3>"
     checks = "".join(f"<p><b>CHECK</b> {html.esc(s)}</p>" for s in said)
     table = html.folded_table(headers, rows, flagged, "CPU/wall per rank (flagged above)")

@@ -52,9 +52,19 @@ def _runs(records: list[dict]) -> str:
     for r in records:
         mpi = (r["meta"].get("mpi") or {}).get("flavour") or ""
         rows.append(
-            [r["id"], r["started"], r["level"], r["kernel"], r["meta"]["cluster"]["name"],
-             r["meta"].get("np") or "", mpi, r["status"], r["verification"], labels_text(r)]
-        )  # fmt: skip
+            [
+                r["id"],
+                r["started"],
+                r["level"],
+                r["kernel"],
+                r["meta"]["cluster"]["name"],
+                r["meta"].get("np") or "",
+                mpi,
+                r["status"],
+                r["verification"],
+                labels_text(r),
+            ]
+        )
     headers = ["id", "started", "level", "kernel", "cluster", "np", "mpi", "status"]
     text = table([*headers, "verification", "labels"], rows)
     for status in STATUSES:
@@ -88,8 +98,10 @@ def _studies(records: list[dict]) -> str:
         tag = r["meta"].get("study")
         if not isinstance(tag, dict) or not tag.get("name"):
             continue
-        entry = found.setdefault((str(tag["name"]), str(tag.get("variant") or "full")),
-                                 {"points": set(), "runs": 0, "not_ok": 0})  # fmt: skip
+        entry = found.setdefault(
+            (str(tag["name"]), str(tag.get("variant") or "full")),
+            {"points": set(), "runs": 0, "not_ok": 0},
+        )
         entry["points"].add(tag.get("point"))
         entry["runs"] += 1
         entry["not_ok"] += r["status"] != "ok"
@@ -104,8 +116,9 @@ def _studies(records: list[dict]) -> str:
             f"<td>{esc(titles.get(name, ''))}</td><td>{len(e['points'])}</td>"
             f"<td>{e['runs']}</td><td>{e['not_ok']}</td></tr>"
         )
-    head = "".join(f"<th>{h}</th>" for h in
-                   ("study", "variant", "title", "points", "runs", "runs not ok"))  # fmt: skip
+    head = "".join(
+        f"<th>{h}</th>" for h in ("study", "variant", "title", "points", "runs", "runs not ok")
+    )
     return (
         "<h2 id='studies'>Studies</h2><p>The papers' experiments among these runs; each "
         "study's page (<code>clustertune study report NAME [--quick]</code>, written beside "

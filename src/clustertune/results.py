@@ -81,10 +81,15 @@ class Store:
             cursor = self.conn.execute(
                 "INSERT INTO runs (started, level, kernel, cluster, status, verification, record)"
                 " VALUES (?, ?, ?, ?, ?, ?, '')",
-                (record["started"], record["level"], record["kernel"],
-                 record["meta"].get("cluster", {}).get("name", ""),
-                 record["status"], record["verification"]),
-            )  # fmt: skip
+                (
+                    record["started"],
+                    record["level"],
+                    record["kernel"],
+                    record["meta"].get("cluster", {}).get("name", ""),
+                    record["status"],
+                    record["verification"],
+                ),
+            )
             record["id"] = cursor.lastrowid
             self.conn.execute(
                 "UPDATE runs SET record = ? WHERE id = ?", (json.dumps(record), record["id"])
@@ -133,17 +138,25 @@ def compare(a: dict, b: dict) -> dict:
     ``no_ratio`` says why."""
     rows = {}
     fa, fb = scalar_figures(a.get("figures", {})), scalar_figures(b.get("figures", {}))
-    not_ok = [f"run {r['id']} is {r['status']} (verification {r['verification']})"
-              for r in (a, b) if r["status"] != "ok"]  # fmt: skip
+    not_ok = [
+        f"run {r['id']} is {r['status']} (verification {r['verification']})"
+        for r in (a, b)
+        if r["status"] != "ok"
+    ]
     for name in sorted(set(fa) | set(fb)):
         va, vb = fa.get(name), fb.get(name)
         numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (va, vb))
         ratio = vb / va if numeric and va and not not_ok else None
         rows[name] = {"a": va, "b": vb, "ratio": ratio}
-    runs = [{k: r[k] for k in ("id", "level", "kernel", "status", "verification")}
-            for r in (a, b)]  # fmt: skip
-    return {"a": a["id"], "b": b["id"], "levels": [a["level"], b["level"]], "runs": runs,
-            "no_ratio": "; ".join(not_ok) or None, "figures": rows}  # fmt: skip
+    runs = [{k: r[k] for k in ("id", "level", "kernel", "status", "verification")} for r in (a, b)]
+    return {
+        "a": a["id"],
+        "b": b["id"],
+        "levels": [a["level"], b["level"]],
+        "runs": runs,
+        "no_ratio": "; ".join(not_ok) or None,
+        "figures": rows,
+    }
 
 
 def flatten_for_csv(record: dict) -> dict:

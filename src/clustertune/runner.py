@@ -38,9 +38,15 @@ from .results import SCHEMA, Store
 
 # Environment knobs that change what a kernel measures; every one set is recorded.
 ENV_KNOBS = (
-    "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-    "BLIS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_PROC_BIND", "OMP_PLACES",
-)  # fmt: skip
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "OMP_PROC_BIND",
+    "OMP_PLACES",
+)
 ENV_KNOB_PREFIXES = ("CT_", "OMPI_MCA_", "PMIX_MCA_", "UCX_", "MPIR_CVAR_", "HYDRA_", "FI_")
 STDERR_TAIL = 2000
 LAUNCHER_LINES = 8  # the last lines of the launcher's text kept in a failed run's error
@@ -112,8 +118,10 @@ def tool_commit() -> str | None:
     try:
         out = subprocess.run(
             ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, timeout=5,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     return out.stdout.strip() or None
@@ -127,9 +135,8 @@ def env_knobs(job_env: dict[str, str] | None = None) -> dict[str, str]:
     """Every variable of this environment that tunes a kernel, a BLAS or an MPI library,
     and every variable the level set for the job (LD_LIBRARY_PATH picking a BLAS, ...)."""
     knobs = {
-        k: v for k, v in os.environ.items()
-        if k in ENV_KNOBS or k.startswith(ENV_KNOB_PREFIXES)
-    }  # fmt: skip
+        k: v for k, v in os.environ.items() if k in ENV_KNOBS or k.startswith(ENV_KNOB_PREFIXES)
+    }
     return dict(sorted({**knobs, **(job_env or {})}.items()))
 
 
@@ -221,8 +228,11 @@ class Step:
         """The launcher's own lines on the job's stdout (kernels write JSON lines there): MPICH's
         hydra reports a rank's death by a signal only there ("BAD TERMINATION ... EXIT STRING:
         Hangup (signal 1)", exit status = the signal), where stderr's tail does not reach."""
-        lines = [t for t in (line.strip(" =\t") for line in self.completed.stdout.splitlines())
-                 if t and not t.startswith("{")]  # fmt: skip
+        lines = [
+            t
+            for t in (line.strip(" =\t") for line in self.completed.stdout.splitlines())
+            if t and not t.startswith("{")
+        ]
         return " / ".join(lines[-LAUNCHER_LINES:]) or None
 
 
@@ -253,9 +263,15 @@ class Run:
         self.env = dict(env or {})
         self.derive = derive
         self.record = new_record(
-            level, kernel, cluster, params or {}, hosts or [h.name for h in cluster.hosts],
-            np, mpi, self.env,
-        )  # fmt: skip
+            level,
+            kernel,
+            cluster,
+            params or {},
+            hosts or [h.name for h in cluster.hosts],
+            np,
+            mpi,
+            self.env,
+        )
         self.steps: list[Step] = []
         self.result: dict | None = None  # set by a composite run; else the last result line
         self.figures: dict = {}  # figures the level adds whatever the status
@@ -282,9 +298,14 @@ class Run:
     ) -> Step:
         """An MPI job of ``np`` ranks of ``kernel`` built for ``mpi``."""
         job = Job(
-            kernel=kernels.kernel_path(kernel, mpi), args=list(args), np=np, mpi=mpi,
-            hosts=hosts, env=self.env, timeout=timeout,
-        )  # fmt: skip
+            kernel=kernels.kernel_path(kernel, mpi),
+            args=list(args),
+            np=np,
+            mpi=mpi,
+            hosts=hosts,
+            env=self.env,
+            timeout=timeout,
+        )
         self.record["meta"].setdefault("job_ids", []).append(job.job_id)
         return self._step(what or kernel, lambda: self.launcher.run_mpi(job), tag)
 
@@ -328,9 +349,14 @@ class Run:
         return self.add(what, completed, tag=tag, order=order)
 
     def add(
-        self, what: str, completed: Completed, *, tag: dict | None = None,
-        is_service: bool = False, order: int | None = None,
-    ) -> Step:  # fmt: skip
+        self,
+        what: str,
+        completed: Completed,
+        *,
+        tag: dict | None = None,
+        is_service: bool = False,
+        order: int | None = None,
+    ) -> Step:
         order = self.next_launch() if order is None else order
         step = Step(what, completed, kernels.parse_output(completed.stdout), is_service, order)
         if tag:
@@ -488,8 +514,16 @@ def run_kernel(
     """Run an MPI kernel on ``cluster`` and store its record, whatever the outcome."""
     job_hosts = Job(kernel=Path(kernel), args=[], np=np, mpi=mpi, hosts=hosts).hosts_used(cluster)
     with Run(
-        cluster, store, level=level, kernel=kernel, params=params, hosts=job_hosts, np=np,
-        mpi=mpi, env=env, derive=derive,
-    ) as run:  # fmt: skip
+        cluster,
+        store,
+        level=level,
+        kernel=kernel,
+        params=params,
+        hosts=job_hosts,
+        np=np,
+        mpi=mpi,
+        env=env,
+        derive=derive,
+    ) as run:
         run.mpi(kernel, np=np, mpi=mpi, args=list(args or []), hosts=hosts, timeout=timeout)
     return run.record

@@ -61,8 +61,11 @@ class Credentials:
 
     def env(self) -> dict[str, str]:
         """The client library's variables (libct_ncfwd)."""
-        return {"CT_NCFWD_CERT": str(self.cert), "CT_NCFWD_KEY": str(self.key),
-                "CT_NCFWD_CA": str(self.ca)}  # fmt: skip
+        return {
+            "CT_NCFWD_CERT": str(self.cert),
+            "CT_NCFWD_KEY": str(self.key),
+            "CT_NCFWD_CA": str(self.ca),
+        }
 
 
 def _openssl(*args: str) -> None:
@@ -72,8 +75,11 @@ def _openssl(*args: str) -> None:
 
 
 def _key(path: Path, rsa: bool = False) -> None:
-    algorithm = ["RSA", "-pkeyopt", "rsa_keygen_bits:2048"] if rsa else [
-        "EC", "-pkeyopt", "ec_paramgen_curve:P-256"]  # fmt: skip
+    algorithm = (
+        ["RSA", "-pkeyopt", "rsa_keygen_bits:2048"]
+        if rsa
+        else ["EC", "-pkeyopt", "ec_paramgen_curve:P-256"]
+    )
     _openssl("genpkey", "-algorithm", *algorithm, "-out", str(path))
     path.chmod(0o600)
 
@@ -84,9 +90,23 @@ def init_ca(directory: Path, rsa: bool = False) -> Path:
     cert, key = directory / "ca.pem", directory / "ca.key"
     if not cert.is_file():
         _key(key, rsa)
-        _openssl("req", "-x509", "-new", "-key", str(key), "-subj", CA_SUBJECT, "-days",
-                 str(DAYS), "-out", str(cert), "-addext", "basicConstraints=critical,CA:TRUE",
-                 "-addext", "keyUsage=critical,keyCertSign,cRLSign")  # fmt: skip
+        _openssl(
+            "req",
+            "-x509",
+            "-new",
+            "-key",
+            str(key),
+            "-subj",
+            CA_SUBJECT,
+            "-days",
+            str(DAYS),
+            "-out",
+            str(cert),
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        )
     (directory / GRIDMAP).touch()
     if not (directory / CRL).is_file():
         _gencrl(directory)
@@ -141,9 +161,23 @@ def issue(
         + (f"subjectAltName={alt}\n" if alt else "")
     )
     try:
-        _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey",
-                 str(directory / "ca.key"), "-CAcreateserial", "-days", str(days),
-                 "-extfile", str(ext), "-out", str(cert))  # fmt: skip
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            str(csr),
+            "-CA",
+            str(ca),
+            "-CAkey",
+            str(directory / "ca.key"),
+            "-CAcreateserial",
+            "-days",
+            str(days),
+            "-extfile",
+            str(ext),
+            "-out",
+            str(cert),
+        )
     finally:
         csr.unlink(missing_ok=True)
         ext.unlink(missing_ok=True)

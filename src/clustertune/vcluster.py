@@ -186,8 +186,16 @@ def plan(
 
 FAULT_FIELDS = ("rate", "loss", "delay", "jitter", "flap", "seed", "tx-rate", "rx-rate")
 LINK_FAULT_FIELDS = ("loss", "delay", "jitter", "seed")  # what a per-destination queue can do
-_FAULT_KEYS = {"rate": "rate_bps", "tx-rate": "tx_rate_bps", "rx-rate": "rx_rate_bps", "loss": "loss", "delay": "delay_us", "jitter": "jitter_us",
-               "flap": "flap", "seed": "seed"}  # fmt: skip
+_FAULT_KEYS = {
+    "rate": "rate_bps",
+    "tx-rate": "tx_rate_bps",
+    "rx-rate": "rx_rate_bps",
+    "loss": "loss",
+    "delay": "delay_us",
+    "jitter": "jitter_us",
+    "flap": "flap",
+    "seed": "seed",
+}
 # One direction of a host's port (a duplex mismatch, a bad transmit side): tx is what the
 # host sends (tbf on its eth0), rx what it receives (tbf on its switch port), each below
 # the host's rate and nominal link.
@@ -683,9 +691,15 @@ def _apply_link_faults(state: dict, key: str) -> dict[str, int]:
             params = dict.fromkeys(_NEEDS_DAEMON, 0)
         else:
             params = _link_params(state, i, j, faults, seed=1000 * (i + 1) + j + 1)
-        started |= _apply_daemon(state, f"{src}>{dst}", state["hosts"][i]["namespace"], 1 + j,
-                                 state["hosts"][j]["address"], params,
-                                 f"fault daemon of link {key} on {src}")  # fmt: skip
+        started |= _apply_daemon(
+            state,
+            f"{src}>{dst}",
+            state["hosts"][i]["namespace"],
+            1 + j,
+            state["hosts"][j]["address"],
+            params,
+            f"fault daemon of link {key} on {src}",
+        )
     return started
 
 
@@ -716,10 +730,23 @@ def _apply_daemon(
         )
     netns.nfqueue(namespace, True, queue, dest)
     daemon = kernels.kernel_path("ct-nfq-delay", "serial")
-    argv = [str(daemon), str(queue), str(params["delay_us"]), "--rate-bps",
-            str(params["rate_bps"]), "--jitter-us",
-            str(params["jitter_us"]), "--loss", repr(params["loss"]), "--seed",
-            str(params["seed"]), "--params", str(params_file), "--stats", str(stats_file)]  # fmt: skip
+    argv = [
+        str(daemon),
+        str(queue),
+        str(params["delay_us"]),
+        "--rate-bps",
+        str(params["rate_bps"]),
+        "--jitter-us",
+        str(params["jitter_us"]),
+        "--loss",
+        repr(params["loss"]),
+        "--seed",
+        str(params["seed"]),
+        "--params",
+        str(params_file),
+        "--stats",
+        str(stats_file),
+    ]
     state["delay_pids"][key] = _start_beside(namespace, argv)
     _save_state(state)
     return {what: state["delay_pids"][key]}
@@ -734,8 +761,15 @@ def _apply_flap(state: dict, index: int) -> dict[str, int]:
         _stop(pid)  # it leaves the port up
     flap = host["faults"].get("flap")
     if flap is not None:
-        argv = [sys.executable, "-m", "clustertune.netns", "flap", f"vh{index}",
-                str(flap["down_ms"] / 1000), str(flap["period_ms"] / 1000)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "clustertune.netns",
+            "flap",
+            f"vh{index}",
+            str(flap["down_ms"] / 1000),
+            str(flap["period_ms"] / 1000),
+        ]
         state["flap_pids"][host["name"]] = _start_beside(state["switch_ns"], argv)
     _save_state(state)
     return (
@@ -823,11 +857,15 @@ def status() -> list[dict]:
         if state is None:
             continue
         state["healthy"] = _is_healthy(state)
-        daemons = {key: (_daemon_files(state, key)[1], pid)
-                   for key, pid in state.get("delay_pids", {}).items()}  # fmt: skip
+        daemons = {
+            key: (_daemon_files(state, key)[1], pid)
+            for key, pid in state.get("delay_pids", {}).items()
+        }
         stats = _fresh_stats(daemons) if state["healthy"] else {}
-        late = {key: _summary(daemon.pop("late_hist", []), daemon.pop("late_max_ns", None))
-                for key, daemon in stats.items()}  # fmt: skip
+        late = {
+            key: _summary(daemon.pop("late_hist", []), daemon.pop("late_max_ns", None))
+            for key, daemon in stats.items()
+        }
         for host in state["hosts"]:
             if host["name"] in stats:
                 host["daemon"] = stats[host["name"]] | {"late": without_hist(late)[host["name"]]}
@@ -857,8 +895,7 @@ def _summary(hist: list[int], max_ns: int | None = None) -> dict:
     """packets, p50/p99 (the top of the bucket holding them: at most 1/8 over) and max, in
     us, of one lateness histogram; ``max_ns`` (exact) bounds the histogram's top bucket."""
     total = sum(hist)
-    result: dict = {"packets": total, "p50_us": None, "p99_us": None, "max_us": None,
-                    "hist": hist}  # fmt: skip
+    result: dict = {"packets": total, "p50_us": None, "p99_us": None, "max_us": None, "hist": hist}
     if not total:
         return result
     top = max(i for i, n in enumerate(hist) if n)
@@ -905,8 +942,9 @@ def wire_lateness(state: dict) -> dict[str, dict]:
     fault's daemon "host1>host2"). Hosts without a daemon (an
     unshaped link without faults, or the tbf wire without faults) are left out. Pass two
     of these to :func:`lateness_delta` for an interval."""
-    daemons = {key: (_daemon_files(state, key)[1], pid)
-               for key, pid in state.get("delay_pids", {}).items()}  # fmt: skip
+    daemons = {
+        key: (_daemon_files(state, key)[1], pid) for key, pid in state.get("delay_pids", {}).items()
+    }
     return {
         key: _summary(stats["late_hist"], stats.get("late_max_ns"))
         for key, stats in _fresh_stats(daemons).items()

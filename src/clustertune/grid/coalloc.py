@@ -52,15 +52,34 @@ def _request(site: dict, hosts: list[str], name: str, minutes: int) -> subproces
     nodelist = ",".join(hosts)
     if os.environ.get(FAIL_SWITCH) == site["name"]:
         nodelist = "no-such-node"
-    argv = ["salloc", "--no-shell", "--job-name", name, "--nodes", str(len(hosts)),
-            "--ntasks", str(len(hosts)), "--ntasks-per-node", "1", "--nodelist", nodelist,
-            "--time", str(minutes)]  # fmt: skip
-    return subprocess.Popen(slurm.client(site, argv), stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    argv = [
+        "salloc",
+        "--no-shell",
+        "--job-name",
+        name,
+        "--nodes",
+        str(len(hosts)),
+        "--ntasks",
+        str(len(hosts)),
+        "--ntasks-per-node",
+        "1",
+        "--nodelist",
+        nodelist,
+        "--time",
+        str(minutes),
+    ]
+    return subprocess.Popen(
+        slurm.client(site, argv),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
-def coallocate(grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier: float,
-               name: str, minutes: int) -> tuple[dict, str | None]:  # fmt: skip
+def coallocate(
+    grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier: float, name: str, minutes: int
+) -> tuple[dict, str | None]:
     """(timeline per site, None) when every Slurm site granted its hosts within
     ``barrier`` seconds; else (timeline, why) with every allocation already cancelled."""
     sites = {s["name"]: s for s in grid["sites"]}
@@ -69,8 +88,11 @@ def coallocate(grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier:
     marks: dict[str, int] = {}  # GRAM sites: where their gatekeeper's log stood
     for site_name, hosts in wanted.items():
         site = sites[site_name]
-        timeline[site_name] = {"scheduler": site["scheduler"], "hosts": hosts,
-                               "requested": time.time()}  # fmt: skip
+        timeline[site_name] = {
+            "scheduler": site["scheduler"],
+            "hosts": hosts,
+            "requested": time.time(),
+        }
         if site["scheduler"] == "slurm":
             pending[site_name] = _request(site, hosts, name, minutes)
         elif site["scheduler"] == "gram":  # nothing to allocate, but the site must accept us
@@ -91,8 +113,10 @@ def coallocate(grid: dict, wanted: dict[str, list[str]], workdir: Path, barrier:
                 if proc.returncode == 0 and "successful" in said:
                     timeline[site_name].update(granted=time.time(), allocation="gsi")
                 else:
-                    why = (f"{site_name}: GRAM authentication refused: "
-                           f"{gram.refusal(sites[site_name], said, marks[site_name])}")  # fmt: skip
+                    why = (
+                        f"{site_name}: GRAM authentication refused: "
+                        f"{gram.refusal(sites[site_name], said, marks[site_name])}"
+                    )
                 continue
             match = GRANTED.search(err)
             if proc.returncode == 0 and match:
@@ -141,8 +165,13 @@ def _wait_all(entries: list[dict], timeout: float, beat: heartbeat.Heartbeat | N
     return beat.lost if beat is not None else None
 
 
-def coallocate_jobs(grid: dict, subjobs: list[tuple[str, jobs.GridJob]], barrier: float,
-                    timeout: float, heartbeat_s: float = heartbeat.INTERVAL_S) -> dict:  # fmt: skip
+def coallocate_jobs(
+    grid: dict,
+    subjobs: list[tuple[str, jobs.GridJob]],
+    barrier: float,
+    timeout: float,
+    heartbeat_s: float = heartbeat.INTERVAL_S,
+) -> dict:
     """Subjobs (site, job) started all or none: each checks in at a start barrier and waits
     there; when all have checked in within ``barrier`` seconds they are released together,
     else (a submission refused, a subjob that never starts or dies first) every subjob is
@@ -173,8 +202,10 @@ def coallocate_jobs(grid: dict, subjobs: list[tuple[str, jobs.GridJob]], barrier
         if not waiting or why:
             break
         if time.monotonic() > deadline:
-            why = (f"{', '.join(e['site'] for e in waiting)}: not started within the "
-                   f"{barrier:g} s start barrier")  # fmt: skip
+            why = (
+                f"{', '.join(e['site'] for e in waiting)}: not started within the "
+                f"{barrier:g} s start barrier"
+            )
         time.sleep(0.1)
     started = why is None
     lost = None
@@ -199,12 +230,19 @@ def coallocate_jobs(grid: dict, subjobs: list[tuple[str, jobs.GridJob]], barrier
                 e["backend"].cancel(e["handle"])
                 e["result"] = jobs.wait(e["backend"], e["handle"], 20)
     return {
-        "started": started, "error": why, "heartbeat": lost,
-        "subjobs": [{"site": e["site"], "handle": asdict(e["handle"]) if "handle" in e else None,
-                     "result": asdict(e["result"]) if "result" in e else None,
-                     **{k: e[k] for k in ("submitted", "started", "ended") if k in e}}
-                    for e in entries],
-    }  # fmt: skip
+        "started": started,
+        "error": why,
+        "heartbeat": lost,
+        "subjobs": [
+            {
+                "site": e["site"],
+                "handle": asdict(e["handle"]) if "handle" in e else None,
+                "result": asdict(e["result"]) if "result" in e else None,
+                **{k: e[k] for k in ("submitted", "started", "ended") if k in e},
+            }
+            for e in entries
+        ],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -214,8 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--barrier", type=float, default=30.0)
     parser.add_argument("--minutes", type=int, default=60)
     parser.add_argument("--sites", action="append", default=[])
-    parser.add_argument("--heartbeat", type=float, default=heartbeat.INTERVAL_S,
-                        help="seconds between checks of the job's daemons, hosts, WAN (0: off)")  # fmt: skip
+    parser.add_argument(
+        "--heartbeat",
+        type=float,
+        default=heartbeat.INTERVAL_S,
+        help="seconds between checks of the job's daemons, hosts, WAN (0: off)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -250,11 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         report = {"sites": timeline, "started": why is None, "error": why, "heartbeat": lost}
         print(f"clustertune-coalloc: {json.dumps(report)}", file=sys.stderr, flush=True)
     if why is not None:
-        print(f"clustertune-coalloc: co-allocation failed, nothing started: {why}",
-              file=sys.stderr)  # fmt: skip
+        print(f"clustertune-coalloc: co-allocation failed, nothing started: {why}", file=sys.stderr)
     if lost is not None:
-        print(f"clustertune-coalloc: heartbeat lost: {lost}; the job was stopped",
-              file=sys.stderr)  # fmt: skip
+        print(f"clustertune-coalloc: heartbeat lost: {lost}; the job was stopped", file=sys.stderr)
         return HEARTBEAT_LOST
     return code
 
@@ -267,8 +307,9 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def run_watched(command: list[str], grid: dict, wanted: dict[str, list[str]],
-                interval: float) -> tuple[int, str | None]:  # fmt: skip
+def run_watched(
+    command: list[str], grid: dict, wanted: dict[str, list[str]], interval: float
+) -> tuple[int, str | None]:
     """Run the MPI launcher under the heartbeat: when a part of the job dies it is named
     on stderr at once and the launcher is stopped (SIGTERM, SIGKILL after a grace).
     Returns (exit status, what died or None). A job that failed by itself is checked once
@@ -281,9 +322,12 @@ def run_watched(command: list[str], grid: dict, wanted: dict[str, list[str]],
             os.killpg(proc.pid, sig)
 
     def on_lost(message: str) -> None:
-        print(f"clustertune-coalloc: heartbeat: {message} "
-              f"({time.monotonic() - begin:.1f} s into the job); stopping it",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"clustertune-coalloc: heartbeat: {message} "
+            f"({time.monotonic() - begin:.1f} s into the job); stopping it",
+            file=sys.stderr,
+            flush=True,
+        )
         signal_group(signal.SIGTERM)
 
     if interval <= 0:
@@ -307,8 +351,11 @@ def run_watched(command: list[str], grid: dict, wanted: dict[str, list[str]],
     if lost is None and code != 0:
         lost = beat.check()
         if lost is not None:
-            print(f"clustertune-coalloc: heartbeat: {lost} (found after the job failed)",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"clustertune-coalloc: heartbeat: {lost} (found after the job failed)",
+                file=sys.stderr,
+                flush=True,
+            )
     return code, lost
 
 

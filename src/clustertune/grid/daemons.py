@@ -32,9 +32,13 @@ def clean_env(name: str, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def in_namespace(ns: str, argv: list[str], uts: str | None = None,
-                 binds: list[tuple[str, str]] = (),
-                 overlays: list[tuple[str, str]] = ()) -> list[str]:  # fmt: skip
+def in_namespace(
+    ns: str,
+    argv: list[str],
+    uts: str | None = None,
+    binds: list[tuple[str, str]] = (),
+    overlays: list[tuple[str, str]] = (),
+) -> list[str]:
     """argv run inside namespace ``ns``; with ``uts``, also with that hostname.
 
     A daemon (``uts`` given) enters the namespace with nsenter, not ``ip netns exec``: the
@@ -50,22 +54,45 @@ def in_namespace(ns: str, argv: list[str], uts: str | None = None,
     inner = "".join(f"mount --bind {shlex.quote(s)} {shlex.quote(t)} && " for s, t in mounts)
     for d, t in overlays:
         upper, work = shlex.quote(f"{d}/upper"), shlex.quote(f"{d}/work")
-        inner += (f"mkdir -p {upper} {work} && mount -t overlay overlay -o "
-                  f"lowerdir={shlex.quote(t)},upperdir={upper},workdir={work} {shlex.quote(t)} && ")  # fmt: skip
+        inner += (
+            f"mkdir -p {upper} {work} && mount -t overlay overlay -o "
+            f"lowerdir={shlex.quote(t)},upperdir={upper},workdir={work} {shlex.quote(t)} && "
+        )
     inner += 'hostname "$0" && exec "$@"'
-    return ["nsenter", f"--net={netns.NETNS_DIR / ns}", "unshare", "--mount", "--uts",
-            "sh", "-c", inner, uts, *argv]  # fmt: skip
+    return [
+        "nsenter",
+        f"--net={netns.NETNS_DIR / ns}",
+        "unshare",
+        "--mount",
+        "--uts",
+        "sh",
+        "-c",
+        inner,
+        uts,
+        *argv,
+    ]
 
 
-def start(grid: str, ns: str, argv: list[str], log: Path, uts: str | None = None,
-          env: dict[str, str] | None = None, binds: list[tuple[str, str]] = (),
-          overlays: list[tuple[str, str]] = ()) -> int:  # fmt: skip
+def start(
+    grid: str,
+    ns: str,
+    argv: list[str],
+    log: Path,
+    uts: str | None = None,
+    env: dict[str, str] | None = None,
+    binds: list[tuple[str, str]] = (),
+    overlays: list[tuple[str, str]] = (),
+) -> int:
     """Start a daemon in the foreground of its own session; its output goes to ``log``."""
     with log.open("ab") as sink:
         proc = subprocess.Popen(
-            in_namespace(ns, argv, uts, binds, overlays), stdin=subprocess.DEVNULL, stdout=sink,
-            stderr=subprocess.STDOUT, env=clean_env(grid, env), start_new_session=True,
-        )  # fmt: skip
+            in_namespace(ns, argv, uts, binds, overlays),
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=clean_env(grid, env),
+            start_new_session=True,
+        )
     return proc.pid
 
 
@@ -122,8 +149,10 @@ def wait_for(what: str, ready, timeout: float, pids: dict[str, int], logs: dict[
             if not alive(pid):
                 raise UserError(f"{name} exited before {what}: {tail(logs.get(name))}")
         time.sleep(0.1)
-    raise UserError(f"{what} not reached within {timeout:.0f} s; " + "; ".join(
-        f"{n}: {tail(p)}" for n, p in logs.items()))  # fmt: skip
+    raise UserError(
+        f"{what} not reached within {timeout:.0f} s; "
+        + "; ".join(f"{n}: {tail(p)}" for n, p in logs.items())
+    )
 
 
 def tail(path: Path | None, lines: int = 3) -> str:

@@ -79,13 +79,16 @@ def load_grid_file(path: Path) -> Cluster:
             raise fail("sites", i, "contact", f"a {scheduler} site needs its contact (host[:port])")
         partition = tomlfile.typed(fail, "sites", i, raw, "partition", str)
         sites[site_name] = {
-            "index": i, "scheduler": scheduler, "contact": contact,
+            "index": i,
+            "scheduler": scheduler,
+            "contact": contact,
             "link": rate("sites", i, "link", raw["link"]) if "link" in raw else None,
-            "launcher": tomlfile.typed(fail, "sites", i, raw, "launcher", str,
-                                       LAUNCHER_OF[scheduler]),
+            "launcher": tomlfile.typed(
+                fail, "sites", i, raw, "launcher", str, LAUNCHER_OF[scheduler]
+            ),
             "settings": {} if partition is None else {"partition": partition},
             "wan": None,
-        }  # fmt: skip
+        }
     hosts: list[Host] = []
     for i, raw in enumerate(tomlfile.tables(fail, doc, "hosts")):
         tomlfile.known(fail, "hosts", i, raw, _HOST)
@@ -111,8 +114,12 @@ def load_grid_file(path: Path) -> Cluster:
     for i, raw in enumerate(tomlfile.tables(fail, doc, "links")):
         tomlfile.known(fail, "links", i, raw, _LINK)
         pair = raw.get("sites")
-        if not (isinstance(pair, list) and len(pair) == 2 and all(p in sites for p in pair)
-                and pair[0] != pair[1]):  # fmt: skip
+        if not (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and all(p in sites for p in pair)
+            and pair[0] != pair[1]
+        ):
             raise fail(
                 "links", i, "sites", f"expected two different sites of the grid, got {pair!r}"
             )
@@ -138,7 +145,7 @@ def load_grid_file(path: Path) -> Cluster:
                 {**s["settings"], "scheduler": s["scheduler"], "contact": s["contact"]},
             )
             for n, s in sites.items()
-        ),  # fmt: skip
+        ),
         mpi=tuple(mpi),
         source=str(path),
         extra={"links": links},

@@ -73,8 +73,9 @@ def contact(head: dict) -> str:
 def fronts_slurm() -> bool:
     """Is GCT's Slurm job manager installed (globus-gram-job-manager-slurm), and Slurm?
     Then a GRAM site runs its own Slurm, and the gatekeeper is in front of it too."""
-    return SLURM_LRM.is_file() and SLURM_CONF.is_file() and all(
-        shutil.which(t) for t in slurm.TOOLS)  # fmt: skip
+    return (
+        SLURM_LRM.is_file() and SLURM_CONF.is_file() and all(shutil.which(t) for t in slurm.TOOLS)
+    )
 
 
 def service_contact(contact: str, lrm: str) -> str:
@@ -109,8 +110,12 @@ def _slurm_conf(g: Path, site: dict) -> Path:
 def trust_dir(ca_dir: Path, certs: Path) -> None:
     """GSI's trusted-certificates directory: the CA as HASH.0 and its signing policy (only
     subjects under the project's organisation)."""
-    out = subprocess.run(["openssl", "x509", "-in", str(ca_dir / "ca.pem"), "-noout", "-hash"],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        ["openssl", "x509", "-in", str(ca_dir / "ca.pem"), "-noout", "-hash"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     h = out.stdout.strip()
     certs.mkdir(parents=True, exist_ok=True)
     shutil.copy(ca_dir / "ca.pem", certs / f"{h}.0")
@@ -123,9 +128,23 @@ def trust_dir(ca_dir: Path, certs: Path) -> None:
 def make_proxy(creds: security.Credentials, out: Path) -> subprocess.CompletedProcess:
     """grid-proxy-init: an RFC 3820 proxy of ``creds`` in ``out`` (it writes one even for
     an expired certificate, with no time left, and says so)."""
-    return subprocess.run(["grid-proxy-init", "-q", "-hours", str(PROXY_HOURS), "-cert",
-                           str(creds.cert), "-key", str(creds.key), "-out", str(out)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [
+            "grid-proxy-init",
+            "-q",
+            "-hours",
+            str(PROXY_HOURS),
+            "-cert",
+            str(creds.cert),
+            "-key",
+            str(creds.key),
+            "-out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def ensure_gsi(grid_dir: Path) -> Path:
@@ -151,9 +170,12 @@ def client_env(grid: dict, origin: dict) -> dict[str, str]:
     """The GSI client's variables on ``origin``: the grid's trust directory and proxy (a
     caller's X509_USER_PROXY wins: another identity), a HOME under the run directory."""
     d = gsi_dir(grid["dir"])
-    return {"HOME": str(d / "home"), "X509_CERT_DIR": str(d / "certs"),
-            "X509_USER_PROXY": os.environ.get("X509_USER_PROXY", str(d / "proxy.pem")),
-            "GLOBUS_HOSTNAME": origin["address"]}  # fmt: skip
+    return {
+        "HOME": str(d / "home"),
+        "X509_CERT_DIR": str(d / "certs"),
+        "X509_USER_PROXY": os.environ.get("X509_USER_PROXY", str(d / "proxy.pem")),
+        "GLOBUS_HOSTNAME": origin["address"],
+    }
 
 
 def client(grid: dict, argv: list[str]) -> list[str]:
@@ -199,8 +221,11 @@ def _fork_conf(g: Path) -> Path:
         f'[ "$1" = -n ] && shift 2\nexec sh "${JOB_VAR}/job.sh" "$@"\n'
     )
     wrapper.chmod(0o755)
-    lines = [line for line in FORK_CONF.read_text().splitlines()
-             if not line.startswith(("mpiexec=", "mpirun="))]  # fmt: skip
+    lines = [
+        line
+        for line in FORK_CONF.read_text().splitlines()
+        if not line.startswith(("mpiexec=", "mpirun="))
+    ]
     conf = g / "globus-fork.conf"
     conf.write_text("\n".join([*lines, f'mpiexec="{wrapper}"', 'mpirun="no"', ""]))
     return conf
@@ -212,8 +237,10 @@ def start(grid: str, site: dict, timeout: float = 30.0) -> None:
     namespace into ``site["mntns"]`` (``stray`` finds the job managers by it)."""
     missing = [t for t in TOOLS if shutil.which(t) is None]
     if missing or not FORK_CONF.is_file():
-        raise UserError(f"site {site['name']}: the Grid Community Toolkit's GRAM is not "
-                        f"installed ({', '.join(missing) or FORK_CONF}): make apt")  # fmt: skip
+        raise UserError(
+            f"site {site['name']}: the Grid Community Toolkit's GRAM is not "
+            f"installed ({', '.join(missing) or FORK_CONF}): make apt"
+        )
     gsi = ensure_gsi(Path(site["dir"]).parent)
     g = Path(site["dir"]) / "gram"
     for sub in (*PRIVATE, HOME[0], "services", "state/gram_job_state"):
@@ -221,8 +248,10 @@ def start(grid: str, site: dict, timeout: float = 30.0) -> None:
     head = next(h for h in site["hosts"] if h["name"] == site["head"])
     host = security.issue(gsi / "ca", head["name"], server=True, rsa=True)
     security.map_account(g / "grid-mapfile", security.subject_of(USER), ACCOUNT)
-    (g / "jm.conf").write_text(f"-globus-toolkit-version 6.2\n-log-pattern {g}/log/"
-                               f"gram_$(LOGNAME).log\n-x509-cert-dir {gsi / 'certs'}\n")  # fmt: skip
+    (g / "jm.conf").write_text(
+        f"-globus-toolkit-version 6.2\n-log-pattern {g}/log/"
+        f"gram_$(LOGNAME).log\n-x509-cert-dir {gsi / 'certs'}\n"
+    )
     services = {"jobmanager": "fork", "jobmanager-fork": "fork"}  # the default, and by name
     binds = [(str(g / k), v) for k, v in PRIVATE.items()] + [(str(_fork_conf(g)), str(FORK_CONF))]
     if site.get("lrm") == "slurm":
@@ -231,21 +260,49 @@ def start(grid: str, site: dict, timeout: float = 30.0) -> None:
     for name, lrm in services.items():
         (g / "services" / name).write_text(
             "stderr_log,local_cred - /usr/sbin/globus-job-manager globus-job-manager "
-            f"-conf {g / 'jm.conf'} -type {lrm}\n")  # fmt: skip
+            f"-conf {g / 'jm.conf'} -type {lrm}\n"
+        )
     out = g / "log" / "gatekeeper.out"
-    site["pids"]["gatekeeper"] = pid = daemons.start(grid, head["namespace"], [
-        "globus-gatekeeper", "-f", "-port", str(PORT), "-grid_services", str(g / "services"),
-        "-gridmap", str(g / "grid-mapfile"), "-x509_cert_dir", str(gsi / "certs"),
-        "-x509_user_cert", str(host.cert), "-x509_user_key", str(host.key),
-        "-logfile", str(g / "log" / "gatekeeper.log"), "-pidfile", str(g / "gatekeeper.pid"),
-    ], out, uts=head["name"], env={"GLOBUS_HOSTNAME": head["address"]}, binds=binds,
-        overlays=[(str(g / HOME[0]), HOME[1])])  # fmt: skip
+    site["pids"]["gatekeeper"] = pid = daemons.start(
+        grid,
+        head["namespace"],
+        [
+            "globus-gatekeeper",
+            "-f",
+            "-port",
+            str(PORT),
+            "-grid_services",
+            str(g / "services"),
+            "-gridmap",
+            str(g / "grid-mapfile"),
+            "-x509_cert_dir",
+            str(gsi / "certs"),
+            "-x509_user_cert",
+            str(host.cert),
+            "-x509_user_key",
+            str(host.key),
+            "-logfile",
+            str(g / "log" / "gatekeeper.log"),
+            "-pidfile",
+            str(g / "gatekeeper.pid"),
+        ],
+        out,
+        uts=head["name"],
+        env={"GLOBUS_HOSTNAME": head["address"]},
+        binds=binds,
+        overlays=[(str(g / HOME[0]), HOME[1])],
+    )
 
     def contact_given() -> bool:
         return out.is_file() and "GRAM contact" in out.read_text(errors="replace")
 
-    daemons.wait_for(f"site {site['name']}: gatekeeper up", contact_given, timeout,
-                     site["pids"], {"gatekeeper": out})  # fmt: skip
+    daemons.wait_for(
+        f"site {site['name']}: gatekeeper up",
+        contact_given,
+        timeout,
+        site["pids"],
+        {"gatekeeper": out},
+    )
     site["mntns"] = os.readlink(f"/proc/{pid}/ns/mnt")
 
 
@@ -269,9 +326,13 @@ def stray(site: dict) -> list[int]:
 def authenticate(grid: dict, site: dict) -> subprocess.Popen:
     """``globusrun -a``: does the site's gatekeeper accept the grid's proxy (mapped
     subject, valid certificate)? Started, not waited for (co-allocation asks all sites)."""
-    return subprocess.Popen(client(grid, ["globusrun", "-a", "-r", site["contact"]]),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    return subprocess.Popen(
+        client(grid, ["globusrun", "-a", "-r", site["contact"]]),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _log(site: dict) -> Path:
@@ -295,12 +356,16 @@ def refusal(site: dict, answer: str, since: int) -> str:
         new = []
     reasons = [line.split("Failure:", 1)[1].strip() for line in new if "Failure:" in line]
     # GSS's own failure line is terse; its error chain says which check failed
-    chain = [line.strip() for line in new
-             if line.startswith(("globus_gsi_callback_module:", "globus_gss_assist:"))]  # fmt: skip
+    chain = [
+        line.strip()
+        for line in new
+        if line.startswith(("globus_gsi_callback_module:", "globus_gss_assist:"))
+    ]
     if not reasons:
         return said
     return f"{said}; gatekeeper log: {reasons[-1][-200:]}" + (
-        f" ({chain[-1][-200:]})" if chain else "")  # fmt: skip
+        f" ({chain[-1][-200:]})" if chain else ""
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -323,8 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         return 255
     backend = jobs.GramBackend(grid, site, lrm="fork")  # on HOST itself, not where Slurm says
     try:
-        handle = backend.submit(jobs.GridJob(str(vcluster.state_dir(name) / "agent"),
-                                             [host, command]))  # fmt: skip
+        handle = backend.submit(
+            jobs.GridJob(str(vcluster.state_dir(name) / "agent"), [host, command])
+        )
     except UserError as exc:
         print(f"clustertune-gram: {exc}", file=sys.stderr)
         return 255

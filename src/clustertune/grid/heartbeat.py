@@ -42,8 +42,13 @@ def _link_states(ns: str, dev: str | None = None) -> dict[str, str]:
 
 
 class Heartbeat:
-    def __init__(self, grid: dict, wanted: dict[str, list[str]], interval: float = INTERVAL_S,
-                 on_lost: Callable[[str], None] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        grid: dict,
+        wanted: dict[str, list[str]],
+        interval: float = INTERVAL_S,
+        on_lost: Callable[[str], None] | None = None,
+    ):
         self.grid = grid
         self.wanted = wanted
         self.interval = interval

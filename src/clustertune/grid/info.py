@@ -22,8 +22,10 @@ from ..errors import UserError
 from . import slurm, staging
 
 CACHE = "info.json"
-PROBE = ("echo cores $(nproc); grep -m1 '^model name' /proc/cpuinfo; "
-         "grep -m1 '^MemTotal' /proc/meminfo; echo load $(cut -d' ' -f1-3 /proc/loadavg)")  # fmt: skip
+PROBE = (
+    "echo cores $(nproc); grep -m1 '^model name' /proc/cpuinfo; "
+    "grep -m1 '^MemTotal' /proc/meminfo; echo load $(cut -d' ' -f1-3 /proc/loadavg)"
+)
 
 
 def _parse_probe(text: str) -> dict:
@@ -49,11 +51,19 @@ def _slurm_state(site: dict, timeout: float) -> dict:
     for line in nodes.stdout.splitlines():
         name, state, cpus = line.split()
         allocated, idle, _other, total = (int(x) for x in cpus.split("/"))
-        per_node[name] = {"state": state, "cpus_allocated": allocated, "cpus_idle": idle,
-                          "cpus": total}  # fmt: skip
+        per_node[name] = {
+            "state": state,
+            "cpus_allocated": allocated,
+            "cpus_idle": idle,
+            "cpus": total,
+        }
     queue = slurm.run_client(site, ["squeue", "-h", "-o", "%t"], timeout=timeout).stdout.split()
-    return {"answering": True, "nodes": per_node, "jobs_running": queue.count("R"),
-            "jobs_pending": queue.count("PD")}  # fmt: skip
+    return {
+        "answering": True,
+        "nodes": per_node,
+        "jobs_running": queue.count("R"),
+        "jobs_pending": queue.count("PD"),
+    }
 
 
 def gather(grid: dict, timeout: float = 20.0) -> dict:
@@ -62,14 +72,22 @@ def gather(grid: dict, timeout: float = 20.0) -> dict:
 
     sites = []
     for site in grid["sites"]:
-        entry: dict = {"name": site["name"], "scheduler": site["scheduler"],
-                       "contact": site["contact"], "hosts": [h["name"] for h in site["hosts"]],
-                       "link_bps": grid.get("link_bps")}  # fmt: skip
+        entry: dict = {
+            "name": site["name"],
+            "scheduler": site["scheduler"],
+            "contact": site["contact"],
+            "hosts": [h["name"] for h in site["hosts"]],
+            "link_bps": grid.get("link_bps"),
+        }
         try:
-            out = subprocess.run(staging.shell(grid, site, PROBE), capture_output=True,
-                                 text=True, timeout=timeout)  # fmt: skip
-            entry["head"] = _parse_probe(out.stdout) if out.returncode == 0 else {
-                "error": (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]}  # fmt: skip
+            out = subprocess.run(
+                staging.shell(grid, site, PROBE), capture_output=True, text=True, timeout=timeout
+            )
+            entry["head"] = (
+                _parse_probe(out.stdout)
+                if out.returncode == 0
+                else {"error": (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]}
+            )
         except subprocess.TimeoutExpired:
             entry["head"] = {"error": f"no answer within {timeout:g} s"}
         if site["scheduler"] == "slurm" or site.get("lrm") == "slurm":  # GRAM's too
@@ -79,10 +97,13 @@ def gather(grid: dict, timeout: float = 20.0) -> dict:
                 entry["batch"] = {"answering": False, "error": f"no answer within {timeout:g} s"}
         sites.append(entry)
     return {
-        "grid": grid["name"], "gathered": time.time(), "wan_bps": grid.get("wan_bps"),
-        "mpi": {k: v for k, v in mpi_versions().items() if v}, "blas": blas_info(),
+        "grid": grid["name"],
+        "gathered": time.time(),
+        "wan_bps": grid.get("wan_bps"),
+        "mpi": {k: v for k, v in mpi_versions().items() if v},
+        "blas": blas_info(),
         "sites": sites,
-    }  # fmt: skip
+    }
 
 
 def info(grid: dict, max_age: float = 30.0) -> dict:
@@ -132,25 +153,36 @@ def pick_site(grid: dict, count: int = 1, max_age: float = 30.0) -> tuple[str, d
 def describe(known: dict) -> str:
     from ..units import format_rate
 
-    lines = [f"grid {known['grid']} (information {known['age_s']:.1f} s old"
-             f"{', cached' if known['cached'] else ''}); WAN "
-             f"{format_rate(known['wan_bps']) if known.get('wan_bps') else '-'}; MPI "
-             f"{', '.join(f'{k} {v}' for k, v in known['mpi'].items()) or '-'}; BLAS "
-             f"{known['blas'].get('library') or '-'}"]  # fmt: skip
+    lines = [
+        f"grid {known['grid']} (information {known['age_s']:.1f} s old"
+        f"{', cached' if known['cached'] else ''}); WAN "
+        f"{format_rate(known['wan_bps']) if known.get('wan_bps') else '-'}; MPI "
+        f"{', '.join(f'{k} {v}' for k, v in known['mpi'].items()) or '-'}; BLAS "
+        f"{known['blas'].get('library') or '-'}"
+    ]
     for s in known["sites"]:
         head = s.get("head", {})
-        cpu = (f"{head.get('cores', '?')} cores {head.get('cpu', '?')}, "
-               f"{head.get('memory_bytes', 0) / 2**30:.1f} GiB, load "
-               f"{' '.join(str(x) for x in head.get('load', []))}"
-               if "error" not in head else f"unreachable: {head['error']}")  # fmt: skip
-        lines.append(f"  {s['name']:6} {s['scheduler']:5} {s['contact']:12} "
-                     f"hosts {','.join(s['hosts'])}: {cpu}; free CPUs {free_cpus(s)}")  # fmt: skip
+        cpu = (
+            f"{head.get('cores', '?')} cores {head.get('cpu', '?')}, "
+            f"{head.get('memory_bytes', 0) / 2**30:.1f} GiB, load "
+            f"{' '.join(str(x) for x in head.get('load', []))}"
+            if "error" not in head
+            else f"unreachable: {head['error']}"
+        )
+        lines.append(
+            f"  {s['name']:6} {s['scheduler']:5} {s['contact']:12} "
+            f"hosts {','.join(s['hosts'])}: {cpu}; free CPUs {free_cpus(s)}"
+        )
         batch = s.get("batch")
         if batch and batch.get("answering"):
-            nodes = " ".join(f"{n}={v['state']}({v['cpus_idle']}/{v['cpus']} idle)"
-                             for n, v in batch["nodes"].items())  # fmt: skip
-            lines.append(f"         slurm: {nodes}; jobs running {batch['jobs_running']}, "
-                         f"pending {batch['jobs_pending']}")  # fmt: skip
+            nodes = " ".join(
+                f"{n}={v['state']}({v['cpus_idle']}/{v['cpus']} idle)"
+                for n, v in batch["nodes"].items()
+            )
+            lines.append(
+                f"         slurm: {nodes}; jobs running {batch['jobs_running']}, "
+                f"pending {batch['jobs_pending']}"
+            )
         elif batch:
             lines.append(f"         slurm not answering: {batch.get('error')}")
     return "\n".join(lines)

@@ -84,14 +84,20 @@ def mpi_env(mpi: str) -> dict[str, str]:
     """What the MPI needs between namespaces on one machine (launch/mpi_flags.py's traps):
     Open MPI off shared memory and on the virtual NIC, MPICH's UCX on TCP."""
     if mpi == "openmpi":
-        return {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp",
-                "OMPI_MCA_btl_tcp_if_include": VIRTUAL_NIC,
-                "OMPI_MCA_oob_tcp_if_include": VIRTUAL_NIC,
-                "OMPI_MCA_mpi_yield_when_idle": "1"}  # fmt: skip
+        return {
+            "OMPI_MCA_pml": "ob1",
+            "OMPI_MCA_btl": "self,tcp",
+            "OMPI_MCA_btl_tcp_if_include": VIRTUAL_NIC,
+            "OMPI_MCA_oob_tcp_if_include": VIRTUAL_NIC,
+            "OMPI_MCA_mpi_yield_when_idle": "1",
+        }
     from .. import kernels
 
-    return {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": VIRTUAL_NIC,
-            "LD_PRELOAD": str(kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich"))}  # fmt: skip
+    return {
+        "UCX_TLS": "tcp,self",
+        "UCX_NET_DEVICES": VIRTUAL_NIC,
+        "LD_PRELOAD": str(kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")),
+    }
 
 
 def exit_state(d: Path) -> str:
@@ -110,8 +116,9 @@ class Backend:
         known = [h["name"] for h in self.site["hosts"]]
         for h in job.hosts or []:
             if h not in known:
-                raise UserError(f"job: hosts: {h!r} is not a host of {self.site['name']} "
-                                f"({', '.join(known)})")  # fmt: skip
+                raise UserError(
+                    f"job: hosts: {h!r} is not a host of {self.site['name']} ({', '.join(known)})"
+                )
         return job.hosts or known
 
     def new_dir(self) -> Path:
@@ -120,8 +127,9 @@ class Backend:
         d.chmod(0o755)
         return d
 
-    def script(self, job: GridJob, d: Path, launch: list[str], env: dict[str, str],
-               passed: bool = False) -> str:  # fmt: skip
+    def script(
+        self, job: GridJob, d: Path, launch: list[str], env: dict[str, str], passed: bool = False
+    ) -> str:
         """The job's shell script: its environment, directory, launch line, exit file.
         ``passed``: the launch line ends with the script's own arguments (the executable
         and arguments GRAM's job manager hands over)."""
@@ -129,14 +137,19 @@ class Backend:
         lines += [f"export {k}={shlex.quote(v)}" for k, v in {**env, **job.environment}.items()]
         if job.barrier:  # co-allocation's start barrier: check in, then wait for go or abort
             b = shlex.quote(job.barrier)
-            lines += [f"touch {b}/ready.{d.name}",
-                      f"while [ ! -e {b}/go ]; do if [ -e {b}/abort ]; then echo 98 > {d}/exit; "
-                      "exit 98; fi; sleep 0.1; done"]  # fmt: skip
+            lines += [
+                f"touch {b}/ready.{d.name}",
+                f"while [ ! -e {b}/go ]; do if [ -e {b}/abort ]; then echo 98 > {d}/exit; "
+                "exit 98; fi; sleep 0.1; done",
+            ]
         if job.directory:
             lines.append(f"cd {shlex.quote(job.directory)} || {{ echo 127 > {d}/exit; exit 127; }}")
-        lines += [shlex.join(launch) + (' "$@"' if passed else ""), "rc=$?",
-                  f"echo $rc > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit",
-                  "exit $rc"]  # fmt: skip
+        lines += [
+            shlex.join(launch) + (' "$@"' if passed else ""),
+            "rc=$?",
+            f"echo $rc > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit",
+            "exit $rc",
+        ]
         return "\n".join(lines) + "\n"
 
     def submit(self, job: GridJob) -> Handle:
@@ -164,8 +177,14 @@ class Backend:
 def srun_launch(job: GridJob, hosts: list[str] | None) -> tuple[list[str], dict[str, str]]:
     """srun starting the job's count tasks inside its Slurm job (on ``hosts`` when given),
     with the MPI's PMI plug-in; and the environment the MPI needs."""
-    srun = ["srun", "--kill-on-bad-exit=1", "--ntasks", str(job.count), "--distribution",
-            "cyclic"] + (["--nodelist", ",".join(hosts)] if hosts else [])  # fmt: skip
+    srun = [
+        "srun",
+        "--kill-on-bad-exit=1",
+        "--ntasks",
+        str(job.count),
+        "--distribution",
+        "cyclic",
+    ] + (["--nodelist", ",".join(hosts)] if hosts else [])
     if job.jobtype != "mpi":
         return srun, {}
     return srun + [f"--mpi={slurm.PMI_PLUGIN[job.mpi]}"], mpi_env(job.mpi)
@@ -181,14 +200,30 @@ class SlurmBackend(Backend):
         srun, env = srun_launch(job, hosts)
         (d / "job.sh").write_text(self.script(job, d, srun + [job.executable, *job.arguments], env))
         hold = ["--hold"] if os.environ.get(NEVER_START) == self.site["name"] else []
-        argv = ["sbatch", "--parsable", *hold, "--job-name", f"ct-{d.name}", "--ntasks", str(job.count),
-                "--nodelist", ",".join(hosts), "--output", str(d / "out"), "--error",
-                str(d / "err"), "--chdir", str(d), str(d / "job.sh")]  # fmt: skip
+        argv = [
+            "sbatch",
+            "--parsable",
+            *hold,
+            "--job-name",
+            f"ct-{d.name}",
+            "--ntasks",
+            str(job.count),
+            "--nodelist",
+            ",".join(hosts),
+            "--output",
+            str(d / "out"),
+            "--error",
+            str(d / "err"),
+            "--chdir",
+            str(d),
+            str(d / "job.sh"),
+        ]
         out = slurm.run_client(self.site, argv)
         if out.returncode != 0:
             raise UserError(f"site {self.site['name']}: sbatch: {out.stderr.strip()[-300:]}")
-        return Handle(self.site["name"], self.name, str(d), out.stdout.strip().split(";")[0],
-                      time.time())  # fmt: skip
+        return Handle(
+            self.site["name"], self.name, str(d), out.stdout.strip().split(";")[0], time.time()
+        )
 
     def _show(self, handle: Handle) -> dict[str, str]:
         out = slurm.run_client(self.site, ["scontrol", "-o", "show", "job", handle.id]).stdout
@@ -239,9 +274,13 @@ class ShellBackend(Backend):
                 launch = mpi_flags.mpich(job.count, env, hostfile, self.rsh_agent(), VIRTUAL_NIC)
             env = {k: v for k, v in env.items() if k not in job.environment}
         else:  # count copies, like GRAM's fork job manager
-            launch = ["sh", "-c", 'n=$0; p=; while [ $n -gt 0 ]; do "$@" & p="$p $!"; '
-                      "n=$((n-1)); done; s=0; for q in $p; do wait $q || s=$?; done; exit $s",
-                      str(job.count)]  # fmt: skip
+            launch = [
+                "sh",
+                "-c",
+                'n=$0; p=; while [ $n -gt 0 ]; do "$@" & p="$p $!"; '
+                "n=$((n-1)); done; s=0; for q in $p; do wait $q || s=$?; done; exit $s",
+                str(job.count),
+            ]
         return launch, env
 
     def submit(self, job: GridJob) -> Handle:
@@ -252,13 +291,15 @@ class ShellBackend(Backend):
         launch += [job.executable, *job.arguments]
         (d / "job.sh").write_text(self.script(job, d, launch, env))
         head = hosts[0]
-        command = (f"nohup sh {d}/job.sh > {d}/out 2> {d}/err < /dev/null & "
-                   f"echo $! > {d}/pid; cat {d}/pid")  # fmt: skip
+        command = (
+            f"nohup sh {d}/job.sh > {d}/out 2> {d}/err < /dev/null & echo $! > {d}/pid; cat {d}/pid"
+        )
         out = subprocess.run(self.shell(head, command), capture_output=True, text=True, timeout=20)
         if out.returncode != 0:
             raise UserError(f"site {self.site['name']}: start failed: {out.stderr.strip()[-300:]}")
-        return Handle(self.site["name"], self.name, str(d), f"{head}:{out.stdout.strip()}",
-                      time.time())  # fmt: skip
+        return Handle(
+            self.site["name"], self.name, str(d), f"{head}:{out.stdout.strip()}", time.time()
+        )
 
     def rsh_agent(self) -> str:
         from .. import vcluster
@@ -306,9 +347,16 @@ class GramBackend(ShellBackend):
     site's other hosts with the vcluster agent, the fork LRM has no access path)."""
 
     name = "gram"
-    STATES = {"PENDING": "pending", "STAGE_IN": "pending", "UNSUBMITTED": "pending",
-              "ACTIVE": "active", "STAGE_OUT": "active", "SUSPENDED": "active",
-              "DONE": "done", "FAILED": "failed"}  # fmt: skip
+    STATES = {
+        "PENDING": "pending",
+        "STAGE_IN": "pending",
+        "UNSUBMITTED": "pending",
+        "ACTIVE": "active",
+        "STAGE_OUT": "active",
+        "SUSPENDED": "active",
+        "DONE": "done",
+        "FAILED": "failed",
+    }
 
     def __init__(self, grid: dict, site: dict, lrm: str | None = None):
         super().__init__(grid, site)
@@ -324,19 +372,37 @@ class GramBackend(ShellBackend):
         directory, jobtype) plus where its output goes. An MPI job is ``jobtype=mpi``
         (the site's mpiexec runs the job's script); count copies of a single job are the
         script's, so that their exit statuses are collected."""
-        env = {**job.environment, gram.JOB_VAR: str(d), daemons.MARK: self.grid["name"],
-               "PATH": os.environ.get("PATH", "/usr/bin:/bin")}  # fmt: skip
-        run = ({"executable": job.executable, "arguments": job.arguments, "count": job.count,
-                "jobtype": "mpi"} if job.jobtype == "mpi" else
-               {"executable": "/bin/sh", "arguments": [str(d / "job.sh"), job.executable,
-                                                       *job.arguments],
-                "jobtype": "single"})  # GRAM's default, multiple, would start it count times  # fmt: skip
+        env = {
+            **job.environment,
+            gram.JOB_VAR: str(d),
+            daemons.MARK: self.grid["name"],
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        }
+        run = (
+            {
+                "executable": job.executable,
+                "arguments": job.arguments,
+                "count": job.count,
+                "jobtype": "mpi",
+            }
+            if job.jobtype == "mpi"
+            else {
+                "executable": "/bin/sh",
+                "arguments": [str(d / "job.sh"), job.executable, *job.arguments],
+                "jobtype": "single",
+            }
+        )  # GRAM's default, multiple, would start it count times
         if self.lrm == "slurm":  # sbatch -N hosts, and -n count for a single job's srun
             run.update(host_count=len(self.hosts(job)), count=job.count)
             if job.jobtype == "mpi":  # the Slurm LRM hands only Open MPI's to mpiexec once
                 run["mpi_type"] = "openmpi"
-        return {**run, "environment": env, "directory": job.directory or str(d),
-                "stdout": str(d / "out"), "stderr": str(d / "err")}  # fmt: skip
+        return {
+            **run,
+            "environment": env,
+            "directory": job.directory or str(d),
+            "stdout": str(d / "out"),
+            "stderr": str(d / "err"),
+        }
 
     def submit(self, job: GridJob) -> Handle:
         job.check()
@@ -350,8 +416,10 @@ class GramBackend(ShellBackend):
         out = gram.run_client(self.grid, ["globusrun", "-b", "-r", contact, request])
         job_contact = next((w for w in out.stdout.split() if w.startswith("https://")), "")
         if out.returncode != 0 or not job_contact:
-            raise UserError(f"site {self.site['name']}: GRAM refused the job: "
-                            f"{gram.refusal(self.site, out.stdout + out.stderr, mark)}")  # fmt: skip
+            raise UserError(
+                f"site {self.site['name']}: GRAM refused the job: "
+                f"{gram.refusal(self.site, out.stdout + out.stderr, mark)}"
+            )
         return Handle(self.site["name"], self.name, str(d), job_contact, time.time())
 
     def poll(self, handle: Handle) -> str:

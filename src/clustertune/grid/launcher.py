@@ -51,10 +51,19 @@ class GridLauncher(HostfileLauncher):
         if site["scheduler"] == "slurm":
             head = next(h for h in site["hosts"] if h["name"] == site["head"])
             jobid = f"--jobid=$(cat {workdir}/alloc.{site['name']})" if workdir else ""
-            srun = ["ip", "netns", "exec", head["namespace"], "env",
-                    f"SLURM_CONF={slurm.conf_path(site)}", "srun"]  # fmt: skip
-            return (f"{shlex.join(srun)} {jobid} --overlap --nodes=1 --ntasks=1 "
-                    f"--nodelist={host} --kill-on-bad-exit=1 sh -c \"$*\"")  # fmt: skip
+            srun = [
+                "ip",
+                "netns",
+                "exec",
+                head["namespace"],
+                "env",
+                f"SLURM_CONF={slurm.conf_path(site)}",
+                "srun",
+            ]
+            return (
+                f"{shlex.join(srun)} {jobid} --overlap --nodes=1 --ntasks=1 "
+                f'--nodelist={host} --kill-on-bad-exit=1 sh -c "$*"'
+            )
         if site["scheduler"] == "ssh":
             return f'{shlex.quote(str(Path(grid["dir"]) / "ssh" / "ssh"))} {host} "$*"'
         if site["scheduler"] == "gram":
@@ -69,11 +78,11 @@ class GridLauncher(HostfileLauncher):
         agent = workdir / "grid-agent"
         agent.write_text(
             "#!/bin/sh\n# clustertune grid: the MPI launcher's remote shell, per site\n"
-            "while [ $# -gt 0 ]; do case \"$1\" in -x|-n|-T|-q) shift ;; -o|-p|-l) shift 2 ;;"
+            'while [ $# -gt 0 ]; do case "$1" in -x|-n|-T|-q) shift ;; -o|-p|-l) shift 2 ;;'
             " *) break ;; esac; done\n"
-            f"case \"$1\" in\n{cases}\n"
-            "  *) echo \"grid agent: unknown host $1\" >&2; exit 255 ;;\nesac\n"
-        )  # fmt: skip
+            f'case "$1" in\n{cases}\n'
+            '  *) echo "grid agent: unknown host $1" >&2; exit 255 ;;\nesac\n'
+        )
         agent.chmod(0o755)
         return agent
 
@@ -97,9 +106,19 @@ class GridLauncher(HostfileLauncher):
         for h in hosts:
             wanted.setdefault(self._site_of(grid, h)["name"], []).append(h)
         minutes = max(1, int(job.timeout // 60) + 1)
-        argv = [sys.executable, "-m", "clustertune.grid.coalloc", "--grid", grid["name"],
-                "--workdir", str(workdir), "--barrier", str(START_BARRIER_S),
-                "--minutes", str(minutes)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "clustertune.grid.coalloc",
+            "--grid",
+            grid["name"],
+            "--workdir",
+            str(workdir),
+            "--barrier",
+            str(START_BARRIER_S),
+            "--minutes",
+            str(minutes),
+        ]
         for site, site_hosts in wanted.items():
             argv += ["--sites", f"{site}={','.join(site_hosts)}"]
         return argv + ["--", *mpirun]
@@ -110,10 +129,18 @@ class GridLauncher(HostfileLauncher):
         grid = self.grid
         site = self._site_of(grid, host)
         if site["scheduler"] == "slurm":
-            return slurm.client(site, ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={host}",
-                                       *argv])  # fmt: skip
+            return slurm.client(
+                site, ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={host}", *argv]
+            )
         if site["scheduler"] == "ssh":
             origin_ns = self.cluster.host(grid["origin"]).namespace
-            return ["ip", "netns", "exec", origin_ns, str(Path(grid["dir"]) / "ssh" / "ssh"),
-                    host, shlex.join(argv)]  # fmt: skip
+            return [
+                "ip",
+                "netns",
+                "exec",
+                origin_ns,
+                str(Path(grid["dir"]) / "ssh" / "ssh"),
+                host,
+                shlex.join(argv),
+            ]
         return vcluster.exec_argv(self.cluster, host, argv)

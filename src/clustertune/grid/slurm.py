@@ -46,15 +46,32 @@ def run_client(site: dict, argv: list[str], timeout: float = 20.0) -> subprocess
 
 def write_conf(grid: str, site: dict, cpus: int) -> None:
     head = next(h for h in site["hosts"] if h["name"] == site["head"])
-    nodes = [{"NodeName": h["name"], "NodeHostname": h["name"], "NodeAddr": h["address"]}
-             for h in site["hosts"]]  # fmt: skip
-    write_conf_file(conf_path(site), f"{grid}{site['name']}", f"{head['name']}({head['address']})",
-                    (CTLD_PORT, SLURMD_PORT), Path(site["dir"]) / "munge" / "sock", nodes, cpus,
-                    PARTITION)  # fmt: skip
+    nodes = [
+        {"NodeName": h["name"], "NodeHostname": h["name"], "NodeAddr": h["address"]}
+        for h in site["hosts"]
+    ]
+    write_conf_file(
+        conf_path(site),
+        f"{grid}{site['name']}",
+        f"{head['name']}({head['address']})",
+        (CTLD_PORT, SLURMD_PORT),
+        Path(site["dir"]) / "munge" / "sock",
+        nodes,
+        cpus,
+        PARTITION,
+    )
 
 
-def write_conf_file(path: Path, cluster: str, controller: str, ports: tuple[int, int],
-                    munge_socket: Path, nodes: list[dict], cpus: int, partition: str) -> None:  # fmt: skip
+def write_conf_file(
+    path: Path,
+    cluster: str,
+    controller: str,
+    ports: tuple[int, int],
+    munge_socket: Path,
+    nodes: list[dict],
+    cpus: int,
+    partition: str,
+) -> None:
     """slurm.conf (``path``; state, spool, TmpFS, pids and logs beside it, ``%n`` in every
     per-node path) for one slurmctld and one slurmd per node, all on one file system: a
     virtual grid's site, and the tests' loopback Slurm (tests/slurm_loopback.py).
@@ -114,41 +131,67 @@ def start(grid: str, site: dict, timeout: float = 30.0) -> None:
     ``site["pids"]`` as they start, so a failure half-way is still cleaned up."""
     missing = [t for t in TOOLS if not _which(t)]
     if missing:
-        raise UserError(f"site {site['name']}: Slurm/munge not installed ({', '.join(missing)}): "
-                        "make apt")  # fmt: skip
+        raise UserError(
+            f"site {site['name']}: Slurm/munge not installed ({', '.join(missing)}): make apt"
+        )
     d = Path(site["dir"])
     for sub in ("state", "log", "spool", "tmp", "munge"):
         (d / sub).mkdir(parents=True, exist_ok=True)
     m = d / "munge"
     for p in (d, m):
         p.chmod(0o755)  # munged: every directory above its socket searchable by all
-    key = subprocess.run(["mungekey", "-c", "-f", "-k", str(m / "munge.key")],
-                         capture_output=True, text=True)  # fmt: skip
+    key = subprocess.run(
+        ["mungekey", "-c", "-f", "-k", str(m / "munge.key")], capture_output=True, text=True
+    )
     if key.returncode != 0:
         raise UserError(f"site {site['name']}: mungekey: {key.stderr.strip()}")
     head = next(h for h in site["hosts"] if h["name"] == site["head"])
     logs = {"munged": m / "munged.log", "slurmctld": d / "log" / "slurmctld.log"}
     pids = site["pids"]
-    pids["munged"] = daemons.start(grid, head["namespace"], [
-        "munged", "-F", f"--key-file={m / 'munge.key'}", f"--socket={m / 'sock'}",
-        f"--pid-file={m / 'munged.pid'}", f"--log-file={m / 'munged.log'}",
-        f"--seed-file={m / 'seed'}"], m / "munged.out")  # fmt: skip
-    daemons.wait_for(f"site {site['name']}: munged ready", lambda: (m / "sock").exists(),
-                     timeout, pids, logs)  # fmt: skip
+    pids["munged"] = daemons.start(
+        grid,
+        head["namespace"],
+        [
+            "munged",
+            "-F",
+            f"--key-file={m / 'munge.key'}",
+            f"--socket={m / 'sock'}",
+            f"--pid-file={m / 'munged.pid'}",
+            f"--log-file={m / 'munged.log'}",
+            f"--seed-file={m / 'seed'}",
+        ],
+        m / "munged.out",
+    )
+    daemons.wait_for(
+        f"site {site['name']}: munged ready", lambda: (m / "sock").exists(), timeout, pids, logs
+    )
     write_conf(grid, site, os.cpu_count() or 2)
     conf = str(conf_path(site))
-    pids["slurmctld"] = daemons.start(grid, head["namespace"], ["slurmctld", "-D", "-f", conf],
-                                      d / "log" / "slurmctld.out", uts=head["name"])  # fmt: skip
+    pids["slurmctld"] = daemons.start(
+        grid,
+        head["namespace"],
+        ["slurmctld", "-D", "-f", conf],
+        d / "log" / "slurmctld.out",
+        uts=head["name"],
+    )
     for h in site["hosts"]:
         name = f"slurmd-{h['name']}"
         logs[name] = d / "log" / f"{name}.log"
-        pids[name] = daemons.start(grid, h["namespace"], ["slurmd", "-D", "-N", h["name"], "-f",
-                                   conf], d / "log" / f"{name}.out", uts=h["name"])  # fmt: skip
+        pids[name] = daemons.start(
+            grid,
+            h["namespace"],
+            ["slurmd", "-D", "-N", h["name"], "-f", conf],
+            d / "log" / f"{name}.out",
+            uts=h["name"],
+        )
     nodes = [h["name"] for h in site["hosts"]]
     daemons.wait_for(
         f"site {site['name']}: nodes {','.join(nodes)} idle",
-        lambda: node_states(site) == dict.fromkeys(nodes, "idle"), timeout, pids, logs,
-    )  # fmt: skip
+        lambda: node_states(site) == dict.fromkeys(nodes, "idle"),
+        timeout,
+        pids,
+        logs,
+    )
 
 
 def _which(tool: str) -> bool:

@@ -17,12 +17,20 @@ from . import virtual
 def cluster_from_grid(state: dict) -> Cluster:
     base = vcluster.cluster_from_state(vcluster.load_state(state["name"]))
     sites = tuple(
-        Site(s["name"], "grid", state["wan_bps"] if len(state["sites"]) > 1 else None,
-             {"scheduler": s["scheduler"], "contact": s["contact"], "head": s["head"]})
+        Site(
+            s["name"],
+            "grid",
+            state["wan_bps"] if len(state["sites"]) > 1 else None,
+            {"scheduler": s["scheduler"], "contact": s["contact"], "head": s["head"]},
+        )
         for s in state["sites"]
-    )  # fmt: skip
-    return replace(base, sites=sites, source=f"grid:{state['name']}",
-                   extra={**base.extra, "grid": state["name"], "grid_dir": state["dir"]})  # fmt: skip
+    )
+    return replace(
+        base,
+        sites=sites,
+        source=f"grid:{state['name']}",
+        extra={**base.extra, "grid": state["name"], "grid_dir": state["dir"]},
+    )
 
 
 class VirtualGrid:

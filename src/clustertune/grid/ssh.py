@@ -48,8 +48,11 @@ def wrapper(grid_dir: Path) -> Path:
 
 
 def _keygen(path: Path, comment: str) -> None:
-    out = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f",
-                          str(path)], capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        capture_output=True,
+        text=True,
+    )
     if out.returncode != 0:
         raise UserError(f"ssh-keygen: {out.stderr.strip()}")
 
@@ -66,19 +69,34 @@ def start(grid: str, site: dict, timeout: float = 15.0) -> None:
     wrapper(grid_dir)
     names = ",".join(n for h in site["hosts"] for n in (h["name"], h["address"]))
     with (grid_dir / "ssh" / "known_hosts").open("a") as known:
-        known.write(f"{names} {hostkey.with_suffix('.pub').read_text().split(' ', 2)[0]} "
-                    f"{hostkey.with_suffix('.pub').read_text().split(' ', 2)[1]}\n")  # fmt: skip
+        known.write(
+            f"{names} {hostkey.with_suffix('.pub').read_text().split(' ', 2)[0]} "
+            f"{hostkey.with_suffix('.pub').read_text().split(' ', 2)[1]}\n"
+        )
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
     log = d / "sshd.log"
     for h in site["hosts"]:
         conf = d / f"sshd-{h['name']}.conf"
-        conf.write_text("\n".join([
-            f"Port {PORT}", f"ListenAddress {h['address']}", f"HostKey {hostkey}",
-            f"AuthorizedKeysFile {d / 'authorized_keys'}", f"PidFile {d / h['name']}.pid",
-            "PermitRootLogin prohibit-password", "PasswordAuthentication no",
-            "KbdInteractiveAuthentication no", "UsePAM no", "StrictModes no",
-            "PrintMotd no", "UseDNS no", f"AcceptEnv {' '.join(PASSED_ENV)}", "",
-        ]))  # fmt: skip
+        conf.write_text(
+            "\n".join(
+                [
+                    f"Port {PORT}",
+                    f"ListenAddress {h['address']}",
+                    f"HostKey {hostkey}",
+                    f"AuthorizedKeysFile {d / 'authorized_keys'}",
+                    f"PidFile {d / h['name']}.pid",
+                    "PermitRootLogin prohibit-password",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    "UsePAM no",
+                    "StrictModes no",
+                    "PrintMotd no",
+                    "UseDNS no",
+                    f"AcceptEnv {' '.join(PASSED_ENV)}",
+                    "",
+                ]
+            )
+        )
         site["pids"][f"sshd-{h['name']}"] = daemons.start(
             grid, h["namespace"], [SSHD, "-D", "-e", "-f", str(conf)], log, uts=h["name"]
         )
@@ -93,8 +111,9 @@ def start(grid: str, site: dict, timeout: float = 15.0) -> None:
                 return False
         return True
 
-    daemons.wait_for(f"site {site['name']}: sshd answering", answering, timeout, site["pids"],
-                     {"sshd": log})  # fmt: skip
+    daemons.wait_for(
+        f"site {site['name']}: sshd answering", answering, timeout, site["pids"], {"sshd": log}
+    )
 
 
 def argv_on(grid_dir: Path, from_ns: str, host: str, command: str) -> list[str]:

@@ -68,14 +68,16 @@ def shell(grid: dict, site: dict, command: str) -> list[str]:
 
 def _run(argv: list[str], data: bytes | None, what: str, timeout: float) -> bytes:
     try:
-        out = subprocess.run(argv, input=data if data is not None else b"",
-                             capture_output=True, timeout=timeout)  # fmt: skip
+        out = subprocess.run(
+            argv, input=data if data is not None else b"", capture_output=True, timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         raise StagingError(f"staging: {what}: no answer within {timeout:g} s") from None
     if out.returncode != 0:
         said = out.stderr.decode(errors="replace").strip().splitlines()
-        raise StagingError(f"staging: {what}: exit {out.returncode}: "
-                           f"{said[-1] if said else 'no message'}")  # fmt: skip
+        raise StagingError(
+            f"staging: {what}: exit {out.returncode}: {said[-1] if said else 'no message'}"
+        )
     return out.stdout
 
 
@@ -88,16 +90,22 @@ def _maybe_corrupt(name: str, data: bytes) -> bytes:
 
 def _check_name(name: str) -> None:
     if not NAME.match(name) or name in (".", ".."):
-        raise StagingError(f"staging: {name!r}: a plain file name is needed "
-                           "(letters, digits, ._+-)")  # fmt: skip
+        raise StagingError(
+            f"staging: {name!r}: a plain file name is needed (letters, digits, ._+-)"
+        )
 
 
 def run_dir(site: dict, stage_id: str) -> str:
     return str(Path(site["dir"]) / "stage" / stage_id)
 
 
-def stage_in(grid: dict, site_name: str, files: list[str | Path], stage_id: str | None = None,
-             timeout: float = TIMEOUT_S) -> tuple[str, list[Transfer]]:  # fmt: skip
+def stage_in(
+    grid: dict,
+    site_name: str,
+    files: list[str | Path],
+    stage_id: str | None = None,
+    timeout: float = TIMEOUT_S,
+) -> tuple[str, list[Transfer]]:
     """Copy ``files`` into a new run directory on the site, each verified there; returns
     (the site's run directory, the transfers)."""
     site = _site(grid, site_name)
@@ -136,8 +144,14 @@ def stage_in(grid: dict, site_name: str, files: list[str | Path], stage_id: str 
     return target, done
 
 
-def stage_out(grid: dict, site_name: str, target: str, names: list[str], local_dir: str | Path,
-              timeout: float = TIMEOUT_S) -> list[Transfer]:  # fmt: skip
+def stage_out(
+    grid: dict,
+    site_name: str,
+    target: str,
+    names: list[str],
+    local_dir: str | Path,
+    timeout: float = TIMEOUT_S,
+) -> list[Transfer]:
     """Fetch ``names`` from the site's run directory ``target`` into ``local_dir``, each
     checked against the digest the site computes; a mismatch leaves no local copy."""
     site = _site(grid, site_name)
@@ -149,8 +163,9 @@ def stage_out(grid: dict, site_name: str, target: str, names: list[str], local_d
         src = shlex.quote(f"{target}/{name}")
         what = f"{site_name}: {name} out"
         begin = time.monotonic()  # the site's digest first, then the bytes, in one call
-        raw = _run(shell(grid, site, f"sha256sum {src} | head -c 64 && cat {src}"), None, what,
-                   timeout)  # fmt: skip
+        raw = _run(
+            shell(grid, site, f"sha256sum {src} | head -c 64 && cat {src}"), None, what, timeout
+        )
         seconds = time.monotonic() - begin
         said = [raw[:64].decode(errors="replace")]
         if len(raw) < 64 or not re.fullmatch(r"[0-9a-f]{64}", said[0]):
@@ -169,8 +184,13 @@ def stage_out(grid: dict, site_name: str, target: str, names: list[str], local_d
     return done
 
 
-def stage_binary(grid: dict, site_name: str, binary: str | Path, target: str | None = None,
-                 timeout: float = TIMEOUT_S) -> tuple[str, Transfer]:  # fmt: skip
+def stage_binary(
+    grid: dict,
+    site_name: str,
+    binary: str | Path,
+    target: str | None = None,
+    timeout: float = TIMEOUT_S,
+) -> tuple[str, Transfer]:
     """A kernel binary to the site, checksummed like any input, once the site is known to
     run it: same machine architecture, and every shared library it needs found there
     (``ldd`` on the site). Otherwise a StagingError says why not (build it on the site).
@@ -182,19 +202,27 @@ def stage_binary(grid: dict, site_name: str, binary: str | Path, target: str | N
     here = platform.machine()
     arch = _run(shell(grid, site, "uname -m"), None, f"{site_name}: uname", timeout).decode()
     if arch.strip() != here:
-        raise StagingError(f"staging: {site_name}: {path.name} is built for {here}, the site "
-                           f"runs {arch.strip()}: build the kernels on the site")  # fmt: skip
+        raise StagingError(
+            f"staging: {site_name}: {path.name} is built for {here}, the site "
+            f"runs {arch.strip()}: build the kernels on the site"
+        )
     stage_id = Path(target).name if target else None
     target, (sent,) = stage_in(grid, site_name, [path], stage_id, timeout)
     dest = shlex.quote(f"{target}/{path.name}")
-    said = _run(shell(grid, site, f"chmod 755 {dest} && ldd {dest} || true"), None,
-                f"{site_name}: ldd", timeout).decode(errors="replace")  # fmt: skip
+    said = _run(
+        shell(grid, site, f"chmod 755 {dest} && ldd {dest} || true"),
+        None,
+        f"{site_name}: ldd",
+        timeout,
+    ).decode(errors="replace")
     missing = sorted({line.split()[0] for line in said.splitlines() if "not found" in line})
     if missing:
         _run(shell(grid, site, f"rm -f {dest}"), None, f"{site_name}: rm", timeout)
-        raise StagingError(f"staging: {site_name}: {path.name} cannot run there: "
-                           f"{', '.join(missing)} not found on the site; build the kernels "
-                           "on the site or install those libraries")  # fmt: skip
+        raise StagingError(
+            f"staging: {site_name}: {path.name} cannot run there: "
+            f"{', '.join(missing)} not found on the site; build the kernels "
+            "on the site or install those libraries"
+        )
     return target, sent
 
 

@@ -63,8 +63,10 @@ def parse_schedulers(text: str, sites: int) -> list[str]:
             site, sep, value = item.partition("=")
             index = int(site[4:]) if site.startswith("site") and site[4:].isdigit() else -1
             if not sep or not 0 <= index < sites:
-                raise UserError(f"--scheduler {text!r}: expected NAME or siteK=NAME,... with "
-                                f"siteK one of site0..site{sites - 1}")  # fmt: skip
+                raise UserError(
+                    f"--scheduler {text!r}: expected NAME or siteK=NAME,... with "
+                    f"siteK one of site0..site{sites - 1}"
+                )
             per_site[index] = value.strip()
     for value in per_site:
         if value not in SCHEDULERS:
@@ -90,8 +92,10 @@ def plan(
     if not 1 <= sites <= 50:
         raise UserError(f"--sites {sites}: must be between 1 and 50")
     if sites * hosts_per_site > 200:
-        raise UserError(f"--sites {sites} x --hosts-per-site {hosts_per_site}: a virtual grid "
-                        "has at most 200 hosts")  # fmt: skip
+        raise UserError(
+            f"--sites {sites} x --hosts-per-site {hosts_per_site}: a virtual grid "
+            "has at most 200 hosts"
+        )
     cplan = vcluster.plan(
         name,
         sites * hosts_per_site,
@@ -106,18 +110,31 @@ def plan(
     for k, scheduler in enumerate(schedulers):
         hosts = [
             {key: h[key] for key in ("name", "address", "namespace")}
-            for h in cplan["hosts"] if h["site_index"] == k
-        ]  # fmt: skip
-        site_list.append({
-            "name": f"site{k}", "scheduler": scheduler, "hosts": hosts,
-            "head": hosts[0]["name"], "dir": str(d / f"site{k}"), "pids": {},
-            "contact": contact(scheduler, hosts[0]),
-        })  # fmt: skip
+            for h in cplan["hosts"]
+            if h["site_index"] == k
+        ]
+        site_list.append(
+            {
+                "name": f"site{k}",
+                "scheduler": scheduler,
+                "hosts": hosts,
+                "head": hosts[0]["name"],
+                "dir": str(d / f"site{k}"),
+                "pids": {},
+                "contact": contact(scheduler, hosts[0]),
+            }
+        )
     state = {
-        "name": name, "status": "building", "dir": str(d), "sites": site_list,
-        "origin": cplan["hosts"][0]["name"], "link_bps": link_bps, "wan_bps": wan_bps,
-        "wire": wire, "created": time.time(),
-    }  # fmt: skip
+        "name": name,
+        "status": "building",
+        "dir": str(d),
+        "sites": site_list,
+        "origin": cplan["hosts"][0]["name"],
+        "link_bps": link_bps,
+        "wan_bps": wan_bps,
+        "wire": wire,
+        "created": time.time(),
+    }
     return cplan, state
 
 

@@ -30,8 +30,20 @@ def openmpi(
     interface: str | None = None,
     bind: bool = True,
 ) -> list[str]:
-    argv = ["mpirun.openmpi", "-np", str(np), "--mca", "pml", "ob1",
-            "--mca", "btl", "self,vader,tcp", "--mca", "mpi_yield_when_idle", "1"]  # fmt: skip
+    argv = [
+        "mpirun.openmpi",
+        "-np",
+        str(np),
+        "--mca",
+        "pml",
+        "ob1",
+        "--mca",
+        "btl",
+        "self,vader,tcp",
+        "--mca",
+        "mpi_yield_when_idle",
+        "1",
+    ]
     if not bind:
         argv += ["--bind-to", "none"]
     if hostfile is None:

@@ -77,9 +77,12 @@ def owner_token() -> str:
             # stdin is the pipe whose end closes when this process dies, however it dies
             _watchdog = subprocess.Popen(
                 [sys.executable, "-m", "clustertune.launch.watchdog", _owner],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                env=env, start_new_session=True,
-            )  # fmt: skip
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
         return _owner
 
 

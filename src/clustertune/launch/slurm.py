@@ -30,12 +30,17 @@ class SlurmLauncher(Launcher):
         hosts = job.hosts_used(self.cluster)
         return self.srun(hosts[0]) + [
             f"--mpi={PMI_PLUGIN[job.mpi]}",
-            "--ntasks", str(job.np),
-            "--nodelist", ",".join(hosts),
-            "--distribution", "cyclic",
-            "--export", ",".join(["ALL", *sorted(job.env)]),
-            str(job.kernel), *job.args,
-        ]  # fmt: skip
+            "--ntasks",
+            str(job.np),
+            "--nodelist",
+            ",".join(hosts),
+            "--distribution",
+            "cyclic",
+            "--export",
+            ",".join(["ALL", *sorted(job.env)]),
+            str(job.kernel),
+            *job.args,
+        ]
 
     def host_argv(self, host: str, argv: list[str]) -> list[str]:
         return self.srun(host) + ["--nodes", "1", "--ntasks", "1", "--nodelist", host, *argv]

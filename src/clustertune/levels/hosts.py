@@ -28,9 +28,12 @@ def collect_and_store(cluster: Cluster, store: Store) -> dict:
         for host in cluster.hosts:
             where = {"name": host.name, "site": host.site, "nominal_link_bps": host.link_bps}
             step = run.program(
-                host.name, [sys.executable, "-m", "clustertune.hostinfo"],
-                timeout=INFO_TIMEOUT_S, what=host.name, tag=where,
-            )  # fmt: skip
+                host.name,
+                [sys.executable, "-m", "clustertune.hostinfo"],
+                timeout=INFO_TIMEOUT_S,
+                what=host.name,
+                tag=where,
+            )
             if step.output.samples:
                 hosts.append(step.output.samples[0])
             else:
@@ -140,12 +143,31 @@ def render(records: list[dict]) -> str:
             parts.append("<p>No run has read every host of this cluster.</p>")
             continue
         rows = [
-            [h["name"], h.get("site"), format_rate(h.get("nominal_link_bps")), h["cpu"]["model"],
-             h["cpu"]["cores"], " ".join(h["cpu"]["isa"]), f"{(h['memory_bytes'] or 0) / 2**30:.1f}",
-             h["blas"]["openblas_core"], h["mpi"]["openmpi"], h["mpi"]["mpich"]]
+            [
+                h["name"],
+                h.get("site"),
+                format_rate(h.get("nominal_link_bps")),
+                h["cpu"]["model"],
+                h["cpu"]["cores"],
+                " ".join(h["cpu"]["isa"]),
+                f"{(h['memory_bytes'] or 0) / 2**30:.1f}",
+                h["blas"]["openblas_core"],
+                h["mpi"]["openmpi"],
+                h["mpi"]["mpich"],
+            ]
             for h in inventory["samples"]
-        ]  # fmt: skip
-        headers = ["host", "site", "link", "cpu", "cores", "ISA", "GiB", "OpenBLAS core",
-                   "Open MPI", "MPICH"]  # fmt: skip
+        ]
+        headers = [
+            "host",
+            "site",
+            "link",
+            "cpu",
+            "cores",
+            "ISA",
+            "GiB",
+            "OpenBLAS core",
+            "Open MPI",
+            "MPICH",
+        ]
         parts.append(f"<p>Inventory: run {inventory['id']}.</p>" + html.table(headers, rows))
     return "".join(parts)

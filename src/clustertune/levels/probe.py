@@ -23,10 +23,17 @@ LEVEL = register(
 
 def run_probe(args: argparse.Namespace) -> Output:
     record = runner.run_kernel(
-        cluster_of(args), open_store(args), level=LEVEL.name, kernel=KERNEL, np=args.np,
-        mpi=args.mpi, hosts=args.hosts, params={"np": args.np, "hosts": args.hosts},
-        timeout=args.timeout, args=["--hang"] if args.hang else [],
-    )  # fmt: skip
+        cluster_of(args),
+        open_store(args),
+        level=LEVEL.name,
+        kernel=KERNEL,
+        np=args.np,
+        mpi=args.mpi,
+        hosts=args.hosts,
+        params={"np": args.np, "hosts": args.hosts},
+        timeout=args.timeout,
+        args=["--hang"] if args.hang else [],
+    )
     return record_output(record)
 
 
@@ -49,10 +56,17 @@ def render(records: list[dict]) -> str:
         )
         libraries = sorted({s["library"] for s in r["samples"]})
         rows.append(
-            [r["id"], r["meta"]["cluster"]["name"], r["meta"].get("np"),
-             (r["meta"].get("mpi") or {}).get("flavour"), ", ".join(sorted(per_host)),
-             "; ".join(libraries), r["status"], r["verification"]]
-        )  # fmt: skip
+            [
+                r["id"],
+                r["meta"]["cluster"]["name"],
+                r["meta"].get("np"),
+                (r["meta"].get("mpi") or {}).get("flavour"),
+                ", ".join(sorted(per_host)),
+                "; ".join(libraries),
+                r["status"],
+                r["verification"],
+            ]
+        )
     parts = [
         html.table(
             [
@@ -97,6 +111,6 @@ def demo(cluster, store) -> list[dict]:
             mpi=mpi,
             params={"np": np, "hosts": None},
             timeout=TIMEOUT_S,
-        )  # fmt: skip
+        )
         for mpi in cluster.mpi
     ]

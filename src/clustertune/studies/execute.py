@@ -105,8 +105,15 @@ class Outcome:
 
 
 def summary(record: dict) -> str:
-    keys = ("latency_us", "bandwidth_mbps", "mops_per_process", "qcdflops_gflops", "gflops",
-            "write_mbps", "read_mbps")  # fmt: skip
+    keys = (
+        "latency_us",
+        "bandwidth_mbps",
+        "mops_per_process",
+        "qcdflops_gflops",
+        "gflops",
+        "write_mbps",
+        "read_mbps",
+    )
     figures = record.get("figures", {})
     shown = [f"{k}={figures[k]:.4g}" for k in keys if isinstance(figures.get(k), int | float)]
     return " ".join(shown)
@@ -123,14 +130,20 @@ class Clusters:
 
     def unavailable(self, spec: ClusterSpec, kind: Kind) -> str | None:
         if self.override and spec.faults:
-            return (f"cluster {spec.name!r} injects faults ({spec.faults}): it runs on a "
-                    "virtual cluster only, not on --cluster")  # fmt: skip
+            return (
+                f"cluster {spec.name!r} injects faults ({spec.faults}): it runs on a "
+                "virtual cluster only, not on --cluster"
+            )
         if self.override and kind.sites > len(self.given().sites):
-            return (f"a {kind.name} step needs {kind.sites} sites: --cluster "
-                    f"{self.given().name!r} has {len(self.given().sites)}")  # fmt: skip
+            return (
+                f"a {kind.name} step needs {kind.sites} sites: --cluster "
+                f"{self.given().name!r} has {len(self.given().sites)}"
+            )
         if self.override and spec.scheduler and self.given().launcher != "grid":
-            return (f"cluster {spec.name!r} is a grid of {spec.scheduler} sites (jobs through "
-                    f"the grid launcher): --cluster {self.given().name!r} is not a grid")  # fmt: skip
+            return (
+                f"cluster {spec.name!r} is a grid of {spec.scheduler} sites (jobs through "
+                f"the grid launcher): --cluster {self.given().name!r} is not a grid"
+            )
         return None
 
     def given(self) -> Cluster:
@@ -155,22 +168,39 @@ class Clusters:
             if vcluster.load_state(name) is not None or virtual.load(name) is not None:
                 self.log(f"removing virtual cluster {name} left by an earlier run")
                 virtual.down(name)  # a grid's daemons, then its virtual cluster
-            faults = {h: vcluster.parse_faults(f.split(","), f"faults.{h}")
-                      for h, f in spec.faults.items()}  # fmt: skip
+            faults = {
+                h: vcluster.parse_faults(f.split(","), f"faults.{h}")
+                for h, f in spec.faults.items()
+            }
             link = parse_rate(spec.link) if spec.link else None
             wan = parse_rate(spec.wan_link) if spec.wan_link else None
             self.names.append(name)
-            self.log(f"building virtual cluster {name} for {spec.name!r}: {spec.hosts} hosts, "
-                     f"link {spec.link or 'unlimited'}, {vcluster.DEFAULT_WIRE} wire"
-                     + (f", faults {spec.faults}" if spec.faults else "")
-                     + (f", a grid of {spec.scheduler} sites" if spec.scheduler else ""))  # fmt: skip
+            self.log(
+                f"building virtual cluster {name} for {spec.name!r}: {spec.hosts} hosts, "
+                f"link {spec.link or 'unlimited'}, {vcluster.DEFAULT_WIRE} wire"
+                + (f", faults {spec.faults}" if spec.faults else "")
+                + (f", a grid of {spec.scheduler} sites" if spec.scheduler else "")
+            )
             if spec.scheduler:  # seeds/000's grid: jobs co-allocated through each site's scheduler
-                cplan, grid = virtual.plan(name, spec.sites, spec.hosts // spec.sites,
-                                           [spec.scheduler] * spec.sites, link, wan)  # fmt: skip
+                cplan, grid = virtual.plan(
+                    name,
+                    spec.sites,
+                    spec.hosts // spec.sites,
+                    [spec.scheduler] * spec.sites,
+                    link,
+                    wan,
+                )
                 cluster = cluster_from_grid(virtual.up(cplan, grid))
             else:
-                state = vcluster.plan(name, spec.hosts, link, sites=spec.sites, wan_bps=wan,
-                                      cores=spec.cores, host_faults=faults)  # fmt: skip
+                state = vcluster.plan(
+                    name,
+                    spec.hosts,
+                    link,
+                    sites=spec.sites,
+                    wan_bps=wan,
+                    cores=spec.cores,
+                    host_faults=faults,
+                )
                 cluster = vcluster.cluster_from_state(vcluster.up(state))
         self.built[spec.name] = cluster
         return cluster
@@ -181,10 +211,14 @@ class Clusters:
 
 
 def run(
-    study: Study, store: Store, *, cluster: str | Cluster | None = None,
+    study: Study,
+    store: Store,
+    *,
+    cluster: str | Cluster | None = None,
     max_points: int | None = None,
-    redo_failed: bool = False, log: Callable[[str], None] | None = None,
-) -> Outcome:  # fmt: skip
+    redo_failed: bool = False,
+    log: Callable[[str], None] | None = None,
+) -> Outcome:
     """Run the study's unfinished points; ``max_points`` stops after that many new points
     (tests: a study cut off mid-way)."""
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
@@ -220,14 +254,28 @@ def run(
 
 
 def run_point(
-    study: Study, store: Store, point: Point, cluster: Cluster, attempt: str, where: str,
+    study: Study,
+    store: Store,
+    point: Point,
+    cluster: Cluster,
+    attempt: str,
+    where: str,
     log: Callable[[str], None],
-) -> dict:  # fmt: skip
+) -> dict:
     kind = KINDS[point.step.kind]
-    tag = {"name": study.name, "variant": variant(study.quick), "point": point.key,
-           "step": point.step.name, "kind": kind.name, "values": point.values,
-           "mpi": point.mpi, "rep": point.rep, "cluster": point.step.cluster,
-           "swept": [*point.step.sweep, *dict.fromkeys(k for c in point.step.cases for k in c)], "attempt": attempt}  # fmt: skip
+    tag = {
+        "name": study.name,
+        "variant": variant(study.quick),
+        "point": point.key,
+        "step": point.step.name,
+        "kind": kind.name,
+        "values": point.values,
+        "mpi": point.mpi,
+        "rep": point.rep,
+        "cluster": point.step.cluster,
+        "swept": [*point.step.sweep, *dict.fromkeys(k for c in point.step.cases for k in c)],
+        "attempt": attempt,
+    }
     tagged = TaggedStore(store, tag)
     log(f"{where}: running on {cluster.name} ...")
     begin = time.monotonic()
@@ -239,8 +287,11 @@ def run_point(
             log(f"{where}: error: {exc}")
             return {"point": point.key, "status": "error", "error": str(exc)}
     records = tagged.records
-    status = "ok" if records and all(r["status"] == "ok" for r in records) else (
-        records[-1]["status"] if records else "failed")  # fmt: skip
+    status = (
+        "ok"
+        if records and all(r["status"] == "ok" for r in records)
+        else (records[-1]["status"] if records else "failed")
+    )
     ids = ", ".join(str(r["id"]) for r in records)
     figures = "; ".join(s for s in (summary(r) for r in records) if s)
     log(f"{where}: {status} (run {ids}, {time.monotonic() - begin:.1f} s) {figures}".rstrip())

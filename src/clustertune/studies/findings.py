@@ -187,17 +187,24 @@ def evaluate(f: dict, records: list[dict]) -> dict:
 
 
 def _evaluate(f: dict, records: list[dict]) -> dict:
-    out = {"id": f["id"], "text": f["text"], "paper": f.get("paper"), "unit": f.get("unit", ""),
-           "measured": None, "runs": []}  # fmt: skip
+    out = {
+        "id": f["id"],
+        "text": f["text"],
+        "paper": f.get("paper"),
+        "unit": f.get("unit", ""),
+        "measured": None,
+        "runs": [],
+    }
     if f["check"] in ("ratio", "greater"):
         a, runs_a = select(records, f["a"])
         b, runs_b = (f["b"], []) if _number(f["b"]) else select(records, f["b"])
         out["runs"] = runs_a + runs_b
         if a is None or b is None or (f["check"] == "ratio" and not b):
             missing = "a" if a is None else "b"
-            return out | {"status": "no data",
-                          "evidence": f"no ok run of {f[missing]['step']} "
-                                      f"{f[missing].get('where', {})}"}  # fmt: skip
+            return out | {
+                "status": "no data",
+                "evidence": f"no ok run of {f[missing]['step']} {f[missing].get('where', {})}",
+            }
         a_text = _describe(f["a"], a)
         b_text = fmt(b) if _number(f["b"]) else _describe(f["b"], b)
         if f["check"] == "ratio":
@@ -214,8 +221,10 @@ def _evaluate(f: dict, records: list[dict]) -> dict:
     points = series(records, f["a"], f["x"])
     out["runs"] = [run for _, _, runs in points for run in runs]
     if len(points) < 2:
-        return out | {"status": "no data",
-                      "evidence": f"fewer than two values of {f['x']} with an ok run"}  # fmt: skip
+        return out | {
+            "status": "no data",
+            "evidence": f"fewer than two values of {f['x']} with an ok run",
+        }
     values = [v for _, v, _ in points]
     text = ", ".join(f"{f['x']}={x}: {fmt(v)}" for x, v, _ in points)
     if f["check"] == "flat":

@@ -45,11 +45,17 @@ def _pingpong(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
 
     a, b = pingpong.parse_between(cluster, v.get("between"))
     spec = pingpong.PingpongSpec(
-        layer=v.get("layer", "tcp"), a=a, b=b, mode=v.get("mode", "pingpong"), mpi=mpi,
-        max_size=parse_size(str(v.get("max_size", "8M"))), wait=v.get("wait", "block"),
+        layer=v.get("layer", "tcp"),
+        a=a,
+        b=b,
+        mode=v.get("mode", "pingpong"),
+        mpi=mpi,
+        max_size=parse_size(str(v.get("max_size", "8M"))),
+        wait=v.get("wait", "block"),
         sockbuf=parse_size(str(v["sockbuf"])) if v.get("sockbuf") else None,
-        timeout=v.get("timeout"), extra_args=tuple(v.get("extra_args", ())),
-    )  # fmt: skip
+        timeout=v.get("timeout"),
+        extra_args=tuple(v.get("extra_args", ())),
+    )
     return [pingpong.run_pingpong(cluster, store, spec)]
 
 
@@ -90,9 +96,15 @@ def _linpack(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
         for host in hosts:
             cluster.host(host)
     record = run.run_linpack(
-        cluster, store, _int(v, "np", 2), mpi, kargs, env=env, hosts=hosts,
+        cluster,
+        store,
+        _int(v, "np", 2),
+        mpi,
+        kargs,
+        env=env,
+        hosts=hosts,
         timeout=float(v.get("timeout", run.TIMEOUT_S)),
-    )  # fmt: skip
+    )
     return [record]
 
 
@@ -101,11 +113,18 @@ def _gemm(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
 
     np = _int(v, "np", 2)
     p = _int(v, "p", 1)
-    kargs = run.gemm_args(str(v.get("n", 1000)), _int(v, "nb", 192), str(v.get("type", "sdcz")),
-                          _int(v, "repeat", 1), bool(v.get("local", False)), p,
-                          _int(v, "q", max(1, np // p)))  # fmt: skip
-    return [run.run_gemm(cluster, store, np, mpi, kargs,
-                         timeout=float(v.get("timeout", run.TIMEOUT_S)))]  # fmt: skip
+    kargs = run.gemm_args(
+        str(v.get("n", 1000)),
+        _int(v, "nb", 192),
+        str(v.get("type", "sdcz")),
+        _int(v, "repeat", 1),
+        bool(v.get("local", False)),
+        p,
+        _int(v, "q", max(1, np // p)),
+    )
+    return [
+        run.run_gemm(cluster, store, np, mpi, kargs, timeout=float(v.get("timeout", run.TIMEOUT_S)))
+    ]
 
 
 def _blas(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
@@ -113,9 +132,15 @@ def _blas(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
 
     chosen = blas.select(v.get("blas"), blas.installed())
     return blas.compare(
-        cluster, store, chosen, np=_int(v, "np", 2), mpi=mpi, n=_int(v, "n", 2000),
-        nb=_int(v, "nb", 128), gemm_n=_int(v, "gemm_n", 1000),
-    )  # fmt: skip
+        cluster,
+        store,
+        chosen,
+        np=_int(v, "np", 2),
+        mpi=mpi,
+        n=_int(v, "n", 2000),
+        nb=_int(v, "nb", 128),
+        gemm_n=_int(v, "gemm_n", 1000),
+    )
 
 
 def _blas_count(v: dict) -> int:
@@ -151,8 +176,14 @@ def _qcd(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
         grid = study.decompositions(np, lattice, [dims]).get(dims)
     else:
         grid = run.default_grid(lattice, np)
-    spec = run.QcdSpec(lattice=lattice, grid=grid, sweeps=_int(v, "sweeps", 4),
-                       or_steps=_int(v, "or_steps", 4), start="hot", seed=_int(v, "seed", 1))  # fmt: skip
+    spec = run.QcdSpec(
+        lattice=lattice,
+        grid=grid,
+        sweeps=_int(v, "sweeps", 4),
+        or_steps=_int(v, "or_steps", 4),
+        start="hot",
+        seed=_int(v, "seed", 1),
+    )
     extra = {"oversubscribed": study.oversubscribed(cluster, np)}
     return [run.run_qcd(cluster, store, spec, np=np, mpi=mpi, extra=extra)]
 
@@ -191,19 +222,22 @@ def _io_args(v: dict) -> dict:
     sizes = v.get("sizes", [16])
     sizes = ",".join(map(str, sizes if isinstance(sizes, list) else [sizes]))
     return {
-        "np": _positive(v, "np", 2), "sizes": _field("sizes", netcdf.parse_sizes, sizes),
+        "np": _positive(v, "np", 2),
+        "sizes": _field("sizes", netcdf.parse_sizes, sizes),
         "mode": _choice(v, "mode", "both", netcdf.MODES),
         "ops": _field("ops", netcdf.parse_ops, str(v.get("ops", "write,read"))),
-        "fmt": _choice(v, "format", "cdf1", netcdf.FORMATS), "reps": _positive(v, "reps", 1),
-    }  # fmt: skip
+        "fmt": _choice(v, "format", "cdf1", netcdf.FORMATS),
+        "reps": _positive(v, "reps", 1),
+    }
 
 
 def _site(cluster: Cluster, v: dict, default: int) -> str:
     sites = [s.name for s in cluster.sites]
     site = v.get("site", sites[default])
     if site not in sites:
-        raise UserError(f"site: {site!r} is not a site of cluster {cluster.name!r} "
-                        f"({', '.join(sites)})")  # fmt: skip
+        raise UserError(
+            f"site: {site!r} is not a site of cluster {cluster.name!r} ({', '.join(sites)})"
+        )
     return site
 
 
@@ -227,10 +261,12 @@ def _remote_args(v: dict) -> dict:
     if not isinstance(v.get("batch", True), bool):
         raise UserError(f"batch: expected true or false, got {v['batch']!r}")
     return {
-        **_io_args(v), "servers": None if servers is None else _positive(v, "servers", 1),
-        "batch": v.get("batch", True), "session": _choice(v, "session", "job", SESSIONS),
+        **_io_args(v),
+        "servers": None if servers is None else _positive(v, "servers", 1),
+        "batch": v.get("batch", True),
+        "session": _choice(v, "session", "job", SESSIONS),
         "server_round": None if rounds is None else _field("server_round", parse_size, str(rounds)),
-    }  # fmt: skip
+    }
 
 
 def _netcdf_remote(cluster: Cluster, store: Store, v: dict, mpi: str, rundir: Path) -> list[dict]:
@@ -240,33 +276,105 @@ def _netcdf_remote(cluster: Cluster, store: Store, v: dict, mpi: str, rundir: Pa
     from ..levels.io import netcdf
 
     site = _site(cluster, v, -1)
-    return [netcdf.measure(cluster, store, mpi=mpi, remote=site, ca_dir=rundir / "ca",
-                           identity=IDENTITY, **_remote_args(v))]  # fmt: skip
+    return [
+        netcdf.measure(
+            cluster,
+            store,
+            mpi=mpi,
+            remote=site,
+            ca_dir=rundir / "ca",
+            identity=IDENTITY,
+            **_remote_args(v),
+        )
+    ]
 
 
 IO_PARAMS = frozenset({"np", "sizes", "mode", "ops", "format", "reps"})
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
-        Kind("pingpong", "network", frozenset(
-            {"layer", "mode", "max_size", "wait", "sockbuf", "between", "timeout", "extra_args"}),
-            _pingpong, "net pingpong: one size sweep between two hosts"),
-        Kind("linpack", "linpack", frozenset(
-            {"np", "n", "nb", "p", "q", "pq", "pfact", "rfact", "nbmin", "ndiv", "bcast",
-             "depth", "seed", "timeout", "hosts", "tcp_buffer"}), _linpack, "linpack: ct-linpack (HPL-equivalent LU)"),
-        Kind("gemm", "linpack", frozenset({"np", "n", "nb", "p", "q", "type", "repeat", "local",
-                                           "timeout"}), _gemm, "gemm: ct-gemm in 1-4 types"),
-        Kind("blas", "linpack", frozenset({"np", "n", "nb", "gemm_n", "blas"}), _blas,
-             "blas compare: DGEMM and the LU with each installed BLAS", _blas_count),
-        Kind("npb", "npb", frozenset({"benchmark", "class", "np"}), _npb,
-             "npb: EP, LU or BT of a class on np ranks", check=_npb_args),
-        Kind("qcd", "qcd", frozenset({"np", "lattice", "dims", "sweeps", "or_steps", "seed"}),
-             _qcd, "qcd: ct-qcd, the decomposition of `dims` split directions"),
-        Kind("netcdf", "io", IO_PARAMS | {"site"}, _netcdf,
-             "io netcdf: PnetCDF write/read on this cluster", check=_io_args),
-        Kind("netcdf_remote", "io", IO_PARAMS | {"site", "servers", "batch", "session",
-                                                 "server_round"}, _netcdf_remote,
-             "io netcdf --remote SITE: the calls forwarded to ct-io-server on another site",
-             check=_remote_args, rundir=True, sites=2),
+        Kind(
+            "pingpong",
+            "network",
+            frozenset(
+                {"layer", "mode", "max_size", "wait", "sockbuf", "between", "timeout", "extra_args"}
+            ),
+            _pingpong,
+            "net pingpong: one size sweep between two hosts",
+        ),
+        Kind(
+            "linpack",
+            "linpack",
+            frozenset(
+                {
+                    "np",
+                    "n",
+                    "nb",
+                    "p",
+                    "q",
+                    "pq",
+                    "pfact",
+                    "rfact",
+                    "nbmin",
+                    "ndiv",
+                    "bcast",
+                    "depth",
+                    "seed",
+                    "timeout",
+                    "hosts",
+                    "tcp_buffer",
+                }
+            ),
+            _linpack,
+            "linpack: ct-linpack (HPL-equivalent LU)",
+        ),
+        Kind(
+            "gemm",
+            "linpack",
+            frozenset({"np", "n", "nb", "p", "q", "type", "repeat", "local", "timeout"}),
+            _gemm,
+            "gemm: ct-gemm in 1-4 types",
+        ),
+        Kind(
+            "blas",
+            "linpack",
+            frozenset({"np", "n", "nb", "gemm_n", "blas"}),
+            _blas,
+            "blas compare: DGEMM and the LU with each installed BLAS",
+            _blas_count,
+        ),
+        Kind(
+            "npb",
+            "npb",
+            frozenset({"benchmark", "class", "np"}),
+            _npb,
+            "npb: EP, LU or BT of a class on np ranks",
+            check=_npb_args,
+        ),
+        Kind(
+            "qcd",
+            "qcd",
+            frozenset({"np", "lattice", "dims", "sweeps", "or_steps", "seed"}),
+            _qcd,
+            "qcd: ct-qcd, the decomposition of `dims` split directions",
+        ),
+        Kind(
+            "netcdf",
+            "io",
+            IO_PARAMS | {"site"},
+            _netcdf,
+            "io netcdf: PnetCDF write/read on this cluster",
+            check=_io_args,
+        ),
+        Kind(
+            "netcdf_remote",
+            "io",
+            IO_PARAMS | {"site", "servers", "batch", "session", "server_round"},
+            _netcdf_remote,
+            "io netcdf --remote SITE: the calls forwarded to ct-io-server on another site",
+            check=_remote_args,
+            rundir=True,
+            sites=2,
+        ),
     )
-}  # fmt: skip
+}

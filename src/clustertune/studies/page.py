@@ -15,18 +15,27 @@ from . import findings, reference
 from .execute import summary
 from .spec import Study
 
-STATUS_CLASS = {"reproduced": "ok", "not reproduced": "failed", "no data": "incomplete",
-                "not judged": "incomplete"}  # fmt: skip
+STATUS_CLASS = {
+    "reproduced": "ok",
+    "not reproduced": "failed",
+    "no data": "incomplete",
+    "not judged": "incomplete",
+}
 
 
 def _findings(study: Study, records: list[dict]) -> tuple[str, list[dict]]:
     results = [findings.evaluate(f, records) for f in study.findings]
     rows = [
-        [r["text"], "" if r["paper"] is None else f"{r['paper']} {r['unit']}".strip(),
-         "-" if r["measured"] is None else f"{r['measured']:.3g} {r['unit']}".strip(),
-         r["status"], r["evidence"], ", ".join(map(str, r["runs"]))]
+        [
+            r["text"],
+            "" if r["paper"] is None else f"{r['paper']} {r['unit']}".strip(),
+            "-" if r["measured"] is None else f"{r['measured']:.3g} {r['unit']}".strip(),
+            r["status"],
+            r["evidence"],
+            ", ".join(map(str, r["runs"])),
+        ]
         for r in results
-    ]  # fmt: skip
+    ]
     text = table(["finding (paper)", "paper", "here", "verdict", "evidence", "runs"], rows)
     for status, css in STATUS_CLASS.items():
         text = text.replace(f"<td>{status}</td>", f'<td class="{css}">{status}</td>')
@@ -57,14 +66,23 @@ def _wires(records: list[dict]) -> str:
 def _beside(study: Study, records: list[dict]) -> str:
     if study.reference is None:
         return ""
-    rows = [[r["item"], r["machine"], r["quantity"], f"{r['value']:g}", r["unit"], r["source"]]
-            for r in reference.load(study.reference)]  # fmt: skip
+    rows = [
+        [r["item"], r["machine"], r["quantity"], f"{r['value']:g}", r["unit"], r["source"]]
+        for r in reference.load(study.reference)
+    ]
     for here in study.here:
         value, runs = findings.select(records, here["a"])
         scaled = None if value is None else value * here.get("scale", 1.0)
-        rows.append([here.get("item", ""), f"this cluster (runs {', '.join(map(str, runs))})",
-                     here["quantity"], findings.fmt(scaled), here.get("unit", ""),
-                     f"{here['a']['step']} {here['a'].get('where', {})}"])  # fmt: skip
+        rows.append(
+            [
+                here.get("item", ""),
+                f"this cluster (runs {', '.join(map(str, runs))})",
+                here["quantity"],
+                findings.fmt(scaled),
+                here.get("unit", ""),
+                f"{here['a']['step']} {here['a'].get('where', {})}",
+            ]
+        )
     rows.sort(key=lambda r: (r[2], r[0], r[1].startswith("this cluster")))
     return "<h2>The paper's machines and this cluster</h2>" + table(
         ["table/figure", "machine", "quantity", "value", "unit", "source"], rows
@@ -79,16 +97,22 @@ def _plot(step_records: list[dict], kind: str, x: str | None) -> str:
     ax.grid(True, which="both", alpha=0.3)
     if kind == "pingpong":
         for r in step_records:
-            pts = [(s["size"], s["size"] * 8 / s["t_min_s"] / 1e6) for s in r["samples"]
-                   if s.get("size") and s.get("t_min_s")]  # fmt: skip
+            pts = [
+                (s["size"], s["size"] * 8 / s["t_min_s"] / 1e6)
+                for s in r["samples"]
+                if s.get("size") and s.get("t_min_s")
+            ]
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker=".", label=_label(r))
         ax.set_xscale("log")
         ax.set_xlabel("message size (bytes)")
         ax.set_ylabel("throughput (Mbit/s)")
     elif x is not None:
-        figure = {"npb": "mops_per_process", "qcd": "qcdflops_gflops",
-                  "linpack": "samples.gflops"}.get(kind)  # fmt: skip
+        figure = {
+            "npb": "mops_per_process",
+            "qcd": "qcdflops_gflops",
+            "linpack": "samples.gflops",
+        }.get(kind)
         if figure is None:
             return ""
         order: list = []  # x in the order the points ran ("4K" before "256K")
@@ -102,8 +126,12 @@ def _plot(step_records: list[dict], kind: str, x: str | None) -> str:
         numeric = all(isinstance(v, int | float) for v in order)
         for label, pts in by_label.items():
             xs = [v for v in order if v in pts]
-            ax.plot(xs if numeric else [order.index(v) for v in xs], [pts[v] for v in xs],
-                    marker="o", label=label)  # fmt: skip
+            ax.plot(
+                xs if numeric else [order.index(v) for v in xs],
+                [pts[v] for v in xs],
+                marker="o",
+                label=label,
+            )
         if not numeric:
             ax.set_xticks(range(len(order)), [str(v) for v in order])
         ax.set_xlabel(x)
@@ -159,14 +187,19 @@ def _qcd_split(step_records: list[dict]) -> str:
     groups = defaultdict(list)
     for r in step_records:
         groups[(tuple(r["params"]["lattice"]), r["params"]["np"])].append(r)
-    return "\n".join(section.study_figure(sorted(g, key=lambda r: r["params"]["split_dims"]))
-                     for g in groups.values())  # fmt: skip
+    return "\n".join(
+        section.study_figure(sorted(g, key=lambda r: r["params"]["split_dims"]))
+        for g in groups.values()
+    )
 
 
 def _label(record: dict, skip: str | None = None) -> str:
     tag = record["meta"]["study"]
-    parts = [f"{k}={findings.text_of(tag['values'][k])}" for k in tag.get("swept", ())
-             if k != skip and k in tag["values"]]  # a case may leave a key out  # fmt: skip
+    parts = [
+        f"{k}={findings.text_of(tag['values'][k])}"
+        for k in tag.get("swept", ())
+        if k != skip and k in tag["values"]
+    ]  # a case may leave a key out
     return " ".join([*parts, tag["mpi"], tag["cluster"]])
 
 
@@ -177,13 +210,24 @@ def _steps(study: Study, records: list[dict]) -> str:
         by_step[r["meta"]["study"]["step"]].append(r)
     for step in study.steps:
         got = by_step.get(step.name, [])
-        parts.append(f"<h3 id='step-{esc(step.name)}'>{esc(step.title or step.name)} "
-                     f"<small>({esc(step.kind)} on {esc(step.cluster)})</small></h3>")  # fmt: skip
+        parts.append(
+            f"<h3 id='step-{esc(step.name)}'>{esc(step.title or step.name)} "
+            f"<small>({esc(step.kind)} on {esc(step.cluster)})</small></h3>"
+        )
         if not got:
             parts.append("<p>No run stored yet.</p>")
             continue
-        rows = [[r["meta"]["study"]["point"], r["id"], r["meta"]["cluster"]["name"], r["status"],
-                 summary(r), (r["error"] or "").split("\n")[0]] for r in got]  # fmt: skip
+        rows = [
+            [
+                r["meta"]["study"]["point"],
+                r["id"],
+                r["meta"]["cluster"]["name"],
+                r["status"],
+                summary(r),
+                (r["error"] or "").split("\n")[0],
+            ]
+            for r in got
+        ]
         parts.append(table(["point", "run", "cluster", "status", "figures", "error"], rows))
         varying = [*step.sweep, *dict.fromkeys(k for c in step.cases for k in c)]
         x = "np" if "np" in varying else next(iter(varying), None)
@@ -201,16 +245,25 @@ def build(study: Study, records: list[dict]) -> str:
     """The page; ``records`` are the study's stored records (one variant)."""
     found, results = _findings(study, records)
     tally = {s: sum(r["status"] == s for r in results) for s in STATUS_CLASS}
-    head = (f"<p>{esc(study.description)}</p><p>Paper: {esc(study.paper)}. Variant: "
-            f"{'quick' if study.quick else 'full'}; {len(records)} stored run(s); findings "
-            f"reproduced {tally['reproduced']}, not reproduced {tally['not reproduced']}, "
-            f"not judged {tally['not judged']}, "
-            f"without data {tally['no data']}. Generated {esc(now_iso())} by clustertune "
-            f"{esc(__version__)}.</p>")  # fmt: skip
-    return "\n".join([
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>clustertune study {esc(study.name)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>Study {esc(study.name)}: {esc(study.title)}</h1>", head,
-        "<h2>The paper's findings</h2>", found, _wires(records), _beside(study, records),
-        _steps(study, records), "</body></html>",
-    ])  # fmt: skip
+    head = (
+        f"<p>{esc(study.description)}</p><p>Paper: {esc(study.paper)}. Variant: "
+        f"{'quick' if study.quick else 'full'}; {len(records)} stored run(s); findings "
+        f"reproduced {tally['reproduced']}, not reproduced {tally['not reproduced']}, "
+        f"not judged {tally['not judged']}, "
+        f"without data {tally['no data']}. Generated {esc(now_iso())} by clustertune "
+        f"{esc(__version__)}.</p>"
+    )
+    return "\n".join(
+        [
+            "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+            f"<title>clustertune study {esc(study.name)}</title><style>{_CSS}</style></head><body>",
+            f"<h1>Study {esc(study.name)}: {esc(study.title)}</h1>",
+            head,
+            "<h2>The paper's findings</h2>",
+            found,
+            _wires(records),
+            _beside(study, records),
+            _steps(study, records),
+            "</body></html>",
+        ]
+    )

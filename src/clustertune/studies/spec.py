@@ -45,11 +45,31 @@ from ..units import parse_rate
 
 BUILTIN_DIR = Path(__file__).with_name("data")
 STUDY_KEYS = {"name", "title", "paper", "description", "reference"}
-CLUSTER_KEYS = {"name", "hosts", "link", "faults", "cores", "quick", "note", "sites", "wan_link",
-                "scheduler"}  # fmt: skip
-STEP_KEYS = {"name", "kind", "cluster", "mpi", "repeat", "params", "sweep", "cases", "quick",
-             "full_only",
-             "title"}  # fmt: skip
+CLUSTER_KEYS = {
+    "name",
+    "hosts",
+    "link",
+    "faults",
+    "cores",
+    "quick",
+    "note",
+    "sites",
+    "wan_link",
+    "scheduler",
+}
+STEP_KEYS = {
+    "name",
+    "kind",
+    "cluster",
+    "mpi",
+    "repeat",
+    "params",
+    "sweep",
+    "cases",
+    "quick",
+    "full_only",
+    "title",
+}
 QUICK_KEYS = {"repeat", "params", "sweep", "cases", "mpi"}
 
 
@@ -82,8 +102,10 @@ class StepSpec:
         """The values of each point that vary: one sweep combination x one case."""
         axes = list(self.sweep.items())
         combos = itertools.product(*(values for _, values in axes)) if axes else [()]
-        return [dict(zip((k for k, _ in axes), combo, strict=True)) | case
-                for combo, case in itertools.product(combos, self.cases or [{}])]  # fmt: skip
+        return [
+            dict(zip((k for k, _ in axes), combo, strict=True)) | case
+            for combo, case in itertools.product(combos, self.cases or [{}])
+        ]
 
 
 @dataclass
@@ -207,11 +229,19 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
             from ..grid import virtual
 
             if scheduler not in virtual.SCHEDULERS:
-                raise fail("cluster", i, "scheduler",
-                           f"{scheduler!r}: expected one of {', '.join(virtual.SCHEDULERS)}")  # fmt: skip
+                raise fail(
+                    "cluster",
+                    i,
+                    "scheduler",
+                    f"{scheduler!r}: expected one of {', '.join(virtual.SCHEDULERS)}",
+                )
             if faults or hosts % positive("cluster", i, merged, "sites", 1):
-                raise fail("cluster", i, "scheduler", "a virtual grid: hosts a multiple of "
-                           "sites, no faults")  # fmt: skip
+                raise fail(
+                    "cluster",
+                    i,
+                    "scheduler",
+                    "a virtual grid: hosts a multiple of sites, no faults",
+                )
         clusters[cname] = ClusterSpec(
             cname,
             hosts,
@@ -261,13 +291,26 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         allowed = KINDS[kind].params
         for key in (*params, *sweep, *(k for c in cases for k in c)):
             if key not in allowed:
-                raise fail("step", i,
-                           "params" if key in params else "sweep" if key in sweep else "cases",
-                           f"{key!r} is not a parameter of kind {kind} "
-                           f"(known: {', '.join(sorted(allowed))})")  # fmt: skip
+                raise fail(
+                    "step",
+                    i,
+                    "params" if key in params else "sweep" if key in sweep else "cases",
+                    f"{key!r} is not a parameter of kind {kind} "
+                    f"(known: {', '.join(sorted(allowed))})",
+                )
         repeat = positive("step", i, {**s, **over}, "repeat", 1)
-        step = StepSpec(sname, kind, cluster, mpi, repeat, params, sweep,
-                        bool(s.get("full_only", False)), s.get("title", ""), cases)  # fmt: skip
+        step = StepSpec(
+            sname,
+            kind,
+            cluster,
+            mpi,
+            repeat,
+            params,
+            sweep,
+            bool(s.get("full_only", False)),
+            s.get("title", ""),
+            cases,
+        )
         for chosen in step.combinations():  # the kind's own checks of the values
             try:
                 KINDS[kind].check({**params, **chosen})
@@ -301,7 +344,15 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
             here.append(h)
 
     return Study(
-        name=name, here=here, title=head.get("title", name), paper=head.get("paper", ""),
-        description=head.get("description", ""), path=path, clusters=clusters, steps=steps,
-        findings=findings, reference=reference, quick=quick,
-    )  # fmt: skip
+        name=name,
+        here=here,
+        title=head.get("title", name),
+        paper=head.get("paper", ""),
+        description=head.get("description", ""),
+        path=path,
+        clusters=clusters,
+        steps=steps,
+        findings=findings,
+        reference=reference,
+        quick=quick,
+    )

@@ -21,9 +21,15 @@ def cmd_up(args: argparse.Namespace) -> Output:
         raise UserError("--sites needs --wan-link RATE (the link between sites)")
     schedulers = virtual.parse_schedulers(args.scheduler, args.sites)
     cplan, state = virtual.plan(
-        args.name, args.sites, args.hosts_per_site, schedulers, parse_rate(args.link),
-        parse_rate(args.wan_link) if args.wan_link else None, args.delay_us, args.wire,
-    )  # fmt: skip
+        args.name,
+        args.sites,
+        args.hosts_per_site,
+        schedulers,
+        parse_rate(args.link),
+        parse_rate(args.wan_link) if args.wan_link else None,
+        args.delay_us,
+        args.wire,
+    )
     state = virtual.up(cplan, state, timeout=args.start_timeout)
     return Output(state, describe(state))
 
@@ -46,15 +52,19 @@ def cmd_status(args: argparse.Namespace) -> Output:
 
 
 def describe(state: dict) -> str:
-    lines = [f"{state['name']}: {len(state['sites'])} site(s), link {format_rate(state['link_bps'])}"
-             + f", wire {state.get('wire', 'tbf')}"  # grids older than the option were tbf
-             + (f", wan {format_rate(state['wan_bps'])}" if state.get("wan_bps") else "")]  # fmt: skip
+    lines = [
+        f"{state['name']}: {len(state['sites'])} site(s), link {format_rate(state['link_bps'])}"
+        + f", wire {state.get('wire', 'tbf')}"  # grids older than the option were tbf
+        + (f", wan {format_rate(state['wan_bps'])}" if state.get("wan_bps") else "")
+    ]
     down = state.get("down_daemons", {})
     for s in state["sites"]:
         hosts = ",".join(h["name"] for h in s["hosts"])
         dead = down.get(s["name"])
-        lines.append(f"  {s['name']:6} {s['scheduler']:5} contact {s['contact']:12} hosts {hosts}"
-                     + (f"  [DOWN: {', '.join(dead)}]" if dead else ""))  # fmt: skip
+        lines.append(
+            f"  {s['name']:6} {s['scheduler']:5} contact {s['contact']:12} hosts {hosts}"
+            + (f"  [DOWN: {', '.join(dead)}]" if dead else "")
+        )
     return "\n".join(lines)
 
 
@@ -80,8 +90,15 @@ def _mtime(path: Path) -> float | None:
     return path.stat().st_mtime if path.exists() else None
 
 
-def store_job(args: argparse.Namespace, state: dict, job: jobs.GridJob, handle: jobs.Handle,
-              result: jobs.Result, staged: list, requested: float) -> dict:  # fmt: skip
+def store_job(
+    args: argparse.Namespace,
+    state: dict,
+    job: jobs.GridJob,
+    handle: jobs.Handle,
+    result: jobs.Result,
+    staged: list,
+    requested: float,
+) -> dict:
     """The submitted job as a record of the grid level (kernel ``grid-job``): its RSL
     attributes, the site's answer and its timeline (submitted, started, ended from the
     job's own files), so the report lists it beside the co-allocated runs."""
@@ -90,26 +107,47 @@ def store_job(args: argparse.Namespace, state: dict, job: jobs.GridJob, handle: 
 
     d = Path(handle.dir)
     site = next(s for s in state["sites"] if s["name"] == handle.site)
-    params = {"job": {k: v for k, v in asdict(job).items() if k != "barrier"},
-              "site": handle.site, "backend": handle.backend,
-              "grid": compare.grid_summary(state)}  # fmt: skip
-    record = new_record(LEVEL.name, "grid-job", cluster_from_grid(state), params,
-                        job.hosts or [h["name"] for h in site["hosts"]])  # fmt: skip
+    params = {
+        "job": {k: v for k, v in asdict(job).items() if k != "barrier"},
+        "site": handle.site,
+        "backend": handle.backend,
+        "grid": compare.grid_summary(state),
+    }
+    record = new_record(
+        LEVEL.name,
+        "grid-job",
+        cluster_from_grid(state),
+        params,
+        job.hosts or [h["name"] for h in site["hosts"]],
+    )
     started, ended = _mtime(d / "started"), _mtime(d / "exit")
-    record["meta"]["coalloc"] = {"sites": {handle.site: {
-        "scheduler": site["scheduler"], "allocation": handle.id,
-        "hosts": job.hosts or [h["name"] for h in site["hosts"]],
-        "requested": requested, "granted": started, "started": started,
-        "ended": ended}}, "started": started is not None, "error": None}  # fmt: skip
+    record["meta"]["coalloc"] = {
+        "sites": {
+            handle.site: {
+                "scheduler": site["scheduler"],
+                "allocation": handle.id,
+                "hosts": job.hosts or [h["name"] for h in site["hosts"]],
+                "requested": requested,
+                "granted": started,
+                "started": started,
+                "ended": ended,
+            }
+        },
+        "started": started is not None,
+        "error": None,
+    }
     record["status"] = "ok" if result.state == "done" else "failed"
     record["verification"] = "not-verified"
-    record["figures"] = {"exit_status": result.exit_status,
-                         "job_s": round(ended - started, 3) if started and ended else None}  # fmt: skip
+    record["figures"] = {
+        "exit_status": result.exit_status,
+        "job_s": round(ended - started, 3) if started and ended else None,
+    }
     record["detail"] = {"staged": staging.as_dicts(staged)}
     record["elapsed_s"] = round(time.time() - requested, 3)
     if record["status"] != "ok":
-        record["error"] = (f"{result.state}, exit status {result.exit_status}\n"
-                           f"{result.stderr[-2000:]}").strip()  # fmt: skip
+        record["error"] = (
+            f"{result.state}, exit status {result.exit_status}\n{result.stderr[-2000:]}"
+        ).strip()
     open_store(args).save(record)
     return record
 
@@ -119,10 +157,15 @@ def cmd_submit(args: argparse.Namespace) -> Output:
     if state is None:
         raise UserError(f"no virtual grid {args.name!r} (see 'clustertune grid status')")
     job = jobs.GridJob(
-        executable=args.executable, arguments=args.arguments, count=args.count,
-        environment=_env(args.env), directory=args.directory, jobtype=args.jobtype,
-        mpi=args.mpi, hosts=args.hosts.split(",") if args.hosts else None,
-    )  # fmt: skip
+        executable=args.executable,
+        arguments=args.arguments,
+        count=args.count,
+        environment=_env(args.env),
+        directory=args.directory,
+        jobtype=args.jobtype,
+        mpi=args.mpi,
+        hosts=args.hosts.split(",") if args.hosts else None,
+    )
     job.check()
     picked = ""
     if args.site == "auto":  # MDS's use in the seed: the site that can start it now
@@ -149,12 +192,19 @@ def cmd_submit(args: argparse.Namespace) -> Output:
         if target is not None:
             staging.remove(state, args.site, target)
     record = store_job(args, state, job, handle, result, staged, requested)
-    payload = {"handle": asdict(handle), **asdict(result), "staged": staging.as_dicts(staged),
-               "run_id": record["id"]}  # fmt: skip
-    lines = [f"{t.direction:3} {t.name} {t.bytes} B sha256 {t.sha256[:16]}... verified"
-             for t in staged]  # fmt: skip
-    text = (f"{handle.site} ({handle.backend}) job {handle.id}: {result.state}, exit "
-            f"{result.exit_status}\n{result.stdout}{result.stderr}").rstrip()  # fmt: skip
+    payload = {
+        "handle": asdict(handle),
+        **asdict(result),
+        "staged": staging.as_dicts(staged),
+        "run_id": record["id"],
+    }
+    lines = [
+        f"{t.direction:3} {t.name} {t.bytes} B sha256 {t.sha256[:16]}... verified" for t in staged
+    ]
+    text = (
+        f"{handle.site} ({handle.backend}) job {handle.id}: {result.state}, exit "
+        f"{result.exit_status}\n{result.stdout}{result.stderr}"
+    ).rstrip()
     text = picked + "\n".join([*lines, text])
     return Output(payload, text, 0 if result.state == "done" else 1)
 
@@ -168,12 +218,17 @@ def compare_text(records: list[dict]) -> str:
             shown = f"N={p['n']} " + (f"{best:.3f} Gflops" if best is not None else "no result")
         else:
             lat, bw = f.get("latency_us"), f.get("bandwidth_mbps")
-            shown = (f"{p['mode']} latency {lat:.1f} us, bandwidth {bw:.1f} Mbit/s"
-                     if lat is not None and bw is not None else "no figures")  # fmt: skip
+            shown = (
+                f"{p['mode']} latency {lat:.1f} us, bandwidth {bw:.1f} Mbit/s"
+                if lat is not None and bw is not None
+                else "no figures"
+            )
         startup = f", allocation {f['allocation_s']:.2f} s" if "allocation_s" in f else ""
-        lines.append(f"run {r['id']}: {p['comparison']:8} {p['placement']:6} ({p['path']}, "
-                     f"{','.join(r['meta']['hosts'])}, {r['meta']['mpi']['flavour']}) "
-                     f"{shown}{startup} -> {r['status']}")  # fmt: skip
+        lines.append(
+            f"run {r['id']}: {p['comparison']:8} {p['placement']:6} ({p['path']}, "
+            f"{','.join(r['meta']['hosts'])}, {r['meta']['mpi']['flavour']}) "
+            f"{shown}{startup} -> {r['status']}"
+        )
         if r["error"]:
             lines.append(f"  error: {r['error'].splitlines()[0]}")
     return "\n".join(lines)
@@ -183,8 +238,9 @@ def cmd_compare(args: argparse.Namespace) -> Output:
     kinds = tuple(k.strip() for k in args.kernels.split(",") if k.strip())
     mpis = tuple(m.strip() for m in args.mpi.split(",") if m.strip())
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    cases = compare.default_cases(kinds, mpis, args.n, args.nb, modes, args.max_size,
-                                  not args.full_sweep, args.ranks)  # fmt: skip
+    cases = compare.default_cases(
+        kinds, mpis, args.n, args.nb, modes, args.max_size, not args.full_sweep, args.ranks
+    )
     records = compare.run_cases(args.name, open_store(args), cases, args.timeout)
     ok = all(r["status"] == "ok" for r in records)
     return Output(records, compare_text(records), 0 if ok else 1)
@@ -200,17 +256,24 @@ def add_commands(sub, common) -> None:
     u.add_argument("--name", required=True)
     u.add_argument("--sites", type=int, default=2)
     u.add_argument("--hosts-per-site", type=int, default=2)
-    u.add_argument("--scheduler", default="slurm",
-                   help=f"one of {', '.join(virtual.SCHEDULERS)}, or per site: "
-                        "site0=slurm,site1=ssh (default slurm)")  # fmt: skip
+    u.add_argument(
+        "--scheduler",
+        default="slurm",
+        help=f"one of {', '.join(virtual.SCHEDULERS)}, or per site: "
+        "site0=slurm,site1=ssh (default slurm)",
+    )
     u.add_argument("--link", default="1gbit", help="link rate of each host inside a site")
     u.add_argument("--wan-link", help="rate of the link between sites, e.g. 100mbit")
     u.add_argument("--delay-us", type=int, default=0, help="per-packet delay on each host")
     u.add_argument(
         "--wire", choices=vcluster.WIRES, default=vcluster.DEFAULT_WIRE, help=vcluster.WIRE_HELP
     )
-    u.add_argument("--start-timeout", type=positive_seconds, default=30.0,
-                   help="seconds for the daemons of a site to come up")  # fmt: skip
+    u.add_argument(
+        "--start-timeout",
+        type=positive_seconds,
+        default=30.0,
+        help="seconds for the daemons of a site to come up",
+    )
     u.set_defaults(func=cmd_up)
 
     d = gsub.add_parser("down", parents=[store], help="stop the daemons, remove the grid")
@@ -220,11 +283,18 @@ def add_commands(sub, common) -> None:
     s = gsub.add_parser("status", parents=[store], help="the virtual grids and their daemons")
     s.set_defaults(func=cmd_status)
 
-    i = gsub.add_parser("info", parents=[store],
-                        help="resources per site: CPU, memory, load, scheduler state, MPI, links")  # fmt: skip
+    i = gsub.add_parser(
+        "info",
+        parents=[store],
+        help="resources per site: CPU, memory, load, scheduler state, MPI, links",
+    )
     i.add_argument("--name", required=True)
-    i.add_argument("--max-age", type=float, default=30.0,
-                   help="answer from the cache while younger than this (s; 0: ask now)")  # fmt: skip
+    i.add_argument(
+        "--max-age",
+        type=float,
+        default=30.0,
+        help="answer from the cache while younger than this (s; 0: ask now)",
+    )
     i.set_defaults(func=cmd_info)
 
     j = gsub.add_parser("submit", parents=[store], help="run a job on one site (RSL's attributes)")
@@ -238,25 +308,40 @@ def add_commands(sub, common) -> None:
     j.add_argument("--hosts", help="hosts of the site (default: all)")
     j.add_argument("--timeout", type=positive_seconds, default=120.0)
     j.add_argument("--no-wait", action="store_true", help="print the handle and return")
-    j.add_argument("--stage-in", action="append", default=[], metavar="FILE",
-                   help="copy FILE to the job's run directory on the site first (checksummed)")  # fmt: skip
-    j.add_argument("--stage-out", action="append", default=[], metavar="NAME",
-                   help="fetch NAME from the run directory after the job (checksummed)")  # fmt: skip
+    j.add_argument(
+        "--stage-in",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="copy FILE to the job's run directory on the site first (checksummed)",
+    )
+    j.add_argument(
+        "--stage-out",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="fetch NAME from the run directory after the job (checksummed)",
+    )
     j.add_argument("--results", help="where --stage-out files go (default grid-results/<job>)")
     j.add_argument("executable")
     j.add_argument("arguments", nargs=argparse.REMAINDER)
     j.set_defaults(func=cmd_submit)
 
-    c = gsub.add_parser("compare", parents=[store],
-                        help="seeds/000: a kernel inside one site vs across two sites")  # fmt: skip
+    c = gsub.add_parser(
+        "compare", parents=[store], help="seeds/000: a kernel inside one site vs across two sites"
+    )
     c.add_argument("--name", required=True, help="the grid (two sites or more)")
     c.add_argument("--kernels", default="linpack,pingpong", help="linpack, pingpong or both")
     c.add_argument("--mpi", default="openmpi", help="openmpi, mpich or both (comma-separated)")
     c.add_argument("--modes", default="pingpong", help="ping-pong modes: pingpong,nonblocking")
     c.add_argument("-N", "--n", type=int, default=2000, help="Linpack order")
     c.add_argument("--nb", type=int, default=64)
-    c.add_argument("--ranks", type=int, default=2,
-                   help="Linpack's ranks, one per host (within: that many hosts in site0)")  # fmt: skip
+    c.add_argument(
+        "--ranks",
+        type=int,
+        default=2,
+        help="Linpack's ranks, one per host (within: that many hosts in site0)",
+    )
     c.add_argument("--max-size", type=int, default=4 << 20, help="ping-pong's largest message")
     c.add_argument("--full-sweep", action="store_true", help="the ping-pong's full sweep")
     c.add_argument("--timeout", type=positive_seconds, default=300.0, help="seconds per run")

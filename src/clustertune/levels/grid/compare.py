@@ -36,8 +36,16 @@ PLACEMENTS = ("within", "across")
 PATHS = ("plain", "grid")
 COALLOC_TAG = "clustertune-coalloc: {"
 # a short sweep: enough points for latency and bandwidth, seconds even at 100 Mbit
-QUICK_SWEEP = ("--perturbation", "0", "--points-per-octave", "1", "--trials", "3",
-               "--point-time", "0.02")  # fmt: skip
+QUICK_SWEEP = (
+    "--perturbation",
+    "0",
+    "--points-per-octave",
+    "1",
+    "--trials",
+    "3",
+    "--point-time",
+    "0.02",
+)
 
 
 @dataclass(frozen=True)
@@ -58,11 +66,20 @@ class Case:
 def grid_summary(state: dict) -> dict:
     """What a record keeps of the grid: its sites (scheduler, contact, hosts), links."""
     return {
-        "name": state["name"], "link_bps": state.get("link_bps"),
-        "wan_bps": state.get("wan_bps"), "origin": state.get("origin"),
-        "sites": [{"name": s["name"], "scheduler": s["scheduler"], "contact": s["contact"],
-                   "hosts": [h["name"] for h in s["hosts"]]} for s in state["sites"]],
-    }  # fmt: skip
+        "name": state["name"],
+        "link_bps": state.get("link_bps"),
+        "wan_bps": state.get("wan_bps"),
+        "origin": state.get("origin"),
+        "sites": [
+            {
+                "name": s["name"],
+                "scheduler": s["scheduler"],
+                "contact": s["contact"],
+                "hosts": [h["name"] for h in s["hosts"]],
+            }
+            for s in state["sites"]
+        ],
+    }
 
 
 def placement_hosts(state: dict, placement: str, ranks: int) -> list[str]:
@@ -71,8 +88,10 @@ def placement_hosts(state: dict, placement: str, ranks: int) -> list[str]:
     sites = [[h["name"] for h in s["hosts"]] for s in state["sites"]]
     if placement == "within":
         if len(sites[0]) < ranks:
-            raise UserError(f"within one site needs {ranks} hosts in {state['sites'][0]['name']}"
-                            f" (it has {len(sites[0])}): use --hosts-per-site {ranks}")  # fmt: skip
+            raise UserError(
+                f"within one site needs {ranks} hosts in {state['sites'][0]['name']}"
+                f" (it has {len(sites[0])}): use --hosts-per-site {ranks}"
+            )
         return sites[0][:ranks]
     if placement != "across":
         raise UserError(f"placement {placement!r}: expected one of {', '.join(PLACEMENTS)}")
@@ -135,17 +154,45 @@ def shaped_min_size(state: dict, placement: str) -> int:
 
 
 def linpack_args(case: Case) -> list[str]:
-    return ["-N", str(case.n), "--nb", str(case.nb), "-P", "1", "-Q", str(case.ranks),
-            "--depth", "1", "--bcast", "1", "--pfact", "R", "--rfact", "C", "--nbmin", "4",
-            "--ndiv", "2", "--seed", "1", "--hpl-out", "-"]  # fmt: skip
+    return [
+        "-N",
+        str(case.n),
+        "--nb",
+        str(case.nb),
+        "-P",
+        "1",
+        "-Q",
+        str(case.ranks),
+        "--depth",
+        "1",
+        "--bcast",
+        "1",
+        "--pfact",
+        "R",
+        "--rfact",
+        "C",
+        "--nbmin",
+        "4",
+        "--ndiv",
+        "2",
+        "--seed",
+        "1",
+        "--hpl-out",
+        "-",
+    ]
 
 
 def run_case(state: dict, store: Store, case: Case, timeout: float = 300.0) -> dict:
     """One case as one stored record of the grid level."""
     cluster = cluster_for(state, case.path)
     hosts = list(case.hosts) or placement_hosts(state, case.placement, case.ranks)
-    params = {"comparison": case.kernel, "placement": case.placement, "path": case.path,
-              "grid": grid_summary(state), "ranks": case.ranks}  # fmt: skip
+    params = {
+        "comparison": case.kernel,
+        "placement": case.placement,
+        "path": case.path,
+        "grid": grid_summary(state),
+        "ranks": case.ranks,
+    }
     if case.kernel == "linpack":
         kargs = linpack_args(case)
         kernels.check_args(LINPACK_KERNEL, case.ranks, case.mpi, kargs)
@@ -154,9 +201,15 @@ def run_case(state: dict, store: Store, case: Case, timeout: float = 300.0) -> d
     elif case.kernel == "pingpong":
         if case.ranks != 2:
             raise UserError("the ping-pong runs on two ranks")
-        spec = pingpong.PingpongSpec("mpi", hosts[0], hosts[1], mode=case.mode, mpi=case.mpi,
-                                     max_size=case.max_size,
-                                     extra_args=QUICK_SWEEP if case.quick else ())  # fmt: skip
+        spec = pingpong.PingpongSpec(
+            "mpi",
+            hosts[0],
+            hosts[1],
+            mode=case.mode,
+            mpi=case.mpi,
+            max_size=case.max_size,
+            extra_args=QUICK_SWEEP if case.quick else (),
+        )
         pingpong.validate(cluster, spec)
         min_size = shaped_min_size(state, case.placement)
         kargs = pingpong._sweep_args(spec)
@@ -164,11 +217,22 @@ def run_case(state: dict, store: Store, case: Case, timeout: float = 300.0) -> d
         params |= spec.params(min_size)
     else:
         raise UserError(f"kernel {case.kernel!r}: expected linpack or pingpong")
-    run = Run(cluster, store, level=LEVEL.name, kernel=kernel, params=params, hosts=hosts,
-              np=case.ranks, mpi=case.mpi, env=env, derive=derive)  # fmt: skip
+    run = Run(
+        cluster,
+        store,
+        level=LEVEL.name,
+        kernel=kernel,
+        params=params,
+        hosts=hosts,
+        np=case.ranks,
+        mpi=case.mpi,
+        env=env,
+        derive=derive,
+    )
     with contextlib.suppress(GridLost), run:
-        step = run.mpi(kernel, np=case.ranks, mpi=case.mpi, args=kargs, hosts=hosts,
-                       timeout=timeout)  # fmt: skip
+        step = run.mpi(
+            kernel, np=case.ranks, mpi=case.mpi, args=kargs, hosts=hosts, timeout=timeout
+        )
         report = coalloc_report(step.completed.stderr)
         if report is not None:
             run.record["meta"]["coalloc"] = report
@@ -185,9 +249,16 @@ class GridLost(UserError):
     failed with this reason (the samples measured before are kept)."""
 
 
-def default_cases(kernels_: tuple[str, ...], mpis: tuple[str, ...], n: int, nb: int,
-                  modes: tuple[str, ...] = ("pingpong",), max_size: int = 4 << 20,
-                  quick: bool = True, ranks: int = 2) -> list[Case]:  # fmt: skip
+def default_cases(
+    kernels_: tuple[str, ...],
+    mpis: tuple[str, ...],
+    n: int,
+    nb: int,
+    modes: tuple[str, ...] = ("pingpong",),
+    max_size: int = 4 << 20,
+    quick: bool = True,
+    ranks: int = 2,
+) -> list[Case]:
     """Within one site (plain launcher) then across sites (grid stack), per kernel, MPI;
     Linpack on ``ranks`` ranks (one per host), the ping-pong on two."""
     cases = []
@@ -196,8 +267,9 @@ def default_cases(kernels_: tuple[str, ...], mpis: tuple[str, ...], n: int, nb: 
             for mode in modes if kernel == "pingpong" else ("pingpong",):
                 np = ranks if kernel == "linpack" else 2
                 for placement, path in (("within", "plain"), ("across", "grid")):
-                    cases.append(Case(kernel, placement, path, mpi, np, n, nb, mode, max_size,
-                                      quick))  # fmt: skip
+                    cases.append(
+                        Case(kernel, placement, path, mpi, np, n, nb, mode, max_size, quick)
+                    )
     return cases
 
 
@@ -218,14 +290,27 @@ def pairs(records: list[dict]) -> list[dict]:
         p = r["params"]
         if r["status"] != "ok" or "placement" not in p:
             continue
-        key = (p["grid"]["name"], p["grid"].get("wan_bps"), p["comparison"],
-               p.get("mode") or "-", (r["meta"].get("mpi") or {}).get("flavour"),
-               p.get("n"), p.get("ranks", 2))  # fmt: skip
+        key = (
+            p["grid"]["name"],
+            p["grid"].get("wan_bps"),
+            p["comparison"],
+            p.get("mode") or "-",
+            (r["meta"].get("mpi") or {}).get("flavour"),
+            p.get("n"),
+            p.get("ranks", 2),
+        )
         latest.setdefault(key, {})[p["placement"]] = r
     rows = []
     for (grid, wan, what, mode, mpi, n, ranks), by in latest.items():
-        row = {"grid": grid, "wan_bps": wan, "kernel": what, "mode": mode, "mpi": mpi, "n": n,
-               "ranks": ranks}  # fmt: skip
+        row = {
+            "grid": grid,
+            "wan_bps": wan,
+            "kernel": what,
+            "mode": mode,
+            "mpi": mpi,
+            "n": n,
+            "ranks": ranks,
+        }
         for placement, r in by.items():
             f = r["figures"]
             if what == "linpack":

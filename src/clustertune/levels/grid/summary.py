@@ -53,5 +53,4 @@ def pingpong_row(p: dict) -> summary.Row:
 
 @LEVEL.summary
 def rows(records: list[dict]) -> list[summary.Row]:
-    return [linpack_row(p) if p["kernel"] == "linpack" else pingpong_row(p)
-            for p in pairs(records)]  # fmt: skip
+    return [linpack_row(p) if p["kernel"] == "linpack" else pingpong_row(p) for p in pairs(records)]

@@ -18,10 +18,15 @@ SERVER_KERNEL = "ct-io-server"
 # Debian's PnetCDF is built for OpenMPI only (../shared/research/parallel-io.md)
 LEVEL = register(
     Level(
-        "io", "Parallel I/O: netCDF collective and independent, local and remote", order=60,
-        kernels=(Kernel(NETCDF_KERNEL, "io", ("openmpi",)), Kernel(FORWARD_KERNEL, "io"),
-                 Kernel(SERVER_KERNEL, "io", ("openmpi",))),
+        "io",
+        "Parallel I/O: netCDF collective and independent, local and remote",
+        order=60,
+        kernels=(
+            Kernel(NETCDF_KERNEL, "io", ("openmpi",)),
+            Kernel(FORWARD_KERNEL, "io"),
+            Kernel(SERVER_KERNEL, "io", ("openmpi",)),
+        ),
     )
-)  # fmt: skip
+)
 
 from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

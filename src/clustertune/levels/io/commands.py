@@ -24,11 +24,19 @@ def cmd_serve(args: argparse.Namespace) -> Output:
     cluster = cluster_of(args)
     host = args.host or cluster.hosts[0].name
     status = remote.serve(
-        cluster, host, np=args.np, export=Path(args.export), ca_dir=ca_dir_of(args),
-        port=args.port, sessions=args.sessions, idle_timeout=args.idle_timeout,
-        lifetime=args.lifetime, driver=args.driver, handshake_timeout=args.handshake_timeout,
+        cluster,
+        host,
+        np=args.np,
+        export=Path(args.export),
+        ca_dir=ca_dir_of(args),
+        port=args.port,
+        sessions=args.sessions,
+        idle_timeout=args.idle_timeout,
+        lifetime=args.lifetime,
+        driver=args.driver,
+        handshake_timeout=args.handshake_timeout,
         round_bytes=None if args.round is None else parse_size(args.round),
-    )  # fmt: skip
+    )
     return Output({"host": host, "status": status}, f"ct-io-server on {host} ended", status)
 
 
@@ -42,13 +50,17 @@ def cmd_ca(args: argparse.Namespace) -> Output:
             directory, args.name, server=args.server, hosts=tuple(args.host or ())
         )
         subject = security.dn_of(args.name, args.server)
-        return Output({"cert": str(creds.cert), "key": str(creds.key), "subject": subject},
-                      f"{subject}: {creds.cert} (key {creds.key})")  # fmt: skip
+        return Output(
+            {"cert": str(creds.cert), "key": str(creds.key), "subject": subject},
+            f"{subject}: {creds.cert} (key {creds.key})",
+        )
     if args.ca_command == "grant":
         subject = args.name if "=" in args.name else security.dn_of(args.name)
         path = security.grant(directory, subject, args.area, args.right)
-        return Output({"gridmap": str(path), "subject": subject, "area": args.area,
-                       "right": args.right}, f'{path}: "{subject}" {args.area} {args.right}')  # fmt: skip
+        return Output(
+            {"gridmap": str(path), "subject": subject, "area": args.area, "right": args.right},
+            f'{path}: "{subject}" {args.area} {args.right}',
+        )
     if args.ca_command == "revoke":
         crl = security.revoke(directory, args.name)
         return Output(

@@ -33,23 +33,37 @@ def remote_demo(cluster: Cluster, store: Store) -> list[dict]:
     mpi = "mpich" if "mpich" in cluster.mpi else "openmpi"  # the different-MPI case first
     own = len(cluster.sites) < 2
     if own and os.geteuid() != 0:
-        print("io demo: remote I/O skipped (two sites need a virtual cluster, so root)",
-              file=sys.stderr)  # fmt: skip
+        print(
+            "io demo: remote I/O skipped (two sites need a virtual cluster, so root)",
+            file=sys.stderr,
+        )
         return []
     try:
         if own:
             vcluster.down(REMOTE_NAME)  # a crashed earlier demo leaves nothing in the way
             # the paced wire's WAN pacers bound what crosses the WAN (vcluster.WAN_QUEUE)
-            state = vcluster.plan(REMOTE_NAME, 2, 10 * REMOTE_WAN_BPS, sites=2,
-                                  wan_bps=REMOTE_WAN_BPS)  # fmt: skip
+            state = vcluster.plan(
+                REMOTE_NAME, 2, 10 * REMOTE_WAN_BPS, sites=2, wan_bps=REMOTE_WAN_BPS
+            )
             cluster = vcluster.cluster_from_state(vcluster.up(state))
         with tempfile.TemporaryDirectory(prefix="clustertune-io-demo-ca-") as ca:
             return [
-                netcdf.measure(cluster, store, np=1 if own else DEMO_NP, mpi=mpi,
-                               sizes=REMOTE_SIZES, mode="collective", ops=["write", "read"],
-                               fmt="cdf1", reps=REMOTE_REPS, remote=cluster.sites[-1].name,
-                               ca_dir=Path(ca), identity="demo", timeout=DEMO_TIMEOUT_S)
-            ]  # fmt: skip
+                netcdf.measure(
+                    cluster,
+                    store,
+                    np=1 if own else DEMO_NP,
+                    mpi=mpi,
+                    sizes=REMOTE_SIZES,
+                    mode="collective",
+                    ops=["write", "read"],
+                    fmt="cdf1",
+                    reps=REMOTE_REPS,
+                    remote=cluster.sites[-1].name,
+                    ca_dir=Path(ca),
+                    identity="demo",
+                    timeout=DEMO_TIMEOUT_S,
+                )
+            ]
     except UserError as exc:
         print(f"io demo: remote I/O: {exc}", file=sys.stderr)
         return []
@@ -62,7 +76,16 @@ def remote_demo(cluster: Cluster, store: Store) -> list[dict]:
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     if "openmpi" not in cluster.mpi:  # Debian's PnetCDF exists for OpenMPI only
         return []
-    local = netcdf.measure(cluster, store, np=DEMO_NP, mpi="openmpi", sizes=DEMO_SIZES,
-                           mode="both", ops=["write", "read"], fmt="cdf1", reps=DEMO_REPS,
-                           timeout=DEMO_TIMEOUT_S)  # fmt: skip
+    local = netcdf.measure(
+        cluster,
+        store,
+        np=DEMO_NP,
+        mpi="openmpi",
+        sizes=DEMO_SIZES,
+        mode="both",
+        ops=["write", "read"],
+        fmt="cdf1",
+        reps=DEMO_REPS,
+        timeout=DEMO_TIMEOUT_S,
+    )
     return [local, *remote_demo(cluster, store)]

@@ -41,8 +41,17 @@ REPS = 20
 TIMEOUT_S = 1800.0
 CHECK_TIMEOUT_S = 120.0
 # the `results` fields of the issue's JSON contract, then ours
-RESULT_KEYS = ("size", "op", "mode", "np", "remote", "open_to_close_s_min", "io_only_s_min",
-               "mbps", "valid")  # fmt: skip
+RESULT_KEYS = (
+    "size",
+    "op",
+    "mode",
+    "np",
+    "remote",
+    "open_to_close_s_min",
+    "io_only_s_min",
+    "mbps",
+    "valid",
+)
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -63,13 +72,34 @@ def parse_ops(text: str) -> list[str]:
 
 
 def kernel_args(
-    sizes: list[int], mode: str, ops: list[str], fmt: str, reps: int, directory: str,
-    raw: bool, inject_fault: bool = False, variants: list[str] | None = None, warmup: int = 0,
-) -> list[str]:  # fmt: skip
+    sizes: list[int],
+    mode: str,
+    ops: list[str],
+    fmt: str,
+    reps: int,
+    directory: str,
+    raw: bool,
+    inject_fault: bool = False,
+    variants: list[str] | None = None,
+    warmup: int = 0,
+) -> list[str]:
     """``variants``: which run and in what order (netcdf, raw, rawswap); default netcdf, then
     raw and rawswap when ``raw``."""
-    args = ["--dir", directory, "--sizes", ",".join(map(str, sizes)), "--mode", mode,
-            "--ops", ",".join(ops), "--format", fmt, "--reps", str(reps), "--keep"]  # fmt: skip
+    args = [
+        "--dir",
+        directory,
+        "--sizes",
+        ",".join(map(str, sizes)),
+        "--mode",
+        mode,
+        "--ops",
+        ",".join(ops),
+        "--format",
+        fmt,
+        "--reps",
+        str(reps),
+        "--keep",
+    ]
     if variants:
         args += ["--variants", ",".join(variants)]
     if warmup:
@@ -83,8 +113,16 @@ def driver_env(mpi: str, driver: str) -> dict[str, str]:
 
 
 # a result's times and rates; an invalid result has none (it is reported failed)
-MEASURED = ("open_to_close_s_min", "io_only_s_min", "mbps", "open_to_close_s_median",
-            "io_only_s_median", "mbps_io", "cpu_s_min", "cpu_s_median")  # fmt: skip
+MEASURED = (
+    "open_to_close_s_min",
+    "io_only_s_min",
+    "mbps",
+    "open_to_close_s_median",
+    "io_only_s_median",
+    "mbps_io",
+    "cpu_s_min",
+    "cpu_s_median",
+)
 
 
 def failed_checks(sample: dict, files: dict[str, dict]) -> list[str]:
@@ -99,9 +137,13 @@ def derive(samples: list[dict], result: dict | None, files: dict[str, dict] | No
     """Per size: netCDF collective write time over raw MPI-IO + swap of the same bytes
     (open-to-close minimums; the bench criterion is <= 1.2 from 8 MB); None for a size
     where either is not valid (``files``: the checks of the files, by path)."""
-    best = {(s["variant"], s["size"]): None if failed_checks(s, files or {})
-            else s["open_to_close_s"]["min"] for s in samples
-            if s.get("op") == "write" and s.get("mode") == "collective"}  # fmt: skip
+    best = {
+        (s["variant"], s["size"]): None
+        if failed_checks(s, files or {})
+        else s["open_to_close_s"]["min"]
+        for s in samples
+        if s.get("op") == "write" and s.get("mode") == "collective"
+    }
     ratios = {}
     for (variant, size), t in best.items():
         if variant == "netcdf" and ("rawswap", size) in best:
@@ -136,14 +178,33 @@ def check_files(run: Run, host: str, samples: list[dict]) -> dict[str, dict]:
 
 
 def measure(
-    cluster: Cluster, store: Store, *, np: int, mpi: str, sizes: list[int], mode: str,
-    ops: list[str], fmt: str, reps: int, raw: bool = True, driver: str = "romio",
-    hosts: list[str] | None = None, timeout: float = TIMEOUT_S, directory: str | None = None,
-    keep_files: bool = False, inject_fault: bool = False, remote: str | None = None,
-    servers: int | None = None, batch: bool = True, session: str = "job",
-    ca_dir: Path | None = None, identity: str = "client", server_round: int | None = None,
-    variants: list[str] | None = None, warmup: int = 0,
-) -> dict:  # fmt: skip
+    cluster: Cluster,
+    store: Store,
+    *,
+    np: int,
+    mpi: str,
+    sizes: list[int],
+    mode: str,
+    ops: list[str],
+    fmt: str,
+    reps: int,
+    raw: bool = True,
+    driver: str = "romio",
+    hosts: list[str] | None = None,
+    timeout: float = TIMEOUT_S,
+    directory: str | None = None,
+    keep_files: bool = False,
+    inject_fault: bool = False,
+    remote: str | None = None,
+    servers: int | None = None,
+    batch: bool = True,
+    session: str = "job",
+    ca_dir: Path | None = None,
+    identity: str = "client",
+    server_round: int | None = None,
+    variants: list[str] | None = None,
+    warmup: int = 0,
+) -> dict:
     """One stored record: ct-io-netcdf (or, with ``remote``, ct-io-fwd against ct-io-server)
     on ``np`` ranks, then the checks of its files. ``variants``: local runs only, which of
     netcdf, raw, rawswap and in what order (bench/io_local_vs_raw.py alternates it)."""
@@ -154,8 +215,7 @@ def measure(
         site, address = fwd.parse_remote(cluster, remote)
         # absolute: the client and server are started in other working directories
         ca_dir = Path(ca_dir or security.default_dir()).resolve()
-        creds = (fwd.prepare_ca(ca_dir, identity) if site
-                 else security.credentials(ca_dir, identity))  # fmt: skip
+        creds = fwd.prepare_ca(ca_dir, identity) if site else security.credentials(ca_dir, identity)
         if site:
             server_host, client_hosts = fwd.site_hosts(cluster, site)
             hosts = hosts or client_hosts
@@ -170,8 +230,17 @@ def measure(
     else:
         workdir = tempfile.mkdtemp(prefix="clustertune-io-", dir="/tmp") if made else directory
         Path(workdir).chmod(0o755)
-    params = {"sizes": sizes, "mode": mode, "ops": ops, "format": fmt, "reps": reps,
-              "raw": raw, "driver": driver, "remote": remote, "dir": workdir}  # fmt: skip
+    params = {
+        "sizes": sizes,
+        "mode": mode,
+        "ops": ops,
+        "format": fmt,
+        "reps": reps,
+        "raw": raw,
+        "driver": driver,
+        "remote": remote,
+        "dir": workdir,
+    }
     if variants:
         params["variants"] = variants
     if warmup:
@@ -181,16 +250,27 @@ def measure(
         if site:
             params["server_round"] = server_round
     env = {} if remote else driver_env(mpi, driver)
-    args = kernel_args(sizes, mode, ops, fmt, reps, workdir, raw and not variants, inject_fault,
-                       variants, warmup)  # fmt: skip
+    args = kernel_args(
+        sizes, mode, ops, fmt, reps, workdir, raw and not variants, inject_fault, variants, warmup
+    )
     files: dict[str, dict] = {}  # the checks of the files, filled before the record ends
 
     def ratios(samples: list[dict], result: dict | None) -> dict:
         return derive(samples, result, files)
 
     try:
-        with Run(cluster, store, level=LEVEL.name, kernel=kernel, params=params,
-                 hosts=job_hosts, np=np, mpi=mpi, env=env, derive=ratios) as run:  # fmt: skip
+        with Run(
+            cluster,
+            store,
+            level=LEVEL.name,
+            kernel=kernel,
+            params=params,
+            hosts=job_hosts,
+            np=np,
+            mpi=mpi,
+            env=env,
+            derive=ratios,
+        ) as run:
             if not remote:
                 step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout, args=args)
                 files.update(check_files(run, job_hosts[0], step.output.samples))
@@ -201,21 +281,30 @@ def measure(
                 run.record["meta"]["env"].update(client)
                 step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout, args=args)
             else:
-                argv = fwd.server_argv(servers or np, Path(workdir), ca_dir,
-                                       sessions=1 if session == "job" else 0,
-                                       env=fwd.server_env(driver),
-                                       round_bytes=server_round)  # fmt: skip
-                with run.service(server_host, argv, ready=fwd.READY, env=fwd.server_env(driver),
-                                 start_timeout=fwd.SERVER_START_S, stop_grace=2.0,
-                                 what=f"ct-io-server on {server_host}") as server:  # fmt: skip
+                argv = fwd.server_argv(
+                    servers or np,
+                    Path(workdir),
+                    ca_dir,
+                    sessions=1 if session == "job" else 0,
+                    env=fwd.server_env(driver),
+                    round_bytes=server_round,
+                )
+                with run.service(
+                    server_host,
+                    argv,
+                    ready=fwd.READY,
+                    env=fwd.server_env(driver),
+                    start_timeout=fwd.SERVER_START_S,
+                    stop_grace=2.0,
+                    what=f"ct-io-server on {server_host}",
+                ) as server:
                     assert server.ready_match is not None
                     port = int(server.ready_match.group(1))
                     at = f"{fwd.address_of(cluster, server_host)}:{port}"
                     client = fwd.client_env(creds, at, batch, session)
                     run.env.update(client)
                     run.record["meta"]["env"].update(client)
-                    step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout,
-                                   args=args)  # fmt: skip
+                    step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout, args=args)
                 files.update(check_files(run, server_host, step.output.samples))
                 run.figures["files"] = files
                 if cluster.wan_bps:
@@ -242,17 +331,27 @@ def results(record: dict) -> list[dict]:
             continue
         failed = failed_checks(s, files)
         row = {
-            "size": s["size"], "op": s["op"], "mode": s["mode"], "np": s["np"],
-            "remote": remote, "open_to_close_s_min": s["open_to_close_s"]["min"],
-            "io_only_s_min": s["io_only_s"]["min"], "mbps": s["mbps"], "valid": not failed,
-            "variant": s["variant"], "format": s["format"], "bytes": s["bytes"],
-            "reps": s["reps"], "open_to_close_s_median": s["open_to_close_s"]["median"],
-            "io_only_s_median": s["io_only_s"]["median"], "mbps_io": s["mbps_io"],
+            "size": s["size"],
+            "op": s["op"],
+            "mode": s["mode"],
+            "np": s["np"],
+            "remote": remote,
+            "open_to_close_s_min": s["open_to_close_s"]["min"],
+            "io_only_s_min": s["io_only_s"]["min"],
+            "mbps": s["mbps"],
+            "valid": not failed,
+            "variant": s["variant"],
+            "format": s["format"],
+            "bytes": s["bytes"],
+            "reps": s["reps"],
+            "open_to_close_s_median": s["open_to_close_s"]["median"],
+            "io_only_s_median": s["io_only_s"]["median"],
+            "mbps_io": s["mbps_io"],
             # records stored before the kernel measured CPU time have none
             "cpu_s_min": s.get("cpu_s", {}).get("min"),
             "cpu_s_median": s.get("cpu_s", {}).get("median"),
             "failed_checks": failed,
-        }  # fmt: skip
+        }
         # a result that failed a check is reported failed, never as a number
         out.append(row | dict.fromkeys(MEASURED) if failed else row)
     return out
@@ -285,15 +384,20 @@ def text(record: dict) -> str:
         )
     ratios = record["figures"].get("write_over_rawswap") or {}
     if ratios:
-        lines.append("netCDF collective write / raw MPI-IO + swap (valid rows only): " + ", ".join(
-            f"N={k}: {v:.2f}" if v is not None else f"N={k}: none (a row is not valid)"
-            for k, v in ratios.items()))  # fmt: skip
+        lines.append(
+            "netCDF collective write / raw MPI-IO + swap (valid rows only): "
+            + ", ".join(
+                f"N={k}: {v:.2f}" if v is not None else f"N={k}: none (a row is not valid)"
+                for k, v in ratios.items()
+            )
+        )
     shares = record["figures"].get("link_share") or {}
     if shares:
-        lines.append(f"share of the {format_rate(record['figures']['wan_bps'])} inter-site link "
-                     "(collective, open-to-close min): " + ", ".join(
-                         f"N={n} {op} {v:.0%}" for n, ops in shares.items()
-                         for op, v in ops.items()))  # fmt: skip
+        lines.append(
+            f"share of the {format_rate(record['figures']['wan_bps'])} inter-site link "
+            "(collective, open-to-close min): "
+            + ", ".join(f"N={n} {op} {v:.0%}" for n, ops in shares.items() for op, v in ops.items())
+        )
     if record["error"]:
         lines.append(f"error: {record['error']}")
     return "\n".join(lines)
@@ -316,16 +420,36 @@ def cmd_netcdf(args: argparse.Namespace) -> Output:
     if args.remote:
         fwd.parse_remote(cluster, args.remote)
     record = measure(
-        cluster, open_store(args), np=args.np, mpi=args.mpi, sizes=sizes, mode=args.mode,
-        ops=ops, fmt=args.format, reps=args.reps, raw=not args.no_raw, driver=args.driver,
-        hosts=args.hosts, timeout=args.timeout, directory=args.dir, keep_files=args.keep_files,
-        inject_fault=args.inject_fault, remote=args.remote, servers=args.servers,
-        batch=not args.no_batch, session=args.session,
-        ca_dir=Path(args.ca_dir) if args.ca_dir else None, identity=args.identity,
+        cluster,
+        open_store(args),
+        np=args.np,
+        mpi=args.mpi,
+        sizes=sizes,
+        mode=args.mode,
+        ops=ops,
+        fmt=args.format,
+        reps=args.reps,
+        raw=not args.no_raw,
+        driver=args.driver,
+        hosts=args.hosts,
+        timeout=args.timeout,
+        directory=args.dir,
+        keep_files=args.keep_files,
+        inject_fault=args.inject_fault,
+        remote=args.remote,
+        servers=args.servers,
+        batch=not args.no_batch,
+        session=args.session,
+        ca_dir=Path(args.ca_dir) if args.ca_dir else None,
+        identity=args.identity,
         server_round=None if args.server_round is None else parse_size(args.server_round),
-    )  # fmt: skip
-    payload = {"run": record["id"], "status": record["status"],
-               "verification": record["verification"],
-               "mpiio_driver": record["detail"].get("mpiio_driver"),
-               "results": results(record), "error": record["error"]}  # fmt: skip
+    )
+    payload = {
+        "run": record["id"],
+        "status": record["status"],
+        "verification": record["verification"],
+        "mpiio_driver": record["detail"].get("mpiio_driver"),
+        "results": results(record),
+        "error": record["error"],
+    }
     return Output(payload, text(record), 0 if record["status"] == "ok" else 1)

@@ -46,23 +46,50 @@ def server_env(driver: str = "romio") -> dict[str, str]:
 
 
 def server_argv(
-    np: int, export: Path, ca_dir: Path, *, port: int = 0, sessions: int = 0,
-    idle_timeout: float = 60.0, env: dict[str, str] | None = None, round_bytes: int | None = None,
+    np: int,
+    export: Path,
+    ca_dir: Path,
+    *,
+    port: int = 0,
+    sessions: int = 0,
+    idle_timeout: float = 60.0,
+    env: dict[str, str] | None = None,
+    round_bytes: int | None = None,
     handshake_timeout: float = HANDSHAKE_S,
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """mpirun of ct-io-server's ranks on one host (an I/O node), its certificate and the CA's
     CRL from ca_dir. ``round_bytes``: a put's or get's bytes per client per round (the
     server's default, 4 MiB, when None; 0: each block crosses the link whole before its write
     or after its read)."""
     creds = security.credentials(ca_dir, SERVER_NAME)
     head = mpi_flags.openmpi(np, env or server_env())
-    return head + [
-        str(kernels.kernel_path(SERVER_KERNEL, "openmpi")), "--export", str(export),
-        "--cert", str(creds.cert), "--key", str(creds.key), "--ca", str(creds.ca),
-        "--gridmap", str(ca_dir / security.GRIDMAP), "--crl", str(security.crl_file(ca_dir)),
-        "--port", str(port), "--sessions", str(sessions), "--idle-timeout", f"{idle_timeout:g}",
-        "--handshake-timeout", f"{handshake_timeout:g}",
-    ] + (["--round", str(round_bytes)] if round_bytes is not None else [])  # fmt: skip
+    return (
+        head
+        + [
+            str(kernels.kernel_path(SERVER_KERNEL, "openmpi")),
+            "--export",
+            str(export),
+            "--cert",
+            str(creds.cert),
+            "--key",
+            str(creds.key),
+            "--ca",
+            str(creds.ca),
+            "--gridmap",
+            str(ca_dir / security.GRIDMAP),
+            "--crl",
+            str(security.crl_file(ca_dir)),
+            "--port",
+            str(port),
+            "--sessions",
+            str(sessions),
+            "--idle-timeout",
+            f"{idle_timeout:g}",
+            "--handshake-timeout",
+            f"{handshake_timeout:g}",
+        ]
+        + (["--round", str(round_bytes)] if round_bytes is not None else [])
+    )
 
 
 def prepare_ca(ca_dir: Path, identity: str) -> security.Credentials:
@@ -87,8 +114,9 @@ def parse_remote(cluster: Cluster, text: str) -> tuple[str | None, str | None]:
     host, _, port = text.rpartition(":")
     if host and port.isdigit() and 0 < int(port) < 65536:
         return None, text
-    raise UserError(f"--remote {text!r}: a site of cluster {cluster.name!r} "
-                    f"({', '.join(names)}) or HOST:PORT")  # fmt: skip
+    raise UserError(
+        f"--remote {text!r}: a site of cluster {cluster.name!r} ({', '.join(names)}) or HOST:PORT"
+    )
 
 
 def site_hosts(cluster: Cluster, site: str) -> tuple[str, list[str]]:
@@ -96,8 +124,9 @@ def site_hosts(cluster: Cluster, site: str) -> tuple[str, list[str]]:
     server = [h.name for h in cluster.hosts if h.site == site]
     clients = [h.name for h in cluster.hosts if h.site != site]
     if not clients:
-        raise UserError(f"--remote {site}: cluster {cluster.name!r} has no host outside it "
-                        "for the client job")  # fmt: skip
+        raise UserError(
+            f"--remote {site}: cluster {cluster.name!r} has no host outside it for the client job"
+        )
     return server[0], clients
 
 
@@ -163,16 +192,30 @@ def client_env(creds: security.Credentials, server: str, batch: bool, session: s
     """libct_ncfwd's variables. The server must present the CA directory's server
     certificate (its subject pinned): any other certificate of the CA, a user's or another
     server's, is refused by the client."""
-    return {**creds.env(), "CT_NCFWD_SERVER": server, "CT_NCFWD_BATCH": "1" if batch else "0",
-            "CT_NCFWD_SESSION": session,
-            "CT_NCFWD_SERVER_SUBJECT": security.dn_of(SERVER_NAME, server=True)}  # fmt: skip
+    return {
+        **creds.env(),
+        "CT_NCFWD_SERVER": server,
+        "CT_NCFWD_BATCH": "1" if batch else "0",
+        "CT_NCFWD_SESSION": session,
+        "CT_NCFWD_SERVER_SUBJECT": security.dn_of(SERVER_NAME, server=True),
+    }
 
 
 def serve(
-    cluster: Cluster, host: str, *, np: int, export: Path, ca_dir: Path, port: int,
-    sessions: int, idle_timeout: float, lifetime: float | None, driver: str = "romio",
-    round_bytes: int | None = None, handshake_timeout: float = HANDSHAKE_S,
-) -> int:  # fmt: skip
+    cluster: Cluster,
+    host: str,
+    *,
+    np: int,
+    export: Path,
+    ca_dir: Path,
+    port: int,
+    sessions: int,
+    idle_timeout: float,
+    lifetime: float | None,
+    driver: str = "romio",
+    round_bytes: int | None = None,
+    handshake_timeout: float = HANDSHAKE_S,
+) -> int:
     """``clustertune io serve``: the server in the foreground until it ends (after
     ``sessions``), ``lifetime`` passes, or Ctrl-C. Its exit status."""
     import sys
@@ -193,13 +236,22 @@ def serve(
         handshake_timeout=handshake_timeout,
     )
     launcher = launcher_for(cluster)
-    service = launcher.service(host, argv, ready=READY, env=server_env(driver),
-                               start_timeout=SERVER_START_S, lifetime=lifetime,
-                               what=f"ct-io-server on {host}")  # fmt: skip
+    service = launcher.service(
+        host,
+        argv,
+        ready=READY,
+        env=server_env(driver),
+        start_timeout=SERVER_START_S,
+        lifetime=lifetime,
+        what=f"ct-io-server on {host}",
+    )
     with service as s:
         assert s.ready_match is not None
-        print(f"ct-io-server on {host} ({address_of(cluster, host)}) port "
-              f"{int(s.ready_match.group(1))}, {np} ranks, export {export}", flush=True)  # fmt: skip
+        print(
+            f"ct-io-server on {host} ({address_of(cluster, host)}) port "
+            f"{int(s.ready_match.group(1))}, {np} ranks, export {export}",
+            flush=True,
+        )
         while s.running:
             time.sleep(0.5)
     done = s.completed

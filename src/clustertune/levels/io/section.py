@@ -15,8 +15,9 @@ LINESTYLE = {"collective": "-", "independent": "--"}
 
 def points(records: list[dict]) -> list[tuple[dict, dict]]:
     """(record, result) of every valid measurement of the level's kernels."""
-    return [(r, x) for r in records if r["level"] == LEVEL.name
-            for x in netcdf.results(r) if x["valid"]]  # fmt: skip
+    return [
+        (r, x) for r in records if r["level"] == LEVEL.name for x in netcdf.results(r) if x["valid"]
+    ]
 
 
 def where(result: dict) -> str:
@@ -39,10 +40,21 @@ def figure(pts: list[tuple[dict, dict]]) -> str:
                 continue  # rawswap is the comparison that holds the format's byte order
             sizes = sorted(best)
             label = f"{variant} {place} {mode} np={np_}"
-            ax.plot(sizes, [1e3 * best[s] for s in sizes], LINESTYLE[mode], marker="o",
-                    label=label, alpha=0.6 if variant == "rawswap" else 1.0)  # fmt: skip
-        ax.set(xscale="log", yscale="log", xlabel="N (array N^3 ints)",
-               ylabel="open-to-close ms (min)", title=f"{op}")  # fmt: skip
+            ax.plot(
+                sizes,
+                [1e3 * best[s] for s in sizes],
+                LINESTYLE[mode],
+                marker="o",
+                label=label,
+                alpha=0.6 if variant == "rawswap" else 1.0,
+            )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="N (array N^3 ints)",
+            ylabel="open-to-close ms (min)",
+            title=f"{op}",
+        )
         if ax.lines:  # an op may have no valid point (a run whose writes all failed)
             ax.legend(fontsize="x-small")
     fig.tight_layout()
@@ -52,13 +64,18 @@ def figure(pts: list[tuple[dict, dict]]) -> str:
 def forwarding(record: dict) -> str:
     """How a remote run was forwarded: the knobs of remote.py."""
     p = record["params"]
-    parts = [f"{p.get('servers', '?')} server rank(s)",
-             "metadata batched" if p.get("batch", True) else "per-call (paper)",
-             f"session per {p.get('session', 'job')}"]  # fmt: skip
+    parts = [
+        f"{p.get('servers', '?')} server rank(s)",
+        "metadata batched" if p.get("batch", True) else "per-call (paper)",
+        f"session per {p.get('session', 'job')}",
+    ]
     if "server_round" in p:
         r = p["server_round"]
-        parts.append("store-and-forward" if r == 0 else
-                     f"rounds of {(r if r is not None else 4 << 20) / 2**20:g} MiB")  # fmt: skip
+        parts.append(
+            "store-and-forward"
+            if r == 0
+            else f"rounds of {(r if r is not None else 4 << 20) / 2**20:g} MiB"
+        )
     return ", ".join(parts)
 
 
@@ -81,16 +98,42 @@ def remote_table(pts: list[tuple[dict, dict]]) -> str:
             continue
         shares = r["figures"].get("link_share", {}).get(str(x["size"]), {})
         share = shares.get(x["op"]) if x["mode"] == "collective" else None
-        rows.append([
-            r["id"], r["meta"]["cluster"]["name"], wire(r), x["remote"],
-            r["meta"]["mpi"]["flavour"], forwarding(r), x["np"], x["size"], x["op"], x["mode"],
-            f"{1e3 * x['open_to_close_s_min']:.2f}", f"{1e3 * x['open_to_close_s_median']:.2f}",
-            f"{x['mbps']:.1f}", link_share(r, share),
-        ])  # fmt: skip
+        rows.append(
+            [
+                r["id"],
+                r["meta"]["cluster"]["name"],
+                wire(r),
+                x["remote"],
+                r["meta"]["mpi"]["flavour"],
+                forwarding(r),
+                x["np"],
+                x["size"],
+                x["op"],
+                x["mode"],
+                f"{1e3 * x['open_to_close_s_min']:.2f}",
+                f"{1e3 * x['open_to_close_s_median']:.2f}",
+                f"{x['mbps']:.1f}",
+                link_share(r, share),
+            ]
+        )
     if not rows:
         return ""
-    headers = ["run", "cluster", "wire", "server at", "client MPI", "forwarding", "np", "N",
-               "op", "mode", "open-close ms", "median", "MB/s", "link share"]  # fmt: skip
+    headers = [
+        "run",
+        "cluster",
+        "wire",
+        "server at",
+        "client MPI",
+        "forwarding",
+        "np",
+        "N",
+        "op",
+        "mode",
+        "open-close ms",
+        "median",
+        "MB/s",
+        "link share",
+    ]
     remote = html.folded_table(headers, rows, [], "remote results")
     return (
         "<h3>Remote collective I/O</h3><p>Client ranks on one site call PnetCDF's "
@@ -103,21 +146,51 @@ def remote_table(pts: list[tuple[dict, dict]]) -> str:
 
 def table(pts: list[tuple[dict, dict]]) -> str:
     rows = [
-        [r["id"], r["meta"]["cluster"]["name"], where(x), r["detail"].get("mpiio_driver", "-"),
-         x["np"], x["size"], f"{x['bytes'] / 2**20:.2f}", x["op"], x["mode"], x["variant"],
-         x["format"], f"{1e3 * x['open_to_close_s_min']:.3f}",
-         f"{1e3 * x['open_to_close_s_median']:.3f}", f"{1e3 * x['io_only_s_min']:.3f}",
-         f"{x['mbps']:.1f}"]
+        [
+            r["id"],
+            r["meta"]["cluster"]["name"],
+            where(x),
+            r["detail"].get("mpiio_driver", "-"),
+            x["np"],
+            x["size"],
+            f"{x['bytes'] / 2**20:.2f}",
+            x["op"],
+            x["mode"],
+            x["variant"],
+            x["format"],
+            f"{1e3 * x['open_to_close_s_min']:.3f}",
+            f"{1e3 * x['open_to_close_s_median']:.3f}",
+            f"{1e3 * x['io_only_s_min']:.3f}",
+            f"{x['mbps']:.1f}",
+        ]
         for r, x in pts
-    ]  # fmt: skip
-    headers = ["run", "cluster", "where", "MPI-IO", "np", "N", "MiB", "op", "mode", "variant",
-               "format", "open-close ms", "median", "I/O ms", "MB/s"]  # fmt: skip
+    ]
+    headers = [
+        "run",
+        "cluster",
+        "where",
+        "MPI-IO",
+        "np",
+        "N",
+        "MiB",
+        "op",
+        "mode",
+        "variant",
+        "format",
+        "open-close ms",
+        "median",
+        "I/O ms",
+        "MB/s",
+    ]
     # in view: each run's collective netCDF at its largest size (the summary's figure)
     largest: dict[int, int] = {}
     for r, x in pts:
         largest[r["id"]] = max(largest.get(r["id"], 0), x["size"])
-    shown = [i for i, (r, x) in enumerate(pts) if x["size"] == largest[r["id"]]
-             and x["variant"] == "netcdf" and x["mode"] == "collective"]  # fmt: skip
+    shown = [
+        i
+        for i, (r, x) in enumerate(pts)
+        if x["size"] == largest[r["id"]] and x["variant"] == "netcdf" and x["mode"] == "collective"
+    ]
     return html.folded_table(headers, rows, shown, "results per size (largest above)")
 
 
@@ -132,7 +205,12 @@ def render(records: list[dict]) -> str:
     if pts:
         parts += [figure(pts), remote_table(pts), table(pts)]
     if failed:
-        parts.append("<p>Failed or incomplete runs: " + ", ".join(
-            f"{r['id']} ({html.esc((r['error'] or r['status']).splitlines()[0])})" for r in failed
-        ) + "</p>")  # fmt: skip
+        parts.append(
+            "<p>Failed or incomplete runs: "
+            + ", ".join(
+                f"{r['id']} ({html.esc((r['error'] or r['status']).splitlines()[0])})"
+                for r in failed
+            )
+            + "</p>"
+        )
     return "\n".join(parts)

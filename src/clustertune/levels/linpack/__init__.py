@@ -18,9 +18,11 @@ GEMM_KERNEL = "ct-gemm"
 # in the demo and the report: after the probe and the network
 LEVEL = register(
     Level(
-        "linpack", "Application level: Linpack, GEMM, BLAS", order=40,
+        "linpack",
+        "Application level: Linpack, GEMM, BLAS",
+        order=40,
         kernels=(Kernel(LINPACK_KERNEL, "linpack"), Kernel(GEMM_KERNEL, "linpack")),
     )
-)  # fmt: skip
+)
 
 from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

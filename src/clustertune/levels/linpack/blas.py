@@ -103,8 +103,13 @@ def library_facts(library: Path) -> dict:
     libblas.so.3.11.0) when it says nothing."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     try:
-        done = subprocess.run([sys.executable, "-c", _FACTS, str(library)], env=env,
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-c", _FACTS, str(library)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         facts = json.loads(done.stdout) if done.returncode == 0 else {}
     except (OSError, subprocess.TimeoutExpired, ValueError):
         facts = {}
@@ -199,9 +204,18 @@ def failure(record: dict) -> str:
 
 
 def compare(
-    cluster: Cluster, store: Store, blases: list[Blas], *, np: int, mpi: str, n: int, nb: int,
-    gemm_n: int, timeout: float = run.TIMEOUT_S, hosts: list[str] | None = None,
-) -> list[dict]:  # fmt: skip
+    cluster: Cluster,
+    store: Store,
+    blases: list[Blas],
+    *,
+    np: int,
+    mpi: str,
+    n: int,
+    nb: int,
+    gemm_n: int,
+    timeout: float = run.TIMEOUT_S,
+    hosts: list[str] | None = None,
+) -> list[dict]:
     """DGEMM (every rank its own product: the aggregate rate, the LU's peak) and the LU
     with each BLAS, an OpenBLAS with each of its cores (core_variants); one stored
     record per BLAS x kernel, returned in that order."""
@@ -210,18 +224,40 @@ def compare(
     records = []
     for blas in (v for b in blases for v in core_variants(b)):
         env = environment(blas)
-        params = {"blas": {"name": blas.label, "directory": str(blas.directory),
-                           "key": blas.key}, "compare": batch}  # fmt: skip
+        params = {
+            "blas": {"name": blas.label, "directory": str(blas.directory), "key": blas.key},
+            "compare": batch,
+        }
         kargs = run.gemm_args(str(gemm_n), nb, "d", 1, True, 1, np)
         records.append(
-            run.run_gemm(cluster, store, np, mpi, kargs, timeout=timeout, env=env, params=params,
-                         derive=library_check(blas), hosts=hosts)
-        )  # fmt: skip
+            run.run_gemm(
+                cluster,
+                store,
+                np,
+                mpi,
+                kargs,
+                timeout=timeout,
+                env=env,
+                params=params,
+                derive=library_check(blas),
+                hosts=hosts,
+            )
+        )
         kargs = ["-N", str(n), "--nb", str(nb), "-P", str(p), "-Q", str(q), "--hpl-out", "-"]
         records.append(
-            run.run_linpack(cluster, store, np, mpi, kargs, timeout=timeout, env=env,
-                            params=params, derive=library_check(blas, run.derive), hosts=hosts)
-        )  # fmt: skip
+            run.run_linpack(
+                cluster,
+                store,
+                np,
+                mpi,
+                kargs,
+                timeout=timeout,
+                env=env,
+                params=params,
+                derive=library_check(blas, run.derive),
+                hosts=hosts,
+            )
+        )
     return records
 
 
@@ -232,10 +268,18 @@ def rows(records: list[dict]) -> list[dict]:
         blas = r["params"]["blas"]
         row = table.setdefault(
             blas.get("key", blas["directory"]),
-            {"blas": blas["name"], "directory": blas["directory"], "library": None, "core": None,
-             "dgemm_gflops": None, "lu_gflops": None, "residual": None, "check": None,
-             "failed": []},
-        )  # fmt: skip
+            {
+                "blas": blas["name"],
+                "directory": blas["directory"],
+                "library": None,
+                "core": None,
+                "dgemm_gflops": None,
+                "lu_gflops": None,
+                "residual": None,
+                "check": None,
+                "failed": [],
+            },
+        )
         detail = r["detail"].get("blas", {})
         row["library"] = row["library"] or detail.get("library")
         row["core"] = row["core"] or detail.get("core") or detail.get("config")
@@ -261,11 +305,16 @@ def text(table: list[dict]) -> str:
     def num(v: float | None) -> str:
         return f"{v:.2f}" if v is not None else "-"
 
-    lines = [f"{'BLAS':<18} {'library':<58} {'kernel':<12} {'DGEMM Gflops':>12} "
-             f"{'LU Gflops':>10} {'% DGEMM':>8}  residual"]  # fmt: skip
+    lines = [
+        f"{'BLAS':<18} {'library':<58} {'kernel':<12} {'DGEMM Gflops':>12} "
+        f"{'LU Gflops':>10} {'% DGEMM':>8}  residual"
+    ]
     for row in table:
-        pct = (100 * row["lu_gflops"] / row["dgemm_gflops"]
-               if row["lu_gflops"] and row["dgemm_gflops"] else None)  # fmt: skip
+        pct = (
+            100 * row["lu_gflops"] / row["dgemm_gflops"]
+            if row["lu_gflops"] and row["dgemm_gflops"]
+            else None
+        )
         resid = f"{row['residual']:.4g} " if row["residual"] is not None else ""
         lines.append(
             f"{row['blas']:<18} {row['library'] or str(row['directory']):<58} "
@@ -282,9 +331,17 @@ def cmd_compare(args: argparse.Namespace) -> Output:
     if not blases:
         raise UserError(f"no libblas.so.3 found under {LIBDIR} (install libopenblas0, ...)")
     records = compare(
-        cluster, open_store(args), blases, np=args.np, mpi=args.mpi, n=args.n, nb=args.nb,
-        gemm_n=args.gemm_n, timeout=args.timeout, hosts=args.hosts,
-    )  # fmt: skip
+        cluster,
+        open_store(args),
+        blases,
+        np=args.np,
+        mpi=args.mpi,
+        n=args.n,
+        nb=args.nb,
+        gemm_n=args.gemm_n,
+        timeout=args.timeout,
+        hosts=args.hosts,
+    )
     table = rows(records)
     failed = any(row["failed"] for row in table)
     payload = {"blas": table, "runs": [r["id"] for r in records]}
@@ -303,8 +360,10 @@ def cmd_choose(args: argparse.Namespace) -> Output:
     if chosen is None:
         raise UserError("no BLAS passed its checks here (see the runs in the choice's store)")
     rates = chosen.get("rates", {})
-    lines = [f"{chosen['label']}: {chosen['version']} ({chosen['how']}"
-             f"{', ' + chosen['measured'] if 'measured' in chosen else ''})"]  # fmt: skip
+    lines = [
+        f"{chosen['label']}: {chosen['version']} ({chosen['how']}"
+        f"{', ' + chosen['measured'] if 'measured' in chosen else ''})"
+    ]
     for key, rate in sorted(
         (rates.get("final") or rates.get("screen") or {}).items(), key=lambda kv: -kv[1]
     ):

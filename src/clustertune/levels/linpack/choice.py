@@ -69,9 +69,12 @@ def key_of(cluster: Cluster, found: list[blaslib.Blas]) -> dict:
     for b in found:
         real = b.library.resolve()
         stat = real.stat()
-        libs[str(b.directory)] = {"file": str(real), "size": stat.st_size,
-                                  "mtime": int(stat.st_mtime),
-                                  "version": blaslib.library_facts(b.library).get("version")}  # fmt: skip
+        libs[str(b.directory)] = {
+            "file": str(real),
+            "size": stat.st_size,
+            "mtime": int(stat.st_mtime),
+            "version": blaslib.library_facts(b.library).get("version"),
+        }
     key = {"cpu": cpu["model"], "isa": cpu["isa"], "libraries": libs}
     if run.machines(cluster, 2) > 1:  # the hosts of another machine, measured through it
         key["cluster"] = cluster.name
@@ -199,8 +202,9 @@ def measure(
     screen = {b.key: r for b in found if (r := rate(b, SCREEN_N)) is not None}
     by_key = {b.key: b for b in found}
     top = max(screen.values(), default=0.0)
-    finalists = sorted((k for k, r in screen.items() if r >= FINAL_SHARE * top),
-                       key=lambda k: -screen[k])[:FINALISTS]  # fmt: skip
+    finalists = sorted(
+        (k for k, r in screen.items() if r >= FINAL_SHARE * top), key=lambda k: -screen[k]
+    )[:FINALISTS]
     final: dict[str, float] = {}
     for round_ in range(FINAL_ROUNDS if len(finalists) > 1 else 0):
         for k in finalists if round_ % 2 == 0 else finalists[::-1]:
@@ -231,15 +235,19 @@ def measure(
         shape = dgemm(b, SHAPE_N, ["--k", ",".join(map(str, SHAPE_KS))])
         facts = blaslib.library_facts(b.library)
         return {
-            "name": b.name, "label": b.label, "directory": str(b.directory),
-            "coretype": b.coretype, "version": facts.get("version"),
-            "library": str(b.library.resolve()), "ranks": ranks,
+            "name": b.name,
+            "label": b.label,
+            "directory": str(b.directory),
+            "coretype": b.coretype,
+            "version": facts.get("version"),
+            "library": str(b.library.resolve()),
+            "ranks": ranks,
             "dgemm_cpu_gflops": (final or screen)[k],
-            "rates": {"screen_n": SCREEN_N, "final_n": FINAL_N, "screen": screen,
-                      "final": final},
-            "rank_k_gflops": rank_k_rates(shape), "excluded": excluded,
+            "rates": {"screen_n": SCREEN_N, "final_n": FINAL_N, "screen": screen, "final": final},
+            "rank_k_gflops": rank_k_rates(shape),
+            "excluded": excluded,
             "runs": {"db": str(store.path), "lu": lu["id"], "shape": shape["id"]},
-        }  # fmt: skip
+        }
     return None
 
 
@@ -285,13 +293,20 @@ def told_choice(wanted: str) -> dict:
     plain = {b.key: replace(b, coretype=None) for b in candidates()}
     lib = blaslib.select(name, list(plain.values()))[0]
     facts = blaslib.library_facts(lib.library)
-    return {"name": lib.name, "label": replace(lib, coretype=core or None).label,
-            "directory": str(lib.directory), "coretype": core or None,
-            "version": facts.get("version"), "how": "named"}  # fmt: skip
+    return {
+        "name": lib.name,
+        "label": replace(lib, coretype=core or None).label,
+        "directory": str(lib.directory),
+        "coretype": core or None,
+        "version": facts.get("version"),
+        "how": "named",
+    }
 
 
 def named(chosen: dict) -> dict:
     """What a run's record says of its BLAS: library, version, core and how it was
     chosen (``measured`` by this run, ``stored`` from an earlier one, ``named``)."""
-    return {k: chosen.get(k) for k in ("name", "label", "directory", "version", "coretype",
-                                       "how", "dgemm_cpu_gflops")}  # fmt: skip
+    return {
+        k: chosen.get(k)
+        for k in ("name", "label", "directory", "version", "coretype", "how", "dgemm_cpu_gflops")
+    }

@@ -17,9 +17,30 @@ DEMO_TIMEOUT_S = 120.0
 @LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     mpi = "openmpi" if "openmpi" in cluster.mpi else cluster.mpi[0]
-    lu = ["-N", str(DEMO_N), "--nb", str(DEMO_NB), "-P", "2", "-Q", "2", "--depth", "1",
-          "--bcast", "1", "--pfact", "R", "--rfact", "C", "--nbmin", "4", "--ndiv", "2",
-          "--hpl-out", "-"]  # fmt: skip
+    lu = [
+        "-N",
+        str(DEMO_N),
+        "--nb",
+        str(DEMO_NB),
+        "-P",
+        "2",
+        "-Q",
+        "2",
+        "--depth",
+        "1",
+        "--bcast",
+        "1",
+        "--pfact",
+        "R",
+        "--rfact",
+        "C",
+        "--nbmin",
+        "4",
+        "--ndiv",
+        "2",
+        "--hpl-out",
+        "-",
+    ]
     summa = run.gemm_args(str(DEMO_GEMM_N), DEMO_NB, "sdcz", 1, False, 2, 2)
     peak = run.gemm_args(str(DEMO_GEMM_N), DEMO_NB, "d", 1, True, 1, DEMO_NP)
     return [

@@ -31,9 +31,17 @@ PHASES = ("pfact", "bcast", "swap", "update", "wait", "solve")
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "BLIS_NUM_THREADS": "1"}
 # flag of ct-linpack for each list option of the CLI
 LIST_FLAGS = {
-    "n": "-N", "nb": "--nb", "p": "-P", "q": "-Q", "pfact": "--pfact", "rfact": "--rfact",
-    "nbmin": "--nbmin", "ndiv": "--ndiv", "bcast": "--bcast", "depth": "--depth",
-}  # fmt: skip
+    "n": "-N",
+    "nb": "--nb",
+    "p": "-P",
+    "q": "-Q",
+    "pfact": "--pfact",
+    "rfact": "--rfact",
+    "nbmin": "--nbmin",
+    "ndiv": "--ndiv",
+    "bcast": "--bcast",
+    "depth": "--depth",
+}
 
 
 def machines(cluster: Cluster, np: int) -> int:
@@ -125,8 +133,10 @@ def blas_line(record: dict) -> list[str]:
     if not said:
         return []
     core = record["detail"].get("blas", {}).get("core") or said.get("coretype") or "-"
-    return [f"  BLAS {said['label']}: {said.get('version') or '-'}; core that ran {core} "
-            f"({said.get('how')} choice of this host)"]  # fmt: skip
+    return [
+        f"  BLAS {said['label']}: {said.get('version') or '-'}; core that ran {core} "
+        f"({said.get('how')} choice of this host)"
+    ]
 
 
 def text(record: dict) -> str:
@@ -153,11 +163,21 @@ def text(record: dict) -> str:
 
 
 def run_blas_kernel(
-    kernel: str, cluster: Cluster, store: Store, np: int, mpi: str, kargs: list[str], *,
-    timeout: float = TIMEOUT_S, env: dict[str, str] | None = None, params: dict | None = None,
-    derive: Derive | None = None, hosts: list[str] | None = None, blas: str = "auto",
+    kernel: str,
+    cluster: Cluster,
+    store: Store,
+    np: int,
+    mpi: str,
+    kargs: list[str],
+    *,
+    timeout: float = TIMEOUT_S,
+    env: dict[str, str] | None = None,
+    params: dict | None = None,
+    derive: Derive | None = None,
+    hosts: list[str] | None = None,
+    blas: str = "auto",
     chosen: dict | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """``kernel`` (ct-linpack or ct-gemm) with ``kargs`` on ``np`` ranks, one BLAS thread
     per rank, after the kernel's own argument check; the stored record. The BLAS is
     ``blas`` (blas_choice) unless ``env`` or the caller's environment names a library or
@@ -167,12 +187,19 @@ def run_blas_kernel(
         chosen = blas_choice(cluster, store, np, mpi, hosts, blas)
     extra = {"blas_choice": choice.named(chosen)} if chosen else {}
     return runner.run_kernel(
-        cluster, store, level=LEVEL.name, kernel=kernel, np=np, mpi=mpi, args=kargs,
-        params={"np": np, "args": kargs, **(params or {}), **extra}, timeout=timeout,
-        hosts=hosts, env={**BLAS_THREADS, **(choice.environment(chosen) if chosen else {}),
-                          **(env or {})},
+        cluster,
+        store,
+        level=LEVEL.name,
+        kernel=kernel,
+        np=np,
+        mpi=mpi,
+        args=kargs,
+        params={"np": np, "args": kargs, **(params or {}), **extra},
+        timeout=timeout,
+        hosts=hosts,
+        env={**BLAS_THREADS, **(choice.environment(chosen) if chosen else {}), **(env or {})},
         derive=derive,
-    )  # fmt: skip
+    )
 
 
 def blas_choice(
@@ -235,14 +262,18 @@ def default_shape(
         if nb is not None:
             args.nb = str(nb)
             net = f", n_half {n_half:.0f} B" if n_half else ""
-            picked["nb"] = {"value": nb, "from": f"rank-K DGEMM of {chosen['label']} among "
-                                                 f"{allowed}{net}"}  # fmt: skip
+            picked["nb"] = {
+                "value": nb,
+                "from": f"rank-K DGEMM of {chosen['label']} among {allowed}{net}",
+            }
     if args.p is None and args.q is None:
         one = machines(cluster, args.np) == 1
         p, q = (1, args.np) if one else blaslib.grid(args.np)
         args.p, args.q = str(p), str(q)
-        picked["grid"] = {"value": [p, q],
-                          "from": "one machine: 1 x np" if one else "squarest P <= Q"}  # fmt: skip
+        picked["grid"] = {
+            "value": [p, q],
+            "from": "one machine: 1 x np" if one else "squarest P <= Q",
+        }
     return picked
 
 
@@ -279,7 +310,13 @@ def cmd_gemm(args: argparse.Namespace) -> Output:
         args.n, args.nb, args.type, args.repeat, args.local, p, args.q or max(1, args.np // p)
     )
     record = run_gemm(
-        cluster_of(args), open_store(args), args.np, args.mpi, kargs, timeout=args.timeout,
-        hosts=args.hosts, blas=args.blas,
-    )  # fmt: skip
+        cluster_of(args),
+        open_store(args),
+        args.np,
+        args.mpi,
+        kargs,
+        timeout=args.timeout,
+        hosts=args.hosts,
+        blas=args.blas,
+    )
     return record_output(record, gemm_text(record))

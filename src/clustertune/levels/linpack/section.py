@@ -22,9 +22,14 @@ def dgemm_peaks(records: list[dict]) -> dict[tuple, float]:
         if r["kernel"] != "ct-gemm" or r["status"] != "ok":
             continue
         # square products only: a --k one (the update's shape, choice.py) is not the peak
-        rates = [s["gflops"] for s in r["samples"]
-                 if s.get("dtype") == "d" and s.get("mode") == "local" and s.get("passed")
-                 and s.get("k", s.get("n")) == s.get("n")]  # fmt: skip
+        rates = [
+            s["gflops"]
+            for s in r["samples"]
+            if s.get("dtype") == "d"
+            and s.get("mode") == "local"
+            and s.get("passed")
+            and s.get("k", s.get("n")) == s.get("n")
+        ]
         if rates:
             key = blas_key(r, r["meta"]["np"])
             peaks[key] = max(peaks.get(key, 0.0), *rates)
@@ -39,8 +44,13 @@ def percent_of_peak(record: dict, sample: dict, peaks: dict[tuple, float]) -> fl
 
 
 def lu_points(records: list[dict]) -> list[tuple[dict, dict]]:
-    return [(r, s) for r in records if r["kernel"] == "ct-linpack"
-            for s in r["samples"] if "variant" in s]  # fmt: skip
+    return [
+        (r, s)
+        for r in records
+        if r["kernel"] == "ct-linpack"
+        for s in r["samples"]
+        if "variant" in s
+    ]
 
 
 def blas_text(record: dict) -> str:
@@ -68,11 +78,20 @@ def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
     for r, s in points:
         pct = percent_of_peak(r, s, peaks) if s["passed"] is True else None
         rows.append(
-            [r["id"], s["variant"], s["n"], s["nb"], f"{s['p']}x{s['q']}",
-             run.measured(s["passed"], s["time_s"], ".2f"),
-             run.measured(s["passed"], s["gflops"], ".3f"), f"{pct:.1f}" if pct is not None else "-",
-             run.residual_text(s["residual"]), run.verdict(s["passed"]), blas_text(r)]
-        )  # fmt: skip
+            [
+                r["id"],
+                s["variant"],
+                s["n"],
+                s["nb"],
+                f"{s['p']}x{s['q']}",
+                run.measured(s["passed"], s["time_s"], ".2f"),
+                run.measured(s["passed"], s["gflops"], ".3f"),
+                f"{pct:.1f}" if pct is not None else "-",
+                run.residual_text(s["residual"]),
+                run.verdict(s["passed"]),
+                blas_text(r),
+            ]
+        )
     headers = [
         "run",
         "T/V",
@@ -124,15 +143,27 @@ def lu_figure(records: list[dict]) -> str:
 
 def gemm_table(records: list[dict]) -> str:
     """Every GEMM rate: the best DGEMM (the LU's reference) and the failed in view."""
-    points = [(r, s) for r in records if r["kernel"] == "ct-gemm" and not r["params"].get("compare")
-              for s in r["samples"]]  # fmt: skip
+    points = [
+        (r, s)
+        for r in records
+        if r["kernel"] == "ct-gemm" and not r["params"].get("compare")
+        for s in r["samples"]
+    ]
     if not points:
         return ""
     rows = [
-        [r["id"], s["dtype"], s["mode"], s["n"], f"{s['p']}x{s['q']}", r["meta"]["np"],
-         run.measured(bool(s["passed"]), s["gflops"], ".3f"), run.verdict(bool(s["passed"]))]
+        [
+            r["id"],
+            s["dtype"],
+            s["mode"],
+            s["n"],
+            f"{s['p']}x{s['q']}",
+            r["meta"]["np"],
+            run.measured(bool(s["passed"]), s["gflops"], ".3f"),
+            run.verdict(bool(s["passed"])),
+        ]
         for r, s in points
-    ]  # fmt: skip
+    ]
     headers = ["run", "type", "mode", "N", "PxQ", "np", "Gflops", "check"]
     failed = [i for i, (_, s) in enumerate(points) if not s["passed"]]
     dgemm = [i for i, (_, s) in enumerate(points) if s["passed"] and s["dtype"] == "d"]
@@ -157,26 +188,47 @@ def blas_section(records: list[dict]) -> str:
     rows = blas.rows(batch)
     table_rows = []
     for row in rows:
-        pct = (f"{100 * row['lu_gflops'] / row['dgemm_gflops']:.1f}"
-               if row["lu_gflops"] and row["dgemm_gflops"] else "-")  # fmt: skip
+        pct = (
+            f"{100 * row['lu_gflops'] / row['dgemm_gflops']:.1f}"
+            if row["lu_gflops"] and row["dgemm_gflops"]
+            else "-"
+        )
         table_rows.append(
-            [row["blas"], row["library"] or row["directory"], row["core"] or "-",
-             f"{row['dgemm_gflops']:.2f}" if row["dgemm_gflops"] else "-",
-             f"{row['lu_gflops']:.2f}" if row["lu_gflops"] else "-", pct,
-             row["check"] or "FAILED", "; ".join(row["failed"])]
-        )  # fmt: skip
+            [
+                row["blas"],
+                row["library"] or row["directory"],
+                row["core"] or "-",
+                f"{row['dgemm_gflops']:.2f}" if row["dgemm_gflops"] else "-",
+                f"{row['lu_gflops']:.2f}" if row["lu_gflops"] else "-",
+                pct,
+                row["check"] or "FAILED",
+                "; ".join(row["failed"]),
+            ]
+        )
     sizes = sorted({s["n"] for _, s in lu_points(batch)})
     parts = [
         f"<h3>BLAS libraries (np={batch[0]['meta']['np']}, LU N={sizes or '-'})</h3>",
-        html.table(["BLAS", "library", "kernel", "DGEMM Gflops", "LU Gflops", "% of DGEMM",
-                      "residual", "failed"], table_rows),
-    ]  # fmt: skip
+        html.table(
+            [
+                "BLAS",
+                "library",
+                "kernel",
+                "DGEMM Gflops",
+                "LU Gflops",
+                "% of DGEMM",
+                "residual",
+                "failed",
+            ],
+            table_rows,
+        ),
+    ]
     plt = html.pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.4))
     xs = range(len(rows))
     width = 0.38
-    ax.bar([x - width / 2 for x in xs], [r["dgemm_gflops"] or 0 for r in rows], width,
-           label="DGEMM")  # fmt: skip
+    ax.bar(
+        [x - width / 2 for x in xs], [r["dgemm_gflops"] or 0 for r in rows], width, label="DGEMM"
+    )
     ax.bar([x + width / 2 for x in xs], [r["lu_gflops"] or 0 for r in rows], width, label="LU")
     for x, r in zip(xs, rows, strict=True):
         if r["check"] != "PASSED":

@@ -23,13 +23,15 @@ PVM_KERNEL = "ct-pvm-pingpong"
 # in the demo and the report: after the probe, before the application levels
 LEVEL = register(
     Level(
-        "network", "Network and message passing (TCP, MPI, PVM)", order=20,
+        "network",
+        "Network and message passing (TCP, MPI, PVM)",
+        order=20,
         kernels=(
             Kernel(TCP_KERNEL, "network", (SERIAL,)),
             Kernel(PVM_KERNEL, "pvm", (SERIAL,)),
             Kernel(MPI_KERNEL, "mpi"),
         ),
     )
-)  # fmt: skip
+)
 
 from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -998,23 +998,28 @@ def diagnose_loss(
         counts = ", ".join(_evidence(p, lossy[p]) for p in bad)
         flags.append(
             {
-                "host": host, "figure": "retransmissions", "value": None, "median": 0,
+                "host": host,
+                "figure": "retransmissions",
+                "value": None,
+                "median": 0,
                 "reason": f"{host}: TCP retransmissions on {len(bad)} of its {len(links[host])} "
                 f"links, re-tested ({counts}) — packet loss: suspect {host}'s NIC or cable",
             }
-        )  # fmt: skip
+        )
     for pair in pairs:
         m = lossy[pair]
         flags.append(
             {
-                "pair": list(pair), "figure": "retransmissions",
-                "value": None if m is None else m["retransmissions"], "median": 0,
+                "pair": list(pair),
+                "figure": "retransmissions",
+                "value": None if m is None else m["retransmissions"],
+                "median": 0,
                 "reason": f"{_evidence(pair, m)} — suspect a link going down and up between them"
                 if m is None
                 else f"{_evidence(pair, m)} TCP retransmissions, re-tested — "
                 "packet loss: suspect the cable or switch ports between them",
             }
-        )  # fmt: skip
+        )
     return flags
 
 
@@ -1054,18 +1059,28 @@ def diagnose_shapes(
     blamed, pairs = _hosts_or_links(_links_of(hosts, curves), bad)
     flags: list[dict[str, object]] = []
     for host, own in blamed.items():
-        flags.append({
-            "host": host, "figure": "dips", "value": None, "median": None,
-            "reason": f"{host}: throughput dips or jags on {len(own)} of its links, re-tested ("
-            + "; ".join(_shape_evidence(p, bad[p]) for p in own)
-            + f") — suspect {host}'s NIC or cable (packet loss)",
-        })  # fmt: skip
+        flags.append(
+            {
+                "host": host,
+                "figure": "dips",
+                "value": None,
+                "median": None,
+                "reason": f"{host}: throughput dips or jags on {len(own)} of its links, re-tested ("
+                + "; ".join(_shape_evidence(p, bad[p]) for p in own)
+                + f") — suspect {host}'s NIC or cable (packet loss)",
+            }
+        )
     for pair in pairs:
-        flags.append({
-            "pair": list(pair), "figure": "dips", "value": None, "median": None,
-            "reason": f"{_shape_evidence(pair, bad[pair])}, re-tested — suspect the cable or "
-            "switch ports between them (packet loss)",
-        })  # fmt: skip
+        flags.append(
+            {
+                "pair": list(pair),
+                "figure": "dips",
+                "value": None,
+                "median": None,
+                "reason": f"{_shape_evidence(pair, bad[pair])}, re-tested — suspect the cable or "
+                "switch ports between them (packet loss)",
+            }
+        )
     return flags
 
 
@@ -1121,23 +1136,32 @@ def diagnose_asymmetry(
         for end, side in ((0, "transmit"), (1, "receive")):
             own = [p for p in mine if p in slow and slow[p][end] == host]
             if len(own) >= 2 and 2 * len(own) > len(mine):
-                flags.append({
-                    "host": host, "figure": "asymmetric",
-                    "value": float(np.median([slow[p][2] for p in own])),
-                    "median": float(np.median([slow[p][3] for p in own])),
-                    "reason": f"{host}: asymmetric: " + "; ".join(_ways(slow[p]) for p in own)
-                    + f" (re-tested) — {host}'s {side} side is slow on {len(own)} of its "
-                    f"{len(mine)} links: suspect its NIC or switch port ({side} side, a duplex "
-                    "mismatch)",
-                })  # fmt: skip
+                flags.append(
+                    {
+                        "host": host,
+                        "figure": "asymmetric",
+                        "value": float(np.median([slow[p][2] for p in own])),
+                        "median": float(np.median([slow[p][3] for p in own])),
+                        "reason": f"{host}: asymmetric: "
+                        + "; ".join(_ways(slow[p]) for p in own)
+                        + f" (re-tested) — {host}'s {side} side is slow on {len(own)} of its "
+                        f"{len(mine)} links: suspect its NIC or switch port ({side} side, a duplex "
+                        "mismatch)",
+                    }
+                )
     blamed = {f["host"] for f in flags}
     for pair, w in slow.items():
         if not blamed & set(w[:2]):
-            flags.append({
-                "pair": list(pair), "figure": "asymmetric", "value": w[2], "median": w[3],
-                "reason": f"asymmetric: {_ways(w)} (re-tested) — suspect {w[0]}'s transmit or "
-                f"{w[1]}'s receive side (NIC, cable or switch port, a duplex mismatch)",
-            })  # fmt: skip
+            flags.append(
+                {
+                    "pair": list(pair),
+                    "figure": "asymmetric",
+                    "value": w[2],
+                    "median": w[3],
+                    "reason": f"asymmetric: {_ways(w)} (re-tested) — suspect {w[0]}'s transmit or "
+                    f"{w[1]}'s receive side (NIC, cable or switch port, a duplex mismatch)",
+                }
+            )
     return flags
 
 
@@ -1153,13 +1177,17 @@ def pairs_to_hosts(hosts: Sequence[str], flagged: list[dict]) -> tuple[list[dict
     notes = []
     for host, own in blamed.items():
         figures = [bad[p]["figure"] for p in own]
-        out.append({
-            "host": host, "figure": "flapping" if "flapping" in figures else figures[0],
-            "value": None, "median": None,
-            "reason": f"{host}: {len(own)} of its links flagged ("
-            + "; ".join(bad[p]["reason"] for p in own)
-            + f") — suspect {host}'s NIC, cable or switch port",
-        })  # fmt: skip
+        out.append(
+            {
+                "host": host,
+                "figure": "flapping" if "flapping" in figures else figures[0],
+                "value": None,
+                "median": None,
+                "reason": f"{host}: {len(own)} of its links flagged ("
+                + "; ".join(bad[p]["reason"] for p in own)
+                + f") — suspect {host}'s NIC, cable or switch port",
+            }
+        )
         notes += [f"part of {host}'s finding: {bad[p]['reason']}" for p in own]
     return out, notes
 

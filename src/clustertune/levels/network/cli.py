@@ -16,10 +16,16 @@ def cmd_pingpong(args: argparse.Namespace) -> Output:
     cluster = cluster_of(args)
     a, b = pingpong.parse_between(cluster, args.between)
     spec = pingpong.PingpongSpec(
-        layer=args.layer, a=a, b=b, mode=args.mode, mpi=args.mpi,
-        max_size=parse_size(args.max_size), nagle=args.nagle, timeout=args.timeout,
+        layer=args.layer,
+        a=a,
+        b=b,
+        mode=args.mode,
+        mpi=args.mpi,
+        max_size=parse_size(args.max_size),
+        nagle=args.nagle,
+        timeout=args.timeout,
         wait=args.wait,
-    )  # fmt: skip
+    )
     sockbufs = parse_size_list(args.sockbuf) if args.sockbuf else None
     store = open_store(args)
     records = pingpong.run_pingpongs(cluster, store, spec, sockbufs)
@@ -67,15 +73,19 @@ def _over_tcp(cluster, store, spec, record: dict) -> dict | None:
     summary, flags = check
     if starved:
         summary, flags = f"{summary}; {starved}", []
-    return {"summary": summary, "flags": flags, "runs": [r["id"] for r in runs],
-            "retest": runs[1:]}  # fmt: skip
+    return {"summary": summary, "flags": flags, "runs": [r["id"] for r in runs], "retest": runs[1:]}
 
 
 def cmd_matrix(args: argparse.Namespace) -> Output:
     record = matrix.run_matrix(
-        cluster_of(args), open_store(args), layer=args.layer, mpi=args.mpi,
-        size=parse_size(args.size), hosts=args.hosts, timeout=args.timeout,
-    )  # fmt: skip
+        cluster_of(args),
+        open_store(args),
+        layer=args.layer,
+        mpi=args.mpi,
+        size=parse_size(args.size),
+        hosts=args.hosts,
+        timeout=args.timeout,
+    )
     return Output(
         matrix.matrix_json(record),
         matrix.matrix_text(record),
@@ -92,17 +102,31 @@ def add_commands(sub, common) -> None:
         "pingpong", parents=[common], help="message-size sweep between two hosts (TCP, MPI)"
     )
     p.add_argument("--layer", choices=pingpong.LAYERS, default="tcp")
-    p.add_argument("--mode", choices=pingpong.MODES, default="pingpong",
-                   help="tcp: pingpong, stream, bidir; mpi: pingpong (blocking), nonblocking, bidir")  # fmt: skip
-    p.add_argument("--between", metavar="HOST,HOST",
-                   help="client/rank-0 host, then server/rank-1 host (default: the first two)")  # fmt: skip
+    p.add_argument(
+        "--mode",
+        choices=pingpong.MODES,
+        default="pingpong",
+        help="tcp: pingpong, stream, bidir; mpi: pingpong (blocking), nonblocking, bidir",
+    )
+    p.add_argument(
+        "--between",
+        metavar="HOST,HOST",
+        help="client/rank-0 host, then server/rank-1 host (default: the first two)",
+    )
     add_mpi(p)
-    p.add_argument("--sockbuf", metavar="SIZES",
-                   help="TCP socket buffer size(s), e.g. 64K or 4K,8K,...,256K (one run each)")  # fmt: skip
+    p.add_argument(
+        "--sockbuf",
+        metavar="SIZES",
+        help="TCP socket buffer size(s), e.g. 64K or 4K,8K,...,256K (one run each)",
+    )
     p.add_argument("--max-size", default="8M", help="largest message (default 8M)")
     p.add_argument("--nagle", action="store_true", help="leave Nagle's algorithm on (TCP)")
-    p.add_argument("--wait", choices=pingpong.WAITS, default="block",
-                   help="tcp: block in recv (default, as NetPIPE) or busy-poll (as MPI libraries)")  # fmt: skip
+    p.add_argument(
+        "--wait",
+        choices=pingpong.WAITS,
+        default="block",
+        help="tcp: block in recv (default, as NetPIPE) or busy-poll (as MPI libraries)",
+    )
     add_timeout(p, None)
     p.set_defaults(func=cmd_pingpong)
 

@@ -107,8 +107,9 @@ def one_way(a: str, b: str, samples: Sequence[dict]) -> dict:
     """The pair's one-way stream throughputs, Mbit/s by direction ("a>b"), when measured."""
     rates = {
         s["one_way"]: 8 * s["size"] / s["t_min_s"] / analysis.MBIT
-        for s in samples if s.get("one_way")
-    }  # fmt: skip
+        for s in samples
+        if s.get("one_way")
+    }
     return {"pair": [a, b], "one_way_mbps": rates} if rates else {}
 
 
@@ -196,8 +197,17 @@ def _tcp_pair(
     ways = [(src, dst, Sweep(streams, streams, stream)) for src, dst in ((a, b), (b, a))]
     # a run each, so the TCP counters are each run's own
     for src, dst, (lo, hi, extra, cpus) in [(a, b, r) for r in runs] + (ways if streams else []):
-        args = ["--min-size", str(lo), "--max-size", str(hi), "--perturbation", "0",
-                "--trials", "3", *extra]  # fmt: skip
+        args = [
+            "--min-size",
+            str(lo),
+            "--max-size",
+            str(hi),
+            "--perturbation",
+            "0",
+            "--trials",
+            "3",
+            *extra,
+        ]
         pins = f" on CPUs {cpus[0]}/{cpus[1]}" if cpus else ""
         try:
             step = tcp_pair(
@@ -305,10 +315,15 @@ def mpi_round_robin(
         _pair_timeout_s(run.cluster, a, b, size) for r in rounds(hosts) for a, b in r
     )
     step = run.mpi(
-        MPI_KERNEL, np=len(hosts), mpi=mpi, hosts=hosts, timeout=timeout, tag=tag,
+        MPI_KERNEL,
+        np=len(hosts),
+        mpi=mpi,
+        hosts=hosts,
+        timeout=timeout,
+        tag=tag,
         args=["--pairs-round-robin", "--max-size", str(size), "--trials", "3"],
         what=f"{mpi} all pairs of {','.join(hosts)}",
-    )  # fmt: skip
+    )
     found: dict[Pair, list[dict]] = {}
     for sample in step.output.samples:  # ranks to host names, in the stored samples too
         sample.update(host_a=hosts[sample["a"]], host_b=hosts[sample["b"]])
@@ -352,16 +367,26 @@ def reachability(launcher: Launcher, hosts: Sequence[str]) -> tuple[list[str], l
         own = [p for p in failed if host in p]  # with hosts already left out too
         peers = [h for h in hosts if h != host and any(h in p for p in own)]
         live.remove(host)
-        suspect = (f"{host}'s NIC or cable, or {host} is down" if len(peers) == len(hosts) - 1
-                   else f"the route between them ({host} reaches the other hosts)")  # fmt: skip
-        flags.append({
-            "host": host, "figure": "reachable", "value": None, "median": None, "peers": peers,
-            "reason": f"{host}: no TCP connection with {', '.join(peers)}, left out of the "
-            f"matrix — suspect {suspect} ({failed[own[0]]})",
-        })  # fmt: skip
+        suspect = (
+            f"{host}'s NIC or cable, or {host} is down"
+            if len(peers) == len(hosts) - 1
+            else f"the route between them ({host} reaches the other hosts)"
+        )
+        flags.append(
+            {
+                "host": host,
+                "figure": "reachable",
+                "value": None,
+                "median": None,
+                "peers": peers,
+                "reason": f"{host}: no TCP connection with {', '.join(peers)}, left out of the "
+                f"matrix — suspect {suspect} ({failed[own[0]]})",
+            }
+        )
     if len(live) < 2:
-        raise UserError(f"no two of {', '.join(hosts)} reach each other over TCP: "
-                        + "; ".join(failed.values()))  # fmt: skip
+        raise UserError(
+            f"no two of {', '.join(hosts)} reach each other over TCP: " + "; ".join(failed.values())
+        )
     return live, flags
 
 
@@ -371,18 +396,28 @@ def flapping(recovered: dict[Pair, str]) -> list[dict]:
     counts = Counter(h for p in recovered for h in p)
     hosts = sorted(h for h, n in counts.items() if n >= 2)
     flags = [
-        {"host": h, "figure": "flapping", "value": None, "median": None,
-         "reason": f"{h}: TCP checks with {', '.join(sorted(o for p in recovered if h in p for o in p if o != h))} "
-         f"failed, then passed — suspect {h}'s link going down and up (NIC, cable, switch port)"}
+        {
+            "host": h,
+            "figure": "flapping",
+            "value": None,
+            "median": None,
+            "reason": f"{h}: TCP checks with {', '.join(sorted(o for p in recovered if h in p for o in p if o != h))} "
+            f"failed, then passed — suspect {h}'s link going down and up (NIC, cable, switch port)",
+        }
         for h in hosts
-    ]  # fmt: skip
+    ]
     for p, why in recovered.items():
         if not set(p) & set(hosts):
-            flags.append({
-                "pair": list(p), "figure": "flapping", "value": None, "median": None,
-                "reason": f"{p[0]}-{p[1]}: a TCP check failed ({why}), then passed — suspect a "
-                "link that goes down and up between them",
-            })  # fmt: skip
+            flags.append(
+                {
+                    "pair": list(p),
+                    "figure": "flapping",
+                    "value": None,
+                    "median": None,
+                    "reason": f"{p[0]}-{p[1]}: a TCP check failed ({why}), then passed — suspect a "
+                    "link that goes down and up between them",
+                }
+            )
     return flags
 
 
@@ -396,11 +431,16 @@ def unstable(live: Sequence[str], measured: Sequence[dict]) -> list[dict]:
         mine = [p for p in lost if host in p]
         if len(mine) >= 2 and 2 * len(mine) > len(live) - 1:
             others = ", ".join(h for p in mine for h in p if h != host)
-            flags.append({
-                "host": host, "figure": "flapping", "value": None, "median": None,
-                "reason": f"{host}: its pairs with {others} could not be measured, though they "
-                "passed the TCP check just before — suspect its link going down and up",
-            })  # fmt: skip
+            flags.append(
+                {
+                    "host": host,
+                    "figure": "flapping",
+                    "value": None,
+                    "median": None,
+                    "reason": f"{host}: its pairs with {others} could not be measured, though they "
+                    "passed the TCP check just before — suspect its link going down and up",
+                }
+            )
     return flags
 
 
@@ -444,15 +484,23 @@ def carrier_flags(before: CarrierCounts, after: CarrierCounts) -> list[dict]:
     flags = []
     for host, now in after.items():
         was = before.get(host, {})
-        changed = {dev: now[dev] - was[dev] for dev in sorted(now.keys() & was.keys())
-                   if now[dev] > was[dev]}  # fmt: skip
+        changed = {
+            dev: now[dev] - was[dev]
+            for dev in sorted(now.keys() & was.keys())
+            if now[dev] > was[dev]
+        }
         if changed:
             where = ", ".join(f"{dev} {n}" for dev, n in changed.items())
-            flags.append({
-                "host": host, "figure": "flapping", "value": sum(changed.values()), "median": 0,
-                "reason": f"{host}: its link went down and up during the matrix (carrier "
-                f"changes: {where}) — suspect {host}'s NIC, cable or switch port",
-            })  # fmt: skip
+            flags.append(
+                {
+                    "host": host,
+                    "figure": "flapping",
+                    "value": sum(changed.values()),
+                    "median": 0,
+                    "reason": f"{host}: its link went down and up during the matrix (carrier "
+                    f"changes: {where}) — suspect {host}'s NIC, cable or switch port",
+                }
+            )
     return flags
 
 
@@ -506,8 +554,13 @@ def run_matrix(
         cluster.host(name)
     if len(names) < 2 or len(set(names)) != len(names):
         raise UserError(f"net matrix needs at least two distinct hosts, got {names}")
-    params = {"command": "matrix", "layer": layer, "mpi": mpi if layer == "mpi" else None,
-              "size": size, "hosts": names}  # fmt: skip
+    params = {
+        "command": "matrix",
+        "layer": layer,
+        "mpi": mpi if layer == "mpi" else None,
+        "size": size,
+        "hosts": names,
+    }
     launcher = launcher_for(cluster)
     read_wire = pacers(cluster)
     carrier = carrier_changes(launcher, names)
@@ -515,10 +568,16 @@ def run_matrix(
     # connect timeout per pair and size and be named by no flag
     live, link_flags = reachability(launcher, names)
     with Run(
-        cluster, store, level=LEVEL.name, kernel=TCP_KERNEL if layer == "tcp" else MPI_KERNEL,
-        params=params, hosts=live, np=len(live) if layer == "mpi" else None,
-        mpi=mpi if layer == "mpi" else None, composite=True,
-    ) as run:  # fmt: skip
+        cluster,
+        store,
+        level=LEVEL.name,
+        kernel=TCP_KERNEL if layer == "tcp" else MPI_KERNEL,
+        params=params,
+        hosts=live,
+        np=len(live) if layer == "mpi" else None,
+        mpi=mpi if layer == "mpi" else None,
+        composite=True,
+    ) as run:
         run.problems += [f["reason"] for f in link_flags if f["figure"] == "reachable"]
 
         def measure(pairs: Sequence[Pair], retest: bool) -> list[dict]:
@@ -562,9 +621,11 @@ def run_matrix(
         try:
             matrix = analysis.link_matrix(names, first)
             diagnosis = analysis.diagnose_with_retest(
-                matrix, lambda s: measure(s, retest=True),
-                reference=nominal_reference(cluster, names), shared_cpus=len(places) > 1,
-            )  # fmt: skip
+                matrix,
+                lambda s: measure(s, retest=True),
+                reference=nominal_reference(cluster, names),
+                shared_cpus=len(places) > 1,
+            )
         except ValueError as exc:
             run.problems.append(f"analysis: {exc}")
         run.figures = {"size_bytes": size}  # kept also when incomplete
@@ -574,9 +635,11 @@ def run_matrix(
             run.figures |= diagnosis.to_json() | {"suspects": [list(p) for p in diagnosis.suspects]}
         if layer == "tcp" and diagnosis is not None:
             flapped = {  # the hosts of a link seen flapping: their links get the long re-test
-                h for f in link_flags if f["figure"] == "flapping"
+                h
+                for f in link_flags
+                if f["figure"] == "flapping"
                 for h in f.get("pair") or [f["host"]]
-            }  # fmt: skip
+            }
             loss = analysis.diagnose_loss(
                 names, first, lambda pairs: loss_retest(run, pairs, size, timeout), flapped
             )
@@ -588,9 +651,12 @@ def run_matrix(
             )
         if shapes and diagnosis is not None:
             found = analysis.diagnose_shapes(
-                names, curves,
-                lambda pairs: sweep_curves(retest(run, pairs, sweeps(size)[1:-1], timeout, "shape")),
-            )  # fmt: skip
+                names,
+                curves,
+                lambda pairs: sweep_curves(
+                    retest(run, pairs, sweeps(size)[1:-1], timeout, "shape")
+                ),
+            )
             kept, notes = analysis.symptoms(run.figures["flagged"], found)
             run.figures["flagged"] += kept
             run.figures["notes"] += notes
@@ -706,8 +772,10 @@ def matrix_text(record: dict) -> str:
     if j["retransmissions"] is not None:
         lines += ["  TCP retransmissions", *_grid(j["hosts"], j["retransmissions"], str)]
     if j["one_way_mbps"] is not None:
-        lines += ["  one-way stream (Mbit/s, row host sending to column host)",
-                  *_grid(j["hosts"], j["one_way_mbps"], lambda v: f"{v:.1f}")]  # fmt: skip
+        lines += [
+            "  one-way stream (Mbit/s, row host sending to column host)",
+            *_grid(j["hosts"], j["one_way_mbps"], lambda v: f"{v:.1f}"),
+        ]
     if j["not_judged"]:
         lines.append(f"  {j['not_judged']}")
     if j["flagged"]:

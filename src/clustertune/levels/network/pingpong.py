@@ -178,8 +178,14 @@ READY_PORT = re.compile(rb"listening on port (\d+)\n")  # the TCP server's first
 
 
 def tcp_server_argv(sockbuf: int | None = None) -> list[str]:
-    argv = [str(kernels.kernel_path(TCP_KERNEL, SERIAL)), "--server", "--port", "0",
-            "--accept-timeout", str(CONNECT_TIMEOUT_S + 20)]  # fmt: skip
+    argv = [
+        str(kernels.kernel_path(TCP_KERNEL, SERIAL)),
+        "--server",
+        "--port",
+        "0",
+        "--accept-timeout",
+        str(CONNECT_TIMEOUT_S + 20),
+    ]
     return argv + (["--sockbuf", str(sockbuf)] if sockbuf else [])
 
 
@@ -193,8 +199,14 @@ def tcp_client_argv(
 ) -> list[str]:
     address = cluster.host(b).address or b
     peer = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
-    argv = [str(kernels.kernel_path(TCP_KERNEL, SERIAL)), "--connect", peer,
-            "--connect-timeout", str(connect_s), *args]  # fmt: skip
+    argv = [
+        str(kernels.kernel_path(TCP_KERNEL, SERIAL)),
+        "--connect",
+        peer,
+        "--connect-timeout",
+        str(connect_s),
+        *args,
+    ]
     return argv + (["--sockbuf", str(sockbuf)] if sockbuf else [])
 
 
@@ -225,9 +237,13 @@ def tcp_pair(
     pins the client's end and the server's."""
     client_cpu, server_cpu = cpus or (None, None)
     service = run.service(
-        b, pinned(tcp_server_argv(sockbuf), server_cpu), ready=READY_PORT,
-        what=f"server on {b}", start_timeout=SERVER_START_S, stop_grace=SERVER_EXIT_S,
-    )  # fmt: skip
+        b,
+        pinned(tcp_server_argv(sockbuf), server_cpu),
+        ready=READY_PORT,
+        what=f"server on {b}",
+        start_timeout=SERVER_START_S,
+        stop_grace=SERVER_EXIT_S,
+    )
     with service as server:
         port = int(server.ready_match.group(1))
         argv = pinned(tcp_client_argv(run.cluster, b, port, client_args, sockbuf), client_cpu)
@@ -256,8 +272,13 @@ def reachable(launcher: Launcher, a: str, b: str) -> None:
     is stored."""
     if a == b:
         return
-    with launcher.service(b, tcp_server_argv(), ready=READY_PORT, start_timeout=SERVER_START_S,
-                          what=f"TCP server on {b}") as server:  # fmt: skip
+    with launcher.service(
+        b,
+        tcp_server_argv(),
+        ready=READY_PORT,
+        start_timeout=SERVER_START_S,
+        what=f"TCP server on {b}",
+    ) as server:
         port = int(server.ready_match.group(1))
         args = ["--max-size", "1", "--perturbation", "0", "--trials", "3"]
         argv = tcp_client_argv(launcher.cluster, b, port, args, connect_s=REACH_CONNECT_S)
@@ -365,13 +386,20 @@ def run_pingpong(cluster: Cluster, store: Store, spec: PingpongSpec) -> dict:
     kernel = {"tcp": TCP_KERNEL, "mpi": MPI_KERNEL, "pvm": PVM_KERNEL}[spec.layer]
     reachable(launcher_for(cluster), spec.a, spec.b)  # before the run: nothing stored
     with Run(
-        cluster, store, level=LEVEL.name, kernel=kernel, params=spec.params(min_size),
-        hosts=hosts, np=2 if spec.layer == "mpi" else None,
-        mpi=spec.mpi if spec.layer == "mpi" else None, derive=derive_for(min_size, spec.mode),
-    ) as run:  # fmt: skip
+        cluster,
+        store,
+        level=LEVEL.name,
+        kernel=kernel,
+        params=spec.params(min_size),
+        hosts=hosts,
+        np=2 if spec.layer == "mpi" else None,
+        mpi=spec.mpi if spec.layer == "mpi" else None,
+        derive=derive_for(min_size, spec.mode),
+    ) as run:
         if spec.layer == "mpi":
-            run.mpi(MPI_KERNEL, np=2, mpi=spec.mpi, args=_sweep_args(spec), hosts=hosts,
-                    timeout=timeout)  # fmt: skip
+            run.mpi(
+                MPI_KERNEL, np=2, mpi=spec.mpi, args=_sweep_args(spec), hosts=hosts, timeout=timeout
+            )
         elif spec.layer == "tcp":
             client = tcp_pair(run, spec.a, spec.b, _sweep_args(spec), timeout, spec.sockbuf)
             if reason := unreachable(client.output):
@@ -379,8 +407,12 @@ def run_pingpong(cluster: Cluster, store: Store, spec: PingpongSpec) -> dict:
         else:
             path = kernels.kernel_path(PVM_KERNEL, SERIAL)
             with PvmMachine(run, hosts, path.parent) as machine:
-                run.program(spec.a, [str(path), "--host", spec.b, *_sweep_args(spec)],
-                            timeout=timeout, env=machine.env(spec.a))  # fmt: skip
+                run.program(
+                    spec.a,
+                    [str(path), "--host", spec.b, *_sweep_args(spec)],
+                    timeout=timeout,
+                    env=machine.env(spec.a),
+                )
     return run.record
 
 
@@ -403,11 +435,19 @@ def run_pingpongs(
 
 
 FIGURE_KEYS = (
-    "latency_us", "latency_us_spread", "bandwidth_mbps", "bandwidth_mbps_spread",
-    "saturation_point_bytes", "saturation_point_bytes_spread", "n_half_bytes",
-    "n_half_bytes_spread", "preferred_block_range_bytes", "dips", "bandwidth_min_size_bytes",
+    "latency_us",
+    "latency_us_spread",
+    "bandwidth_mbps",
+    "bandwidth_mbps_spread",
+    "saturation_point_bytes",
+    "saturation_point_bytes_spread",
+    "n_half_bytes",
+    "n_half_bytes_spread",
+    "preferred_block_range_bytes",
+    "dips",
+    "bandwidth_min_size_bytes",
     "unavailable",
-)  # fmt: skip
+)
 
 
 def run_json(record: dict) -> dict:
@@ -443,8 +483,10 @@ def run_text(record: dict) -> str:
         spread = j[f"{key}_spread"]
         return _fmt(j[key], spec, unit) + (
             f"  ({spread['min']:{spec}} .. {spread['max']:{spec}}, median "
-            f"{spread['median']:{spec}})" if spread else ""
-        )  # fmt: skip
+            f"{spread['median']:{spec}})"
+            if spread
+            else ""
+        )
 
     lines = [
         f"run {j['run_id']}: {layer} {j['mode']} {'-'.join(j['between'])} on {j['cluster']}"
@@ -462,10 +504,13 @@ def run_text(record: dict) -> str:
         f"  n½               {figure('n_half_bytes', '.0f', 'B')}",
         f"  preferred blocks {_fmt(low_high[0], '.0f', 'B')} .. {_fmt(low_high[1], '.0f', 'B')}",
         f"  dips             {len(j['dips'] or [])}"
-        + "".join(f"\n    at {d['size']} B: {d['throughput_mbps']:.1f} Mbit/s, "
-                  f"{100 * d['depth_ratio']:.0f} % of the envelope" for d in j["dips"] or []),
+        + "".join(
+            f"\n    at {d['size']} B: {d['throughput_mbps']:.1f} Mbit/s, "
+            f"{100 * d['depth_ratio']:.0f} % of the envelope"
+            for d in j["dips"] or []
+        ),
         f"  points           {len(j['points'])}",
-    ]  # fmt: skip
+    ]
     if j["unavailable"]:
         lines.append(f"  not determined: {j['unavailable']}")
     if labels := labels_text(record):

@@ -168,8 +168,14 @@ def saturation_svg(
         except ValueError:
             sat = None
         note = "not determined" if sat is None else f"{sat:.0f} B"
-        (line,) = ax.plot(c.time_s[pos], c.size[pos], _style(label, cut_short), marker=".", markersize=3,
-                          label=f"{label}: saturation point {note}")  # fmt: skip
+        (line,) = ax.plot(
+            c.time_s[pos],
+            c.size[pos],
+            _style(label, cut_short),
+            marker=".",
+            markersize=3,
+            label=f"{label}: saturation point {note}",
+        )
         if sat is not None:
             t_sat = float(np.interp(sat, c.size, c.time_s))
             ax.plot([t_sat], [sat], "v", color=line.get_color(), markersize=9)

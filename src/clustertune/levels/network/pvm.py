@@ -79,10 +79,13 @@ class PvmMachine:
             self._tmp(host).mkdir(exist_ok=True)
         uid = os.geteuid()
         self.master = self.run.service(
-            self.hosts[0], [str(wrapper), str(hostfile)], what=f"pvmd on {self.hosts[0]}",
+            self.hosts[0],
+            [str(wrapper), str(hostfile)],
+            what=f"pvmd on {self.hosts[0]}",
             ready=lambda: all((self._tmp(h) / f"pvmd.{uid}").exists() for h in self.hosts),
-            start_timeout=START_S, stop_grace=HALT_S,
-        )  # fmt: skip
+            start_timeout=START_S,
+            stop_grace=HALT_S,
+        )
         try:
             self.master.__enter__()
         except UserError as exc:

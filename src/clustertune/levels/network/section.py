@@ -210,25 +210,51 @@ def _pingpong_table(records: list[dict]) -> str:
                 f"{r['id']} ({f['bandwidth_mbps']:.0f} Mbit/s)"
             )
         rows.append(
-            [r["id"], r["meta"]["cluster"]["name"], _rate(r), wire(r), _layer(r),
-             r["params"]["mode"], _pair(r), r["params"].get("sockbuf") or "",
-             _figure(f, "latency_us", ".1f"),
-             _figure(f, "bandwidth_mbps", ".1f") + (" (above the payload ceiling)" if why else ""),
-             _figure(f, "saturation_point_bytes", ".0f"), _figure(f, "n_half_bytes", ".0f"),
-             f"{low:.0f} .. {high:.0f}" if low is not None else "",
-             len(f.get("dips") or []), r["status"]]
-        )  # fmt: skip
+            [
+                r["id"],
+                r["meta"]["cluster"]["name"],
+                _rate(r),
+                wire(r),
+                _layer(r),
+                r["params"]["mode"],
+                _pair(r),
+                r["params"].get("sockbuf") or "",
+                _figure(f, "latency_us", ".1f"),
+                _figure(f, "bandwidth_mbps", ".1f")
+                + (" (above the payload ceiling)" if why else ""),
+                _figure(f, "saturation_point_bytes", ".0f"),
+                _figure(f, "n_half_bytes", ".0f"),
+                f"{low:.0f} .. {high:.0f}" if low is not None else "",
+                len(f.get("dips") or []),
+                r["status"],
+            ]
+        )
     newest = {
         (r["meta"]["cluster"]["name"], _layer(r), _pair(r), r["params"]["mode"]): i
         for i, r in enumerate(records)
     }
     table = html.folded_table(
-        ["run", "cluster", "link", "wire", "layer", "mode", "pair", "sockbuf (B)",
-         "latency (µs)", "bandwidth (Mbit/s)", "saturation point (B)", "n½ (B)",
-         "preferred blocks (B)", "dips", "status"],
-        rows, [*newest.values(), *(i for i, r in enumerate(records) if r["status"] != "ok")],
+        [
+            "run",
+            "cluster",
+            "link",
+            "wire",
+            "layer",
+            "mode",
+            "pair",
+            "sockbuf (B)",
+            "latency (µs)",
+            "bandwidth (Mbit/s)",
+            "saturation point (B)",
+            "n½ (B)",
+            "preferred blocks (B)",
+            "dips",
+            "status",
+        ],
+        rows,
+        [*newest.values(), *(i for i, r in enumerate(records) if r["status"] != "ok")],
         "ping-pong runs",
-    )  # fmt: skip
+    )
     return (
         "<p>Each figure is followed by the range (min–max) of the values it is read from: "
         "the per-size latencies of the messages ≤ 64 B, the throughputs of the bandwidth "
@@ -311,8 +337,13 @@ def overhead_groups(records: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
     for r in records:
         p = r["params"]
         complete = r["status"] == "ok"  # a cut-off sweep has no trustworthy bandwidth
-        if (p.get("command") == "pingpong" and complete and p["mode"] == "pingpong"
-                and not p.get("sockbuf") and not p.get("nagle")):  # fmt: skip
+        if (
+            p.get("command") == "pingpong"
+            and complete
+            and p["mode"] == "pingpong"
+            and not p.get("sockbuf")
+            and not p.get("nagle")
+        ):
             runs[_group(r)][_config(r)].append(r)
     return runs
 
@@ -428,10 +459,18 @@ def _overhead(records: list[dict]) -> str:
                     bandwidth_runs = f"runs {uppers[bu]['id']} / {tcps[bl]['id']}"
                     used = f"latency: {used}; bandwidth: {bandwidth_runs}"
                 rows.append(
-                    [cluster, rate, pair, name, label, f"{o['bandwidth_loss_pct']:.1f}",
-                     f"{o['latency_ratio']:.2f}", f"{floor_up / floor_tcp:.2f}",
-                     f"{used} (of {len(uppers)} / {len(tcps)})"]
-                )  # fmt: skip
+                    [
+                        cluster,
+                        rate,
+                        pair,
+                        name,
+                        label,
+                        f"{o['bandwidth_loss_pct']:.1f}",
+                        f"{o['latency_ratio']:.2f}",
+                        f"{floor_up / floor_tcp:.2f}",
+                        f"{used} (of {len(uppers)} / {len(tcps)})",
+                    ]
+                )
     if not rows:
         return ""
     items = "".join(f"<li><b>{html.esc(f)}</b></li>" for f in flags)
@@ -470,24 +509,40 @@ def _overhead(records: list[dict]) -> str:
                 "from",
             ],
             rows,
-        )  # fmt: skip
+        )
     )
 
 
 def _sockbuf(records: list[dict]) -> str:
     rows = [
-        [r["id"], r["meta"]["cluster"]["name"], _rate(r), _pair(r), r["params"]["sockbuf"],
-         (r["detail"] or {}).get("sockbuf_effective_snd", ""),
-         _num(r["figures"].get("bandwidth_mbps"), ".1f"), _num(r["figures"].get("latency_us"), ".1f")]
-        for r in records if r["params"].get("sockbuf")
-    ]  # fmt: skip
+        [
+            r["id"],
+            r["meta"]["cluster"]["name"],
+            _rate(r),
+            _pair(r),
+            r["params"]["sockbuf"],
+            (r["detail"] or {}).get("sockbuf_effective_snd", ""),
+            _num(r["figures"].get("bandwidth_mbps"), ".1f"),
+            _num(r["figures"].get("latency_us"), ".1f"),
+        ]
+        for r in records
+        if r["params"].get("sockbuf")
+    ]
     if not rows:
         return ""
     return "<h3>Socket buffer size</h3>" + html.table(
-        ["run", "cluster", "link", "pair", "requested (B)", "effective SO_SNDBUF (B)",
-         "bandwidth (Mbit/s)", "latency (µs)"],
+        [
+            "run",
+            "cluster",
+            "link",
+            "pair",
+            "requested (B)",
+            "effective SO_SNDBUF (B)",
+            "bandwidth (Mbit/s)",
+            "latency (µs)",
+        ],
         rows,
-    )  # fmt: skip
+    )
 
 
 def _pair_nominal_bps(record: dict, hosts: list[str]) -> np.ndarray | None:

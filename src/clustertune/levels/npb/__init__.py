@@ -19,9 +19,11 @@ AVAILABLE = ("ep", "lu", "bt")
 # in the demo and the report: after Linpack
 LEVEL = register(
     Level(
-        "npb", "Application level: NAS Parallel Benchmarks (EP, LU, BT)", order=50,
+        "npb",
+        "Application level: NAS Parallel Benchmarks (EP, LU, BT)",
+        order=50,
         kernels=tuple(Kernel(KERNELS[b], f"npb/{b}") for b in AVAILABLE),
     )
-)  # fmt: skip
+)
 
 from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

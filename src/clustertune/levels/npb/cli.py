@@ -11,9 +11,12 @@ def add_commands(sub, common) -> None:
     p = sub.add_parser("npb", parents=[common], help="NAS Parallel Benchmarks EP, LU, BT")
     p.add_argument("benchmark", choices=tuple(KERNELS), help="ep, lu or bt")
     p.add_argument(
-        "--class", dest="cls", default="S", type=str.upper,
+        "--class",
+        dest="cls",
+        default="S",
+        type=str.upper,
         help=f"problem class: {', '.join(run.CLASSES)} (default S)",
-    )  # fmt: skip
+    )
     add_job_options(p, timeout=run.TIMEOUT_S)
     p.add_argument(
         "--dt",

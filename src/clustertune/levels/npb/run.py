@@ -48,10 +48,18 @@ def check_np(kernel: str, np: int, mpi: str, kargs: list[str]) -> None:
 
 
 def run_npb(
-    cluster: Cluster, store: Store, bench: str, cls: str, np: int, mpi: str, *,
-    inject_fault: bool = False, timeout: float = TIMEOUT_S, hosts: list[str] | None = None,
+    cluster: Cluster,
+    store: Store,
+    bench: str,
+    cls: str,
+    np: int,
+    mpi: str,
+    *,
+    inject_fault: bool = False,
+    timeout: float = TIMEOUT_S,
+    hosts: list[str] | None = None,
     dt: float | None = None,
-) -> dict:  # fmt: skip
+) -> dict:
     """One NPB benchmark of one class on ``np`` ranks; the stored record. ``dt``: LU's or
     BT's time step instead of the class's (the kernel then fails verification, as NPB)."""
     kernel = kernel_of(bench)
@@ -61,9 +69,17 @@ def run_npb(
     if dt is not None:
         params["dt"] = dt
     return runner.run_kernel(
-        cluster, store, level=LEVEL.name, kernel=kernel, np=np, mpi=mpi, args=kargs,
-        params=params, timeout=timeout, hosts=hosts,
-    )  # fmt: skip
+        cluster,
+        store,
+        level=LEVEL.name,
+        kernel=kernel,
+        np=np,
+        mpi=mpi,
+        args=kargs,
+        params=params,
+        timeout=timeout,
+        hosts=hosts,
+    )
 
 
 def size_text(figures: dict) -> str:
@@ -151,7 +167,15 @@ def text(record: dict) -> str:
 def cmd_npb(args: argparse.Namespace) -> Output:
     cluster = cluster_of(args)
     record = run_npb(
-        cluster, open_store(args), args.benchmark, args.cls, args.np, args.mpi,
-        inject_fault=args.inject_fault, timeout=args.timeout, hosts=args.hosts, dt=args.dt,
-    )  # fmt: skip
+        cluster,
+        open_store(args),
+        args.benchmark,
+        args.cls,
+        args.np,
+        args.mpi,
+        inject_fault=args.inject_fault,
+        timeout=args.timeout,
+        hosts=args.hosts,
+        dt=args.dt,
+    )
     return record_output(record, text(record))

@@ -40,16 +40,45 @@ def measured(record: dict) -> list[str]:
     f = record["figures"]
     if fail := failed(record):
         return [fail] * 3 + ["-"] * 5
-    return [f"{f['time_s']:.3f}", f"{f['mops_total']:.1f}", f"{f['mops_per_process']:.1f}",
-            f"{f['comp_time_s']:.3f}", f"{f['comm_time_s']:.3f}", comm_percent(f),
-            f"{f['messages_per_iteration']:.0f}", f"{f['bytes_per_iteration']:.0f}"]  # fmt: skip
+    return [
+        f"{f['time_s']:.3f}",
+        f"{f['mops_total']:.1f}",
+        f"{f['mops_per_process']:.1f}",
+        f"{f['comp_time_s']:.3f}",
+        f"{f['comm_time_s']:.3f}",
+        comm_percent(f),
+        f"{f['messages_per_iteration']:.0f}",
+        f"{f['bytes_per_iteration']:.0f}",
+    ]
 
 
 def runs_table(records: list[dict]) -> str:
-    rows = [[r["id"], r["figures"]["name"], mpi_of(r), r["meta"]["cluster"]["name"],
-             *measured(r), verdict(r)] for r in records]  # fmt: skip
-    headers = ["run", "NPB", "MPI", "cluster", "time s", "Mop/s", "Mop/s/process",
-               "comp s (max)", "comm s (max)", "comm %", "msgs/iter", "bytes/iter", "verification"]  # fmt: skip
+    rows = [
+        [
+            r["id"],
+            r["figures"]["name"],
+            mpi_of(r),
+            r["meta"]["cluster"]["name"],
+            *measured(r),
+            verdict(r),
+        ]
+        for r in records
+    ]
+    headers = [
+        "run",
+        "NPB",
+        "MPI",
+        "cluster",
+        "time s",
+        "Mop/s",
+        "Mop/s/process",
+        "comp s (max)",
+        "comm s (max)",
+        "comm %",
+        "msgs/iter",
+        "bytes/iter",
+        "verification",
+    ]
     failed_rows = [
         i for i, r in enumerate(records) if failed(r) or not r["figures"].get("verified")
     ]
@@ -64,8 +93,7 @@ def series(records: list[dict]) -> dict[tuple, dict[int, float]]:
         f = r["figures"]
         if failed(r) or not f.get("verified"):
             continue
-        key = (f"{f['benchmark']}.{f['class']}", mpi_of(r),
-               r["meta"]["cluster"]["name"])  # fmt: skip
+        key = (f"{f['benchmark']}.{f['class']}", mpi_of(r), r["meta"]["cluster"]["name"])
         out[key][f["np"]] = max(out[key].get(f["np"], 0.0), f["mops_per_process"])
     return dict(out)
 
@@ -76,8 +104,10 @@ def comm_share(records: list[dict]) -> list[tuple[str, float, float]]:
     for r in records:
         if r["figures"].get("verified") and not failed(r):
             latest[f"{r['figures']['name']} {mpi_of(r)}"] = r
-    return [(label, r["figures"]["comp_time_s"], r["figures"]["comm_time_s"])
-            for label, r in sorted(latest.items())]  # fmt: skip
+    return [
+        (label, r["figures"]["comp_time_s"], r["figures"]["comm_time_s"])
+        for label, r in sorted(latest.items())
+    ]
 
 
 def figure(records: list[dict]) -> str:
@@ -89,8 +119,9 @@ def figure(records: list[dict]) -> str:
     for (name, mpi, cluster), points in sorted(lines.items()):
         nps = sorted(points)
         ax1.plot(nps, [points[n] for n in nps], "o-", label=f"{name} {mpi} ({cluster})")
-    ax1.set(xlabel="processes", ylabel="Mop/s per process", title="NPB: Mop/s per process",
-            yscale="log")  # fmt: skip
+    ax1.set(
+        xlabel="processes", ylabel="Mop/s per process", title="NPB: Mop/s per process", yscale="log"
+    )
     ax1.set_xscale("log", base=2)
     ax1.legend(fontsize="x-small")
     bars = comm_share(records)[-12:]
@@ -106,11 +137,18 @@ def figure(records: list[dict]) -> str:
 def paper_part() -> str:
     data = paper()
     machines = [
-        [m["machine"], m.get("processor", "-"), m.get("clock_mhz", "-"), m.get("pes", "-"),
-         m.get("network", "-"), m.get("latency_us", "-"), m.get("mpi_max_throughput_mb_s", "-"),
-         m.get("linpack_n100_mflops", "-")]
+        [
+            m["machine"],
+            m.get("processor", "-"),
+            m.get("clock_mhz", "-"),
+            m.get("pes", "-"),
+            m.get("network", "-"),
+            m.get("latency_us", "-"),
+            m.get("mpi_max_throughput_mb_s", "-"),
+            m.get("linpack_n100_mflops", "-"),
+        ]
         for m in data["machines"]
-    ]  # fmt: skip
+    ]
     findings = [
         [f"{f['benchmark']}.{f['class']}", f["figure"], f["text"]] for f in data["findings"]
     ]

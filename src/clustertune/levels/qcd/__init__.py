@@ -18,8 +18,9 @@ KERNEL = "ct-qcd"
 
 # after the NPB level (the paper's order: NPB, then QCDMPI), before parallel I/O
 LEVEL = register(
-    Level("qcd", "Application level: lattice QCD (QCDMPI)", order=55,
-          kernels=(Kernel(KERNEL, "qcd"),))
-)  # fmt: skip
+    Level(
+        "qcd", "Application level: lattice QCD (QCDMPI)", order=55, kernels=(Kernel(KERNEL, "qcd"),)
+    )
+)
 
 from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -19,6 +19,12 @@ def demo(cluster: Cluster, store: Store) -> list[dict]:
     spec = run.QcdSpec(lattice=DEMO_LATTICE, grid=(2, 2, 1, 1), beta=6.0, sweeps=5)
     first = run.run_qcd(cluster, store, spec, np=DEMO_NP, mpi=mpi, timeout=DEMO_TIMEOUT_S)
     return [first] + study.run_study(
-        cluster, store, np=DEMO_NP, mpi=mpi, lattice=DEMO_LATTICE, dims=[1, 2], sweeps=2,
+        cluster,
+        store,
+        np=DEMO_NP,
+        mpi=mpi,
+        lattice=DEMO_LATTICE,
+        dims=[1, 2],
+        sweeps=2,
         timeout=DEMO_TIMEOUT_S,
-    )  # fmt: skip
+    )

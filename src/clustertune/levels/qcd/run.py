@@ -48,9 +48,10 @@ def grids(np: int, lattice: tuple[int, ...]) -> list[tuple[int, int, int, int]]:
     """Every np1 x np2 x np3 x np4 = np that divides the lattice."""
     divisors = [d for d in range(1, np + 1) if np % d == 0]
     return [
-        g for g in itertools.product(divisors, repeat=4)
+        g
+        for g in itertools.product(divisors, repeat=4)
         if math.prod(g) == np and all(n % p == 0 for n, p in zip(lattice, g, strict=True))
-    ]  # fmt: skip
+    ]
 
 
 def halo_sites(lattice: tuple[int, ...], grid: tuple[int, ...]) -> float:
@@ -98,10 +99,19 @@ class QcdSpec:
         if not self.beta > 0:
             raise UserError(f"--beta: must be > 0, got {self.beta}")
         out = [
-            "--lattice", dims_text(self.lattice), "--grid", dims_text(self.grid),
-            "--beta", repr(self.beta), "--sweeps", str(self.sweeps),
-            "--or-steps", str(self.or_steps), "--start", self.start,
-        ]  # fmt: skip
+            "--lattice",
+            dims_text(self.lattice),
+            "--grid",
+            dims_text(self.grid),
+            "--beta",
+            repr(self.beta),
+            "--sweeps",
+            str(self.sweeps),
+            "--or-steps",
+            str(self.or_steps),
+            "--start",
+            self.start,
+        ]
         if self.seed is not None:
             out += ["--seed", str(self.seed)]
         for flag, path in (("--checkpoint", self.checkpoint), ("--resume", self.resume)):
@@ -117,12 +127,21 @@ class QcdSpec:
 
     def params(self, np: int) -> dict:
         return {
-            "np": np, "lattice": list(self.lattice), "grid": list(self.grid),
-            "split_dims": split_dims(self.grid), "beta": self.beta, "sweeps": self.sweeps,
-            "or_steps": self.or_steps, "start": "resume" if self.resume else self.start,
-            "seed": self.seed, "overlap": self.overlap, "checkpoint": self.checkpoint,
-            "resume": self.resume, "inject_fault": self.inject_fault, "isa": self.isa,
-        }  # fmt: skip
+            "np": np,
+            "lattice": list(self.lattice),
+            "grid": list(self.grid),
+            "split_dims": split_dims(self.grid),
+            "beta": self.beta,
+            "sweeps": self.sweeps,
+            "or_steps": self.or_steps,
+            "start": "resume" if self.resume else self.start,
+            "seed": self.seed,
+            "overlap": self.overlap,
+            "checkpoint": self.checkpoint,
+            "resume": self.resume,
+            "inject_fault": self.inject_fault,
+            "isa": self.isa,
+        }
 
 
 def derive(samples: list[dict], result: dict | None) -> dict:
@@ -139,17 +158,32 @@ def derive(samples: list[dict], result: dict | None) -> dict:
 
 
 def run_qcd(
-    cluster: Cluster, store: Store, spec: QcdSpec, *, np: int, mpi: str,
-    timeout: float = TIMEOUT_S, hosts: list[str] | None = None, extra: dict | None = None,
-) -> dict:  # fmt: skip
+    cluster: Cluster,
+    store: Store,
+    spec: QcdSpec,
+    *,
+    np: int,
+    mpi: str,
+    timeout: float = TIMEOUT_S,
+    hosts: list[str] | None = None,
+    extra: dict | None = None,
+) -> dict:
     """ct-qcd on ``np`` ranks after the kernel's own argument check; the stored record."""
     kargs = spec.kernel_args()
     check_args(KERNEL, np, mpi, kargs)
     return runner.run_kernel(
-        cluster, store, level=LEVEL.name, kernel=KERNEL, np=np, mpi=mpi, args=kargs,
-        params={**spec.params(np), **(extra or {})}, timeout=timeout, hosts=hosts,
+        cluster,
+        store,
+        level=LEVEL.name,
+        kernel=KERNEL,
+        np=np,
+        mpi=mpi,
+        args=kargs,
+        params={**spec.params(np), **(extra or {})},
+        timeout=timeout,
+        hosts=hosts,
         derive=derive,
-    )  # fmt: skip
+    )
 
 
 def number(value: object, spec: str) -> str:
@@ -184,7 +218,7 @@ def text(record: dict, series_lines: int = 12) -> str:
             f" {number(f['bytes_per_sweep'], '.4g')} bytes per sweep per rank",
             f"  checks: |UU+ - 1| {number(f['unitarity_error'], '.2g')}, |det U - 1| "
             f"{number(f['det_error'], '.2g')}, gauge invariance {number(f['gauge_invariance_error'], '.2g')}",
-        ]  # fmt: skip
+        ]
     if times := ranktimes.text(record):
         lines.append(times)
     if record["error"]:
@@ -196,16 +230,30 @@ def spec_of(args: argparse.Namespace) -> QcdSpec:
     lattice = parse_dims(args.lattice, "--lattice")
     grid = parse_dims(args.grid, "--grid") if args.grid else default_grid(lattice, args.np)
     return QcdSpec(
-        lattice=lattice, grid=grid, beta=args.beta, sweeps=args.sweeps, or_steps=args.or_steps,
-        start=args.start, seed=args.seed, checkpoint=args.checkpoint, resume=args.resume,
-        overlap=not args.no_overlap, inject_fault=args.inject_fault, isa=args.isa,
-    )  # fmt: skip
+        lattice=lattice,
+        grid=grid,
+        beta=args.beta,
+        sweeps=args.sweeps,
+        or_steps=args.or_steps,
+        start=args.start,
+        seed=args.seed,
+        checkpoint=args.checkpoint,
+        resume=args.resume,
+        overlap=not args.no_overlap,
+        inject_fault=args.inject_fault,
+        isa=args.isa,
+    )
 
 
 def cmd_qcd(args: argparse.Namespace) -> Output:
     spec = spec_of(args)
     record = run_qcd(
-        cluster_of(args), open_store(args), spec, np=args.np, mpi=args.mpi,
-        timeout=args.timeout, hosts=args.hosts,
-    )  # fmt: skip
+        cluster_of(args),
+        open_store(args),
+        spec,
+        np=args.np,
+        mpi=args.mpi,
+        timeout=args.timeout,
+        hosts=args.hosts,
+    )
     return record_output(record, text(record))

@@ -22,17 +22,43 @@ def runs_table(records: list[dict]) -> str:
     for r in records:
         f, p = r["figures"], r["params"]
         rows.append(
-            [r["id"], r["meta"]["cluster"]["name"], run.dims_text(p.get("lattice", [])),
-             run.dims_text(p.get("grid", [])), p.get("np"), p.get("beta"), p.get("sweeps"),
-             num(f.get("plaquette"), ".6f"), num(f.get("link_updates_per_s"), ".3g"),
-             num(flops.gflops(f), ".3f"), num(flops.compute_gflops(f), ".3f"),
-             num(f.get("counted_gflops"), ".3f"), num(f.get("comm_time_s"), ".3f"),
-             num(f.get("comm_mbps"), ".1f"), num(f.get("messages_per_sweep"), ".0f"),
-             r["verification"]]
-        )  # fmt: skip
-    headers = ["run", "cluster", "lattice", "grid", "np", "beta", "sweeps", "plaquette",
-               "link upd/s", "QCDFlops G", "(no comm)", "counted G", "comm s", "halo MB/s",
-               "msgs/sweep", "verification"]  # fmt: skip
+            [
+                r["id"],
+                r["meta"]["cluster"]["name"],
+                run.dims_text(p.get("lattice", [])),
+                run.dims_text(p.get("grid", [])),
+                p.get("np"),
+                p.get("beta"),
+                p.get("sweeps"),
+                num(f.get("plaquette"), ".6f"),
+                num(f.get("link_updates_per_s"), ".3g"),
+                num(flops.gflops(f), ".3f"),
+                num(flops.compute_gflops(f), ".3f"),
+                num(f.get("counted_gflops"), ".3f"),
+                num(f.get("comm_time_s"), ".3f"),
+                num(f.get("comm_mbps"), ".1f"),
+                num(f.get("messages_per_sweep"), ".0f"),
+                r["verification"],
+            ]
+        )
+    headers = [
+        "run",
+        "cluster",
+        "lattice",
+        "grid",
+        "np",
+        "beta",
+        "sweeps",
+        "plaquette",
+        "link upd/s",
+        "QCDFlops G",
+        "(no comm)",
+        "counted G",
+        "comm s",
+        "halo MB/s",
+        "msgs/sweep",
+        "verification",
+    ]
     failed = [i for i, r in enumerate(records) if r["status"] != "ok"]
     return html.folded_table(headers, rows, failed, "QCD runs (failed above)")
 
@@ -47,15 +73,36 @@ def studies(records: list[dict]) -> dict[str, list[dict]]:
 
 def study_table(records: list[dict]) -> str:
     rows = [
-        [row["run"], row["dims"], row["grid"], num(row["qcdflops_gflops"], ".3f"),
-         num(row["qcdflops_compute_gflops"], ".3f"), num(row["compute_time_s"], ".3f"),
-         num(row["comm_time_s"], ".3f"), num(row["comm_wait_s"], ".3f"),
-         num(row["comm_mbps"], ".1f"), num(row["messages_per_sweep"], ".0f"),
-         num(row["bytes_per_message"], ".0f"), row["verification"]]
+        [
+            row["run"],
+            row["dims"],
+            row["grid"],
+            num(row["qcdflops_gflops"], ".3f"),
+            num(row["qcdflops_compute_gflops"], ".3f"),
+            num(row["compute_time_s"], ".3f"),
+            num(row["comm_time_s"], ".3f"),
+            num(row["comm_wait_s"], ".3f"),
+            num(row["comm_mbps"], ".1f"),
+            num(row["messages_per_sweep"], ".0f"),
+            num(row["bytes_per_message"], ".0f"),
+            row["verification"],
+        ]
         for row in study.rows(records)
-    ]  # fmt: skip
-    headers = ["run", "dims", "grid", "QCDFlops G", "(no comm)", "compute s", "comm s",
-               "waiting s", "halo MB/s", "msgs/sweep", "bytes/msg", "verification"]  # fmt: skip
+    ]
+    headers = [
+        "run",
+        "dims",
+        "grid",
+        "QCDFlops G",
+        "(no comm)",
+        "compute s",
+        "comm s",
+        "waiting s",
+        "halo MB/s",
+        "msgs/sweep",
+        "bytes/msg",
+        "verification",
+    ]
     return html.table(headers, rows)
 
 
@@ -71,21 +118,36 @@ def winners_table(groups: dict[str, list[dict]]) -> str:
     """Which decomposition won each study: the paper's question, per network."""
     rows = []
     for name, group in groups.items():
-        done = [(row, r) for row, r in zip(study.rows(group), group, strict=True)
-                if row["qcdflops_gflops"] is not None and r["status"] == "ok"]  # fmt: skip
+        done = [
+            (row, r)
+            for row, r in zip(study.rows(group), group, strict=True)
+            if row["qcdflops_gflops"] is not None and r["status"] == "ok"
+        ]
         if not done:
             continue
         best = max(done, key=lambda x: x[0]["qcdflops_gflops"])[0]
         worst = min(done, key=lambda x: x[0]["qcdflops_gflops"])[0]
         p = group[0]["params"]
         rows.append(
-            [name, group[0]["meta"]["cluster"]["name"], link_text(group[0]),
-             run.dims_text(p["lattice"]), p["np"],
-             f"{best['dims']}-D {best['grid']}", num(best["qcdflops_gflops"], ".3f"),
-             f"{worst['dims']}-D {worst['grid']}", num(worst["qcdflops_gflops"], ".3f")]
-        )  # fmt: skip
-    return html.table(["study", "cluster", "link", "lattice", "np", "best", "Gflops",
-                       "worst", "Gflops"], rows) if rows else ""  # fmt: skip
+            [
+                name,
+                group[0]["meta"]["cluster"]["name"],
+                link_text(group[0]),
+                run.dims_text(p["lattice"]),
+                p["np"],
+                f"{best['dims']}-D {best['grid']}",
+                num(best["qcdflops_gflops"], ".3f"),
+                f"{worst['dims']}-D {worst['grid']}",
+                num(worst["qcdflops_gflops"], ".3f"),
+            ]
+        )
+    return (
+        html.table(
+            ["study", "cluster", "link", "lattice", "np", "best", "Gflops", "worst", "Gflops"], rows
+        )
+        if rows
+        else ""
+    )
 
 
 def study_figure(records: list[dict]) -> str:
@@ -116,8 +178,12 @@ def series_figure(records: list[dict]) -> str:
     fig, ax = plt.subplots(figsize=(7, 3.2))
     for r in shown:
         f, p = r["figures"], r["params"]
-        ax.plot(f["plaquette_sweeps"], f["plaquette_series"], ".-",
-                label=f"run {r['id']} beta {p.get('beta')} {run.dims_text(p.get('lattice', []))}")  # fmt: skip
+        ax.plot(
+            f["plaquette_sweeps"],
+            f["plaquette_series"],
+            ".-",
+            label=f"run {r['id']} beta {p.get('beta')} {run.dims_text(p.get('lattice', []))}",
+        )
     for ref in paper()["plaquette_references"]:
         ax.axhline(ref["plaquette"], color="grey", lw=0.6, ls=":")
     ax.set(xlabel="sweep", ylabel="plaquette", title="plaquette series (dotted: literature)")
@@ -130,12 +196,21 @@ def paper_table() -> str:
     for key in ("table4", "table5"):
         t = paper()[key]
         for row in t["rows"]:
-            rows.append([key.replace("table", "table "), run.dims_text(t["lattice"]),
-                         row["machine"], row["pes"], f"{row['dims']}-D",
-                         f"{row['gflops']:.2f}", f"{row['gflops_no_comm']:.2f}",
-                         f"{row['mb_s']:.2f}"])  # fmt: skip
-    return html.table(["seeds/003", "lattice", "machine", "PEs", "split", "Gflops",
-                       "(no comm)", "MB/s"], rows)  # fmt: skip
+            rows.append(
+                [
+                    key.replace("table", "table "),
+                    run.dims_text(t["lattice"]),
+                    row["machine"],
+                    row["pes"],
+                    f"{row['dims']}-D",
+                    f"{row['gflops']:.2f}",
+                    f"{row['gflops_no_comm']:.2f}",
+                    f"{row['mb_s']:.2f}",
+                ]
+            )
+    return html.table(
+        ["seeds/003", "lattice", "machine", "PEs", "split", "Gflops", "(no comm)", "MB/s"], rows
+    )
 
 
 @LEVEL.section
@@ -169,6 +244,8 @@ def render(records: list[dict]) -> str:
         ]
     findings = "".join(f"<p>{html.esc(text)}</p>" for text in paper()["findings"])
     series = series_figure(records)  # the physics check in detail: folded
-    parts += [html.fold("plaquette series against the literature", series) if series else "",
-              html.fold("seeds/003: tables 4 and 5, findings", paper_table() + findings)]  # fmt: skip
+    parts += [
+        html.fold("plaquette series against the literature", series) if series else "",
+        html.fold("seeds/003: tables 4 and 5, findings", paper_table() + findings),
+    ]
     return "\n".join(p for p in parts if p)

@@ -42,21 +42,48 @@ def decompositions(np: int, lattice: tuple[int, ...], dims: list[int]) -> dict[i
 
 
 def run_study(
-    cluster: Cluster, store: Store, *, np: int, mpi: str, lattice: tuple[int, int, int, int],
-    dims: list[int], sweeps: int, beta: float = 6.0, or_steps: int = 4, seed: int = 1,
-    overlap: bool = True, timeout: float = run.TIMEOUT_S, hosts: list[str] | None = None,
-) -> list[dict]:  # fmt: skip
+    cluster: Cluster,
+    store: Store,
+    *,
+    np: int,
+    mpi: str,
+    lattice: tuple[int, int, int, int],
+    dims: list[int],
+    sweeps: int,
+    beta: float = 6.0,
+    or_steps: int = 4,
+    seed: int = 1,
+    overlap: bool = True,
+    timeout: float = run.TIMEOUT_S,
+    hosts: list[str] | None = None,
+) -> list[dict]:
     """Every decomposition of ``decompositions``, in order of split dimensions."""
     study = f"qcd-{time.strftime('%Y%m%dT%H%M%S')}-{np}"
     records = []
     grids = decompositions(np, lattice, dims)
     for _, grid in sorted(grids.items()):
-        spec = run.QcdSpec(lattice=lattice, grid=grid, beta=beta, sweeps=sweeps,
-                           or_steps=or_steps, start="hot", seed=seed, overlap=overlap)  # fmt: skip
+        spec = run.QcdSpec(
+            lattice=lattice,
+            grid=grid,
+            beta=beta,
+            sweeps=sweeps,
+            or_steps=or_steps,
+            start="hot",
+            seed=seed,
+            overlap=overlap,
+        )
         records.append(
-            run.run_qcd(cluster, store, spec, np=np, mpi=mpi, timeout=timeout, hosts=hosts,
-                        extra={"study": study, "oversubscribed": oversubscribed(cluster, np)})
-        )  # fmt: skip
+            run.run_qcd(
+                cluster,
+                store,
+                spec,
+                np=np,
+                mpi=mpi,
+                timeout=timeout,
+                hosts=hosts,
+                extra={"study": study, "oversubscribed": oversubscribed(cluster, np)},
+            )
+        )
     return records
 
 
@@ -88,18 +115,28 @@ def rows(records: list[dict]) -> list[dict]:
         f, p = r["figures"], r["params"]
         t, comm = f.get("time_s"), f.get("comm_wait_s")
         msgs, nbytes = f.get("messages_per_sweep"), f.get("bytes_per_sweep")
-        out.append({
-            "run": r["id"], "dims": p["split_dims"], "grid": run.dims_text(p["grid"]),
-            "status": r["status"], "verification": r["verification"],
-            "qcdflops_gflops": flops.gflops(f),
-            "qcdflops_compute_gflops": flops.compute_gflops(f),
-            "time_s": t, "compute_time_s": f.get("compute_time_s"),
-            "comm_time_s": f.get("comm_time_s"), "comm_wait_s": comm,
-            "comm_share": comm / t if isinstance(t, float) and t > 0 and comm is not None else None,
-            "comm_mbps": f.get("comm_mbps"), "messages_per_sweep": msgs,
-            "bytes_per_message": nbytes / msgs if msgs else None,
-            "link_updates_per_s": f.get("link_updates_per_s"),
-        })  # fmt: skip
+        out.append(
+            {
+                "run": r["id"],
+                "dims": p["split_dims"],
+                "grid": run.dims_text(p["grid"]),
+                "status": r["status"],
+                "verification": r["verification"],
+                "qcdflops_gflops": flops.gflops(f),
+                "qcdflops_compute_gflops": flops.compute_gflops(f),
+                "time_s": t,
+                "compute_time_s": f.get("compute_time_s"),
+                "comm_time_s": f.get("comm_time_s"),
+                "comm_wait_s": comm,
+                "comm_share": comm / t
+                if isinstance(t, float) and t > 0 and comm is not None
+                else None,
+                "comm_mbps": f.get("comm_mbps"),
+                "messages_per_sweep": msgs,
+                "bytes_per_message": nbytes / msgs if msgs else None,
+                "link_updates_per_s": f.get("link_updates_per_s"),
+            }
+        )
     return out
 
 
@@ -121,7 +158,7 @@ def study_text(records: list[dict]) -> str:
             f"{run.number(100 * share if share is not None else None, '6.1f')} "
             f"{run.number(row['comm_mbps'], '8.1f')} {run.number(row['messages_per_sweep'], '10.0f')} "
             f"{run.number(row['bytes_per_message'], '10.0f')}  {row['verification']}"
-        )  # fmt: skip
+        )
     same = series_identical(records)
     if same is not None:
         lines.append(
@@ -136,11 +173,25 @@ def cmd_study(args: argparse.Namespace) -> Output:
     if any(d not in (1, 2, 3, 4) for d in dims):
         raise UserError(f"--dims: split dimensions are 1 to 4, got {args.dims!r}")
     records = run_study(
-        cluster_of(args), open_store(args), np=args.np, mpi=args.mpi, lattice=lattice,
-        dims=dims, sweeps=args.sweeps, beta=args.beta, or_steps=args.or_steps,
-        seed=args.seed, overlap=not args.no_overlap, timeout=args.timeout, hosts=args.hosts,
-    )  # fmt: skip
+        cluster_of(args),
+        open_store(args),
+        np=args.np,
+        mpi=args.mpi,
+        lattice=lattice,
+        dims=dims,
+        sweeps=args.sweeps,
+        beta=args.beta,
+        or_steps=args.or_steps,
+        seed=args.seed,
+        overlap=not args.no_overlap,
+        timeout=args.timeout,
+        hosts=args.hosts,
+    )
     ok = all(r["status"] == "ok" for r in records) and series_identical(records) is not False
-    payload = {"study": records[0]["params"]["study"], "rows": rows(records),
-               "series_identical": series_identical(records), "records": [r["id"] for r in records]}  # fmt: skip
+    payload = {
+        "study": records[0]["params"]["study"],
+        "rows": rows(records),
+        "series_identical": series_identical(records),
+        "records": [r["id"] for r in records],
+    }
     return Output(payload, study_text(records), 0 if ok else 1)

@@ -31,8 +31,11 @@ def run_row(r: dict) -> summary.Row:
 
 
 def study_row(name: str, group: list[dict]) -> summary.Row | None:
-    done = [x for x, r in zip(study.rows(group), group, strict=True)
-            if x["qcdflops_gflops"] is not None and r["status"] == "ok"]  # fmt: skip
+    done = [
+        x
+        for x, r in zip(study.rows(group), group, strict=True)
+        if x["qcdflops_gflops"] is not None and r["status"] == "ok"
+    ]
     if len(done) < 2:
         return None
     best = max(done, key=lambda x: x["qcdflops_gflops"])

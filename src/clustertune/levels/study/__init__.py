@@ -21,10 +21,18 @@ def cmd_list(args: argparse.Namespace) -> Output:
     for name, path in spec.builtin().items():
         full, quick = spec.load(str(path)), spec.load(str(path), quick=True)
         done = {v: execute.stored(store, full.name, v == "quick") for v in ("quick", "full")}
-        rows.append({"name": name, "title": full.title, "paper": full.paper,
-                     "points_quick": len(quick.points()), "points_full": len(full.points()),
-                     "stored_quick": len(done["quick"]), "stored_full": len(done["full"]),
-                     "file": str(path)})  # fmt: skip
+        rows.append(
+            {
+                "name": name,
+                "title": full.title,
+                "paper": full.paper,
+                "points_quick": len(quick.points()),
+                "points_full": len(full.points()),
+                "stored_quick": len(done["quick"]),
+                "stored_full": len(done["full"]),
+                "file": str(path),
+            }
+        )
     text = "\n".join(
         f"{r['name']:18} {r['paper']:10} points quick {r['points_quick']:3} "
         f"(stored {r['stored_quick']}), full {r['points_full']:3} (stored {r['stored_full']})"
@@ -42,15 +50,25 @@ def cmd_run(args: argparse.Namespace) -> Output:
         from ...errors import UserError
 
         raise UserError(f"--max-points {args.max_points}: must be >= 0")
-    out = execute.run(study, open_store(args), cluster=args.cluster,
-                      max_points=args.max_points, redo_failed=args.redo_failed)  # fmt: skip
+    out = execute.run(
+        study,
+        open_store(args),
+        cluster=args.cluster,
+        max_points=args.max_points,
+        redo_failed=args.redo_failed,
+    )
     payload = out.__dict__ | {"ok": out.ok}
-    lines = [f"study {out.study} ({out.variant}): {out.points} points, {len(out.ran)} run, "
-             f"{len(out.skipped)} done before, {len(out.errors)} refused, "
-             f"{len(out.not_run)} not runnable here"]  # fmt: skip
+    lines = [
+        f"study {out.study} ({out.variant}): {out.points} points, {len(out.ran)} run, "
+        f"{len(out.skipped)} done before, {len(out.errors)} refused, "
+        f"{len(out.not_run)} not runnable here"
+    ]
     lines += [f"  refused {e['point']}: {e['error']}" for e in out.errors]
-    lines += [f"  not ok {p['point']}: {p['status']} (run {p['runs']})"
-              for p in out.ran if p["status"] != "ok"]  # fmt: skip
+    lines += [
+        f"  not ok {p['point']}: {p['status']} (run {p['runs']})"
+        for p in out.ran
+        if p["status"] != "ok"
+    ]
     if out.stopped_after is not None:
         lines.append(f"  stopped after {out.stopped_after} new point(s); run again to go on")
     lines.append(f"report: clustertune study report {args.study}{' --quick' * args.quick}")
@@ -62,14 +80,17 @@ def cmd_report(args: argparse.Namespace) -> Output:
     from ...studies import execute, page, spec
 
     study = spec.load(args.study, quick=args.quick)
-    records = [r for rs in execute.stored(open_store(args), study.name, args.quick).values()
-               for r in rs]  # fmt: skip
+    records = [
+        r for rs in execute.stored(open_store(args), study.name, args.quick).values() for r in rs
+    ]
     records.sort(key=lambda r: r["id"])
     out = Path(args.out or study_page(study.name, execute.variant(args.quick)))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page.build(study, records))
-    return Output({"report": str(out.resolve()), "runs": len(records)},
-                  f"study report written to {out.resolve()} ({len(records)} run(s))")  # fmt: skip
+    return Output(
+        {"report": str(out.resolve()), "runs": len(records)},
+        f"study report written to {out.resolve()} ({len(records)} run(s))",
+    )
 
 
 @LEVEL.commands
@@ -112,13 +133,18 @@ def demo(cluster, store) -> list[dict]:
         out = execute.run(study, store, cluster=None if os.geteuid() == 0 else cluster)
         records += [store.get(run_id) for p in out.ran for run_id in p["runs"]]
         refused += [f"{name} {e['point']}" for e in out.errors]
-        stored = sorted((r for rs in execute.stored(store, name, True).values() for r in rs),
-                        key=lambda r: r["id"])  # fmt: skip
+        stored = sorted(
+            (r for rs in execute.stored(store, name, True).values() for r in rs),
+            key=lambda r: r["id"],
+        )
         DEMO_DIR.mkdir(parents=True, exist_ok=True)
         path = DEMO_DIR / study_page(name, "quick")  # beside the report, which links it
         path.write_text(page.build(study, stored))
         print(f"[demo] study {name}: {path.resolve()}", file=sys.stderr, flush=True)
     if refused:  # no record stands for these, so the demo's "runs not ok" cannot count them
-        print(f"[demo] study points refused, nothing stored: {'; '.join(refused)}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"[demo] study points refused, nothing stored: {'; '.join(refused)}",
+            file=sys.stderr,
+            flush=True,
+        )
     return records

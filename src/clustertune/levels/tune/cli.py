@@ -15,8 +15,22 @@ from ..network import pingpong
 from . import LEVEL, linpack, tcp
 from .space import Config
 
-ORDER = ("blas", "env", "layout", "N", "NB", "PxQ", "DEPTH", "BCAST", "SWAP", "PFACT", "RFACT",
-         "NBMIN", "confirm", "at N")  # fmt: skip
+ORDER = (
+    "blas",
+    "env",
+    "layout",
+    "N",
+    "NB",
+    "PxQ",
+    "DEPTH",
+    "BCAST",
+    "SWAP",
+    "PFACT",
+    "RFACT",
+    "NBMIN",
+    "confirm",
+    "at N",
+)
 
 
 def check(args: argparse.Namespace) -> Path:
@@ -42,8 +56,10 @@ def check(args: argparse.Namespace) -> Path:
 def text(summary: dict, record: dict, out: Path) -> str:
     lines = [f"tune {summary['session']} (record {record['id']}): wrote {out}"]
     lines += [f"  {key:<8} {summary['why'][key]}" for key in ORDER if key in summary["why"]]
-    lines.append(f"  evidence: {len(summary['runs'])} stored runs "
-                 f"{summary['runs'][0]}..{summary['runs'][-1]} (params.tune = {summary['session']})")  # fmt: skip
+    lines.append(
+        f"  evidence: {len(summary['runs'])} stored runs "
+        f"{summary['runs'][0]}..{summary['runs'][-1]} (params.tune = {summary['session']})"
+    )
     return "\n".join(lines)
 
 
@@ -52,36 +68,62 @@ def cmd_linpack(args: argparse.Namespace) -> Output:
     cluster = cluster_of(args)
     store = open_store(args)
     tuner = linpack.Tuner(
-        cluster, store, args.np, args.mpi, args.budget * 60.0, hosts=args.hosts,
-        timeout=args.timeout, mem_fraction=args.mem_fraction, n_search=args.n_search,
-        n_confirm=args.n_confirm, n_scale=args.n_scale, blas_filter=args.blas,
-    )  # fmt: skip
+        cluster,
+        store,
+        args.np,
+        args.mpi,
+        args.budget * 60.0,
+        hosts=args.hosts,
+        timeout=args.timeout,
+        mem_fraction=args.mem_fraction,
+        n_search=args.n_search,
+        n_confirm=args.n_confirm,
+        n_scale=args.n_scale,
+        blas_filter=args.blas,
+    )
     summary = tuner.tune()
     linpack.write(out, summary["hpl_dat"])
     record = store_linpack(cluster, store, tuner, summary, out, args.budget)
-    return Output(summary | {"record": record["id"]}, text(summary, record, out),
-                  0 if record["status"] == "ok" else 1)  # fmt: skip
+    return Output(
+        summary | {"record": record["id"]},
+        text(summary, record, out),
+        0 if record["status"] == "ok" else 1,
+    )
 
 
-def store_linpack(cluster, store, tuner: linpack.Tuner, summary: dict, out: Path,
-                  budget_min: float) -> dict:  # fmt: skip
+def store_linpack(
+    cluster, store, tuner: linpack.Tuner, summary: dict, out: Path, budget_min: float
+) -> dict:
     """The session's ``tune`` record (params.what = linpack), its HPL.dat at ``out``."""
     summary["out"] = str(out.resolve())
     cfg = Config(**summary["config"])
     with runner.Run(
-        cluster, store, level=LEVEL.name, kernel=lprun.LINPACK_KERNEL, composite=True,
-        params={"tune": summary["session"], "what": "linpack", "np": tuner.np,
-                "budget_min": budget_min},
-        np=cfg.ranks, mpi=tuner.mpi, env=tuner.env(tuner.blas_of(cfg.blas), cfg.threads),
-    ) as run:  # fmt: skip
+        cluster,
+        store,
+        level=LEVEL.name,
+        kernel=lprun.LINPACK_KERNEL,
+        composite=True,
+        params={
+            "tune": summary["session"],
+            "what": "linpack",
+            "np": tuner.np,
+            "budget_min": budget_min,
+        },
+        np=cfg.ranks,
+        mpi=tuner.mpi,
+        env=tuner.env(tuner.blas_of(cfg.blas), cfg.threads),
+    ) as run:
         run.result = {
             "verification": "passed",
-            "figures": {"gflops_confirm": summary["gflops_confirm"],
-                        "gflops_search": summary["gflops_search"],
-                        "dgemm_gflops": summary["dgemm_gflops"], "n": summary["n"],
-                        "trials": len(summary["runs"])},
+            "figures": {
+                "gflops_confirm": summary["gflops_confirm"],
+                "gflops_search": summary["gflops_search"],
+                "dgemm_gflops": summary["dgemm_gflops"],
+                "n": summary["n"],
+                "trials": len(summary["runs"]),
+            },
             "detail": summary,
-        }  # fmt: skip
+        }
     return run.record
 
 
@@ -89,12 +131,23 @@ def store_tcp(cluster, store, summary: dict) -> dict:
     """The session's ``tune`` record (params.what = tcp)."""
     a, b = summary["pair"]
     with runner.Run(
-        cluster, store, level=LEVEL.name, kernel=pingpong.TCP_KERNEL, composite=True,
-        params={"tune": summary["session"], "what": "tcp", "between": [a, b]}, hosts=[a, b],
-    ) as run:  # fmt: skip
-        run.result = {"verification": "passed", "detail": summary,
-                      "figures": {"sockbuf": summary["sockbuf"], "mbps": summary["mbps"],
-                                  "bdp_bytes": summary["bdp_bytes"]}}  # fmt: skip
+        cluster,
+        store,
+        level=LEVEL.name,
+        kernel=pingpong.TCP_KERNEL,
+        composite=True,
+        params={"tune": summary["session"], "what": "tcp", "between": [a, b]},
+        hosts=[a, b],
+    ) as run:
+        run.result = {
+            "verification": "passed",
+            "detail": summary,
+            "figures": {
+                "sockbuf": summary["sockbuf"],
+                "mbps": summary["mbps"],
+                "bdp_bytes": summary["bdp_bytes"],
+            },
+        }
     return run.record
 
 
@@ -128,13 +181,23 @@ def cmd_qcd(args: argparse.Namespace) -> Output:
     cluster = cluster_of(args)
     store = open_store(args)
     summary = qcd.tune(
-        cluster, store, lattice=lattice, np=args.np, mpi=args.mpi, sweeps=args.sweeps,
-        or_steps=args.or_steps, timeout=args.timeout, hosts=args.hosts,
+        cluster,
+        store,
+        lattice=lattice,
+        np=args.np,
+        mpi=args.mpi,
+        sweeps=args.sweeps,
+        or_steps=args.or_steps,
+        timeout=args.timeout,
+        hosts=args.hosts,
         max_candidates=args.max_candidates,
-    )  # fmt: skip
+    )
     record = store_qcd(cluster, store, summary, args.sweeps)
-    return Output(summary | {"record": record["id"]}, qcd_text(summary, record),
-                  0 if record["status"] == "ok" else 1)  # fmt: skip
+    return Output(
+        summary | {"record": record["id"]},
+        qcd_text(summary, record),
+        0 if record["status"] == "ok" else 1,
+    )
 
 
 def store_qcd(cluster, store, summary: dict, sweeps: int) -> dict:
@@ -143,26 +206,44 @@ def store_qcd(cluster, store, summary: dict, sweeps: int) -> dict:
     from ..qcd import run as qrun
 
     with runner.Run(
-        cluster, store, level=LEVEL.name, kernel=qrun.KERNEL, composite=True,
-        params={"tune": summary["session"], "what": "qcd", "np": summary["np"],
-                "lattice": summary["lattice"], "sweeps": sweeps},
-        np=summary["np"], mpi=summary["mpi"], hosts=summary["hosts"],
-    ) as run:  # fmt: skip
+        cluster,
+        store,
+        level=LEVEL.name,
+        kernel=qrun.KERNEL,
+        composite=True,
+        params={
+            "tune": summary["session"],
+            "what": "qcd",
+            "np": summary["np"],
+            "lattice": summary["lattice"],
+            "sweeps": sweeps,
+        },
+        np=summary["np"],
+        mpi=summary["mpi"],
+        hosts=summary["hosts"],
+    ) as run:
         run.result = {
             "verification": "failed" if summary["series_identical"] is False else "passed",
             "detail": summary,
-            "figures": {"gflops": summary["gflops"], "split_dims": summary["split_dims"],
-                        "no_overlap_gflops": summary["no_overlap_gflops"]},
-        }  # fmt: skip
+            "figures": {
+                "gflops": summary["gflops"],
+                "split_dims": summary["split_dims"],
+                "no_overlap_gflops": summary["no_overlap_gflops"],
+            },
+        }
     return run.record
 
 
 def qcd_text(summary: dict, record: dict) -> str:
-    return "\n".join([
-        f"tune qcd {summary['session']} (record {record['id']})",
-        *("  " + line for line in summary["lines"]), f"  run: {summary['command']}",
-        f"  evidence: runs {', '.join(map(str, summary['runs']))} "
-        f"(params.tune = {summary['session']})"])  # fmt: skip
+    return "\n".join(
+        [
+            f"tune qcd {summary['session']} (record {record['id']})",
+            *("  " + line for line in summary["lines"]),
+            f"  run: {summary['command']}",
+            f"  evidence: runs {', '.join(map(str, summary['runs']))} "
+            f"(params.tune = {summary['session']})",
+        ]
+    )
 
 
 @LEVEL.commands
@@ -173,8 +254,12 @@ def add_commands(sub, common) -> None:
     add_job_options(p, timeout=lprun.TIMEOUT_S)
     p.add_argument("--budget", type=float, default=10.0, help="minutes for the search (10)")
     p.add_argument("--out", default="HPL.dat", help="the tuned HPL.dat (./HPL.dat)")
-    p.add_argument("--mem-fraction", type=float, default=0.8,
-                   help="N of the HPL.dat: this share of the hosts' memory (0.8)")  # fmt: skip
+    p.add_argument(
+        "--mem-fraction",
+        type=float,
+        default=0.8,
+        help="N of the HPL.dat: this share of the hosts' memory (0.8)",
+    )
     p.add_argument("--blas", help="only these BLAS candidates (names or directories)")
     p.add_argument("--n-search", type=int, help="N of the search trials (default: from budget)")
     p.add_argument("--n-confirm", type=int, help="N of the confirmation (default: from budget)")
@@ -183,15 +268,26 @@ def add_commands(sub, common) -> None:
     )
     p.set_defaults(func=cmd_linpack)
 
-    q = tsub.add_parser("qcd", parents=[common],
-                        help="QCD decomposition for a lattice and rank count on this network")  # fmt: skip
+    q = tsub.add_parser(
+        "qcd",
+        parents=[common],
+        help="QCD decomposition for a lattice and rank count on this network",
+    )
     add_job_options(q, timeout=600.0)
     q.add_argument("--lattice", default="8x8x8x8", help="XxYxZxT (default 8x8x8x8)")
     q.add_argument("--sweeps", type=int, default=2, help="sweeps per candidate (default 2)")
-    q.add_argument("--or-steps", type=int, default=4,
-                   help="over-relaxation passes per heat-bath pass (default 4)")  # fmt: skip
-    q.add_argument("--max-candidates", type=int, default=6,
-                   help="decompositions measured, least halo first (default 6)")  # fmt: skip
+    q.add_argument(
+        "--or-steps",
+        type=int,
+        default=4,
+        help="over-relaxation passes per heat-bath pass (default 4)",
+    )
+    q.add_argument(
+        "--max-candidates",
+        type=int,
+        default=6,
+        help="decompositions measured, least halo first (default 6)",
+    )
     q.set_defaults(func=cmd_qcd)
 
     c = tsub.add_parser("tcp", parents=[common], help="TCP socket buffer size for a host pair")

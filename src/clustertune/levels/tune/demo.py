@@ -34,8 +34,9 @@ def say(text: str) -> None:
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     mpi = "openmpi" if "openmpi" in cluster.mpi else cluster.mpi[0]
     records: list[dict] = []
-    summary = qcd.tune(cluster, store, lattice=DEMO_LATTICE, np=DEMO_NP, mpi=mpi, sweeps=2,
-                       timeout=DEMO_TIMEOUT_S)  # fmt: skip
+    summary = qcd.tune(
+        cluster, store, lattice=DEMO_LATTICE, np=DEMO_NP, mpi=mpi, sweeps=2, timeout=DEMO_TIMEOUT_S
+    )
     record = cli.store_qcd(cluster, store, summary, 2)
     say(cli.qcd_text(summary, record))
     records += [store.get(i) for i in summary["runs"]] + [record]
@@ -63,10 +64,15 @@ def tune_linpack(cluster: Cluster, store: Store, mpi: str) -> list[dict]:
     # one host: the virtual hosts share this machine's 2 cores, and a launch inside one
     # namespace starts faster than across four
     tuner = linpack.Tuner(
-        cluster, store, DEMO_LINPACK_NP, mpi, DEMO_BUDGET_MIN * 60.0, timeout=DEMO_TIMEOUT_S,
+        cluster,
+        store,
+        DEMO_LINPACK_NP,
+        mpi,
+        DEMO_BUDGET_MIN * 60.0,
+        timeout=DEMO_TIMEOUT_S,
         hosts=[cluster.hosts[0].name],
         blas_filter=",".join(d for d in found if d not in DEMO_SKIP_BLAS) or None,
-    )  # fmt: skip
+    )
     summary = tuner.tune()
     out = REPORT_PATH.parent / "tuned-HPL.dat"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,8 @@ def text(cfg: Config, n: int, threshold: float = 16.0, out: str = "HPL.out") -> 
         ("1", "Equilibration (0=no,1=yes)"),
         ("8", "memory alignment in double (> 0)"),
     ]
-    head = ["HPLinpack benchmark input file",
-            f"clustertune tune linpack: {cfg.ranks} rank(s) x {cfg.threads} BLAS thread(s)"]  # fmt: skip
+    head = [
+        "HPLinpack benchmark input file",
+        f"clustertune tune linpack: {cfg.ranks} rank(s) x {cfg.threads} BLAS thread(s)",
+    ]
     return "\n".join(head + [f"{value:<13}{label}" for value, label in rows]) + "\n"

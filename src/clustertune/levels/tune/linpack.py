@@ -108,9 +108,13 @@ class Tuner:
         return env | {"OPENBLAS_NUM_THREADS": t, "OMP_NUM_THREADS": t, "BLIS_NUM_THREADS": t}
 
     def lu(
-        self, stage: str, cfg: Config, n: int, extra: dict[str, str] | None = None,
+        self,
+        stage: str,
+        cfg: Config,
+        n: int,
+        extra: dict[str, str] | None = None,
         timeout: float | None = None,
-    ) -> dict:  # fmt: skip
+    ) -> dict:
         """One ct-linpack launch of ``cfg`` at ``n``; ``extra`` replaces flags by lists
         (one sample per combination). Every passing sample becomes a trial. By default a
         launch may last the whole budget (at least LAUNCH_FLOOR_S), no longer: BLIS
@@ -125,10 +129,16 @@ class Tuner:
             kargs.append("--inject-fault")
         began = time.monotonic()
         record = lprun.run_linpack(
-            self.cluster, self.store, cfg.ranks, self.mpi, [*kargs, "--hpl-out", "-"],
-            timeout=timeout, env=self.env(blas, cfg.threads), hosts=self.hosts,
+            self.cluster,
+            self.store,
+            cfg.ranks,
+            self.mpi,
+            [*kargs, "--hpl-out", "-"],
+            timeout=timeout,
+            env=self.env(blas, cfg.threads),
+            hosts=self.hosts,
             params=self.tag(stage, cfg, blas),
-        )  # fmt: skip
+        )
         self.timed(stage, began)
         self.runs.append(record["id"])
         if record["status"] == "ok":
@@ -141,9 +151,15 @@ class Tuner:
         self.stage_s[stage] = self.stage_s.get(stage, 0.0) + time.monotonic() - began
 
     def tag(self, stage: str, cfg: Config | None, blas: Blas) -> dict:
-        out = {"tune": self.session, "stage": stage,
-               "blas": {"name": blas.name, "directory": str(blas.directory),
-                        "coretype": blas.coretype}}  # fmt: skip
+        out = {
+            "tune": self.session,
+            "stage": stage,
+            "blas": {
+                "name": blas.name,
+                "directory": str(blas.directory),
+                "coretype": blas.coretype,
+            },
+        }
         if cfg is not None:
             out["config"] = asdict(cfg)
         return out
@@ -151,8 +167,11 @@ class Tuner:
     def passing(self, record: dict, base: Config) -> list[tuple[Config, float]]:
         if record["status"] != "ok":
             return []
-        return [(space.from_sample(base, s), s["gflops"]) for s in record["samples"]
-                if s.get("passed") is True and "variant" in s]  # fmt: skip
+        return [
+            (space.from_sample(base, s), s["gflops"])
+            for s in record["samples"]
+            if s.get("passed") is True and "variant" in s
+        ]
 
     def best_of(self, record: dict, base: Config) -> tuple[Config, float] | None:
         got = self.passing(record, base)
@@ -228,11 +247,17 @@ class Tuner:
         """Every rank its own DGEMM (the aggregate rate), checked against the library."""
         began = time.monotonic()
         record = lprun.run_gemm(
-            self.cluster, self.store, self.np, self.mpi,
+            self.cluster,
+            self.store,
+            self.np,
+            self.mpi,
             lprun.gemm_args(str(GEMM_N), 192, "d", repeat, True, 1, self.np),
-            timeout=self.timeout, env=self.env(b, 1), params=self.tag("blas", None, b),
-            derive=blaslib.library_check(b), hosts=self.hosts,
-        )  # fmt: skip
+            timeout=self.timeout,
+            env=self.env(b, 1),
+            params=self.tag("blas", None, b),
+            derive=blaslib.library_check(b),
+            hosts=self.hosts,
+        )
         self.timed("blas", began)
         self.runs.append(record["id"])
         return record
@@ -266,9 +291,11 @@ class Tuner:
         fastest = max(best.values(), key=lambda m: m.median)
         top = space.keep_incumbent(fastest, best.get(layouts[0]))
         if top is not fastest:
-            self.noise["layout"] = (f"{fastest.cfg.ranks}x{fastest.cfg.threads} {fastest.text()} "
-                                    f"against {top.text()}: within the noise, kept "
-                                    f"{layouts[0][0]}x1")  # fmt: skip
+            self.noise["layout"] = (
+                f"{fastest.cfg.ranks}x{fastest.cfg.threads} {fastest.text()} "
+                f"against {top.text()}: within the noise, kept "
+                f"{layouts[0][0]}x1"
+            )
         said = ", ".join(f"{c[0]}x{c[1]} {m.median:.1f}" for c, m in best.items())
         self.why["layout"] = (
             f"{top.cfg.ranks} rank(s) x {top.cfg.threads} BLAS thread(s): {top.median:.1f} "
@@ -284,20 +311,32 @@ class Tuner:
         alternate), SWAP one launch per value (it is not a list in the kernel)."""
         ns = {"-N": ",".join([str(n)] * samples)}
         if dim == "swap":
-            return [g for v in values
-                    for g in self.passing(self.lu(stage, replace(cfg, swap=v), n, ns),
-                                          replace(cfg, swap=v))]  # fmt: skip
+            return [
+                g
+                for v in values
+                for g in self.passing(
+                    self.lu(stage, replace(cfg, swap=v), n, ns), replace(cfg, swap=v)
+                )
+            ]
         if dim == "grid":
-            extra = {"-P": ",".join(str(p) for p, _ in values),
-                     "-Q": ",".join(str(q) for _, q in values)}  # fmt: skip
+            extra = {
+                "-P": ",".join(str(p) for p, _ in values),
+                "-Q": ",".join(str(q) for _, q in values),
+            }
         else:
             extra = {space.FLAGS[dim]: ",".join(str(v) for v in values)}
         return self.passing(self.lu(stage, cfg, n, extra | ns), cfg)
 
     def sweep(
-        self, stage: str, cfg: Config, n: int, dim: str, values: list,
-        samples: int = SWEEP_SAMPLES, note: str | None = None,
-    ) -> tuple[Config, float] | None:  # fmt: skip
+        self,
+        stage: str,
+        cfg: Config,
+        n: int,
+        dim: str,
+        values: list,
+        samples: int = SWEEP_SAMPLES,
+        note: str | None = None,
+    ) -> tuple[Config, float] | None:
         """One dimension around the incumbent ``cfg``. Its value is left only for one
         whose median beats it beyond the noise measured for both (space.beats); when the
         fastest does not, the values within its noise are measured again (CLOSE_SAMPLES
@@ -318,9 +357,11 @@ class Tuner:
             mine = [m for m in ms if m.cfg == cfg]
         best = space.keep_incumbent(ms[0], mine[0] if mine else None)
         if best is not ms[0]:
-            self.noise[note] = (f"{value(ms[0].cfg, dim)} {ms[0].text()} against "
-                                f"{best.text()}: within the noise, kept "
-                                f"{value(cfg, dim)}")  # fmt: skip
+            self.noise[note] = (
+                f"{value(ms[0].cfg, dim)} {ms[0].text()} against "
+                f"{best.text()}: within the noise, kept "
+                f"{value(cfg, dim)}"
+            )
         self.spread[note] = (ms[-1].median, ms[0].median)
         return best.cfg, best.median
 
@@ -331,8 +372,10 @@ class Tuner:
         an older, luckier rate of the incumbent win. A second pass only if the first
         moved the configuration, and only with 30 % of the budget left (early stopping)."""
         dims: list[tuple[str, list]] = [("nb", nbs), ("grid", space.grids(cfg.ranks))]
-        dims += [(d, [v for v in vals if d != "nbmin" or v <= min(nbs)])
-                 for d, vals in self.dimensions.items()]  # fmt: skip
+        dims += [
+            (d, [v for v in vals if d != "nbmin" or v <= min(nbs)])
+            for d, vals in self.dimensions.items()
+        ]
         best, rate = cfg, rate0
         for self.passes in (1, 2):
             start = best
@@ -380,8 +423,9 @@ class Tuner:
         tied = [f"{m.cfg.code()} NB {m.cfg.nb}" for m in ms[1:] if not space.beats(ms[0], m)]
         best = space.keep_incumbent(ms[0], mine[0] if mine else None)
         if tied:
-            self.noise["confirm"] = (f"{ms[0].cfg.code()} {ms[0].text()}; within its noise: "
-                                     f"{', '.join(tied)}")  # fmt: skip
+            self.noise["confirm"] = (
+                f"{ms[0].cfg.code()} {ms[0].text()}; within its noise: {', '.join(tied)}"
+            )
         return best.cfg, best.median, [(m.cfg, m.median) for m in ms]
 
     def blas_rivals(self, chosen: str) -> list[str]:
@@ -453,8 +497,10 @@ class Tuner:
         if nb_cfg is not None:
             cfg, rate = nb_cfg
             said.append(f"NB {', '.join(map(str, nbs))}")
-        self.why["at N"] = (f"{cfg.ranks}x{cfg.threads}, NB {cfg.nb}: {rate:.1f} Gflop/s at "
-                            f"N={n} (re-judged there: {'; '.join(said)})")  # fmt: skip
+        self.why["at N"] = (
+            f"{cfg.ranks}x{cfg.threads}, NB {cfg.nb}: {rate:.1f} Gflop/s at "
+            f"N={n} (re-judged there: {'; '.join(said)})"
+        )
         for key in ("BLAS at N", "at N", "NB at N"):
             if key in self.noise:
                 self.why["at N"] += f"; {self.noise[key]}"
@@ -464,8 +510,10 @@ class Tuner:
         if dim not in self.spread:
             return "not searched (one value)"
         low, high = self.spread[dim]
-        out = (f"best median of its values at N={n} ({low:.1f}..{high:.1f} Gflop/s over them, "
-               f"{100 * (high / low - 1):.0f} % apart; {self.passes} descent pass(es))")  # fmt: skip
+        out = (
+            f"best median of its values at N={n} ({low:.1f}..{high:.1f} Gflop/s over them, "
+            f"{100 * (high / low - 1):.0f} % apart; {self.passes} descent pass(es))"
+        )
         return out + (f"; {self.noise[dim]}" if dim in self.noise else "")
 
     def ids(self) -> str:
@@ -513,30 +561,47 @@ class Tuner:
             final, best, rate, n_small, n_big, confirmed_rate, confirmed, nbs, n_half, n_out
         )
         return {
-            "session": self.session, "config": asdict(final), "blas": blas.label,
-            "blas_directory": str(blas.directory), "blas_coretype": blas.coretype,
-            "env": env, "n": n_out, "n_search": n_small,
-            "n_confirm": n_big, "gflops_search": rate, "gflops_confirm": confirmed_rate,
-            "config_confirmed": asdict(confirmed_cfg), "n_scale": n_scale,
+            "session": self.session,
+            "config": asdict(final),
+            "blas": blas.label,
+            "blas_directory": str(blas.directory),
+            "blas_coretype": blas.coretype,
+            "env": env,
+            "n": n_out,
+            "n_search": n_small,
+            "n_confirm": n_big,
+            "gflops_search": rate,
+            "gflops_confirm": confirmed_rate,
+            "config_confirmed": asdict(confirmed_cfg),
+            "n_scale": n_scale,
             "gflops_scale": final_rate,
-            "dgemm_gflops": dgemm, "passes": self.passes, "why": self.why,
-            "excluded": self.excluded, "blas_rates": self.blas_rates,
+            "dgemm_gflops": dgemm,
+            "passes": self.passes,
+            "why": self.why,
+            "excluded": self.excluded,
+            "blas_rates": self.blas_rates,
             "confirmed": [(c.code(), c.nb, c.p, c.q, r) for c, r in confirmed],
             "within_noise": self.noise,
-            "runs": list(self.runs), "stage_s": self.stage_s, "hpl_dat": hpldat.text(final, n_out),
-        }  # fmt: skip
+            "runs": list(self.runs),
+            "stage_s": self.stage_s,
+            "hpl_dat": hpldat.text(final, n_out),
+        }
 
-    def explain(self, final, best, rate, n_small, n_big, final_rate, confirmed, nbs, n_half,
-                n_out) -> None:  # fmt: skip
+    def explain(
+        self, final, best, rate, n_small, n_big, final_rate, confirmed, nbs, n_half, n_out
+    ) -> None:
         net = (
             f"panel blocks >= n_half {n_half / 1024:.0f} KiB of the stored MPI ping-pong"
             if n_half
             else "no network record for this cluster: not filtered by n_half"
         )
-        self.why["N"] = (f"{n_out}: {self.mem_fraction:.0%} of the hosts' memory, a multiple of "
-                         f"NB (searched at N={n_small}, confirmed at N={n_big})")  # fmt: skip
-        self.why["NB"] = (f"{final.nb} among {nbs} (fractions of a {space.DEFAULT_BLOCK} DGEMM "
-                          f"k-block; {net})")  # fmt: skip
+        self.why["N"] = (
+            f"{n_out}: {self.mem_fraction:.0%} of the hosts' memory, a multiple of "
+            f"NB (searched at N={n_small}, confirmed at N={n_big})"
+        )
+        self.why["NB"] = (
+            f"{final.nb} among {nbs} (fractions of a {space.DEFAULT_BLOCK} DGEMM k-block; {net})"
+        )
         self.why["PxQ"] = f"{final.p}x{final.q} among {space.grids(final.ranks)}"
         for dim in self.dimensions:
             self.why[dim.upper()] = f"{getattr(final, dim)}: " + self.spread_text(dim, n_small)
@@ -559,8 +624,12 @@ def value(cfg: Config, dim: str):
 def network_n_half(store: Store, cluster: str) -> float | None:
     """n_half (bytes) of the latest ok MPI ping-pong stored for ``cluster``."""
     for r in reversed(store.list("network")):
-        if (r["status"] == "ok" and r["meta"].get("cluster", {}).get("name") == cluster
-                and r["params"].get("layer") == "mpi" and r["figures"].get("n_half_bytes")):  # fmt: skip
+        if (
+            r["status"] == "ok"
+            and r["meta"].get("cluster", {}).get("name") == cluster
+            and r["params"].get("layer") == "mpi"
+            and r["figures"].get("n_half_bytes")
+        ):
             return float(r["figures"]["n_half_bytes"])
     return None
 

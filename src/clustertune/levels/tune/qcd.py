@@ -58,8 +58,11 @@ def rate(record: dict) -> float | None:
 
 def choose(rates: dict[tuple, list[float | None]]) -> tuple | None:
     """The grid with the best of its rates; a grid with any failed run is excluded."""
-    ok = {g: max(x for x in r if x is not None) for g, r in rates.items()
-          if r and all(x is not None for x in r)}  # fmt: skip
+    ok = {
+        g: max(x for x in r if x is not None)
+        for g, r in rates.items()
+        if r and all(x is not None for x in r)
+    }
     if not ok:
         return None
     return max(ok, key=lambda g: ok[g])
@@ -81,10 +84,18 @@ def link_text(cluster: Cluster, hosts: list[str]) -> str:
 
 
 def tune(
-    cluster: Cluster, store: Store, *, lattice: tuple[int, int, int, int], np: int, mpi: str,
-    sweeps: int = 2, or_steps: int = 4, timeout: float = qrun.TIMEOUT_S,
-    hosts: list[str] | None = None, max_candidates: int = MAX_CANDIDATES,
-) -> dict:  # fmt: skip
+    cluster: Cluster,
+    store: Store,
+    *,
+    lattice: tuple[int, int, int, int],
+    np: int,
+    mpi: str,
+    sweeps: int = 2,
+    or_steps: int = 4,
+    timeout: float = qrun.TIMEOUT_S,
+    hosts: list[str] | None = None,
+    max_candidates: int = MAX_CANDIDATES,
+) -> dict:
     if sweeps < 1:
         raise UserError(f"--sweeps: at least 1 sweep per candidate, got {sweeps}")
     if max_candidates < 1:
@@ -99,12 +110,23 @@ def tune(
     by_grid: dict[tuple, list[dict]] = {g: [] for g in grids}
 
     def measure(grid: tuple, stage: str, overlap: bool = True) -> dict:
-        spec = qrun.QcdSpec(lattice=lattice, grid=grid, sweeps=sweeps, or_steps=or_steps,
-                            start="hot", seed=1, overlap=overlap)  # fmt: skip
-        extra = {"tune": session, "stage": stage,
-                 "oversubscribed": qstudy.oversubscribed(cluster, np)}  # fmt: skip
-        record = qrun.run_qcd(cluster, store, spec, np=np, mpi=mpi, timeout=timeout,
-                              hosts=hosts, extra=extra)  # fmt: skip
+        spec = qrun.QcdSpec(
+            lattice=lattice,
+            grid=grid,
+            sweeps=sweeps,
+            or_steps=or_steps,
+            start="hot",
+            seed=1,
+            overlap=overlap,
+        )
+        extra = {
+            "tune": session,
+            "stage": stage,
+            "oversubscribed": qstudy.oversubscribed(cluster, np),
+        }
+        record = qrun.run_qcd(
+            cluster, store, spec, np=np, mpi=mpi, timeout=timeout, hosts=hosts, extra=extra
+        )
         records.append(record)
         return record
 
@@ -121,8 +143,11 @@ def tune(
             by_grid[g].append(r)
         best = choose(rates)
     if best is None:
-        failed = "; ".join(f"{qrun.dims_text(r['params']['grid'])} run {r['id']}: "
-                           f"{(r['error'] or r['status']).splitlines()[0]}" for r in records)  # fmt: skip
+        failed = "; ".join(
+            f"{qrun.dims_text(r['params']['grid'])} run {r['id']}: "
+            f"{(r['error'] or r['status']).splitlines()[0]}"
+            for r in records
+        )
         raise UserError(f"tune qcd: no decomposition ran correctly ({failed})")
     best_rate = max(x for x in rates[best] if x is not None)
     no_overlap = measure(best, "overlap", overlap=False)
@@ -141,8 +166,9 @@ def tune(
         bad = [r for r in by_grid[g] if rate(r) is None]
         runs = ", ".join(str(r["id"]) for r in by_grid[g])
         if bad:
-            lines.append(f"  {describe(g):<16} excluded: run {bad[0]['id']} "
-                         f"{bad[0]['status']} (runs {runs})")  # fmt: skip
+            lines.append(
+                f"  {describe(g):<16} excluded: run {bad[0]['id']} {bad[0]['status']} (runs {runs})"
+            )
             continue
         rf = max(by_grid[g], key=lambda r: rate(r) or 0)["figures"]
         lines.append(
@@ -151,7 +177,7 @@ def tune(
             + f", {qrun.number(rf.get('messages_per_sweep'), '.0f')} msgs/sweep of "
             f"{qrun.number(halo_bytes(rf), '.0f')} B, waiting {percent(rf)} of the time; "
             f"runs {runs}"
-        )  # fmt: skip
+        )
     lines.append(
         f"choose {describe(best)}: {best_rate:.3f} Gflops QCDFlops "
         f"({qrun.number(f.get('qcdflops_compute_gflops'), '.3f')} without communication, "
@@ -159,28 +185,47 @@ def tune(
     )
     lines.append(
         f"overlap {'on' if overlap else 'off'}: "
-        + (f"{qrun.number(off, '.3f')} Gflops without it (run {no_overlap['id']})"
-           if off is not None else f"the run without it was {no_overlap['status']} "
-           f"(run {no_overlap['id']})")
-    )  # fmt: skip
+        + (
+            f"{qrun.number(off, '.3f')} Gflops without it (run {no_overlap['id']})"
+            if off is not None
+            else f"the run without it was {no_overlap['status']} (run {no_overlap['id']})"
+        )
+    )
     if same is False:
         lines.append(
             "ERROR: the plaquette series differ between grids (they must be bitwise equal)"
         )
-    command = (f"clustertune qcd --np {np} --lattice {qrun.dims_text(lattice)} "
-               f"--grid {qrun.dims_text(best)}" + ("" if overlap else " --no-overlap")
-               + f" --mpi {mpi}")  # fmt: skip
+    command = (
+        f"clustertune qcd --np {np} --lattice {qrun.dims_text(lattice)} "
+        f"--grid {qrun.dims_text(best)}" + ("" if overlap else " --no-overlap") + f" --mpi {mpi}"
+    )
     return {
-        "session": session, "lattice": list(lattice), "np": np, "mpi": mpi, "hosts": used,
-        "grid": list(best), "split_dims": qrun.split_dims(best), "gflops": best_rate,
+        "session": session,
+        "lattice": list(lattice),
+        "np": np,
+        "mpi": mpi,
+        "hosts": used,
+        "grid": list(best),
+        "split_dims": qrun.split_dims(best),
+        "gflops": best_rate,
         # the rate behind gflops: the report's readers compute QCDFlops from it (qcd.flops)
         "hb_link_updates_per_s": f.get("hb_link_updates_per_s"),
-        "overlap": overlap, "no_overlap_gflops": off, "series_identical": same,
-        "candidates": [{"grid": list(g), "gflops": [x for x in rates[g]],
-                        "runs": [r["id"] for r in by_grid[g]]} for g in grids],
-        "classes": total, "command": command, "lines": lines,
+        "overlap": overlap,
+        "no_overlap_gflops": off,
+        "series_identical": same,
+        "candidates": [
+            {
+                "grid": list(g),
+                "gflops": [x for x in rates[g]],
+                "runs": [r["id"] for r in by_grid[g]],
+            }
+            for g in grids
+        ],
+        "classes": total,
+        "command": command,
+        "lines": lines,
         "runs": [r["id"] for r in records],
-    }  # fmt: skip
+    }
 
 
 def percent(figures: dict) -> str:

@@ -19,8 +19,10 @@ def render(records: list[dict]) -> str:
             continue
         if r["params"].get("what") == "qcd" and d.get("lines"):
             lattice = "x".join(map(str, d["lattice"]))
-            parts.append(f"<h3>QCD decomposition, lattice {esc(lattice)} on {d['np']} rank(s), "
-                         f"session {esc(d['session'])}</h3>")  # fmt: skip
+            parts.append(
+                f"<h3>QCD decomposition, lattice {esc(lattice)} on {d['np']} rank(s), "
+                f"session {esc(d['session'])}</h3>"
+            )
             parts.append("<pre>" + esc("\n".join([*d["lines"], d["command"]])) + "</pre>")
             continue
         if not d.get("why"):
@@ -33,6 +35,7 @@ def render(records: list[dict]) -> str:
         rows = [[k, d["why"][k]] for k in ORDER if k in d["why"]]
         parts.append(fold("why each choice", table(["choice", "why"], rows)))
         parts.append(fold("HPL.dat", f"<pre>{esc(d['hpl_dat'])}</pre>"))
-        parts.append(f"<p>Evidence: {len(d['runs'])} stored runs, params.tune = "
-                     f"{esc(d['session'])}.</p>")  # fmt: skip
+        parts.append(
+            f"<p>Evidence: {len(d['runs'])} stored runs, params.tune = {esc(d['session'])}.</p>"
+        )
     return "\n".join(parts)

@@ -41,8 +41,11 @@ def functions(library: Path) -> list[str]:
     """The exported functions of ``library`` that carry the prefix."""
     out = subprocess.run(
         ["nm", "-D", "--defined-only", str(library)],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     names = []
     for line in out.stdout.splitlines():
         parts = line.split()
@@ -55,8 +58,12 @@ def assembly(names: list[str]) -> str:
     lines = ['\t.section .note.GNU-stack,"",@progbits', "\t.text"]
     for name in names:
         plain = name[len(PREFIX) :]
-        lines += [f"\t.globl {plain}", f"\t.type {plain}, @function", f"{plain}:",
-                  f"\tjmp {name}@PLT"]  # fmt: skip
+        lines += [
+            f"\t.globl {plain}",
+            f"\t.type {plain}, @function",
+            f"{plain}:",
+            f"\tjmp {name}@PLT",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -69,10 +76,16 @@ def build(library: Path, target: Path) -> None:
         source.write_text(assembly(functions(library)))
         out = Path(tmp) / "libblas.so.3"
         argv = [
-            os.environ.get("CC", "cc"), "-shared", "-o", str(out), str(source),
-            f"-L{library.parent}", f"-l:{library.name}", f"-Wl,-rpath,{library.parent}",
+            os.environ.get("CC", "cc"),
+            "-shared",
+            "-o",
+            str(out),
+            str(source),
+            f"-L{library.parent}",
+            f"-l:{library.name}",
+            f"-Wl,-rpath,{library.parent}",
             "-Wl,-soname,libblas.so.3",
-        ]  # fmt: skip
+        ]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
         if done.returncode != 0:
             raise UserError(f"cannot build the {PACKAGE} shim: {done.stderr.strip()[-300:]}")

@@ -31,8 +31,16 @@ DIMENSIONS: dict[str, tuple[int, ...]] = {
     "nbmin": (2, 4, 8),
 }
 # the kernel flag of each dimension (linpack.c option table)
-FLAGS = {"nb": "--nb", "depth": "--depth", "bcast": "--bcast", "swap": "--swap",
-         "pfact": "--pfact", "rfact": "--rfact", "nbmin": "--nbmin", "ndiv": "--ndiv"}  # fmt: skip
+FLAGS = {
+    "nb": "--nb",
+    "depth": "--depth",
+    "bcast": "--bcast",
+    "swap": "--swap",
+    "pfact": "--pfact",
+    "rfact": "--rfact",
+    "nbmin": "--nbmin",
+    "ndiv": "--ndiv",
+}
 # the DGEMM k-block (kc) of the x86-64 AVX2/AVX-512 kernels of OpenBLAS and BLIS is of
 # this order; an NB near it, or a simple fraction of it, keeps the trailing update's
 # rank-NB products at the library's own block depth. Not read from the library (no BLAS
@@ -70,18 +78,27 @@ class Config:
 
     def code(self) -> str:
         """HPL's variant code (docs/linpack.md), e.g. WR11C2R4."""
-        return (f"WR{self.depth}{self.bcast}{FACT_LETTERS[self.rfact]}{self.ndiv}"
-                f"{FACT_LETTERS[self.pfact]}{self.nbmin}")  # fmt: skip
+        return (
+            f"WR{self.depth}{self.bcast}{FACT_LETTERS[self.rfact]}{self.ndiv}"
+            f"{FACT_LETTERS[self.pfact]}{self.nbmin}"
+        )
 
 
 def from_sample(base: Config, sample: dict) -> Config:
     """The configuration a ct-linpack sample measured (launch fields from ``base``)."""
     return replace(
-        base, nb=sample["nb"], p=sample["p"], q=sample["q"], depth=sample["depth"],
-        bcast=BCASTS.index(sample["bcast"]), swap=SWAPS.index(sample["swap"]),
-        pfact=FACTS.index(sample["pfact"]), rfact=FACTS.index(sample["rfact"]),
-        nbmin=sample["nbmin"], ndiv=sample["ndiv"],
-    )  # fmt: skip
+        base,
+        nb=sample["nb"],
+        p=sample["p"],
+        q=sample["q"],
+        depth=sample["depth"],
+        bcast=BCASTS.index(sample["bcast"]),
+        swap=SWAPS.index(sample["swap"]),
+        pfact=FACTS.index(sample["pfact"]),
+        rfact=FACTS.index(sample["rfact"]),
+        nbmin=sample["nbmin"],
+        ndiv=sample["ndiv"],
+    )
 
 
 def grids(np: int) -> list[tuple[int, int]]:

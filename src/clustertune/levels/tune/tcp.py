@@ -61,8 +61,9 @@ def tune(cluster: Cluster, store: Store, a: str, b: str, timeout: float | None) 
     largest = (
         max(SWEEP_MAX_SIZE, 1 << (2 * min_size - 1).bit_length()) if min_size else SWEEP_MAX_SIZE
     )
-    spec = pingpong.PingpongSpec(layer="tcp", a=a, b=b, max_size=largest, timeout=timeout,
-                                 extra_args=SHORT)  # fmt: skip
+    spec = pingpong.PingpongSpec(
+        layer="tcp", a=a, b=b, max_size=largest, timeout=timeout, extra_args=SHORT
+    )
     base = pingpong.run_pingpong(cluster, store, spec)
     f = base["figures"]
     if base["status"] != "ok" or not f.get("bandwidth_mbps") or not f.get("latency_us"):
@@ -73,8 +74,11 @@ def tune(cluster: Cluster, store: Store, a: str, b: str, timeout: float | None) 
     bdp = rate_bps / 8 * rtt_s
     sizes = candidates(bdp)
     records = pingpong.run_pingpongs(cluster, store, spec, sizes)
-    sweep = [(s, r["figures"].get("bandwidth_mbps") or 0.0)
-             for s, r in zip(sizes, records, strict=True) if r["status"] == "ok"]  # fmt: skip
+    sweep = [
+        (s, r["figures"].get("bandwidth_mbps") or 0.0)
+        for s, r in zip(sizes, records, strict=True)
+        if r["status"] == "ok"
+    ]
     size, bw = choose(f["bandwidth_mbps"], sweep)
     limit = caps()
     effective = {
@@ -85,8 +89,10 @@ def tune(cluster: Cluster, store: Store, a: str, b: str, timeout: float | None) 
         and (limit["rmem_max"] or 0) > 0
         and 2 * size > 2 * (limit["rmem_max"] or 0)
     )
-    lines = [f"BDP {bdp / 1024:.1f} KiB = {rate_bps / 1e6:.0f} Mbit/s x RTT {rtt_s * 1e6:.0f} us "
-             f"(latency {f['latency_us']:.1f} us one way; default buffers {f['bandwidth_mbps']:.0f} Mbit/s)"]  # fmt: skip
+    lines = [
+        f"BDP {bdp / 1024:.1f} KiB = {rate_bps / 1e6:.0f} Mbit/s x RTT {rtt_s * 1e6:.0f} us "
+        f"(latency {f['latency_us']:.1f} us one way; default buffers {f['bandwidth_mbps']:.0f} Mbit/s)"
+    ]
     lines += [
         f"sockbuf {s // 1024:>6} KiB: {b_:8.1f} Mbit/s (effective rcv {effective.get(s)})"
         for s, b_ in sweep
@@ -102,14 +108,27 @@ def tune(cluster: Cluster, store: Store, a: str, b: str, timeout: float | None) 
     sysctl = []
     if size is not None and capped:
         sysctl = [f"sysctl -w net.core.rmem_max={size}", f"sysctl -w net.core.wmem_max={size}"]
-    return {"session": session, "pair": [a, b], "bdp_bytes": bdp, "rtt_s": rtt_s,
-            "rate_bps": rate_bps, "default_mbps": f["bandwidth_mbps"], "sweep": sweep,
-            "sockbuf": size, "mbps": bw, "caps": limit, "sysctl": sysctl, "lines": lines,
-            "runs": [base["id"]] + [r["id"] for r in records]}  # fmt: skip
+    return {
+        "session": session,
+        "pair": [a, b],
+        "bdp_bytes": bdp,
+        "rtt_s": rtt_s,
+        "rate_bps": rate_bps,
+        "default_mbps": f["bandwidth_mbps"],
+        "sweep": sweep,
+        "sockbuf": size,
+        "mbps": bw,
+        "caps": limit,
+        "sysctl": sysctl,
+        "lines": lines,
+        "runs": [base["id"]] + [r["id"] for r in records],
+    }
 
 
 def raise_failed(record: dict) -> None:
     from ...errors import UserError
 
-    raise UserError(f"the default-buffer ping-pong (run {record['id']}) gave no bandwidth: "
-                    f"{(record['error'] or record['status']).splitlines()[0]}")  # fmt: skip
+    raise UserError(
+        f"the default-buffer ping-pong (run {record['id']}) gave no bandwidth: "
+        f"{(record['error'] or record['status']).splitlines()[0]}"
+    )

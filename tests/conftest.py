@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 
 import pytest
 
-from clustertune import netns, vcluster
+from clustertune import hostinfo, netns, vcluster
 from clustertune.results import Store
 
 
@@ -32,6 +33,19 @@ def store(tmp_path):
 def private_db(tmp_path, monkeypatch):
     """No test writes to the user's real results database."""
     monkeypatch.setenv("CLUSTERTUNE_DB", str(tmp_path / "cli-results.db"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def private_blas_cache(tmp_path_factory):
+    """No test writes the user's measured BLAS choice: the suite gets its own cache,
+    seeded with the user's choices (so a host measured once is not measured again)."""
+    user_choices = hostinfo.blas_cache_dir() / "blas-choice.json"
+    cache = tmp_path_factory.mktemp("blas-cache")
+    if user_choices.is_file():
+        shutil.copy(user_choices, cache / user_choices.name)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(hostinfo.BLAS_CACHE_ENV, str(cache))
+        yield cache
 
 
 def unique_name(stem: str) -> str:

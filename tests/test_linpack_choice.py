@@ -194,3 +194,10 @@ def test_the_lu_table_says_host_default_only_for_a_measured_choice(how, said) ->
     text = section.blas_text(record)
     assert text.endswith(f"(Haswell), {said}")
     assert ("host default" in text) == (how != "named")
+
+
+def test_the_suite_never_writes_the_users_blas_choice(tmp_path_factory):
+    """The suite measures into its own cache (conftest.private_blas_cache), seeded from the
+    user's, so a test run leaves ~/.cache/clustertune as it found it."""
+    cache = hostinfo.blas_cache_dir()
+    assert cache.is_relative_to(tmp_path_factory.getbasetemp()), cache

@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "ct_mpi.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -39,6 +41,24 @@ static int world_rank(void)
     return rank;
 }
 
+static int wait_settings_read(const char *prog, char *err, size_t errlen);
+
+/* The wait's variables are checked at the start, not at the first wait: a bad one is bad
+ * input (one line, exit status CT_EXIT_USAGE), said by the lowest rank that sees it (the
+ * environment may differ between hosts). */
+static void refuse_bad_wait_settings(void)
+{
+    char err[256];
+    int bad = wait_settings_read(program, err, sizeof err) ? since.rank : INT_MAX, first;
+    CT_MPI_CHECK(MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (first == INT_MAX)
+        return;
+    if (since.rank == first)
+        ct_report_error("%s", err);
+    (MPI_Finalize)();
+    exit(CT_EXIT_USAGE);
+}
+
 void ct_mpi_init(int *argc, char ***argv)
 {
     program = ct_basename((*argv)[0]);
@@ -49,6 +69,7 @@ void ct_mpi_init(int *argc, char ***argv)
     }
     CT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &since.rank));
+    refuse_bad_wait_settings();
     since.wall = ct_now();
     ct_cpu_times(&since.user, &since.system);
     since.started = 1;
@@ -103,7 +124,8 @@ int ct_mpi_start(const ct_mpi_start_args *a, int *argc, char ***argv, int *rank,
     }
     if (a->check_only->on)
         return ct_check_only_exit(
-            a->parse_failed || a->check(a->opts, a->check_only->np, prog, a->err, a->errlen)
+            a->parse_failed || a->check(a->opts, a->check_only->np, prog, a->err, a->errlen) ||
+                    wait_settings_read(prog, a->err, a->errlen)
                 ? a->err
                 : NULL);
     ct_mpi_init(argc, argv);
@@ -190,28 +212,61 @@ void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f)
 }
 
 /* How ct_mpi_waitall waits (ct_mpi.h): polls for up to spin_us, then polls with naps
- * between polls that double from NAP_FIRST_NS up to nap_us. Read once from
- * CT_MPI_WAIT_SPIN_US and CT_MPI_WAIT_NAP_US (A/B measurements; a negative spin polls
- * and yields for ever, the old way). Defaults measured in docs/linpack.md ("Waiting"). */
+ * between polls that double from NAP_FIRST_NS up to nap_us. Set by CT_MPI_WAIT_SPIN_US and
+ * CT_MPI_WAIT_NAP_US (A/B measurements; a spin of -1 polls and yields for ever, the old
+ * way), read and checked once (wait_settings_read). Defaults measured in docs/linpack.md
+ * ("Waiting"). */
 #define WAIT_SPIN_US 50
 #define WAIT_NAP_US 200
+#define WAIT_MAX_US 10000000L /* 10 s: more is no wait tuning, and would overflow below */
 #define NAP_FIRST_NS 1000L
+#define NS_PER_S 1000000000L
 
-static long wait_knob(const char *name, long fallback)
+static struct {
+    int read;
+    long spin_us, nap_us;
+} wait_settings;
+
+/* One variable, an integer in [min, WAIT_MAX_US], or unset or empty (fallback); returns 0, or -1
+ * with "<prog>: NAME: expected ..., got '...'" in err (the line of a bad flag, ct_opt.h). */
+static int wait_knob(const char *prog, const char *name, long min, long fallback, long *v,
+                     char *err, size_t errlen)
 {
     const char *text = getenv(name);
+    *v = fallback;
+    if (!text || !*text)
+        return 0;
     char *end;
-    long v = text ? strtol(text, &end, 10) : fallback;
-    return text && (*end != '\0' || end == text) ? fallback : v;
+    errno = 0;
+    long got = strtol(text, &end, 10);
+    if (errno || end == text || *end || got < min || got > WAIT_MAX_US) {
+        snprintf(err, errlen, "%s: %s: expected an integer from %ld to %ld (microseconds), got '%s'",
+                 prog, name, min, WAIT_MAX_US, text);
+        return -1;
+    }
+    *v = got;
+    return 0;
+}
+
+/* Reads both variables once; 0, or -1 with the first bad one's line in err. */
+static int wait_settings_read(const char *prog, char *err, size_t errlen)
+{
+    if (wait_settings.read)
+        return 0;
+    if (wait_knob(prog, "CT_MPI_WAIT_SPIN_US", -1, WAIT_SPIN_US, &wait_settings.spin_us, err,
+                  errlen) ||
+        wait_knob(prog, "CT_MPI_WAIT_NAP_US", 0, WAIT_NAP_US, &wait_settings.nap_us, err, errlen))
+        return -1;
+    wait_settings.read = 1;
+    return 0;
 }
 
 void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void))
 {
-    static long spin_us = -2, nap_us;
-    if (spin_us == -2) {
-        spin_us = wait_knob("CT_MPI_WAIT_SPIN_US", WAIT_SPIN_US);
-        nap_us = wait_knob("CT_MPI_WAIT_NAP_US", WAIT_NAP_US);
-    }
+    char err[256];
+    if (wait_settings_read(program, err, sizeof err)) /* a program without ct_mpi_init */
+        ct_mpi_fail("%s", err);
+    long spin_us = wait_settings.spin_us, nap_max_ns = 1000L * wait_settings.nap_us;
     double entered = MPI_Wtime();
     double spin_until = entered + 1e-6 * (double)spin_us;
     long nap_ns = NAP_FIRST_NS;
@@ -236,10 +291,11 @@ void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void))
         }
         /* a napping rank leaves its core to whatever else wants it, and its CPU time shows
          * the wait; sched_yield returns at once when nothing else is runnable there (the
-         * old wait spent all of a long wait on the CPU) */
-        nanosleep(&(struct timespec){0, nap_ns}, NULL);
-        if (nap_ns < 1000L * nap_us)
-            nap_ns = nap_ns * 2 < 1000L * nap_us ? nap_ns * 2 : 1000L * nap_us;
+         * old wait spent all of a long wait on the CPU). A nap of a second or more has
+         * whole seconds: nanosleep refuses tv_nsec >= 1e9 (and would not nap at all). */
+        nanosleep(&(struct timespec){nap_ns / NS_PER_S, nap_ns % NS_PER_S}, NULL);
+        if (nap_ns < nap_max_ns)
+            nap_ns = nap_ns * 2 < nap_max_ns ? nap_ns * 2 : nap_max_ns;
     }
 }
 

@@ -17,6 +17,7 @@ import pytest
 
 from clustertune.levels.network import analysis as na
 from clustertune.levels.network import pingpong, plots, section
+from clustertune.levels.network.diagnosis import blame, late_wire, links, loss, overhead, shapes
 
 L = 50e-6  # s
 B = 1e9  # bit/s
@@ -244,10 +245,10 @@ def test_overhead_of_a_synthetic_mpi_layer():
     tcp = model_curve()
     mpi = model_curve(latency=1.8 * L, bandwidth=0.92 * B)
     pvm = model_curve(latency=2.0 * L, bandwidth=0.84 * B)
-    o = na.overhead([mpi], [tcp])
+    o = overhead.overhead([mpi], [tcp])
     assert o["bandwidth_loss_pct"] == pytest.approx(8.0, abs=0.05)
     assert o["latency_ratio"] == pytest.approx(1.8, rel=1e-9)
-    o = na.overhead([pvm], [tcp])
+    o = overhead.overhead([pvm], [tcp])
     assert o["bandwidth_loss_pct"] == pytest.approx(16.0, abs=0.05)
     assert o["latency_ratio"] == pytest.approx(2.0, rel=1e-9)
 
@@ -260,12 +261,12 @@ def test_overhead_reads_both_sides_at_their_best_run_figure_by_figure():
         model_curve(latency=1.8 * L, bandwidth=0.8 * B),
         model_curve(latency=3 * L, bandwidth=0.92 * B),
     ]
-    o = na.overhead(mpis, tcps)
+    o = overhead.overhead(mpis, tcps)
     assert o["latency_runs"] == (0, 1) and o["bandwidth_runs"] == (1, 0)
     assert o["latency_ratio"] == pytest.approx(1.8, rel=1e-9)
-    loss = 100 * (1 - na.bandwidth_bps(mpis[1]) / na.bandwidth_bps(tcps[0]))
-    assert o["bandwidth_loss_pct"] == pytest.approx(loss, rel=1e-12)
-    assert loss == pytest.approx(8.0, abs=0.1)
+    loss_pct = 100 * (1 - na.bandwidth_bps(mpis[1]) / na.bandwidth_bps(tcps[0]))
+    assert o["bandwidth_loss_pct"] == pytest.approx(loss_pct, rel=1e-12)
+    assert loss_pct == pytest.approx(8.0, abs=0.1)
 
 
 def dip_factor(s: int) -> float:
@@ -541,7 +542,7 @@ def slow_host(a, b):
 
 
 def test_matrix_is_symmetric_with_null_diagonal():
-    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host))
+    m = links.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host))
     assert np.array_equal(m.bandwidth_mbps, m.bandwidth_mbps.T, equal_nan=True)
     assert np.isnan(np.diag(m.latency_us)).all()
     j = m.to_json()
@@ -552,8 +553,8 @@ def test_matrix_is_symmetric_with_null_diagonal():
 
 @pytest.mark.parametrize("seed", range(10))
 def test_one_slow_host_is_the_only_culprit(seed):
-    d = na.diagnose(
-        na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host, noise=0.03, seed=seed))
+    d = links.diagnose(
+        links.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host, noise=0.03, seed=seed))
     )
     assert [(f.get("host"), f["figure"]) for f in d.flagged] == [("host2", "bandwidth_mbps")]
     f = d.flagged[0]
@@ -568,7 +569,7 @@ def test_a_slow_host_at_100_mbit_in_a_1_gbit_cluster():
     def slow(a, b):
         return 96.0 if "host2" in (a, b) else 960.0
 
-    d = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, slow)))
+    d = links.diagnose(links.link_matrix(HOSTS, pair_measurements(HOSTS, slow)))
     assert d.flagged[0]["reason"] == (
         "host2: bandwidth 96 Mbit/s on all 3 of its links, 10 % of the median "
         "— suspect host2's NIC or cable"
@@ -579,7 +580,7 @@ def test_one_slow_pair_is_flagged_as_the_pair():
     def bw(a, b):
         return 95.0 if (a, b) == ("host1", "host3") else 940.0
 
-    d = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, bw, noise=0.03)))
+    d = links.diagnose(links.link_matrix(HOSTS, pair_measurements(HOSTS, bw, noise=0.03)))
     assert [(f.get("pair"), f["figure"]) for f in d.flagged] == [
         (["host1", "host3"], "bandwidth_mbps")
     ]
@@ -587,8 +588,8 @@ def test_one_slow_pair_is_flagged_as_the_pair():
 
 
 def test_a_slow_latency_host():
-    d = na.diagnose(
-        na.link_matrix(
+    d = links.diagnose(
+        links.link_matrix(
             HOSTS,
             pair_measurements(HOSTS, 940.0, lambda a, b: 600.0 if "host0" in (a, b) else 50.0),
         )
@@ -600,19 +601,21 @@ def test_a_slow_latency_host():
 @pytest.mark.parametrize("seed", range(50))
 def test_healthy_cluster_with_5_percent_noise_flags_nothing(seed):
     hosts = [f"node{i}" for i in range(8)]
-    d = na.diagnose(na.link_matrix(hosts, pair_measurements(hosts, 940.0, noise=0.05, seed=seed)))
+    d = links.diagnose(
+        links.link_matrix(hosts, pair_measurements(hosts, 940.0, noise=0.05, seed=seed))
+    )
     assert d.flagged == [] and d.suspects == []
 
 
 def test_two_hosts_without_reference_flag_nothing_and_say_why():
-    d = na.diagnose(na.link_matrix(["a", "b"], pair_measurements(["a", "b"], 9.6)))
+    d = links.diagnose(links.link_matrix(["a", "b"], pair_measurements(["a", "b"], 9.6)))
     assert d.flagged == []
     assert "two hosts" in d.notes[0]
 
 
 def test_two_hosts_against_a_reference_blame_the_pair():
-    m = na.link_matrix(["a", "b"], pair_measurements(["a", "b"], 9.6))
-    d = na.diagnose(m, reference={"bandwidth_mbps": 1000.0, "latency_us": 50.0})
+    m = links.link_matrix(["a", "b"], pair_measurements(["a", "b"], 9.6))
+    d = links.diagnose(m, reference={"bandwidth_mbps": 1000.0, "latency_us": 50.0})
     assert [(f.get("pair"), f["figure"]) for f in d.flagged] == [(["a", "b"], "bandwidth_mbps")]
     assert "of the reference" in d.flagged[0]["reason"]
     assert "either host's NIC or the cable" in d.flagged[0]["reason"]
@@ -621,7 +624,7 @@ def test_two_hosts_against_a_reference_blame_the_pair():
 
 def test_missing_pairs_are_noted_not_fatal():
     ms = [m for m in pair_measurements(HOSTS, slow_host) if m["pair"] != ["host0", "host1"]]
-    d = na.diagnose(na.link_matrix(HOSTS, ms))
+    d = links.diagnose(links.link_matrix(HOSTS, ms))
     assert d.notes == ["not measured: host0-host1"]
     assert [f.get("host") for f in d.flagged] == ["host2"]
 
@@ -645,7 +648,7 @@ def test_missing_pairs_are_noted_not_fatal():
 )
 def test_bad_pair_measurements(measurements, message):
     with pytest.raises(ValueError, match=message):
-        na.link_matrix(HOSTS, measurements)
+        links.link_matrix(HOSTS, measurements)
 
 
 def test_retest_clears_a_transient_and_confirms_the_real_fault():
@@ -654,7 +657,7 @@ def test_retest_clears_a_transient_and_confirms_the_real_fault():
             return 9.6
         return 300.0 if (a, b) == ("host0", "host3") else 940.0  # a transient slowdown
 
-    d1 = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, first)))
+    d1 = links.diagnose(links.link_matrix(HOSTS, pair_measurements(HOSTS, first)))
     assert {f.get("host") or tuple(f["pair"]) for f in d1.flagged} == {"host2", ("host0", "host3")}
     asked = []
 
@@ -664,7 +667,9 @@ def test_retest_clears_a_transient_and_confirms_the_real_fault():
             {"pair": list(p), "bandwidth_mbps": slow_host(*p), "latency_us": 50.0} for p in pairs
         ]
 
-    d2 = na.diagnose_with_retest(na.link_matrix(HOSTS, pair_measurements(HOSTS, first)), remeasure)
+    d2 = links.diagnose_with_retest(
+        links.link_matrix(HOSTS, pair_measurements(HOSTS, first)), remeasure
+    )
     assert set(asked) == {
         ("host0", "host2"),
         ("host1", "host2"),
@@ -676,25 +681,25 @@ def test_retest_clears_a_transient_and_confirms_the_real_fault():
 
 
 def test_retest_keeps_the_better_of_two_measurements():
-    d1 = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host)))
+    d1 = links.diagnose(links.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host)))
     # the re-test happens to be worse still: the fault stays, the first values stand
     worse = [{"pair": list(p), "bandwidth_mbps": 1.0, "latency_us": 500.0} for p in d1.suspects]
-    d2 = na.confirm(d1, worse)
+    d2 = links.confirm(d1, worse)
     assert [f.get("host") for f in d2.flagged] == ["host2"]
     assert d2.matrix.bandwidth_mbps[0, 2] == pytest.approx(9.6)
 
 
 def test_retest_of_a_pair_that_was_not_suspect_is_refused():
-    d1 = na.diagnose(na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host)))
+    d1 = links.diagnose(links.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host)))
     with pytest.raises(ValueError, match="not a suspect"):
-        na.confirm(d1, [{"pair": ["host0", "host1"], "bandwidth_mbps": 1.0, "latency_us": 1.0}])
+        links.confirm(d1, [{"pair": ["host0", "host1"], "bandwidth_mbps": 1.0, "latency_us": 1.0}])
 
 
 def test_no_retest_when_nothing_is_bad():
     def never(pairs):
         raise AssertionError("re-test called on a healthy cluster")
 
-    d = na.diagnose_with_retest(na.link_matrix(HOSTS, pair_measurements(HOSTS, 940.0)), never)
+    d = links.diagnose_with_retest(links.link_matrix(HOSTS, pair_measurements(HOSTS, 940.0)), never)
     assert d.flagged == []
 
 
@@ -723,11 +728,11 @@ def test_on_shared_cpus_a_latency_flag_is_judged_against_controls_measured_with_
             for p in pairs
         ]
 
-    matrix = na.link_matrix(HOSTS6, pair_measurements(HOSTS6, 940.0, unlucky_placement))
-    assert [f["pair"] for f in na.diagnose(matrix).flagged] == [["host1", "host4"]]
-    d = na.diagnose_with_retest(matrix, remeasure, shared_cpus=True)
+    matrix = links.link_matrix(HOSTS6, pair_measurements(HOSTS6, 940.0, unlucky_placement))
+    assert [f["pair"] for f in links.diagnose(matrix).flagged] == [["host1", "host4"]]
+    d = links.diagnose_with_retest(matrix, remeasure, shared_cpus=True)
     assert d.flagged == []
-    assert ("host1", "host4") in asked and len(asked) == 1 + na.CONTROL_PAIRS
+    assert ("host1", "host4") in asked and len(asked) == 1 + links.CONTROL_PAIRS
     assert all("host1" not in p or "host4" not in p for p in asked[1:])  # controls: healthy
     assert any("not confirmed on re-test: host1-host4" in n for n in d.notes)
     assert any(n.startswith("latency re-test read against 3 healthy links") for n in d.notes)
@@ -747,19 +752,19 @@ def test_on_shared_cpus_a_slow_host_stays_flagged_whatever_the_retests_level():
             for p in pairs
         ]
 
-    matrix = na.link_matrix(HOSTS6, pair_measurements(HOSTS6, 940.0, delayed))
-    d = na.diagnose_with_retest(matrix, remeasure, shared_cpus=True)
+    matrix = links.link_matrix(HOSTS6, pair_measurements(HOSTS6, 940.0, delayed))
+    d = links.diagnose_with_retest(matrix, remeasure, shared_cpus=True)
     assert [(f.get("host"), f["figure"]) for f in d.flagged] == [("host2", "latency_us")]
     # the controls' own figures stay the first round's
     assert np.nanmax(np.delete(np.delete(d.matrix.latency_us, 2, 0), 2, 1)) == 20.0
 
 
 def test_controls_are_the_typical_healthy_links():
-    matrix = na.link_matrix(HOSTS6, pair_measurements(HOSTS6, 940.0, unlucky_placement))
-    first = na.diagnose(matrix)
-    chosen = na.controls(first)
-    assert len(chosen) == na.CONTROL_PAIRS and ("host1", "host4") not in chosen
-    assert na.controls(first, 100) == sorted(
+    matrix = links.link_matrix(HOSTS6, pair_measurements(HOSTS6, 940.0, unlucky_placement))
+    first = links.diagnose(matrix)
+    chosen = links.controls(first)
+    assert len(chosen) == links.CONTROL_PAIRS and ("host1", "host4") not in chosen
+    assert links.controls(first, 100) == sorted(
         p for p in combinations(HOSTS6, 2) if p != ("host1", "host4")
     )
 
@@ -778,7 +783,7 @@ def flag(figure, value=None, median=None, **blamed):
 
 
 def test_a_late_wire_judges_no_host_or_link_on_what_its_lateness_could_explain():
-    late = na.LateWire(p99_us=812.4, max_us=4100.0, load=9.46)
+    late = late_wire.LateWire(p99_us=812.4, max_us=4100.0, load=9.46)
     flagged = [
         flag("latency_us", 310.0, 46.0, host="host2"),  # 264 µs over: the wire's 812 could
         flag("bandwidth_mbps", 94.0, 940.0, host="host3"),
@@ -788,21 +793,21 @@ def test_a_late_wire_judges_no_host_or_link_on_what_its_lateness_could_explain()
         flag("reachable", host="host5"),
         flag("flapping", host="host4"),
     ]
-    kept, notes, verdict = na.judged_on_late_wire(flagged, late)
+    kept, notes, verdict = late_wire.judged_on_late_wire(flagged, late)
     assert verdict == "not judged: the emulated wire was late (p99 812 µs, load 9.5)"
     assert kept == flagged[3:]
     assert notes == [f"withheld, the wire was late: {f['reason']}" for f in flagged[:3]]
     # a wire once as late as TCP's retransmission timeout can make it resend
-    very = na.LateWire(p99_us=812.4, max_us=na.TCP_MIN_RTO_US, load=9.46)
-    assert flagged[4] not in na.judged_on_late_wire(flagged, very)[0]
+    very = late_wire.LateWire(p99_us=812.4, max_us=late_wire.TCP_MIN_RTO_US, load=9.46)
+    assert flagged[4] not in late_wire.judged_on_late_wire(flagged, very)[0]
 
 
 def test_an_on_time_wire_or_nothing_it_could_explain_leaves_the_flags_alone():
     flagged = [flag("latency_us", 310.0, 46.0, host="host2")]
-    assert na.judged_on_late_wire(flagged, None) == (flagged, [], None)
+    assert late_wire.judged_on_late_wire(flagged, None) == (flagged, [], None)
     untimed = [flag("reachable", host="host5"), flag("latency_us", 900.0, 40.0, host="host2")]
-    late = na.LateWire(p99_us=300.0, max_us=900.0, load=12.0)
-    assert na.judged_on_late_wire(untimed, late) == (untimed, [], None)
+    late = late_wire.LateWire(p99_us=300.0, max_us=900.0, load=12.0)
+    assert late_wire.judged_on_late_wire(untimed, late) == (untimed, [], None)
 
 
 # --------------------------------------------------------------------------- plots
@@ -844,7 +849,7 @@ def test_saturation_svg_marks_the_saturation_point():
 
 
 def test_heatmap_svg():
-    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host))
+    m = links.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host))
     svg = plots.heatmap_svg(m.bandwidth_mbps, m.hosts, "Bandwidth per pair", "Mbit/s")
     parse_svg(svg)
     for label in ("Bandwidth per pair", "Mbit/s", *HOSTS, "9.6", "940"):
@@ -862,25 +867,25 @@ NOMINAL = {"bandwidth_mbps": 940.0}  # matrix.nominal_reference of a uniform 1 G
 
 
 def test_a_fabric_slow_everywhere_is_one_finding_not_every_host():
-    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, 400.0, noise=0.02))
-    d = na.diagnose(m, reference=NOMINAL)
+    m = links.link_matrix(HOSTS, pair_measurements(HOSTS, 400.0, noise=0.02))
+    d = links.diagnose(m, reference=NOMINAL)
     assert [f.get("fabric") for f in d.flagged] == [HOSTS], d.flagged
     assert "whole fabric" in d.flagged[0]["reason"]
-    again = na.confirm(d, pair_measurements(HOSTS, 410.0))  # still slow on re-test
+    again = links.confirm(d, pair_measurements(HOSTS, 410.0))  # still slow on re-test
     assert [f.get("fabric") for f in again.flagged] == [HOSTS]
-    healed = na.confirm(d, pair_measurements(HOSTS, 930.0))  # a passing load: not blamed
+    healed = links.confirm(d, pair_measurements(HOSTS, 930.0))  # a passing load: not blamed
     assert healed.flagged == [] and any("not confirmed" in n for n in healed.notes)
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_a_healthy_cluster_against_its_nominal_rate_flags_nothing(seed):
-    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, 1060.0, noise=0.05, seed=seed))
-    assert na.diagnose(m, reference=NOMINAL).flagged == []
+    m = links.link_matrix(HOSTS, pair_measurements(HOSTS, 1060.0, noise=0.05, seed=seed))
+    assert links.diagnose(m, reference=NOMINAL).flagged == []
 
 
 def test_one_slow_host_against_the_nominal_rate_is_still_the_host():
-    m = na.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host))
-    d = na.diagnose(m, reference=NOMINAL)
+    m = links.link_matrix(HOSTS, pair_measurements(HOSTS, slow_host))
+    d = links.diagnose(m, reference=NOMINAL)
     assert [f.get("host") for f in d.flagged] == ["host2"]
 
 
@@ -903,8 +908,8 @@ def test_nominal_reference_only_for_one_rate_on_one_site():
 
 
 def test_two_hosts_against_the_nominal_rate_judge_the_bandwidth_and_say_what_is_not():
-    m = na.link_matrix(["a", "b"], pair_measurements(["a", "b"], 400.0))
-    d = na.diagnose(m, reference=NOMINAL)
+    m = links.link_matrix(["a", "b"], pair_measurements(["a", "b"], 400.0))
+    d = links.diagnose(m, reference=NOMINAL)
     assert [f.get("pair") for f in d.flagged] == [["a", "b"]]
     assert "latency_us" in d.notes[0] and "bandwidth" not in d.notes[0]
 
@@ -940,7 +945,7 @@ def test_a_lossy_host_is_named_though_the_short_runs_missed_one_of_its_links():
         return 6 if {a, b} in ({"host0", "host2"}, {"host2", "host3"}) else 0
 
     retested = []
-    flags = na.diagnose_loss(
+    flags = loss.diagnose_loss(
         HOSTS, lossy_measurements(HOSTS, short), retest_with(on_host2(12), retested)
     )
     assert [f.get("host") for f in flags] == ["host2"]
@@ -955,7 +960,7 @@ def test_a_host_with_most_of_its_links_lossy_on_the_retest_is_the_culprit():
     def two_of_three(a, b):
         return 9 if {a, b} in ({"host0", "host2"}, {"host1", "host2"}) else 0
 
-    flags = na.diagnose_loss(
+    flags = loss.diagnose_loss(
         HOSTS, lossy_measurements(HOSTS, on_host2(5)), retest_with(two_of_three)
     )
     assert [(f.get("host"), f.get("pair")) for f in flags] == [("host2", None)]
@@ -966,14 +971,16 @@ def test_retransmissions_that_do_not_come_back_on_retest_are_no_fault():
     def burst(a, b):
         return 3 if (a, b) == ("host0", "host1") else 0
 
-    flags = na.diagnose_loss(HOSTS, lossy_measurements(HOSTS, burst), retest_with(lambda a, b: 0))
+    flags = loss.diagnose_loss(HOSTS, lossy_measurements(HOSTS, burst), retest_with(lambda a, b: 0))
     assert flags == []
 
 
 def test_the_links_of_a_host_seen_flapping_get_the_long_retest_though_the_short_runs_were_clean():
     retested = []
     quiet = lossy_measurements(HOSTS, lambda a, b: 0)
-    flags = na.diagnose_loss(HOSTS, quiet, retest_with(on_host2(40), retested), {"host2", "host3"})
+    flags = loss.diagnose_loss(
+        HOSTS, quiet, retest_with(on_host2(40), retested), {"host2", "host3"}
+    )
     assert sorted(retested) == sorted(
         p for p in combinations(HOSTS, 2) if {"host2", "host3"} & set(p)
     )
@@ -990,11 +997,11 @@ def test_links_whose_long_retest_could_not_run_count_against_their_host():
         down = (["host0", "host2"], ["host2", "host3"])
         return [m for m in measured(pairs) if m["pair"] not in down]
 
-    flags = na.diagnose_loss(HOSTS, short, remeasure, suspects={"host2"})
+    flags = loss.diagnose_loss(HOSTS, short, remeasure, suspects={"host2"})
     assert [(f.get("host"), f.get("pair")) for f in flags] == [("host2", None)]
     assert "host0-host2 no re-test (the run failed: the link went down)" in flags[0]["reason"]
     # without a flap seen, a re-test that failed is no evidence: only the lossy link
-    flags = na.diagnose_loss(HOSTS, short, remeasure)
+    flags = loss.diagnose_loss(HOSTS, short, remeasure)
     assert [(f.get("host"), f.get("pair")) for f in flags] == [(None, ["host1", "host2"])]
 
 
@@ -1003,7 +1010,9 @@ def test_one_lossy_cable_is_the_pair_and_a_clean_cluster_is_not_retested():
         return 5 if {a, b} == {"host1", "host3"} else 0
 
     retested = []
-    flags = na.diagnose_loss(HOSTS, lossy_measurements(HOSTS, cable), retest_with(cable, retested))
+    flags = loss.diagnose_loss(
+        HOSTS, lossy_measurements(HOSTS, cable), retest_with(cable, retested)
+    )
     assert [f.get("pair") for f in flags] == [["host1", "host3"]]
     assert flags[0]["value"] == 5 and "5 of 10000 segments" in flags[0]["reason"]
     assert ("host0", "host2") not in retested  # touches neither host1 nor host3
@@ -1011,11 +1020,11 @@ def test_one_lossy_cable_is_the_pair_and_a_clean_cluster_is_not_retested():
     def no_retest(pairs):
         raise AssertionError("a clean cluster needs no re-test")
 
-    assert na.diagnose_loss(HOSTS, lossy_measurements(HOSTS, lambda a, b: 0), no_retest) == []
+    assert loss.diagnose_loss(HOSTS, lossy_measurements(HOSTS, lambda a, b: 0), no_retest) == []
 
 
 def test_latency_flags_on_a_lossy_host_are_its_symptoms():
-    loss = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
+    lossy = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
     other = [
         {"pair": ["host1", "host2"], "figure": "latency_us", "reason": "slow pair"},
         {
@@ -1026,14 +1035,14 @@ def test_latency_flags_on_a_lossy_host_are_its_symptoms():
             "reason": "host0 slow",
         },
     ]
-    flags, notes = na.with_loss(other, loss)
+    flags, notes = loss.with_loss(other, lossy)
     assert [f["reason"] for f in flags] == ["host2: loss", "host0 slow"]
     assert notes == ["explained by the packet loss at host2: slow pair"]
 
 
 def test_retransmissions_of_a_slow_link_are_its_symptom_not_loss():
     """A link shaped slower than the rest drops at its queue: the bandwidth is the fault."""
-    loss = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
+    lossy = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
     slow = [
         {
             "host": "host2",
@@ -1043,22 +1052,22 @@ def test_retransmissions_of_a_slow_link_are_its_symptom_not_loss():
             "reason": "host2 at 10 Mbit/s",
         }
     ]
-    flags, notes = na.with_loss(slow, loss)
+    flags, notes = loss.with_loss(slow, lossy)
     assert flags == slow and notes == ["goes with the low bandwidth there: host2: loss"]
     one_pair = [{"pair": ["host0", "host2"], "figure": "retransmissions", "reason": "pair loss"}]
-    assert na.with_loss(slow, one_pair)[0] == slow
+    assert loss.with_loss(slow, one_pair)[0] == slow
 
 
 def test_a_link_slowed_a_little_while_it_retransmits_is_slowed_by_the_loss():
     """0.1 % loss on a paced 1 Gbit wire costs TCP a quarter of its rate: the loss is the
     finding, the bandwidth its symptom; a pair's bandwidth on the lossy host goes too."""
-    loss = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
+    lossy = [{"host": "host2", "figure": "retransmissions", "reason": "host2: loss"}]
     dented = [
         {"host": "host2", "figure": "bandwidth_mbps", "value": 711, "median": 940, "reason": "host2 711"},
         {"pair": ["host0", "host2"], "figure": "bandwidth_mbps", "value": 650, "median": 940, "reason": "pair"},
         {"host": "host3", "figure": "bandwidth_mbps", "value": 700, "median": 940, "reason": "host3 700"},
     ]  # fmt: skip
-    flags, notes = na.with_loss(dented, loss)
+    flags, notes = loss.with_loss(dented, lossy)
     assert [f["reason"] for f in flags] == ["host2: loss", "host3 700"]
     assert notes == [
         "slowed by the packet loss there: host2 711",
@@ -1087,7 +1096,7 @@ def sweep_curve(name):
     ],
 )
 def test_shape_findings_of_recorded_mid_size_sweeps(name, found):
-    got = na.shape_findings(sweep_curve(name))
+    got = shapes.shape_findings(sweep_curve(name))
     assert {k: [p["size"] for p in v] for k, v in got.items()} == found
     assert all(p["depth_ratio"] < na.JAGGED_MAX_RATIO for v in got.values() for p in v)
 
@@ -1113,7 +1122,7 @@ def test_a_host_whose_curves_dip_on_most_links_is_named_with_the_sizes():
     host2 = {p for p in combinations(HOSTS, 2) if "host2" in p}
     curves = shape_curves(host2)
     asked = []
-    flags = na.diagnose_shapes(HOSTS, curves, lambda pairs: asked.extend(pairs) or curves)
+    flags = shapes.diagnose_shapes(HOSTS, curves, lambda pairs: asked.extend(pairs) or curves)
     assert sorted(asked) == sorted(host2)  # only the suspects are measured again
     assert [(f.get("host"), f["figure"]) for f in flags] == [("host2", "dips")]
     assert "on 3 of its links" in flags[0]["reason"] and "4096 B" in flags[0]["reason"]
@@ -1121,19 +1130,19 @@ def test_a_host_whose_curves_dip_on_most_links_is_named_with_the_sizes():
 
 def test_a_dip_not_seen_again_on_the_retest_is_no_finding_and_one_link_is_the_pair():
     curves = shape_curves({("host1", "host3")})
-    assert na.diagnose_shapes(HOSTS, curves, lambda pairs: shape_curves(set())) == []
-    flags = na.diagnose_shapes(HOSTS, curves, lambda pairs: curves)
+    assert shapes.diagnose_shapes(HOSTS, curves, lambda pairs: shape_curves(set())) == []
+    flags = shapes.diagnose_shapes(HOSTS, curves, lambda pairs: curves)
     assert [(f.get("pair"), f["figure"]) for f in flags] == [(["host1", "host3"], "dips")]
     clean = shape_curves(set())
-    assert na.diagnose_shapes(HOSTS, clean, lambda pairs: pytest.fail("re-tested")) == []
+    assert shapes.diagnose_shapes(HOSTS, clean, lambda pairs: pytest.fail("re-tested")) == []
 
 
 def test_a_flag_where_another_flag_blames_is_its_symptom():
-    loss = {"host": "host2", "figure": "retransmissions", "reason": "host2 loses"}
+    lossy = {"host": "host2", "figure": "retransmissions", "reason": "host2 loses"}
     fabric = {"fabric": ["host0", "host1"], "figure": "bandwidth_mbps", "reason": "slow"}
     on_host2 = {"pair": ["host1", "host2"], "figure": "dips", "reason": "host1-host2 dips"}
     elsewhere = {"pair": ["host0", "host3"], "figure": "dips", "reason": "host0-host3 dips"}
-    kept, notes = na.symptoms([loss, fabric], [on_host2, elsewhere])
+    kept, notes = blame.symptoms([lossy, fabric], [on_host2, elsewhere])
     assert kept == [elsewhere]
     assert notes == ["goes with the finding there: host1-host2 dips"]
 
@@ -1155,7 +1164,7 @@ def test_a_host_left_out_only_for_a_flapping_peer_is_that_peers_symptom():
         "peers": ["host1", "host2"],
         "reason": "host3: no TCP connection with host1, host2",
     }
-    kept, notes = na.symptoms([flapping], [left_out, also_host1])
+    kept, notes = blame.symptoms([flapping], [left_out, also_host1])
     assert kept == [also_host1]
     assert notes == ["goes with the finding there: host3: no TCP connection with host2"]
 
@@ -1164,7 +1173,7 @@ def test_two_flagged_links_of_one_host_out_of_three_put_the_host_at_fault():
     flap = {"pair": ["host2", "host3"], "figure": "flapping", "reason": "host2-host3 came back"}
     resent = {"pair": ["host1", "host2"], "figure": "retransmissions", "reason": "1-2 resent"}
     fabric = {"fabric": HOSTS, "figure": "bandwidth_mbps", "reason": "all slow"}
-    flagged, notes = na.pairs_to_hosts(HOSTS, [flap, resent, fabric])
+    flagged, notes = blame.pairs_to_hosts(HOSTS, [flap, resent, fabric])
     assert [(f.get("host"), f.get("pair"), f["figure"]) for f in flagged] == [
         (None, None, "bandwidth_mbps"),
         ("host2", None, "flapping"),
@@ -1175,4 +1184,4 @@ def test_two_flagged_links_of_one_host_out_of_three_put_the_host_at_fault():
         "part of host2's finding: host2-host3 came back",
     ]
     # one flagged link of a host is that link, not the host
-    assert na.pairs_to_hosts(HOSTS, [resent]) == ([resent], [])
+    assert blame.pairs_to_hosts(HOSTS, [resent]) == ([resent], [])

@@ -11,8 +11,8 @@ import pytest
 from clustertune import vcluster
 from clustertune.cluster import Cluster, Host, Site, load_cluster_file
 from clustertune.errors import ConfigError
-from clustertune.levels.network import analysis as na
 from clustertune.levels.network import cli, matrix, pingpong, section
+from clustertune.levels.network.diagnosis import asymmetry
 
 SIZES = [s for p in range(23) for s in (2**p - 3, 2**p, 2**p + 3) if s >= 1]
 
@@ -242,7 +242,7 @@ def test_a_host_slow_one_way_is_named_with_its_side(end, side):
         return 96.0 if (src, dst)[end] == "host2" else 940.0
 
     remeasure, asked = retest_with(rate)
-    (flag,) = na.diagnose_asymmetry(HOSTS, streams(rate), remeasure)
+    (flag,) = asymmetry.diagnose_asymmetry(HOSTS, streams(rate), remeasure)
     assert flag["host"] == "host2" and flag["figure"] == "asymmetric", flag
     assert flag["reason"].startswith("host2: asymmetric: ")
     one = (
@@ -260,13 +260,13 @@ def test_healthy_streams_and_a_slow_direction_that_does_not_repeat_flag_nothing(
         return 512.0 if (src, dst) == ("host1", "host3") else 823.0
 
     remeasure, asked = retest_with(noisy)
-    assert na.diagnose_asymmetry(HOSTS, streams(noisy), remeasure) == [] and asked == []
+    assert asymmetry.diagnose_asymmetry(HOSTS, streams(noisy), remeasure) == [] and asked == []
 
     def once(src, dst):  # host1->host3 slow in the matrix only (a loaded moment)
         return 200.0 if (src, dst) == ("host1", "host3") else 900.0
 
     remeasure, asked = retest_with(lambda src, dst: 900.0)
-    assert na.diagnose_asymmetry(HOSTS, streams(once), remeasure) == []
+    assert asymmetry.diagnose_asymmetry(HOSTS, streams(once), remeasure) == []
     assert asked == [[("host1", "host3")]]
 
 
@@ -275,18 +275,18 @@ def test_one_slow_direction_of_one_link_is_flagged_on_the_pair():
         return 90.0 if (src, dst) == ("host3", "host1") else 900.0
 
     remeasure, _ = retest_with(rate)
-    (flag,) = na.diagnose_asymmetry(HOSTS, streams(rate), remeasure)
+    (flag,) = asymmetry.diagnose_asymmetry(HOSTS, streams(rate), remeasure)
     assert flag["pair"] == ["host1", "host3"]
     assert flag["reason"].startswith("asymmetric: host3->host1 90.0, host1->host3 900.0 Mbit/s")
     assert "host3's transmit or host1's receive side" in flag["reason"]
 
 
 def test_one_way_grid_is_row_sending_to_column():
-    grid = na.one_way_grid(
+    grid = asymmetry.one_way_grid(
         ["h0", "h1"], [{"pair": ["h0", "h1"], "one_way_mbps": {"h0>h1": 1.0, "h1>h0": 2.0}}]
     )
     assert grid == [[None, 1.0], [2.0, None]]
-    assert na.one_way_grid(["h0", "h1"], [{"pair": ["h0", "h1"]}]) is None  # MPI: none
+    assert asymmetry.one_way_grid(["h0", "h1"], [{"pair": ["h0", "h1"]}]) is None  # MPI: none
 
 
 @pytest.mark.root

@@ -2,9 +2,9 @@
 
 Each pair measures one byte (latency), ``size`` bytes (bandwidth: the throughput of that
 size) and, over TCP, a short sweep of the mid sizes between, where a lossy link's curve
-dips or jags (:func:`analysis.diagnose_shapes`); MPI measures the two sizes only, as
+dips or jags (:func:`shapes.diagnose_shapes`); MPI measures the two sizes only, as
 ``ct-mpi-pingpong --pairs-round-robin`` does. Suspect links are measured again before
-anyone is blamed (:func:`analysis.diagnose_with_retest`).
+anyone is blamed (:func:`links.diagnose_with_retest`).
 TCP pairs run in the order of the circle method's rounds, as many at once as the hosts'
 CPUs allow (:func:`tcp_pairs`; a server and a client each); MPI runs the kernel's
 round-robin mode with one rank per host, and re-tests a pair with two ranks.
@@ -31,6 +31,7 @@ from ...launch import Launcher, launcher_for
 from ...results import Store
 from ...runner import WIRE_LATE_P99_US, Run, wire_state
 from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis
+from .diagnosis import asymmetry, blame, late_wire, links, loss, shapes
 from .pingpong import (
     Placement,
     both_ends,
@@ -589,7 +590,9 @@ def run_matrix(
                     found |= mpi_round_robin(run, [a, b], mpi, size, timeout, {"retest": True})
             else:
                 # the re-test of a latency or bandwidth suspect needs their two sizes only
-                runs = sweeps(size, mid_sizes=shapes and not retest, retest=retest, places=places)
+                runs = sweeps(
+                    size, mid_sizes=judge_shapes and not retest, retest=retest, places=places
+                )
                 order = pairs if retest else [p for r in rounds(live) for p in r]
                 found = tcp_pairs(run, order, runs, timeout, {"retest": retest})
                 if not retest:
@@ -611,7 +614,7 @@ def run_matrix(
         curves: dict[Pair, analysis.Curve] = {}
         # a tbf bucket draws its own mid-size curve (up to twice nominal, jagged under load:
         # a healthy 8-host tbf matrix was flagged for it), a wire does not
-        shapes = layer == "tcp" and not tbf_bucket(cluster, live)
+        judge_shapes = layer == "tcp" and not tbf_bucket(cluster, live)
         places = placements(cluster, live)
         wire_at_start = read_wire()
         first = measure([], retest=False)
@@ -619,8 +622,8 @@ def run_matrix(
         wire_at_retests, load_at_retests = read_wire(), os.getloadavg()[0]
         diagnosis = None
         try:
-            matrix = analysis.link_matrix(names, first)
-            diagnosis = analysis.diagnose_with_retest(
+            matrix = links.link_matrix(names, first)
+            diagnosis = links.diagnose_with_retest(
                 matrix,
                 lambda s: measure(s, retest=True),
                 reference=nominal_reference(cluster, names),
@@ -640,24 +643,24 @@ def run_matrix(
                 if f["figure"] == "flapping"
                 for h in f.get("pair") or [f["host"]]
             }
-            loss = analysis.diagnose_loss(
+            lossy = loss.diagnose_loss(
                 names, first, lambda pairs: loss_retest(run, pairs, size, timeout), flapped
             )
-            run.figures["flagged"], notes = analysis.with_loss(run.figures["flagged"], loss)
+            run.figures["flagged"], notes = loss.with_loss(run.figures["flagged"], lossy)
             run.figures["notes"] = run.figures.get("notes", []) + notes
-            run.figures["one_way_mbps"] = analysis.one_way_grid(names, first)
-            run.figures["flagged"] += analysis.diagnose_asymmetry(
+            run.figures["one_way_mbps"] = asymmetry.one_way_grid(names, first)
+            run.figures["flagged"] += asymmetry.diagnose_asymmetry(
                 names, first, lambda pairs: one_way_retest(run, pairs, size, timeout)
             )
-        if shapes and diagnosis is not None:
-            found = analysis.diagnose_shapes(
+        if judge_shapes and diagnosis is not None:
+            found = shapes.diagnose_shapes(
                 names,
                 curves,
                 lambda pairs: sweep_curves(
                     retest(run, pairs, sweeps(size)[1:-1], timeout, "shape")
                 ),
             )
-            kept, notes = analysis.symptoms(run.figures["flagged"], found)
+            kept, notes = blame.symptoms(run.figures["flagged"], found)
             run.figures["flagged"] += kept
             run.figures["notes"] += notes
         elif layer == "tcp":
@@ -668,14 +671,14 @@ def run_matrix(
         # a flag on a host explains what the links of that host showed (a flapping host's
         # pair that failed a check, a slow host's jagged curve): those become notes
         flagged = link_flags + unstable(live, first) + run.figures.get("flagged", [])
-        flagged, notes = analysis.pairs_to_hosts(live, flagged)
+        flagged, notes = blame.pairs_to_hosts(live, flagged)
         # a link seen going down is the finding; what its host's traffic met is its symptom
         downs = carrier_flags(carrier, carrier_changes(launcher, names))
-        flagged, more = analysis.symptoms(downs, flagged)
+        flagged, more = blame.symptoms(downs, flagged)
         flagged = downs + flagged
         notes += more
         on_hosts = [f for f in flagged if "host" in f]
-        kept, more = analysis.symptoms(on_hosts, [f for f in flagged if "host" not in f])
+        kept, more = blame.symptoms(on_hosts, [f for f in flagged if "host" not in f])
         wire_at_end = read_wire()
         late_us = worst_late_us(wire_at_retests, wire_at_end)
         run.figures["wire_late_us"] = {
@@ -685,8 +688,8 @@ def run_matrix(
         late = None
         if late_us["p99_us"] is not None and late_us["p99_us"] > WIRE_LATE_P99_US:
             load = max(load_at_retests, os.getloadavg()[0])
-            late = analysis.LateWire(late_us["p99_us"], late_us["max_us"] or 0.0, load)
-        flagged, withheld, run.figures["not_judged"] = analysis.judged_on_late_wire(
+            late = late_wire.LateWire(late_us["p99_us"], late_us["max_us"] or 0.0, load)
+        flagged, withheld, run.figures["not_judged"] = late_wire.judged_on_late_wire(
             on_hosts + kept, late
         )
         run.figures["flagged"] = flagged

@@ -11,6 +11,12 @@ from ... import render as html
 from ...runner import ENV_KNOB_PREFIXES, STARVED_LOAD_PER_CPU
 from ...units import above_payload_ceiling, format_rate, payload_rate_bps
 from . import LEVEL, analysis
+from .diagnosis.overhead import (
+    MPI_MAX_BANDWIDTH_LOSS_PCT,
+    MPI_MAX_LATENCY_RATIO,
+    overhead,
+    overhead_out_of_line,
+)
 
 MAX_CURVES = 8  # per graph; the newest runs win
 
@@ -349,9 +355,9 @@ def overhead_groups(records: list[dict]) -> dict[tuple, dict[str, list[dict]]]:
 
 
 def _compare(uppers: list[dict], tcps: list[dict]) -> dict:
-    """analysis.overhead of two sets of runs, bandwidth from sizes valid for all of them."""
+    """diagnosis.overhead of two sets of runs, bandwidth from sizes valid for all of them."""
     min_size = max(r["figures"].get("bandwidth_min_size_bytes", 0) for r in (*uppers, *tcps))
-    return analysis.overhead([_curve(r) for r in uppers], [_curve(r) for r in tcps], min_size)
+    return overhead([_curve(r) for r in uppers], [_curve(r) for r in tcps], min_size)
 
 
 def _where(group: tuple, name: str) -> str:
@@ -365,14 +371,14 @@ def _flags(group: tuple, name: str, o: dict) -> list[str]:
     (lu, lt), (bu, bt) = o["latency_floor_us"], o["bandwidth_mbps"]
     text = {
         "latency": f"latency {lu:.1f} vs {lt:.1f} µs (fastest small message), {lu / lt:.1f}× "
-        f"(in line up to {analysis.MPI_MAX_LATENCY_RATIO:.0f}×; seeds/002 1.8×)",
+        f"(in line up to {MPI_MAX_LATENCY_RATIO:.0f}×; seeds/002 1.8×)",
         "bandwidth": f"bandwidth {bu:.1f} vs {bt:.1f} Mbit/s, {bu / bt:.2f}×, "
         f"{o['bandwidth_loss_pct']:.0f} % lost (in line up to "
-        f"{analysis.MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} %; seeds/002 8 %)",
+        f"{MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} %; seeds/002 8 %)",
     }
     return [
         f"{where}: MPI overhead out of line with TCP (busy-poll): {text[what]}"
-        for what in analysis.overhead_out_of_line(o)
+        for what in overhead_out_of_line(o)
     ]
 
 
@@ -488,8 +494,8 @@ def _overhead(records: list[dict]) -> str:
         "in their environment (<code>OMPI_MCA_*</code>, <code>UCX_*</code>, ...) are a "
         "layer of their own. <i>from</i> names the runs read, upper / TCP, out of how "
         f"many. MPI is flagged against its like-for-like baseline above "
-        f"{analysis.MPI_MAX_LATENCY_RATIO:.0f}× the latency or "
-        f"{analysis.MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} % bandwidth lost, latency read on "
+        f"{MPI_MAX_LATENCY_RATIO:.0f}× the latency or "
+        f"{MPI_MAX_BANDWIDTH_LOSS_PCT:.0f} % bandwidth lost, latency read on "
         "each side's fastest small message (docs/network.md), and <i>not judged</i> as "
         "<code>net pingpong</code> does where the run read was made at a load above "
         "the limit per CPU on hosts sharing the machine's CPUs (healthy MPICH lost 58-71 % "

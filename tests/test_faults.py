@@ -184,7 +184,7 @@ def test_a_seed_of_zero_and_a_delay_of_zero_stay_while_a_loss_of_zero_is_no_faul
     )
     assert state["hosts"][1]["faults"] == {"seed": 0, "delay_us": 0}
     assert state["link_faults"] == {"host0-host1": {"loss": 0.01, "seed": 0, "delay_us": 0}}
-    params = vcluster._link_params(state, 0, 1, state["link_faults"]["host0-host1"], seed=7)
+    params = vcluster.wire.link_params(state, 0, 1, state["link_faults"]["host0-host1"], seed=7)
     assert params["seed"] == 0 and params["delay_us"] == 0
 
 

@@ -25,7 +25,7 @@ def built_in_sources_only(monkeypatch):
 @pytest.fixture
 def on_disk(tmp_path, monkeypatch):
     """Factory: a virtual cluster's state on disk, nothing built (a private run dir)."""
-    monkeypatch.setattr(vcluster, "RUN_DIR", tmp_path / "run")
+    monkeypatch.setattr(vcluster.state, "RUN_DIR", tmp_path / "run")
 
     def make(name: str, hosts: int = 2, **plan_args) -> None:
         state = vcluster.plan(name, hosts, None, **plan_args)

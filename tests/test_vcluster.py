@@ -196,8 +196,8 @@ def test_the_paced_wire_caps_gso_at_100_us_of_wire_time_and_tbf_does_not_pace():
     assert netns.gso_cap_bytes(10 * 10**9) == 65536 and netns.gso_cap_bytes(None) == 65536
     tbf = vcluster.plan("w", 2, 10**9, wire="tbf")
     paced = vcluster.plan("w", 2, 10**9, host_faults={"host1": {"rate_bps": 10**8}})
-    assert vcluster._daemon_params(tbf, 0)["rate_bps"] == 0
-    assert [vcluster._daemon_params(paced, i)["rate_bps"] for i in (0, 1)] == [10**9, 10**8]
+    assert vcluster.wire.daemon_params(tbf, 0)["rate_bps"] == 0
+    assert [vcluster.wire.daemon_params(paced, i)["rate_bps"] for i in (0, 1)] == [10**9, 10**8]
     with pytest.raises(UserError, match="--wire wired: expected one of tbf, paced"):
         vcluster.plan("w", 2, 10**9, wire="wired")
 
@@ -212,7 +212,7 @@ def test_tx_and_rx_rate_parse_check_and_show_as_typed():
     with pytest.raises(UserError, match="rx-rate: 1gbit on host1 is above its nominal link"):
         vcluster.merge_faults(state["hosts"][1], {"rx_rate_bps": 10**9}, "vcluster set")
     host = {"link_bps": 10**9, "faults": {"rate_bps": 10**8, "tx_rate_bps": 2 * 10**8}}
-    assert [vcluster._direction_rate(host, d) for d in ("tx", "rx")] == [10**8, 10**8]
+    assert [vcluster.wire.direction_rate(host, d) for d in ("tx", "rx")] == [10**8, 10**8]
 
 
 @pytest.mark.root
@@ -248,7 +248,7 @@ def test_the_paced_wire_is_the_default_of_every_virtual_link_and_tbf_is_opt_in()
 
 def test_lateness_percentiles_come_from_the_daemons_histogram_and_deltas_from_two():
     # bucket i < 8 holds i ns; bucket 8*m+s (m >= 3) holds [(8+s) << (m-3), (9+s) << (m-3)) ns
-    assert [vcluster._bucket_upper_ns(i) for i in (0, 7, 24, 31, 32, 80)] == [
+    assert [vcluster.lateness._bucket_upper_ns(i) for i in (0, 7, 24, 31, 32, 80)] == [
         1,
         8,
         9,
@@ -259,9 +259,9 @@ def test_lateness_percentiles_come_from_the_daemons_histogram_and_deltas_from_tw
     hist = [0] * 150
     hist[8 * 13] = 98  # 98 packets 8.192-9.216 us late
     hist[8 * 17 + 4] = 2  # 2 packets 196.6-212.99 us late
-    got = vcluster._summary(hist, max_ns=200_000)
+    got = vcluster.lateness.summary(hist, max_ns=200_000)
     assert (got["packets"], got["p50_us"], got["p99_us"], got["max_us"]) == (100, 9.2, 200.0, 200.0)
-    before = {"host0": vcluster._summary([0] * 8 * 13 + [50], 9000)}
+    before = {"host0": vcluster.lateness.summary([0] * 8 * 13 + [50], 9000)}
     after = {"host0": got, "host1": got}  # host1's daemon started between the readings
     delta = vcluster.lateness_delta(before, after)
     assert delta["host0"]["packets"] == 50 and delta["host0"]["p50_us"] == 9.2
@@ -272,7 +272,7 @@ def test_lateness_percentiles_come_from_the_daemons_histogram_and_deltas_from_tw
         "p99_us": 200.0,
         "max_us": 200.0,
     }
-    assert vcluster._summary([0, 0])["p99_us"] is None
+    assert vcluster.lateness.summary([0, 0])["p99_us"] is None
 
 
 @pytest.mark.root

@@ -5,21 +5,21 @@ They outlive the command that starts them (``grid up``), so they are not service
 run (launch/service.py stops those at the end of a block) and carry none of a job's marks
 (a run's watchdog would kill them): their own mark is ``CLUSTERTUNE_GRID=<name>``, which
 every process they start inherits (slurmstepd, sshd sessions), so ``grid down`` finds
-what a pid file does not name.
+what a pid file does not name. Starting, checking and stopping a process by pid is
+the virtual cluster's (:mod:`clustertune.vcluster.daemons`), for its daemons and these.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
-import signal
-import subprocess
 import time
 from pathlib import Path
 
 from .. import netns
 from ..launch import process
+from ..vcluster import daemons as lifecycle
+from ..vcluster.daemons import alive, stop
 
 MARK = "CLUSTERTUNE_GRID"
 
@@ -84,46 +84,11 @@ def start(
     overlays: list[tuple[str, str]] = (),
 ) -> int:
     """Start a daemon in the foreground of its own session; its output goes to ``log``."""
-    with log.open("ab") as sink:
-        proc = subprocess.Popen(
-            in_namespace(ns, argv, uts, binds, overlays),
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            env=clean_env(grid, env),
-            start_new_session=True,
-        )
-    return proc.pid
-
-
-def alive(pid: int) -> bool:
-    """PID 1 may not reap orphans here: a zombie counts as gone."""
-    with contextlib.suppress(ChildProcessError, OSError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+    return lifecycle.start(in_namespace(ns, argv, uts, binds, overlays), log, clean_env(grid, env))
 
 
 def marked(grid: str) -> list[int]:
     return [p for p in process.marked_pids(MARK, grid) if p != os.getpid() and alive(p)]
-
-
-def stop(pids: list[int], grace_s: float = 1.0) -> None:
-    """SIGTERM, up to ``grace_s`` for all of them together, then SIGKILL."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(alive(p) for p in pids):
-        time.sleep(0.05)
-    for pid in pids:
-        if alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
 
 
 def stop_grid(grid: str, pids: list[int]) -> None:

@@ -1,0 +1,343 @@
+"""The wire of a virtual cluster: what its links do to packets, set up on a built cluster
+and changed on a running one (``vcluster set``).
+
+Links are shaped with tbf on *both* veth ends (egress shaping limits one direction).
+Per-packet delay (netem does not exist on these kernels) comes from one ct-nfq-delay
+daemon per host behind an iptables NFQUEUE rule on its eth0; with ``wire="paced"`` that
+daemon also paces every packet at the link rate (each frame its serialisation time, so
+no message size outruns the wire, as the token bucket lets mid-size ping-pong do), and
+tbf remains the limit of what a host takes from several senders at once.
+
+Faults (docs/faults.md) are per host: loss, delay and jitter through that host's daemon
+(parameters changed on SIGHUP), a rate below nominal through the pacer and tbf, and a
+flapping link through a small process that takes the host's switch port down and up.
+Per link (one pair of hosts, e.g. a bad route between them): loss, delay and jitter
+through one more daemon on each end, on its own queue, for the packets to the other end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+
+from .. import kernels, netns
+from ..errors import UserError
+from . import daemons
+from .faults import (
+    FAULT_FIELDS,
+    LINK_FAULT_FIELDS,
+    RATE_KEYS,
+    link_key,
+    merge_faults,
+    merged_faults,
+    parse_set_items,
+)
+from .state import daemon_files, running_state, save_state
+
+
+def direction_rate(host: dict, direction: str) -> int | None:
+    """The rate of one direction of a host's link: the slowest of its nominal link, its
+    fault rate and that direction's (``tx``: what it sends, ``rx``: what it receives)."""
+    rates = [
+        host["link_bps"],
+        *(host["faults"].get(k) for k in ("rate_bps", f"{direction}_rate_bps")),
+    ]
+    given = [r for r in rates if r is not None]
+    return min(given) if given else None
+
+
+def shape_host(state: dict, index: int) -> None:
+    """tbf on both ends of a host's link: its eth0 at its sending rate, its switch port
+    (the switch sending to it) at its receiving rate; and the GSO cap its pacer needs
+    (:func:`netns.cap_gso`)."""
+    host = state["hosts"][index]
+    tx = direction_rate(host, "tx")
+    netns.shape(host["namespace"], "eth0", tx)
+    if state.get("wire") == "paced":
+        netns.cap_gso(host["namespace"], "eth0", tx)
+    netns.shape(state["switch_ns"], f"vh{index}", direction_rate(host, "rx"))
+
+
+def daemon_params(state: dict, index: int) -> dict:
+    """What a host's ct-nfq-delay applies: its wire's rate (the pacer; 0 on an unshaped
+    link), its faults over the cluster-wide delay."""
+    host = state["hosts"][index]
+    faults = host["faults"]
+    paced = state.get("wire") == "paced"
+    return {
+        "rate_bps": (direction_rate(host, "tx") or 0) if paced else 0,
+        "delay_us": faults.get("delay_us", state["delay_us"]),
+        "jitter_us": faults.get("jitter_us", 0),
+        "loss": faults.get("loss", 0.0),
+        "seed": faults.get("seed", index + 1),
+    }
+
+
+_NEEDS_DAEMON = ("rate_bps", "delay_us", "jitter_us", "loss")
+
+
+# On a paced wire with sites, what a host sends out of its site leaves through one more
+# daemon (key "<host>>wan", this queue) paced at the slower of its link and the WAN: the
+# host's own pacer knows only its link, and the WAN's tbf let a collective read through
+# at 120 % of 1 Gbit (a bucket of 125 kB holds a 32^3 read). The WAN's tbf stays, for
+# what several hosts send across at once.
+WAN_QUEUE = 1000
+
+
+def _paced_wan(state: dict) -> bool:
+    return state.get("wire") == "paced" and state["sites"] > 1 and bool(state.get("wan_bps"))
+
+
+def _wan_rate(state: dict, rate_bps: int) -> int:
+    """A pacer's rate for packets crossing the WAN: its link's (0: unshaped) or the WAN's."""
+    return min(r for r in (rate_bps, state["wan_bps"]) if r)
+
+
+# On a paced wire, a host that receives slower than another host may send to it gets a
+# pacer on what it receives too (key "<host><rx", this queue, PREROUTING): the sender's
+# pacer paces at the sender's rate, and the tbf on the receiver's switch port let a 16 KiB
+# ping-pong into a 100 Mbit host read 145 Mbit/s (its 15 kB bucket; helper netreport).
+RX_QUEUE = 2000
+
+
+def _rx_pacer_rate(state: dict, index: int) -> int:
+    """The rate of a host's receive pacer: its receive rate where some other host may send
+    to it faster (through the WAN at most the WAN's rate), else 0 (no pacer)."""
+    host = state["hosts"][index]
+    rx = direction_rate(host, "rx")
+    if state.get("wire") != "paced" or rx is None:
+        return 0
+    for j, sender in enumerate(state["hosts"]):
+        tx = direction_rate(sender, "tx") or 0  # 0: unshaped, faster than any rate
+        if j != index and _paced_wan(state) and sender["site_index"] != host["site_index"]:
+            tx = _wan_rate(state, tx)
+        if j != index and (tx == 0 or tx > rx):
+            return rx
+    return 0
+
+
+def apply_rx_pacer(state: dict, index: int) -> dict[str, int]:
+    """Start, retune or stop a host's receive pacer (:func:`_rx_pacer_rate`)."""
+    host = state["hosts"][index]
+    params = dict.fromkeys(_NEEDS_DAEMON, 0) | {"seed": index + 1}
+    params["rate_bps"] = _rx_pacer_rate(state, index)
+    return _apply_daemon(
+        state,
+        f"{host['name']}<rx",
+        host["namespace"],
+        RX_QUEUE,
+        netns.INGRESS,
+        params,
+        f"receive pacer on {host['name']}",
+    )
+
+
+def apply_packet_faults(state: dict, index: int) -> dict[str, int]:
+    """Start, retune or stop the host's daemon (queue 0, every packet it sends) so it
+    applies daemon_params, and on a paced wire with sites its WAN daemon; returns what
+    it started, for :func:`check_started`."""
+    host = state["hosts"][index]
+    params = daemon_params(state, index)
+    started = _apply_daemon(
+        state, host["name"], host["namespace"], 0, None, params, f"fault daemon on {host['name']}"
+    )
+    if _paced_wan(state):
+        params["rate_bps"] = _wan_rate(state, params["rate_bps"])
+        started |= _apply_daemon(
+            state,
+            f"{host['name']}>wan",
+            host["namespace"],
+            WAN_QUEUE,
+            f"!10.213.{host['site_index']}.0/24",
+            params,
+            f"WAN pacer on {host['name']}",
+        )
+    return started
+
+
+def link_params(state: dict, sender: int, peer: int, faults: dict, seed: int) -> dict:
+    """What the daemon for one direction of a faulty link applies: the sender's own
+    daemon's parameters (its packets to that peer no longer pass that daemon), the
+    link's delay and jitter in place of the host's, and both losses."""
+    params = daemon_params(state, sender)
+    for key in ("delay_us", "jitter_us"):
+        params[key] = faults.get(key, params[key])
+    params["loss"] = 1 - (1 - params["loss"]) * (1 - faults.get("loss", 0.0))
+    params["seed"] = faults.get("seed", seed)
+    if (
+        _paced_wan(state)
+        and state["hosts"][sender]["site_index"] != state["hosts"][peer]["site_index"]
+    ):
+        params["rate_bps"] = _wan_rate(state, params["rate_bps"])
+    return params
+
+
+def apply_link_faults(state: dict, key: str) -> dict[str, int]:
+    """Start, retune or stop the two daemons of link ``key``: one per end, on queue
+    1 + the peer's index, for the packets to the peer."""
+    index = {h["name"]: i for i, h in enumerate(state["hosts"])}
+    faults = state.get("link_faults", {}).get(key)
+    started: dict[str, int] = {}
+    a, b = key.split("-")
+    for src, dst in ((a, b), (b, a)):
+        i, j = index[src], index[dst]
+        if faults is None:
+            params = dict.fromkeys(_NEEDS_DAEMON, 0)
+        else:
+            params = link_params(state, i, j, faults, seed=1000 * (i + 1) + j + 1)
+        started |= _apply_daemon(
+            state,
+            f"{src}>{dst}",
+            state["hosts"][i]["namespace"],
+            1 + j,
+            state["hosts"][j]["address"],
+            params,
+            f"fault daemon of link {key} on {src}",
+        )
+    return started
+
+
+def _apply_daemon(
+    state: dict, key: str, namespace: str, queue: int, dest: str | None, params: dict, what: str
+) -> dict[str, int]:
+    """One ct-nfq-delay (state["delay_pids"][key]) behind its NFQUEUE rule: started when
+    ``params`` need it, retuned by SIGHUP, stopped with its rule when they no longer do.
+    Returns what it started, for :func:`check_started`."""
+    needed = any(params[k] for k in _NEEDS_DAEMON)
+    pid = state["delay_pids"].get(key)
+    params_file, stats_file = daemon_files(state, key)
+    if pid is not None and needed:
+        params_file.write_text("".join(f"{k}={v}\n" for k, v in params.items()))
+        os.kill(pid, signal.SIGHUP)
+        return {}
+    if pid is not None:
+        netns.nfqueue(namespace, False, queue, dest)
+        daemons.stop([pid], grace_s=2)
+        del state["delay_pids"][key]
+        save_state(state)
+        return {}
+    if not needed:
+        return {}
+    if shutil.which("iptables") is None:
+        raise UserError(
+            "a shaped link, delay, jitter and loss need iptables (NFQUEUE): install it with 'make setup'"
+        )
+    netns.nfqueue(namespace, True, queue, dest)
+    daemon = kernels.kernel_path("ct-nfq-delay", "serial")
+    argv = [
+        str(daemon),
+        str(queue),
+        str(params["delay_us"]),
+        "--rate-bps",
+        str(params["rate_bps"]),
+        "--jitter-us",
+        str(params["jitter_us"]),
+        "--loss",
+        repr(params["loss"]),
+        "--seed",
+        str(params["seed"]),
+        "--params",
+        str(params_file),
+        "--stats",
+        str(stats_file),
+    ]
+    state["delay_pids"][key] = _start_in(namespace, argv)
+    save_state(state)
+    return {what: state["delay_pids"][key]}
+
+
+def apply_flap(state: dict, index: int) -> dict[str, int]:
+    """Stop the host's flapping process if any, and start one if its faults say so;
+    returns what it started, for :func:`check_started`."""
+    host = state["hosts"][index]
+    pid = state["flap_pids"].pop(host["name"], None)
+    if pid is not None:
+        daemons.stop([pid], grace_s=2)  # it leaves the port up
+    flap = host["faults"].get("flap")
+    if flap is not None:
+        argv = [
+            sys.executable,
+            "-m",
+            "clustertune.netns",
+            "flap",
+            f"vh{index}",
+            str(flap["down_ms"] / 1000),
+            str(flap["period_ms"] / 1000),
+        ]
+        state["flap_pids"][host["name"]] = _start_in(state["switch_ns"], argv)
+    save_state(state)
+    return (
+        {}
+        if flap is None
+        else {f"link flapping of {host['name']}": state["flap_pids"][host["name"]]}
+    )
+
+
+def _start_in(ns: str, argv: list[str]) -> int:
+    """A process in namespace ns that outlives this command; down() kills it."""
+    return daemons.start(["ip", "netns", "exec", ns, *argv])
+
+
+def check_started(started: dict[str, int]) -> None:
+    """Give processes just started 0.2 s (once, for all), then fail naming one that died."""
+    if not started:
+        return
+    time.sleep(0.2)
+    for what, pid in started.items():
+        if not daemons.alive(pid):
+            raise UserError(f"{what} exited at start (NFQUEUE unavailable?)")
+
+
+def set_faults(name: str, host_name: str, items: list[str]) -> dict:
+    """``vcluster set``: change one host's faults on a running cluster. ``clear`` (first)
+    removes them all; FIELD=VALUE items then set fields and FIELD=off removes one."""
+    state = running_state(name)
+    index = next((i for i, h in enumerate(state["hosts"]) if h["name"] == host_name), None)
+    if index is None:
+        raise UserError(
+            f"vcluster set: --host {host_name!r} is not a host of {name} "
+            f"(hosts are host0..host{len(state['hosts']) - 1})"
+        )
+    clear, faults = parse_set_items(items, FAULT_FIELDS)
+    host = state["hosts"][index]
+    before = dict(host["faults"])
+    if clear:
+        host["faults"] = {}
+    merge_faults(host, faults, "vcluster set")
+    save_state(state)
+    changed = {
+        k for k in set(before) | set(host["faults"]) if before.get(k) != host["faults"].get(k)
+    }
+    started: dict[str, int] = {}
+    if changed & RATE_KEYS:
+        shape_host(state, index)
+        for i in range(len(state["hosts"])):  # who needs a receive pacer may have changed
+            started |= apply_rx_pacer(state, i)
+    if changed & {*RATE_KEYS, "delay_us", "jitter_us", "loss", "seed"}:
+        started |= apply_packet_faults(state, index)
+        for key in state.get("link_faults", {}):  # they build on the host's own
+            if host_name in key.split("-"):
+                started |= apply_link_faults(state, key)
+    if "flap" in changed:
+        started |= apply_flap(state, index)
+    check_started(started)
+    return state
+
+
+def set_link_faults(name: str, pair: str, items: list[str]) -> tuple[dict, str]:
+    """``vcluster set --link A-B``: change one link's faults on a running cluster, as
+    :func:`set_faults` does a host's (``clear`` first removes them all); the state and the
+    link's key (its hosts in the cluster's order)."""
+    state = running_state(name)
+    key = link_key(state["hosts"], pair, f"vcluster set --link {pair}")
+    clear, faults = parse_set_items(items, LINK_FAULT_FIELDS)
+    links = state.setdefault("link_faults", {})
+    links[key] = merged_faults({} if clear else links.get(key, {}), faults)
+    if not links[key]:
+        del links[key]
+    save_state(state)
+    check_started(apply_link_faults(state, key))
+    return state, key

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from .units import parse_rate
 
 MPI_FLAVOURS = ("openmpi", "mpich")
 DEFAULT_SITE = "site0"
-_HOST_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")  # a host's (and a grid site's) name
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ def local_cluster() -> Cluster:
 # --- TOML cluster files ----------------------------------------------------------------
 
 _TOP_KEYS = {"name", "launcher", "mpi", "link", "hosts", "sites", "slurm", "shared_cpus"}
-_HOST_KEYS = {"name", "address", "cores", "site", "link"}
+HOST_KEYS = {"name", "address", "cores", "site", "link"}
 _SITE_KEYS = {"name", "launcher", "wan_link"}
 _SLURM_KEYS = {"partition"}
 
@@ -133,17 +133,11 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
     tomlfile.known(fail, "slurm", 0, slurm, _SLURM_KEYS)
     tomlfile.typed(fail, "slurm", 0, slurm, "partition", str)
 
-    def rate(table: str, index: int, key: str, value) -> int | None:
-        try:
-            return parse_rate(str(value))
-        except UserError as exc:
-            raise fail(table, index, key, str(exc)) from None
-
     def new_site(name: str, launcher_name: str, wan_bps: int | None = None) -> Site:
         # a launcher's settings are the top-level table named after it ([slurm])
         return Site(name, launcher_name, wan_bps, doc.get(launcher_name, {}))
 
-    default_link = rate("", 0, "link", doc["link"]) if "link" in doc else None
+    default_link = rate_field(fail, "", 0, doc, "link")
     sites: dict[str, Site] = {}
     for i, raw in enumerate(tomlfile.tables(fail, doc, "sites")):
         tomlfile.known(fail, "sites", i, raw, _SITE_KEYS)
@@ -155,27 +149,18 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
         sites[site_name] = new_site(
             site_name,
             launcher("sites", i, raw.get("launcher", default_launcher)),
-            rate("sites", i, "wan_link", raw["wan_link"]) if "wan_link" in raw else None,
+            rate_field(fail, "sites", i, raw, "wan_link"),
         )
     declared = bool(sites)
     default_site = next(iter(sites), DEFAULT_SITE)
 
-    hosts: list[Host] = []
     raw_hosts = tomlfile.tables(fail, doc, "hosts")
     if not raw_hosts:
         raise ConfigError(
             name, None, "hosts", "no [[hosts]] entries: a cluster needs at least one host"
         )
-    for i, raw in enumerate(raw_hosts):
-        tomlfile.known(fail, "hosts", i, raw, _HOST_KEYS)
-        host_name = raw.get("name")
-        if not isinstance(host_name, str) or not _HOST_NAME_RE.match(host_name):
-            raise fail("hosts", i, "name", f"missing or not a host name: {host_name!r}")
-        if any(h.name == host_name for h in hosts):
-            raise fail("hosts", i, "name", f"host {host_name!r} appears twice")
-        cores = tomlfile.typed(fail, "hosts", i, raw, "cores", int, 1)
-        if cores < 1:
-            raise fail("hosts", i, "cores", f"must be a positive integer, got {cores!r}")
+
+    def site_of(i: int, raw: dict) -> tuple[str, int | None]:
         host_site = tomlfile.typed(fail, "hosts", i, raw, "site", str, default_site)
         if declared and host_site not in sites:
             raise fail(
@@ -183,9 +168,9 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
             )
         if host_site not in sites:  # without [[sites]], hosts name their sites freely
             sites[host_site] = new_site(host_site, default_launcher)
-        link = rate("hosts", i, "link", raw["link"]) if "link" in raw else default_link
-        address = tomlfile.typed(fail, "hosts", i, raw, "address", str)
-        hosts.append(Host(host_name, address, cores, host_site, link))
+        return host_site, default_link
+
+    hosts = load_hosts(fail, raw_hosts, site_of)
     shared_cpus = doc.get("shared_cpus", False)
     if not isinstance(shared_cpus, bool):
         raise fail("", 0, "shared_cpus", f"expected true or false, got {shared_cpus!r}")
@@ -197,3 +182,42 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
         source=str(path),
         shared_cpus=shared_cpus,
     )
+
+
+def rate_field(
+    fail: tomlfile.Fail, table: str, index: int, raw: dict, key: str, default: int | None = None
+) -> int | None:
+    """A rate field of a cluster file or grid description (``"100mbit"``; ``"unlimited"``
+    is None), ``default`` when absent, a bad one the error naming its line."""
+    if key not in raw:
+        return default
+    try:
+        return parse_rate(str(raw[key]))
+    except UserError as exc:
+        raise fail(table, index, key, str(exc)) from None
+
+
+def load_hosts(
+    fail: tomlfile.Fail,
+    raw_hosts: list[dict],
+    site_of: Callable[[int, dict], tuple[str, int | None]],
+) -> list[Host]:
+    """The ``[[hosts]]`` tables of a cluster file or grid description, each field checked
+    with an error naming its line. ``site_of(i, raw)`` is host i's site and the link of a
+    host there that names none, or the reader's error for a site it does not know."""
+    hosts: list[Host] = []
+    for i, raw in enumerate(raw_hosts):
+        tomlfile.known(fail, "hosts", i, raw, HOST_KEYS)
+        host_name = raw.get("name")
+        if not isinstance(host_name, str) or not NAME_RE.match(host_name):
+            raise fail("hosts", i, "name", f"missing or not a host name: {host_name!r}")
+        if any(h.name == host_name for h in hosts):
+            raise fail("hosts", i, "name", f"host {host_name!r} appears twice")
+        cores = tomlfile.typed(fail, "hosts", i, raw, "cores", int, 1)
+        if cores < 1:
+            raise fail("hosts", i, "cores", f"must be a positive integer, got {cores!r}")
+        site, site_link = site_of(i, raw)
+        link = rate_field(fail, "hosts", i, raw, "link", site_link)
+        address = tomlfile.typed(fail, "hosts", i, raw, "address", str)
+        hosts.append(Host(host_name, address, cores, site, link))
+    return hosts

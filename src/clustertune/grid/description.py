@@ -33,15 +33,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import tomlfile
-from ..cluster import _HOST_NAME_RE, MPI_FLAVOURS, Cluster, Host, Site
-from ..errors import ConfigError, UserError
-from ..units import parse_rate
+from ..cluster import MPI_FLAVOURS, NAME_RE, Cluster, Site, load_hosts, rate_field
+from ..errors import ConfigError
 
 SCHEDULERS = ("slurm", "ssh", "gram", "none")
 LAUNCHER_OF = {"slurm": "slurm", "ssh": "hostfile", "gram": "hostfile", "none": "hostfile"}
 _TOP = {"name", "mpi", "sites", "hosts", "links"}
 _SITE = {"name", "scheduler", "contact", "link", "launcher", "partition"}
-_HOST = {"name", "site", "address", "cores", "link"}
 _LINK = {"sites", "rate", "delay_us"}
 SUFFIX = ".grid.toml"
 
@@ -49,12 +47,6 @@ SUFFIX = ".grid.toml"
 def load_grid_file(path: Path) -> Cluster:
     name = str(path)
     doc, where, fail = tomlfile.read(path, "grid description")
-
-    def rate(table: str, index: int, key: str, value) -> int | None:
-        try:
-            return parse_rate(str(value))
-        except UserError as exc:
-            raise fail(table, index, key, str(exc)) from None
 
     tomlfile.known(fail, "", 0, doc, _TOP)
     mpi = tomlfile.choices(fail, "", 0, doc, "mpi", MPI_FLAVOURS)
@@ -65,7 +57,7 @@ def load_grid_file(path: Path) -> Cluster:
     for i, raw in enumerate(raw_sites):
         tomlfile.known(fail, "sites", i, raw, _SITE)
         site_name = raw.get("name")
-        if not isinstance(site_name, str) or not _HOST_NAME_RE.match(site_name):
+        if not isinstance(site_name, str) or not NAME_RE.match(site_name):
             raise fail("sites", i, "name", f"missing or not a name: {site_name!r}")
         if site_name in sites:
             raise fail("sites", i, "name", f"site {site_name!r} appears twice")
@@ -82,30 +74,21 @@ def load_grid_file(path: Path) -> Cluster:
             "index": i,
             "scheduler": scheduler,
             "contact": contact,
-            "link": rate("sites", i, "link", raw["link"]) if "link" in raw else None,
+            "link": rate_field(fail, "sites", i, raw, "link"),
             "launcher": tomlfile.typed(
                 fail, "sites", i, raw, "launcher", str, LAUNCHER_OF[scheduler]
             ),
             "settings": {} if partition is None else {"partition": partition},
             "wan": None,
         }
-    hosts: list[Host] = []
-    for i, raw in enumerate(tomlfile.tables(fail, doc, "hosts")):
-        tomlfile.known(fail, "hosts", i, raw, _HOST)
-        host_name = raw.get("name")
-        if not isinstance(host_name, str) or not _HOST_NAME_RE.match(host_name):
-            raise fail("hosts", i, "name", f"missing or not a host name: {host_name!r}")
-        if any(h.name == host_name for h in hosts):
-            raise fail("hosts", i, "name", f"host {host_name!r} appears twice")
+
+    def site_of(i: int, raw: dict) -> tuple[str, int | None]:
         site_name = raw.get("site")
         if site_name not in sites:
             raise fail("hosts", i, "site", f"{site_name!r} is not a site ({', '.join(sites)})")
-        cores = tomlfile.typed(fail, "hosts", i, raw, "cores", int, 1)
-        if cores < 1:
-            raise fail("hosts", i, "cores", f"must be a positive integer, got {cores!r}")
-        link = rate("hosts", i, "link", raw["link"]) if "link" in raw else sites[site_name]["link"]
-        address = tomlfile.typed(fail, "hosts", i, raw, "address", str)
-        hosts.append(Host(host_name, address, cores, site_name, link))
+        return site_name, sites[site_name]["link"]
+
+    hosts = load_hosts(fail, tomlfile.tables(fail, doc, "hosts"), site_of)
     empty = [s for s in sites if not any(h.site == s for h in hosts)]
     if empty:
         line = where.line("sites", sites[empty[0]]["index"], "name")
@@ -125,7 +108,7 @@ def load_grid_file(path: Path) -> Cluster:
             )
         if "rate" not in raw:
             raise fail("links", i, "rate", 'missing (e.g. rate = "100mbit")')
-        bps = rate("links", i, "rate", raw["rate"])
+        bps = rate_field(fail, "links", i, raw, "rate")
         delay = tomlfile.typed(fail, "links", i, raw, "delay_us", int, 0)
         if delay < 0:
             raise fail("links", i, "delay_us", f"must be a non-negative integer, got {delay!r}")

@@ -48,7 +48,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from clustertune import vcluster  # noqa: E402
-from clustertune.launch import launcher_for  # noqa: E402
+from clustertune.launch.launchers import launcher_for  # noqa: E402
 from clustertune.levels.io import netcdf  # noqa: E402
 from clustertune.results import Store  # noqa: E402
 from clustertune.units import parse_rate, parse_size  # noqa: E402

@@ -61,7 +61,9 @@ from pathlib import Path
 
 from clustertune import kernels, vcluster
 from clustertune.hostinfo import load_average
-from clustertune.launch import Job, launcher_for, process
+from clustertune.launch import process
+from clustertune.launch.base import Job
+from clustertune.launch.launchers import launcher_for
 from clustertune.levels.network import pingpong  # declares the ping-pong kernels
 from clustertune.units import parse_rate, parse_size
 

@@ -7,8 +7,8 @@ import pytest
 
 from clustertune.cluster import Cluster, Host, Site
 from clustertune.errors import ConfigError, UserError
-from clustertune.launch import launcher_for
 from clustertune.launch.hostfile import HostfileLauncher
+from clustertune.launch.launchers import launcher_for
 from clustertune.launch.slurm import SlurmLauncher
 from clustertune.sources import resolve_cluster
 

@@ -14,7 +14,7 @@ from test_vcluster import assert_paced_rate, measure_rate
 
 from clustertune import cli, netns, vcluster
 from clustertune.errors import UserError
-from clustertune.launch import launcher_for
+from clustertune.launch.launchers import launcher_for
 
 # UDP: the receiver prints the order in which numbered datagrams arrived
 RECEIVE = """

@@ -178,7 +178,7 @@ def test_launchers_remote_shell_is_a_gram_job(grid):
         [
             sys.executable,
             "-m",
-            "clustertune.grid.gram",
+            "clustertune.grid.gramrun",
             grid["name"],
             "site1",
             "host3",
@@ -203,7 +203,7 @@ def test_gram_jobs_see_the_accounts_home(grid):
             [
                 sys.executable,
                 "-m",
-                "clustertune.grid.gram",
+                "clustertune.grid.gramrun",
                 grid["name"],
                 "site1",
                 "host3",

@@ -31,7 +31,7 @@ from test_io_remote import (
 
 from clustertune import kernels, security
 from clustertune.cluster import local_cluster
-from clustertune.launch import launcher_for
+from clustertune.launch.launchers import launcher_for
 from clustertune.levels.io import remote
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,7 +23,7 @@ import pytest
 
 from clustertune import kernels, security
 from clustertune.cluster import local_cluster
-from clustertune.launch import launcher_for
+from clustertune.launch.launchers import launcher_for
 from clustertune.levels.io import netcdf, remote, section, validate
 
 NC_INT, NC_EACCESS, NC_ENOMEM, NC_ENOENT, NC_EINVAL = 4, -77, -61, -220, -36

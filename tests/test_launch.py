@@ -10,7 +10,9 @@ import pytest
 
 from clustertune import kernels, runner
 from clustertune.cluster import Cluster, Host, Site, local_cluster
-from clustertune.launch import Job, launcher_for, mpi_flags
+from clustertune.launch import mpi
+from clustertune.launch.base import Job
+from clustertune.launch.launchers import launcher_for
 from clustertune.launch.process import job_pids
 from clustertune.results import Store
 
@@ -140,7 +142,7 @@ def test_finalize_shim_tells_the_process_manager_before_it_leaves(tmp_path):
     failed with "BAD TERMINATION ... EXIT CODE: 1" under load, across GRAM sites). The
     ranks' stdout goes to files of their own: on hydra's stdout its -verbose lines once cut
     the probe's JSON line in two."""
-    shim = kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")
+    shim = kernels.kernel_path(*mpi.MPICH.shims, "mpich")
     argv = [
         "mpiexec.mpich",
         "-verbose",
@@ -168,7 +170,7 @@ def test_finalize_shim_tells_the_process_manager_before_it_leaves(tmp_path):
 def test_finalize_shim_keeps_the_exit_status_main_returned(inject_fault):
     """A rank's exit status under the shim is what main returned: it once left with
     _exit(0) inside MPI_Finalize, so a failed verification (ct-gemm returns 1) exited 0."""
-    shim = kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")
+    shim = kernels.kernel_path(*mpi.MPICH.shims, "mpich")
     argv = [
         "mpiexec.mpich",
         "-n",

@@ -20,7 +20,8 @@ from clirun import cli
 from clustertune import kernels, netns, runner, vcluster
 from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.errors import UserError
-from clustertune.launch import Completed, Job
+from clustertune.launch.base import Job
+from clustertune.launch.process import Completed
 from clustertune.levels import network
 from clustertune.levels.network import analysis, matrix, pingpong, section
 from clustertune.runner import Run

@@ -11,7 +11,8 @@ import pytest
 from clustertune.cluster import local_cluster
 from clustertune.errors import UserError
 from clustertune.kernels import parse_output
-from clustertune.launch import Completed, launcher_for
+from clustertune.launch.launchers import launcher_for
+from clustertune.launch.process import Completed
 from clustertune.runner import Run, env_knobs
 
 

@@ -16,7 +16,7 @@ from test_interrupt import assert_stopped_and_stored, start_hung_probe, wait_for
 
 from clustertune import runner
 from clustertune.grid import slurm as grid_slurm
-from clustertune.launch import launcher_for
+from clustertune.launch.launchers import launcher_for
 from clustertune.sources import resolve_cluster
 
 pytestmark = pytest.mark.skipif(

@@ -12,7 +12,7 @@ from conftest import unique_name
 from clustertune import netns, vcluster
 from clustertune.cluster import Site
 from clustertune.errors import UserError
-from clustertune.launch import launcher_for
+from clustertune.launch.launchers import launcher_for
 from clustertune.units import payload_rate_bps
 
 TRANSFER = str(Path(__file__).with_name("transfer.py"))

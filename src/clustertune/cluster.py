@@ -16,9 +16,10 @@ from pathlib import Path
 
 from . import tomlfile
 from .errors import ConfigError, UserError
+from .launch import mpi
 from .units import parse_rate
 
-MPI_FLAVOURS = ("openmpi", "mpich")
+MPI_FLAVOURS = mpi.NAMES  # the MPIs a cluster may offer
 DEFAULT_SITE = "site0"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")  # a host's (and a grid site's) name
 

@@ -17,7 +17,8 @@ import argparse
 import math
 from dataclasses import dataclass
 
-from .cluster import MPI_FLAVOURS, Cluster
+from .cluster import Cluster
+from .launch import mpi
 from .results import Store
 from .sources import resolve_cluster
 
@@ -59,9 +60,9 @@ def add_np(parser: argparse.ArgumentParser, default: int = 2) -> None:
 def add_mpi(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--mpi",
-        choices=MPI_FLAVOURS,
-        default=MPI_FLAVOURS[0],
-        help=f"MPI implementation (default {MPI_FLAVOURS[0]})",
+        choices=mpi.NAMES,
+        default=mpi.DEFAULT.name,
+        help=f"MPI implementation (default {mpi.DEFAULT.name})",
     )
 
 

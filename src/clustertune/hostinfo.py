@@ -17,6 +17,8 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
+from .launch import mpi
+
 # ISA extensions that decide which BLAS kernels can run (OpenBLAS's cores: Haswell needs
 # avx2 and fma, SkylakeX avx512f/dq/vl, Cooperlake also avx512_bf16, SapphireRapids
 # amx_tile and avx512_fp16)
@@ -90,10 +92,7 @@ def os_info() -> dict:
 
 @cache
 def mpi_versions() -> dict[str, str | None]:
-    return {
-        "openmpi": _first_line(["mpirun.openmpi", "--version"]),
-        "mpich": _first_line(["mpichversion"]),
-    }
+    return {f.name: _first_line(f.version_argv()) for f in mpi.FLAVOURS.values()}
 
 
 @cache

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .cluster import MPI_FLAVOURS
 from .errors import UserError
+from .launch import mpi
 
 SERIAL = "serial"
 FLAVOURS = (*MPI_FLAVOURS, SERIAL)
@@ -38,10 +39,10 @@ class Kernel:
         return self.name.endswith(".so")
 
 
-# Not measurements: the virtual cluster's delay daemon and the launchers' MPICH shim.
+# Not measurements: the virtual cluster's delay daemon and the MPI flavours' shims.
 TOOLS = (
     Kernel("ct-nfq-delay", "vcluster", (SERIAL,)),
-    Kernel("libct_finalize_shim.so", "shims", ("mpich",)),
+    *(Kernel(shim, "shims", (f.name,)) for f in mpi.FLAVOURS.values() for shim in f.shims),
 )
 _DECLARED: dict[str, Kernel] = {}
 

@@ -31,8 +31,10 @@ from . import __version__, kernels, vcluster
 from .cluster import Cluster
 from .errors import UserError
 from .kernels import KernelOutput
-from .launch import Completed, Job, launcher_for, process
-from .launch.process import Interrupted
+from .launch import process
+from .launch.base import Job
+from .launch.launchers import launcher_for
+from .launch.process import Completed, Interrupted
 from .launch.service import Ready, Service
 from .results import SCHEMA, Store
 

@@ -26,7 +26,7 @@ from typing import Protocol
 from . import vcluster
 from .cluster import Cluster, load_cluster_file, local_cluster
 from .errors import UserError
-from .launch import base as launch_base
+from .launch import launchers
 from .launch.vcluster import VClusterLauncher
 
 
@@ -86,8 +86,8 @@ class ClusterFile:
     def resolve(self, spec: str) -> Cluster:
         # The launcher registry is the one list of launcher names. A file cannot use the
         # virtual cluster's launcher: it needs the agent that only `vcluster up` writes.
-        launchers = [n for n in launch_base.names() if n != VClusterLauncher.name]
-        return load_cluster_file(Path(spec), launchers)
+        names = [n for n in launchers.names() if n != VClusterLauncher.name]
+        return load_cluster_file(Path(spec), names)
 
     def not_found(self) -> str:
         return "no such cluster file"

@@ -33,8 +33,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import tomlfile
-from ..cluster import MPI_FLAVOURS, NAME_RE, Cluster, Site, load_hosts, rate_field
+from ..cluster import NAME_RE, Cluster, Site, load_hosts, rate_field
 from ..errors import ConfigError
+from ..launch import mpi as mpi_flavours
 
 SCHEDULERS = ("slurm", "ssh", "gram", "none")
 LAUNCHER_OF = {"slurm": "slurm", "ssh": "hostfile", "gram": "hostfile", "none": "hostfile"}
@@ -49,7 +50,7 @@ def load_grid_file(path: Path) -> Cluster:
     doc, where, fail = tomlfile.read(path, "grid description")
 
     tomlfile.known(fail, "", 0, doc, _TOP)
-    mpi = tomlfile.choices(fail, "", 0, doc, "mpi", MPI_FLAVOURS)
+    mpi = tomlfile.choices(fail, "", 0, doc, "mpi", mpi_flavours.NAMES)
     raw_sites = tomlfile.tables(fail, doc, "sites")
     if not raw_sites:
         raise ConfigError(name, None, "sites", "no [[sites]] entries: a grid needs a site")

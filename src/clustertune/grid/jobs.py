@@ -7,6 +7,10 @@ A :class:`GridJob` holds the RSL attributes the seed uses: ``executable``, ``arg
 stops it, ``result`` fetches exit status and output back. Every job writes its own exit
 status into its directory (GRAM never returns one: read it from the job's own output).
 
+The back-ends are schedulers over the launchers (launch/): each keeps only its own way
+of submitting (sbatch, a background shell, a GRAM request) and builds the MPI part of a
+job as the launchers do, from the MPI's flavour (launch/mpi.py).
+
 Backends: ``slurm`` (sbatch on the site's head, srun with the MPI's PMI plug-in inside),
 ``ssh`` (the job started in the background over ssh with the grid's key; an MPI job
 is mpirun with a hostfile over the site's hosts through the same ssh), ``gram`` (an RSL
@@ -26,15 +30,18 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import kernels
+from ..cluster import Cluster, Host, Site
 from ..errors import UserError
-from ..launch import mpi_flags
-from ..launch.vcluster import VIRTUAL_NIC
+from ..launch import mpi as mpi_flavours
+from ..launch.base import Job
+from ..launch.slurm import srun, tasks
+from ..launch.vcluster import VIRTUAL_NIC, VClusterLauncher
 from . import daemons, gram, slurm
 
 NEVER_START = "CT_GRID_NEVER_START"  # tests: that Slurm site holds its subjobs (never starts)
 STATES = ("pending", "active", "done", "failed")
 JOBTYPES = ("single", "mpi")
-MPIS = tuple(slurm.PMI_PLUGIN)
 
 
 @dataclass
@@ -45,7 +52,7 @@ class GridJob:
     environment: dict[str, str] = field(default_factory=dict)
     directory: str | None = None
     jobtype: str = "single"
-    mpi: str = "openmpi"
+    mpi: str = mpi_flavours.DEFAULT.name
     hosts: list[str] | None = None  # hosts of the site to use (default: all)
     barrier: str | None = None  # set by co-allocation: check in there, wait for "go"
 
@@ -56,8 +63,8 @@ class GridJob:
             raise UserError(f"job: count: must be a positive integer, got {self.count!r}")
         if self.jobtype not in JOBTYPES:
             raise UserError(f"job: jobtype: {self.jobtype!r} is not one of {', '.join(JOBTYPES)}")
-        if self.mpi not in MPIS:
-            raise UserError(f"job: mpi: {self.mpi!r} is not one of {', '.join(MPIS)}")
+        if self.mpi not in mpi_flavours.NAMES:
+            raise UserError(f"job: mpi: {self.mpi!r} is not one of {', '.join(mpi_flavours.NAMES)}")
         for name in self.environment:
             if not name.isidentifier():
                 raise UserError(f"job: environment: {name!r} is not a variable name")
@@ -78,26 +85,6 @@ class Result:
     exit_status: int | None
     stdout: str
     stderr: str
-
-
-def mpi_env(mpi: str) -> dict[str, str]:
-    """What the MPI needs between namespaces on one machine (launch/mpi_flags.py's traps):
-    Open MPI off shared memory and on the virtual NIC, MPICH's UCX on TCP."""
-    if mpi == "openmpi":
-        return {
-            "OMPI_MCA_pml": "ob1",
-            "OMPI_MCA_btl": "self,tcp",
-            "OMPI_MCA_btl_tcp_if_include": VIRTUAL_NIC,
-            "OMPI_MCA_oob_tcp_if_include": VIRTUAL_NIC,
-            "OMPI_MCA_mpi_yield_when_idle": "1",
-        }
-    from .. import kernels
-
-    return {
-        "UCX_TLS": "tcp,self",
-        "UCX_NET_DEVICES": VIRTUAL_NIC,
-        "LD_PRELOAD": str(kernels.kernel_path(mpi_flags.FINALIZE_SHIM, "mpich")),
-    }
 
 
 def exit_state(d: Path) -> str:
@@ -176,18 +163,14 @@ class Backend:
 
 def srun_launch(job: GridJob, hosts: list[str] | None) -> tuple[list[str], dict[str, str]]:
     """srun starting the job's count tasks inside its Slurm job (on ``hosts`` when given),
-    with the MPI's PMI plug-in; and the environment the MPI needs."""
-    srun = [
-        "srun",
-        "--kill-on-bad-exit=1",
-        "--ntasks",
-        str(job.count),
-        "--distribution",
-        "cyclic",
-    ] + (["--nodelist", ",".join(hosts)] if hosts else [])
+    an MPI job's as the ranks of its MPI kept on the virtual NIC; and the environment that
+    needs."""
     if job.jobtype != "mpi":
-        return srun, {}
-    return srun + [f"--mpi={slurm.PMI_PLUGIN[job.mpi]}"], mpi_env(job.mpi)
+        return srun(*tasks(job.count, hosts, None)), {}
+    flavour = mpi_flavours.flavour(job.mpi)
+    return srun(*tasks(job.count, hosts, flavour)), flavour.pinned_env(
+        VIRTUAL_NIC, kernels.kernel_path
+    )
 
 
 class SlurmBackend(Backend):
@@ -255,25 +238,34 @@ class ShellBackend(Backend):
         agent = Path(vcluster.state_dir(self.grid["name"])) / "agent"
         return [str(agent), host, command]
 
+    def mpi_launcher(self) -> VClusterLauncher:
+        """The MPI launcher over the site's hosts: the virtual cluster's (hosts by name, on
+        the virtual NIC, ranks not bound), reaching them through ``rsh_agent``; started
+        by the job's script on the site's head."""
+        hosts = tuple(
+            Host(h["name"], h["address"], site=self.site["name"], namespace=h["namespace"])
+            for h in self.site["hosts"]
+        )
+        sites = (Site(self.site["name"], VClusterLauncher.name),)
+        return VClusterLauncher(
+            Cluster(self.grid["name"], hosts, sites, extra={"agent": self.rsh_agent()})
+        )
+
     def launch(self, job: GridJob, d: Path, hosts: list[str]) -> tuple[list[str], dict]:
         """(the launch line without the executable and its arguments, the environment it
-        needs): an MPI launcher over ``hosts`` with a hostfile in ``d``, or count copies."""
-        env: dict[str, str] = {}
+        needs beside the job's own): an MPI launcher over ``hosts`` with a hostfile in
+        ``d``, or count copies."""
         if job.jobtype == "mpi":
-            env = dict(job.environment)
-            slots = -(-job.count // len(hosts))
-            hostfile = d / f"hostfile.{job.mpi}"
-            if job.mpi == "openmpi":
-                hostfile.write_text(mpi_flags.openmpi_hostfile(hosts, slots))
-                launch = mpi_flags.openmpi(
-                    job.count, env, hostfile, self.rsh_agent(), VIRTUAL_NIC, bind=False
-                )
-                env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-            else:
-                hostfile.write_text(mpi_flags.mpich_hostfile(hosts))
-                launch = mpi_flags.mpich(job.count, env, hostfile, self.rsh_agent(), VIRTUAL_NIC)
-            env = {k: v for k, v in env.items() if k not in job.environment}
+            launcher = self.mpi_launcher()
+            ranks = Job(
+                Path(job.executable), job.arguments, job.count, job.mpi, hosts, job.environment
+            )
+            launch = launcher.mpi_command(ranks, d)
+            env = {
+                k: v for k, v in launcher.launcher_env(ranks).items() if k not in job.environment
+            }
         else:  # count copies, like GRAM's fork job manager
+            env = {}
             launch = [
                 "sh",
                 "-c",

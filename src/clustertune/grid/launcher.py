@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 from .. import vcluster
-from ..launch import mpi_flags
-from ..launch.base import Job, register
+from ..launch.base import Job
 from ..launch.hostfile import HostfileLauncher
+from ..launch.launchers import register
 from ..launch.vcluster import VIRTUAL_NIC
 from . import slurm, virtual
 
@@ -67,7 +67,14 @@ class GridLauncher(HostfileLauncher):
         if site["scheduler"] == "ssh":
             return f'{shlex.quote(str(Path(grid["dir"]) / "ssh" / "ssh"))} {host} "$*"'
         if site["scheduler"] == "gram":
-            gram = [sys.executable, "-m", "clustertune.grid.gram", grid["name"], site["name"], host]
+            gram = [
+                sys.executable,
+                "-m",
+                "clustertune.grid.gramrun",
+                grid["name"],
+                site["name"],
+                host,
+            ]
             return f'{shlex.join(gram)} "$*"'
         return f'{shlex.quote(self.cluster.extra["agent"])} {host} "$*"'
 
@@ -86,27 +93,20 @@ class GridLauncher(HostfileLauncher):
         agent.chmod(0o755)
         return agent
 
-    def mpi_argv(self, job: Job, workdir: Path) -> list[str]:
+    def remote_agent(self, job: Job, workdir: Path) -> str:
+        return str(self.write_agent(self.grid, job.hosts_used(self.cluster), workdir))
+
+    def on_head(self, job: Job, workdir: Path, argv: list[str]) -> list[str]:
+        """The MPI launcher on the grid's origin host, inside a co-allocation of every
+        site the job uses."""
         grid = self.grid
         hosts = job.hosts_used(self.cluster)
-        agent = self.write_agent(grid, hosts, workdir)
-        hostfile = workdir / f"hostfile.{job.mpi}"
-        if job.mpi == "openmpi":
-            hostfile.write_text(mpi_flags.openmpi_hostfile(hosts, job.ranks_per_host(self.cluster)))
-            head = mpi_flags.openmpi(
-                job.np, job.env, hostfile, str(agent), self.interface, self.binds_ranks
-            )
-        else:
-            hostfile.write_text(mpi_flags.mpich_hostfile(hosts))
-            head = mpi_flags.mpich(job.np, job.env, hostfile, str(agent), self.interface)
-        mpirun = vcluster.exec_argv(
-            self.cluster, grid["origin"], head + [str(job.kernel), *job.args]
-        )
+        mpirun = vcluster.exec_argv(self.cluster, grid["origin"], argv)
         wanted: dict[str, list[str]] = {}
         for h in hosts:
             wanted.setdefault(self._site_of(grid, h)["name"], []).append(h)
         minutes = max(1, int(job.timeout // 60) + 1)
-        argv = [
+        coalloc = [
             sys.executable,
             "-m",
             "clustertune.grid.coalloc",
@@ -120,8 +120,8 @@ class GridLauncher(HostfileLauncher):
             str(minutes),
         ]
         for site, site_hosts in wanted.items():
-            argv += ["--sites", f"{site}={','.join(site_hosts)}"]
-        return argv + ["--", *mpirun]
+            coalloc += ["--sites", f"{site}={','.join(site_hosts)}"]
+        return coalloc + ["--", *mpirun]
 
     def host_argv(self, host: str, argv: list[str]) -> list[str]:
         """A plain program on one host, through its site's access path (a Slurm site: a

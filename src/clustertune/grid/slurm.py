@@ -21,8 +21,6 @@ from . import daemons
 
 CTLD_PORT, SLURMD_PORT = 6817, 6818
 PARTITION = "grid"
-# Debian's OpenMPI is built with PMIx, its MPICH speaks PMI-2 under srun
-PMI_PLUGIN = {"openmpi": "pmix", "mpich": "pmi2"}
 TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sbatch", "salloc", "scontrol")
 
 

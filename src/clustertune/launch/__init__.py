@@ -1,7 +1,12 @@
-"""Launchers behind one interface: local, vcluster, hostfile (ssh), slurm."""
+"""How a job's ranks get started: the MPI flavours and the launchers behind one interface.
 
-from . import hostfile, local, slurm, vcluster  # noqa: F401  (each registers itself)
-from .base import Job, Launcher, launcher_for
-from .process import Completed
+mpi.py        the MPI flavours: command lines, hostfiles, root and PMI settings (imports
+              nothing of clustertune but its errors: the cluster model and the kernel
+              finder use it)
+base.py       Job and the Launcher interface
+local.py, hostfile.py, vcluster.py, slurm.py   the built-in launchers
+launchers.py  launcher_for(cluster): a cluster's launcher by name
+process.py, service.py, watchdog.py   running, marking and stopping what they start
 
-__all__ = ["Completed", "Job", "Launcher", "launcher_for"]
+This file imports nothing, so importing ``clustertune.launch.mpi`` pulls in no launcher.
+"""

@@ -1,27 +1,25 @@
 """The launcher interface: how a job's ranks get started on a cluster.
 
 A launcher turns a :class:`Job` into one command line (``mpi_argv``) and can run a plain
-program on one host (``host_argv``). The MPI-specific flags live in :mod:`.mpi_flags`,
-so each launcher only decides *where* ranks go and *how* remote hosts are reached.
+program on one host (``host_argv``). What differs between the MPIs lives in their
+flavours (:mod:`.mpi`), so each launcher only decides *where* ranks go and *how* remote
+hosts are reached. :mod:`.launchers` finds a cluster's launcher by name.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cluster import MPI_FLAVOURS, Cluster
+from ..cluster import Cluster
 from ..errors import UserError
-from . import process
+from . import mpi, process
 from .process import Completed
 from .service import Service
-
-MPI_LAUNCHERS = dict(zip(MPI_FLAVOURS, ("mpirun.openmpi", "mpiexec.mpich"), strict=True))
 
 
 @dataclass
@@ -29,7 +27,7 @@ class Job:
     kernel: Path  # absolute path of the kernel binary (same path on every host)
     args: list[str]
     np: int
-    mpi: str  # "openmpi" or "mpich"
+    mpi: str  # a flavour's name (launch/mpi.py)
     hosts: list[str] | None = None  # hosts to place ranks on, round-robin; default all
     env: dict[str, str] = field(default_factory=dict)  # exported to every rank
     timeout: float = 600.0
@@ -65,18 +63,14 @@ class Launcher(ABC):
 
     def launcher_env(self, job: Job) -> dict[str, str]:
         """Environment of the launcher process itself."""
-        env = dict(job.env)
-        if job.mpi == "openmpi" and os.geteuid() == 0:
-            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        return env
+        return mpi.flavour(job.mpi).launcher_env(job.env)
 
-    def check_mpi(self, mpi: str) -> None:
-        if mpi not in MPI_LAUNCHERS:
-            raise UserError(f"unknown MPI {mpi!r} (known: {', '.join(MPI_LAUNCHERS)})")
-        if mpi not in self.cluster.mpi:
-            raise UserError(f"cluster {self.cluster.name!r} does not offer MPI {mpi!r}")
-        if shutil.which(MPI_LAUNCHERS[mpi]) is None:
-            raise UserError(f"{MPI_LAUNCHERS[mpi]} not found: {mpi} is not installed (make setup)")
+    def check_mpi(self, name: str) -> None:
+        flavour = mpi.flavour(name)
+        if name not in self.cluster.mpi:
+            raise UserError(f"cluster {self.cluster.name!r} does not offer MPI {name!r}")
+        if shutil.which(flavour.launcher) is None:
+            raise UserError(f"{flavour.launcher} not found: {name} is not installed (make setup)")
 
     def run_mpi(self, job: Job) -> Completed:
         self.check_mpi(job.mpi)
@@ -95,31 +89,3 @@ class Launcher(ABC):
     def service(self, host: str, argv: list[str], **options) -> Service:
         """A program beside a job on ``host`` (a server, a daemon); see launch.service."""
         return Service(self, host, argv, **options)
-
-
-_REGISTRY: dict[str, type[Launcher]] = {}
-
-
-def names() -> list[str]:
-    """Every launcher there is: the one list of launcher names."""
-    return sorted(_REGISTRY)
-
-
-def register(cls: type[Launcher]) -> type[Launcher]:
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def launcher_for(cluster: Cluster, site: str | None = None) -> Launcher:
-    """The launcher of the whole cluster (its sites must share one), or of one site; a
-    site's launcher sees only that site's hosts, so its jobs stay inside the site."""
-    if site is not None:
-        only = cluster.site(site)
-        hosts = tuple(h for h in cluster.hosts if h.site == site)
-        cluster = replace(cluster, hosts=hosts, sites=(only,))
-    try:
-        return _REGISTRY[cluster.launcher](cluster)
-    except KeyError:
-        raise UserError(
-            f"cluster {cluster.name!r}: unknown launcher {cluster.launcher!r}"
-        ) from None

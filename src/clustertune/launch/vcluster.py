@@ -6,14 +6,15 @@ a virtual host; its hostfile lives in /tmp, which every namespace shares.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .. import vcluster
-from .base import Job, register
+from .base import Job
 from .hostfile import HostfileLauncher
 
 VIRTUAL_NIC = "eth0"
 
 
-@register
 class VClusterLauncher(HostfileLauncher):
     name = "vcluster"
     interface = VIRTUAL_NIC
@@ -26,7 +27,7 @@ class VClusterLauncher(HostfileLauncher):
     def contact(self, host: str) -> str:
         return self.cluster.host(host).name
 
-    def on_head(self, job: Job, argv: list[str]) -> list[str]:
+    def on_head(self, job: Job, workdir: Path, argv: list[str]) -> list[str]:
         return self.host_argv(job.hosts_used(self.cluster)[0], argv)
 
     def host_argv(self, host: str, argv: list[str]) -> list[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ..cluster import Cluster
 from ..errors import UserError
+from ..launch import mpi as mpi_flavours
 from ..results import Store
 from ..units import parse_size
 
@@ -59,10 +60,7 @@ def _pingpong(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
     return [pingpong.run_pingpong(cluster, store, spec)]
 
 
-TCP_BUFFER_VARS = {  # seeds/000 table 4 set MPICH's through Globus RSL / P4
-    "openmpi": ("OMPI_MCA_btl_tcp_sndbuf", "OMPI_MCA_btl_tcp_rcvbuf"),  # its TCP BTL
-    "mpich": ("UCX_TCP_SNDBUF", "UCX_TCP_RCVBUF"),  # Debian's MPICH is ch4:ucx: UCX's tcp
-}
+TCP_BUFFER_VARS = {f.name: f.tcp_buffer_vars for f in mpi_flavours.FLAVOURS.values()}
 
 
 def _tcp_buffer_env(mpi: str, size: object) -> dict[str, str]:

@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import tomlfile, vcluster
-from ..cluster import MPI_FLAVOURS
 from ..errors import UserError
+from ..launch import mpi as mpi_flavours
 from ..units import parse_rate
 
 BUILTIN_DIR = Path(__file__).with_name("data")
@@ -269,11 +269,11 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         cluster = s.get("cluster", next(iter(clusters), ""))
         if cluster not in clusters:
             raise fail("step", i, "cluster", f"{cluster!r} is not a [[cluster]] of this study")
-        mpi = over.get("mpi", s.get("mpi", [MPI_FLAVOURS[0]]))
+        mpi = over.get("mpi", s.get("mpi", [mpi_flavours.DEFAULT.name]))
         if isinstance(mpi, str):
             mpi = [mpi]
-        if not isinstance(mpi, list) or not mpi or any(m not in MPI_FLAVOURS for m in mpi):
-            raise fail("step", i, "mpi", f"expected a list of {', '.join(MPI_FLAVOURS)}")
+        if not isinstance(mpi, list) or not mpi or any(m not in mpi_flavours.NAMES for m in mpi):
+            raise fail("step", i, "mpi", f"expected a list of {', '.join(mpi_flavours.NAMES)}")
         params = {
             **tomlfile.typed(fail, "step", i, s, "params", dict, {}),
             **tomlfile.typed(fail, "step", i, over, "params", dict, {}),

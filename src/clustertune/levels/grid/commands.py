@@ -12,6 +12,7 @@ from ... import vcluster
 from ...commands import Output, open_store, positive_seconds, store_parser
 from ...errors import UserError
 from ...grid import info, jobs, staging, virtual
+from ...launch import mpi
 from ...units import format_rate, parse_rate
 from . import LEVEL, compare
 
@@ -302,7 +303,7 @@ def add_commands(sub, common) -> None:
     j.add_argument("--site", required=True, help="a site, or auto: the one with most free CPUs")
     j.add_argument("--count", type=int, default=1)
     j.add_argument("--jobtype", choices=jobs.JOBTYPES, default="single")
-    j.add_argument("--mpi", choices=jobs.MPIS, default="openmpi")
+    j.add_argument("--mpi", choices=mpi.NAMES, default=mpi.DEFAULT.name)
     j.add_argument("--env", action="append", default=[], metavar="NAME=VALUE")
     j.add_argument("--directory")
     j.add_argument("--hosts", help="hosts of the site (default: all)")
@@ -332,7 +333,11 @@ def add_commands(sub, common) -> None:
     )
     c.add_argument("--name", required=True, help="the grid (two sites or more)")
     c.add_argument("--kernels", default="linpack,pingpong", help="linpack, pingpong or both")
-    c.add_argument("--mpi", default="openmpi", help="openmpi, mpich or both (comma-separated)")
+    c.add_argument(
+        "--mpi",
+        default=mpi.DEFAULT.name,
+        help=f"{', '.join(mpi.NAMES)} or several (comma-separated)",
+    )
     c.add_argument("--modes", default="pingpong", help="ping-pong modes: pingpong,nonblocking")
     c.add_argument("-N", "--n", type=int, default=2000, help="Linpack order")
     c.add_argument("--nb", type=int, default=64)

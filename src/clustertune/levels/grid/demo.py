@@ -12,6 +12,7 @@ import sys
 from ...cluster import Cluster
 from ...errors import UserError
 from ...grid import slurm, virtual
+from ...launch.mpi import default_of
 from ...results import Store
 from . import LEVEL
 from .compare import default_cases, run_cases
@@ -33,7 +34,7 @@ def demo(cluster: Cluster, store: Store) -> list[dict]:
     if os.geteuid() != 0:
         print("grid demo: skipped (a virtual grid needs root)", file=sys.stderr)
         return []
-    mpi = "openmpi" if "openmpi" in cluster.mpi else cluster.mpi[0]
+    mpi = default_of(cluster.mpi)
     cplan, state = virtual.plan(DEMO_GRID, 2, 2, schedulers(), DEMO_LINK_BPS, DEMO_WAN_BPS)
     virtual.down(DEMO_GRID)  # a crashed earlier demo leaves nothing in the way
     records: list[dict] = []

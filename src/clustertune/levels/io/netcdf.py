@@ -23,7 +23,7 @@ from ... import kernels, security
 from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store
 from ...errors import UserError
-from ...launch import Job
+from ...launch.base import Job
 from ...results import Store
 from ...runner import Run
 from ...units import format_rate, parse_size

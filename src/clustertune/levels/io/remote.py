@@ -26,7 +26,8 @@ from pathlib import Path
 from ... import kernels, security
 from ...cluster import Cluster
 from ...errors import UserError
-from ...launch import launcher_for, mpi_flags
+from ...launch import mpi
+from ...launch.launchers import launcher_for
 from . import SERVER_KERNEL
 
 READY = re.compile(rb"ct-io-server: listening on port (\d+)")
@@ -35,14 +36,13 @@ SERVER_NAME = "server"  # the server's certificate in the CA directory
 SERVER_HOSTS = ("localhost", "127.0.0.1")  # its subjectAltName when made here
 HANDSHAKE_S = 10.0  # a connection's TLS handshake and HELLO, at most (ct-io-server)
 EXPORT_PREFIX = "clustertune-io-export-locked-"  # locked: see export_dir
+SERVER_MPI = mpi.OPENMPI  # Debian's PnetCDF links Open MPI
 _held: dict[Path, int] = {}  # this process's export areas, each with the fd holding its lock
 
 
 def server_env(driver: str = "romio") -> dict[str, str]:
-    env = {"OMPI_MCA_io": "romio321" if driver == "romio" else "ompio"}
-    if os.geteuid() == 0:
-        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    return env
+    """The server's mpirun's environment: its MPI-IO driver (and what Open MPI needs as root)."""
+    return SERVER_MPI.launcher_env({"OMPI_MCA_io": "romio321" if driver == "romio" else "ompio"})
 
 
 def server_argv(
@@ -62,11 +62,11 @@ def server_argv(
     server's default, 4 MiB, when None; 0: each block crosses the link whole before its write
     or after its read)."""
     creds = security.credentials(ca_dir, SERVER_NAME)
-    head = mpi_flags.openmpi(np, env or server_env())
+    head = SERVER_MPI.argv(np, env or server_env())
     return (
         head
         + [
-            str(kernels.kernel_path(SERVER_KERNEL, "openmpi")),
+            str(kernels.kernel_path(SERVER_KERNEL, SERVER_MPI.name)),
             "--export",
             str(export),
             "--cert",

@@ -4,6 +4,7 @@ DGEMM rate the LU is set against (% of peak), all on the demo cluster in well un
 from __future__ import annotations
 
 from ...cluster import Cluster
+from ...launch.mpi import default_of
 from ...results import Store
 from . import LEVEL, run
 
@@ -16,7 +17,7 @@ DEMO_TIMEOUT_S = 120.0
 
 @LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
-    mpi = "openmpi" if "openmpi" in cluster.mpi else cluster.mpi[0]
+    mpi = default_of(cluster.mpi)
     lu = [
         "-N",
         str(DEMO_N),

@@ -27,7 +27,8 @@ from typing import NamedTuple
 from ... import vcluster
 from ...cluster import Cluster
 from ...errors import UserError
-from ...launch import Launcher, launcher_for
+from ...launch.base import Launcher
+from ...launch.launchers import launcher_for
 from ...results import Store
 from ...runner import WIRE_LATE_P99_US, Run, wire_state
 from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis

@@ -18,7 +18,8 @@ from ... import kernels
 from ...cluster import Cluster
 from ...errors import UserError
 from ...kernels import SERIAL, KernelOutput
-from ...launch import Launcher, launcher_for
+from ...launch.base import Launcher
+from ...launch.launchers import launcher_for
 from ...netns import tbf_burst_bytes
 from ...results import Store
 from ...runner import Run, Step, labels_text

@@ -5,6 +5,7 @@ rank count; a few seconds each."""
 from __future__ import annotations
 
 from ...cluster import Cluster
+from ...launch.mpi import default_of
 from ...results import Store
 from . import AVAILABLE, LEVEL, run
 
@@ -15,7 +16,7 @@ DEMO_TIMEOUT_S = 120.0
 
 @LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
-    mpi = "openmpi" if "openmpi" in cluster.mpi else cluster.mpi[0]
+    mpi = default_of(cluster.mpi)
     return [
         run.run_npb(cluster, store, bench, DEMO_CLASS, np, mpi, timeout=DEMO_TIMEOUT_S)
         for bench in AVAILABLE

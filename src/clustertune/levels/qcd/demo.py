@@ -5,6 +5,7 @@ plaquette from exactly 1 towards 0.59), and the decomposition study of four proc
 from __future__ import annotations
 
 from ...cluster import Cluster
+from ...launch.mpi import default_of
 from ...results import Store
 from . import LEVEL, run, study
 
@@ -15,7 +16,7 @@ DEMO_TIMEOUT_S = 120.0
 
 @LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
-    mpi = "openmpi" if "openmpi" in cluster.mpi else cluster.mpi[0]
+    mpi = default_of(cluster.mpi)
     spec = run.QcdSpec(lattice=DEMO_LATTICE, grid=(2, 2, 1, 1), beta=6.0, sweeps=5)
     first = run.run_qcd(cluster, store, spec, np=DEMO_NP, mpi=mpi, timeout=DEMO_TIMEOUT_S)
     return [first] + study.run_study(

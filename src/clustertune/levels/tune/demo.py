@@ -9,6 +9,7 @@ import sys
 
 from ...cluster import Cluster
 from ...errors import UserError
+from ...launch.mpi import default_of
 from ...results import Store
 from ..linpack import blas as blaslib
 from . import LEVEL, cli, linpack, qcd, shim, tcp
@@ -32,7 +33,7 @@ def say(text: str) -> None:
 
 @LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
-    mpi = "openmpi" if "openmpi" in cluster.mpi else cluster.mpi[0]
+    mpi = default_of(cluster.mpi)
     records: list[dict] = []
     summary = qcd.tune(
         cluster, store, lattice=DEMO_LATTICE, np=DEMO_NP, mpi=mpi, sweeps=2, timeout=DEMO_TIMEOUT_S

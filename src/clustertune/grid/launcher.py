@@ -101,7 +101,7 @@ class GridLauncher(HostfileLauncher):
         site the job uses."""
         grid = self.grid
         hosts = job.hosts_used(self.cluster)
-        mpirun = vcluster.exec_argv(self.cluster, grid["origin"], argv)
+        mpirun = vcluster.agent_argv(self.cluster, grid["origin"], argv)
         wanted: dict[str, list[str]] = {}
         for h in hosts:
             wanted.setdefault(self._site_of(grid, h)["name"], []).append(h)
@@ -143,4 +143,4 @@ class GridLauncher(HostfileLauncher):
                 host,
                 shlex.join(argv),
             ]
-        return vcluster.exec_argv(self.cluster, host, argv)
+        return vcluster.agent_argv(self.cluster, host, argv)

@@ -31,4 +31,4 @@ class VClusterLauncher(HostfileLauncher):
         return self.host_argv(job.hosts_used(self.cluster)[0], argv)
 
     def host_argv(self, host: str, argv: list[str]) -> list[str]:
-        return vcluster.exec_argv(self.cluster, host, argv)
+        return vcluster.agent_argv(self.cluster, host, argv)

@@ -22,7 +22,7 @@ from .faults import (
 from .lateness import LATENESS_FIELDS, lateness_delta, wire_lateness, without_hist
 from .overview import describe, status
 from .planning import DEFAULT_WIRE, WIRE_HELP, WIRES, plan
-from .source import Source, cluster_from_state, exec_argv
+from .source import Source, agent_argv, cluster_from_state
 from .state import load_state, names, prefix, require_root, state_dir, validate_name
 from .wire import WAN_QUEUE, set_faults, set_link_faults
 
@@ -35,10 +35,10 @@ __all__ = [
     "WIRES",
     "WIRE_HELP",
     "Source",
+    "agent_argv",
     "cluster_from_state",
     "describe",
     "down",
-    "exec_argv",
     "format_faults",
     "lateness_delta",
     "load_state",

@@ -61,7 +61,8 @@ class Source:
         return f"no virtual cluster of that name (virtual clusters: {known}{hint})"
 
 
-def exec_argv(state_or_cluster: Cluster, host: str, argv: list[str]) -> list[str]:
-    """argv that runs ``argv`` on one virtual host through the agent."""
-    agent = state_or_cluster.extra["agent"]
+def agent_argv(cluster: Cluster, host: str, argv: list[str]) -> list[str]:
+    """argv that runs ``argv`` on ``host`` of a virtual cluster (or grid) through the
+    cluster's agent (``cluster.extra["agent"]``, :func:`cluster_from_state`)."""
+    agent = cluster.extra["agent"]
     return [agent, host, shlex.join(argv)]

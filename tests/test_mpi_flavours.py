@@ -42,59 +42,25 @@ def test_the_flavours_and_the_default():
         mpi.flavour("lam")
 
 
+# Open MPI's transport pinned, yield when idle (launch/mpi.py's traps)
+OPENMPI_MCA = "--mca pml ob1 --mca btl self,vader,tcp --mca mpi_yield_when_idle 1"
+
+
 def test_openmpi_command_lines():
-    env = {"B": "2", "A": "1"}
-    assert mpi.OPENMPI.argv(4, env) == [
-        "mpirun.openmpi",
-        "-np",
-        "4",
-        "--mca",
-        "pml",
-        "ob1",
-        "--mca",
-        "btl",
-        "self,vader,tcp",
-        "--mca",
-        "mpi_yield_when_idle",
-        "1",
-        "--oversubscribe",
-        "-x",
-        "A",
-        "-x",
-        "B",
-    ]
+    assert mpi.OPENMPI.argv(4, {"B": "2", "A": "1"}) == (
+        f"mpirun.openmpi -np 4 {OPENMPI_MCA} --oversubscribe -x A -x B".split()
+    )
     pinned = mpi.OPENMPI.argv(
         3, {}, hostfile=Path("/w/hf"), agent="/run/agent", interface="eth0", bind=False
     )
-    assert pinned == [
-        "mpirun.openmpi",
-        "-np",
-        "3",
-        "--mca",
-        "pml",
-        "ob1",
-        "--mca",
-        "btl",
-        "self,vader,tcp",
-        "--mca",
-        "mpi_yield_when_idle",
-        "1",
-        "--mca",
-        "btl_tcp_if_include",
-        "eth0",
-        "--mca",
-        "oob_tcp_if_include",
-        "eth0",
-        "--bind-to",
-        "none",
-        "--hostfile",
-        "/w/hf",
-        "--map-by",
-        "node",
-        "--mca",
-        "plm_rsh_agent",
-        "/run/agent",
-    ]
+    assert (
+        pinned
+        == (
+            f"mpirun.openmpi -np 3 {OPENMPI_MCA} --mca btl_tcp_if_include eth0 "
+            "--mca oob_tcp_if_include eth0 --bind-to none --hostfile /w/hf --map-by node "
+            "--mca plm_rsh_agent /run/agent"
+        ).split()
+    )
     assert mpi.OPENMPI.hostfile(["n1", "n2"], 2) == "n1 slots=2\nn2 slots=2\n"
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from clustertune import vcluster  # noqa: E402
-from clustertune.levels.network import matrix  # noqa: E402
+from clustertune.levels.network import matrix, matrix_output  # noqa: E402
 from clustertune.results import Store  # noqa: E402
 from clustertune.units import parse_rate  # noqa: E402
 
@@ -88,7 +88,7 @@ def verdict(doc: dict, expected: str) -> str:
 def one_matrix(cluster, store: Store) -> dict:
     """One ``net matrix --layer tcp``: its JSON document, with wall time and load."""
     start, load_start = time.monotonic(), load()
-    doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
     return doc | {"wall_s": time.monotonic() - start, "load": [load_start, load()]}
 
 

@@ -11,7 +11,7 @@ import pytest
 from clustertune import vcluster
 from clustertune.cluster import Cluster, Host, Site, load_cluster_file
 from clustertune.errors import ConfigError
-from clustertune.levels.network import cli, matrix, pingpong, section
+from clustertune.levels.network import cli, matrix, matrix_output, pingpong, schedule, section
 from clustertune.levels.network.diagnosis import asymmetry
 
 SIZES = [s for p in range(23) for s in (2**p - 3, 2**p, 2**p + 3) if s >= 1]
@@ -295,7 +295,7 @@ def test_matrix_names_the_host_whose_one_direction_is_slow(make_vcluster, store)
     for side, faults in (("transmit", None), ("receive", ["tx-rate=off", "rx-rate=100mbit"])):
         if faults:
             vcluster.set_faults(cluster.name, "host2", faults)
-        doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+        doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
         asym = [f for f in doc["flagged"] if f["figure"] == "asymmetric"]
         assert [f.get("host") for f in asym] == ["host2"], doc["flagged"]
         assert f"host2's {side} side is slow on 3 of its 3 links" in asym[0]["reason"]
@@ -320,33 +320,33 @@ def test_a_pairs_streams_are_its_one_way_figures_not_its_bandwidth():
 
 
 def test_where_hosts_share_cpus_every_pair_runs_on_the_same_cpu(monkeypatch):
-    monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda pid: {1, 0})
-    assert matrix.placements(lab(shared_cpus=True), LAB) == list(TWO_CPUS)
-    assert matrix.placements(lab("vcluster"), LAB) == list(TWO_CPUS)
-    assert matrix.placements(lab(), LAB) == [None]  # a real cluster: today's rules
-    monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda pid: {0})
-    assert matrix.placements(lab(shared_cpus=True), LAB) == [None]  # one CPU: nothing to place
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: {1, 0})
+    assert schedule.placements(lab(shared_cpus=True), LAB) == list(TWO_CPUS)
+    assert schedule.placements(lab("vcluster"), LAB) == list(TWO_CPUS)
+    assert schedule.placements(lab(), LAB) == [None]  # a real cluster: today's rules
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: {0})
+    assert schedule.placements(lab(shared_cpus=True), LAB) == [None]  # one CPU: nothing to place
 
 
 def test_the_latency_runs_are_pinned_and_the_retest_changes_the_placement():
     def latency_cpus(runs):
-        return [r.cpus for r in runs if r.lo == r.hi == matrix.LATENCY_SIZE]
+        return [r.cpus for r in runs if r.lo == r.hi == schedule.LATENCY_SIZE]
 
-    assert latency_cpus(matrix.sweeps(1 << 20, places=TWO_CPUS)) == [("0", "0")]
-    again = matrix.sweeps(1 << 20, mid_sizes=False, retest=True, places=TWO_CPUS)
+    assert latency_cpus(schedule.sweeps(1 << 20, places=TWO_CPUS)) == [("0", "0")]
+    again = schedule.sweeps(1 << 20, mid_sizes=False, retest=True, places=TWO_CPUS)
     assert latency_cpus(again) == [("1", "1"), ("0", "0")] * 2  # the changed one first
     assert [r.cpus for r in again if r.lo > 1] == [None]  # the bandwidth size: unpinned
     # a real cluster: one byte twice, wherever the scheduler puts the ends
-    assert latency_cpus(matrix.sweeps(1 << 20, retest=True)) == [None, None]
+    assert latency_cpus(schedule.sweeps(1 << 20, retest=True)) == [None, None]
     assert pingpong.pinned(["ct"], "1") == ["taskset", "-c", "1", "ct"]
 
 
 def test_a_round_on_shared_cpus_runs_two_pairs_per_cpu_a_real_one_every_pair(monkeypatch):
-    monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: {0, 1})
     pairs = [("n1", "n2"), ("n3", "n4")] * 4
-    assert matrix.parallel_pairs(lab(shared_cpus=True), pairs) == 4
-    assert matrix.parallel_pairs(lab(shared_cpus=True), pairs[:1]) == 1
-    assert matrix.parallel_pairs(lab(), pairs) == 8
+    assert schedule.parallel_pairs(lab(shared_cpus=True), pairs) == 4
+    assert schedule.parallel_pairs(lab(shared_cpus=True), pairs[:1]) == 1
+    assert schedule.parallel_pairs(lab(), pairs) == 8
 
 
 def test_a_cluster_file_says_whether_its_hosts_share_cpus(tmp_path):
@@ -381,14 +381,14 @@ def test_a_late_wire_is_re_tested_and_then_not_judged(make_vcluster, store, monk
     late = {"p99_us": 850.0, "max_us": 3000.0}  # more than host2's excess, ~270 µs
     monkeypatch.setattr(matrix, "worst_late_us", lambda before, after: late)
     record = matrix.run_matrix(cluster, store, layer="tcp")
-    doc, text = matrix.matrix_json(record), matrix.matrix_text(record)
+    doc, text = matrix_output.matrix_json(record), matrix_output.matrix_text(record)
     assert doc["flagged"] == [] and retested
     assert doc["not_judged"].startswith("not judged: the emulated wire was late (p99 850 µs, load")
     assert doc["not_judged"] in text and "flagged: nothing" not in text
     assert any(n.startswith("withheld, the wire was late: host2: latency") for n in doc["notes"])
     assert store.get(record["id"])["figures"]["not_judged"] == doc["not_judged"]
     monkeypatch.setattr(matrix, "worst_late_us", lambda b, a: {"p99_us": 40.0, "max_us": 300.0})
-    doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
     assert doc["not_judged"] is None
     assert [(f.get("host"), f["figure"]) for f in doc["flagged"]] == [("host2", "latency_us")]
 

@@ -23,7 +23,16 @@ from clustertune.errors import UserError
 from clustertune.launch.base import Job
 from clustertune.launch.process import Completed
 from clustertune.levels import network
-from clustertune.levels.network import analysis, matrix, pingpong, section
+from clustertune.levels.network import (
+    analysis,
+    counters,
+    matrix,
+    matrix_output,
+    pingpong,
+    reach,
+    schedule,
+    section,
+)
 from clustertune.runner import Run
 from clustertune.units import payload_rate_bps
 
@@ -47,7 +56,7 @@ def fake_vcluster(rate_bps: int | None, hosts: int = 2, wire: str = "tbf") -> Cl
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 8])
 def test_rounds_cover_every_pair_once_in_disjoint_rounds(n):
     hosts = [f"h{i}" for i in range(n)]
-    rounds = matrix.rounds(hosts)
+    rounds = schedule.rounds(hosts)
     assert len(rounds) == n - 1 + n % 2
     seen = [frozenset(p) for r in rounds for p in r]
     assert sorted(map(sorted, seen)) == sorted(map(sorted, combinations(hosts, 2)))
@@ -72,11 +81,11 @@ def test_pairs_run_with_no_host_twice_at_once_and_at_most_the_slots(monkeypatch)
         return [{"pair": (a, b)}]
 
     monkeypatch.setattr(matrix, "_tcp_pair", measure)
-    monkeypatch.setattr(matrix.os, "sched_getaffinity", lambda pid: {0, 1})
-    pairs = [p for r in matrix.rounds(hosts) for p in r]
+    monkeypatch.setattr(schedule.os, "sched_getaffinity", lambda pid: {0, 1})
+    pairs = [p for r in schedule.rounds(hosts) for p in r]
     found = matrix.tcp_pairs(SimpleNamespace(cluster=cluster), pairs, [], 1.0, {})
     assert sorted(found) == sorted(pairs) and all(v == [{"pair": p}] for p, v in found.items())
-    assert max(seen) == 2 * matrix.PAIRS_PER_CPU  # 4 at once of a round's 4 pairs
+    assert max(seen) == 2 * schedule.PAIRS_PER_CPU  # 4 at once of a round's 4 pairs
 
 
 def test_bandwidth_floor_follows_the_tbf_bucket():
@@ -287,7 +296,7 @@ def test_matrix_flags_the_slow_host_and_no_other(make_vcluster, store):
     cluster = make_vcluster(hosts=4, link_bps=10**9, host_links={"host2": 50 * MBIT})
     record = matrix.run_matrix(cluster, store, layer="tcp")
     assert record["status"] == "ok", record["error"]
-    doc = matrix.matrix_json(record)
+    doc = matrix_output.matrix_json(record)
     bw = doc["bandwidth_mbps"]
     assert [bw[i][i] for i in range(4)] == [None] * 4
     assert all(bw[2][j] < 55 for j in (0, 1, 3)), bw
@@ -452,9 +461,9 @@ def test_reachability_leaves_out_what_cannot_be_reached(monkeypatch, broken, lef
         if {a, b} & broken or (a, b) in broken or (b, a) in broken:
             raise UserError(f"{b} is unreachable from {a}: no route")
 
-    monkeypatch.setattr(matrix, "reachable", check)
+    monkeypatch.setattr(reach, "reachable", check)
     hosts = ["h0", "h1", "h2", "h3"]
-    live, flags = matrix.reachability(None, hosts)
+    live, flags = reach.reachability(None, hosts)
     once = sorted(map(sorted, combinations(hosts, 2)))
     failed = [p for p in once if set(p) & broken or tuple(p) in broken or tuple(p[::-1]) in broken]
     assert sorted(map(sorted, checked)) == sorted(once + failed)  # a failed check is repeated
@@ -480,8 +489,8 @@ def test_reachability_names_a_link_that_fails_then_passes_and_leaves_nobody_out(
         if seen[a, b] == 1 and ({a, b} & flaky or {(a, b), (b, a)} & flaky):
             raise UserError(f"{b} is unreachable from {a}: no route")
 
-    monkeypatch.setattr(matrix, "reachable", check)
-    live, flags = matrix.reachability(None, ["h0", "h1", "h2", "h3"])
+    monkeypatch.setattr(reach, "reachable", check)
+    live, flags = reach.reachability(None, ["h0", "h1", "h2", "h3"])
     assert live == ["h0", "h1", "h2", "h3"]
     assert [(f.get("host"), f.get("pair") and sorted(f["pair"])) for f in flags] == flagged
     assert all(f["figure"] == "flapping" and "then passed" in f["reason"] for f in flags)
@@ -489,10 +498,10 @@ def test_reachability_names_a_link_that_fails_then_passes_and_leaves_nobody_out(
 
 def test_a_host_whose_pairs_fail_after_the_check_is_named_unstable():
     measured = [{"pair": ["h1", "h0"]}, {"pair": ["h0", "h3"]}, {"pair": ["h1", "h3"]}]
-    flags = matrix.unstable(["h0", "h1", "h2", "h3"], measured)
+    flags = reach.unstable(["h0", "h1", "h2", "h3"], measured)
     assert [f["host"] for f in flags] == ["h2"] and "h0, h1, h3" in flags[0]["reason"]
     assert (
-        matrix.unstable(["h0", "h1", "h2"], [{"pair": ["h0", "h1"]}, {"pair": ["h0", "h2"]}]) == []
+        reach.unstable(["h0", "h1", "h2"], [{"pair": ["h0", "h1"]}, {"pair": ["h0", "h2"]}]) == []
     )
 
 
@@ -500,9 +509,9 @@ def test_reachability_of_two_hosts_that_cannot_talk_is_a_user_error(monkeypatch)
     def check(launcher, a, b):
         raise UserError(f"{b} is unreachable from {a}: no route")
 
-    monkeypatch.setattr(matrix, "reachable", check)
+    monkeypatch.setattr(reach, "reachable", check)
     with pytest.raises(UserError, match="no two of h0, h1 reach each other over TCP: h1 is"):
-        matrix.reachability(None, ["h0", "h1"])
+        reach.reachability(None, ["h0", "h1"])
 
 
 @pytest.mark.root
@@ -550,8 +559,8 @@ def test_retransmissions_count_both_ends_and_fill_a_symmetric_grid():
     assert pingpong.both_ends(detail, "total_retrans") == 7
     assert pingpong.both_ends({"server_tcp_info": None}, "total_retrans") is None  # old server
     detail["tcp_info"]["dsack_dups"] = 2  # two were resent though they had arrived
-    assert matrix.lost_and_resent(detail) == 5 and matrix.lost_and_resent({}) is None
-    grid = matrix.retransmission_grid(
+    assert counters.lost_and_resent(detail) == 5 and counters.lost_and_resent({}) is None
+    grid = counters.retransmission_grid(
         ["a", "b", "c"],
         [{"pair": ["a", "c"], "retransmissions": 5}, {"pair": ["b", "a"], "retransmissions": 0}],
     )
@@ -559,17 +568,21 @@ def test_retransmissions_count_both_ends_and_fill_a_symmetric_grid():
 
 
 def test_each_pair_runs_one_byte_a_mid_size_sweep_and_the_bandwidth_size():
-    one_byte, top = matrix.Sweep(1, 1), matrix.Sweep(1 << 20, 1 << 20)
-    assert matrix.sweeps(1 << 20) == [one_byte, (1024, 256 * 1024, matrix.SWEEP_ARGS, None), top]
-    assert matrix.sweeps(64 * 1024)[1][:2] == (1024, 32 * 1024)  # below the bandwidth size
-    assert matrix.sweeps(2048) == [one_byte, (2048, 2048, (), None)]  # no room for a sweep
+    one_byte, top = schedule.Sweep(1, 1), schedule.Sweep(1 << 20, 1 << 20)
+    assert schedule.sweeps(1 << 20) == [
+        one_byte,
+        (1024, 256 * 1024, schedule.SWEEP_ARGS, None),
+        top,
+    ]
+    assert schedule.sweeps(64 * 1024)[1][:2] == (1024, 32 * 1024)  # below the bandwidth size
+    assert schedule.sweeps(2048) == [one_byte, (2048, 2048, (), None)]  # no room for a sweep
     # a re-test on a real cluster: the one byte twice (the scheduler places the ends
     # afresh each time), no sweep; on shared CPUs see test_network_diagnosis.py
-    assert matrix.sweeps(1 << 20, mid_sizes=False, retest=True) == [one_byte, one_byte, top]
+    assert schedule.sweeps(1 << 20, mid_sizes=False, retest=True) == [one_byte, one_byte, top]
     # a run's TCP counters sit on its first sample: a sweep's are counted once
     samples = [{"size": 1, "retrans": 1, "data_segs": 10}, {"size": 1024, "sweep": True,
                "retrans": 3, "data_segs": 50}, {"size": 2048, "sweep": True}]  # fmt: skip
-    assert matrix.tcp_counters(samples) == {"retransmissions": 4, "data_segments": 60}
+    assert counters.tcp_counters(samples) == {"retransmissions": 4, "data_segments": 60}
     # latency and bandwidth come from the two sizes, the shape from the sweep
     samples += [{"size": 4096, "sweep": True, "t_min_s": 1e-4}, {"size": 1 << 20, "t_min_s": 0.01}]
     samples[0]["t_min_s"], samples[1]["t_min_s"], samples[2]["t_min_s"] = 5e-5, 1e-5, 3e-5
@@ -603,12 +616,12 @@ FAULTS = {  # one fault on four 1 Gbit hosts: on host2, or on the link host1-hos
 def test_matrix_names_the_faulty_host_or_link_and_no_other(make_vcluster, store, kind):
     faults, named = FAULTS[kind]
     cluster = make_vcluster(hosts=4, link_bps=10**9, **faults)
-    doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
     if doc["not_judged"] is not None:
         # an honest "not judged: the emulated wire was late": backed by the pacers' own
         # lateness, and a second matrix must judge (a fault is never hidden run after run)
         assert doc["wire_late_us"]["retests"]["p99_us"] > runner.WIRE_LATE_P99_US, doc
-        doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+        doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
     flagged = [(f.get("host"), f.get("pair"), f["figure"]) for f in doc["flagged"]]
     evidence = {k: doc[k] for k in ("flagged", "not_judged", "wire_late_us", "latency_us", "notes")}
     assert named in flagged, evidence
@@ -626,7 +639,7 @@ def test_matrix_names_a_flapping_host_and_no_other(make_vcluster, store):
     connect that falls into a down window waits for the client's timeout."""
     flap = {"flap": {"down_ms": 300, "period_ms": 1000}}
     cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": flap})
-    doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
     flagged = doc["flagged"]
     assert [(f.get("host"), f["figure"]) for f in flagged] == [("host2", "flapping")], flagged
     assert "carrier changes: eth0" in flagged[0]["reason"], flagged
@@ -652,16 +665,16 @@ def test_carrier_counters_of_the_traffic_nic_name_the_host_whose_link_went_down(
         "h3": None,  # unreadable: no evidence either way
     }
     after = {**before, "h1": "eth0 8 -\nlo 0 -\n", "h3": "eth0 9 -\n"}
-    read = [matrix.carrier_changes(FakeHostLauncher(o, "eth0"), list(o)) for o in (before, after)]
+    read = [counters.carrier_changes(FakeHostLauncher(o, "eth0"), list(o)) for o in (before, after)]
     assert read[0] == {"h0": {"eth0": 2}, "h1": {"eth0": 2}, "h2": {"eth0": 2}}
-    flags = matrix.carrier_flags(*read)
+    flags = counters.carrier_flags(*read)
     assert [(f["host"], f["figure"], f["value"]) for f in flags] == [("h1", "flapping", 6)]
     assert "carrier changes: eth0 6" in flags[0]["reason"]
     # without an interface named, only devices count: a bridge or veth coming and going
     # on a real host is not its link
     real = FakeHostLauncher({"h0": "docker0 7 -\neno1 3 nic\nib0 1 nic\n"})
-    assert matrix.carrier_changes(real, ["h0"]) == {"h0": {"eno1": 3, "ib0": 1}}
-    assert matrix.carrier_flags(read[0], read[0]) == []
+    assert counters.carrier_changes(real, ["h0"]) == {"h0": {"eno1": 3, "ib0": 1}}
+    assert counters.carrier_flags(read[0], read[0]) == []
 
 
 @pytest.mark.root
@@ -669,5 +682,5 @@ def test_a_healthy_cluster_comes_out_clean_run_after_run(make_vcluster, store):
     for link in (10**9, 10**8):
         cluster = make_vcluster(hosts=4, link_bps=link)
         for _ in range(5):
-            doc = matrix.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+            doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
             assert doc["status"] == "ok" and doc["flagged"] == [], doc["flagged"]

@@ -8,7 +8,7 @@ import os
 from ...commands import Output, add_hosts, add_mpi, add_timeout, cluster_of, open_store
 from ...runner import STARVED_LOAD_PER_CPU
 from ...units import parse_size, parse_size_list
-from . import LEVEL, matrix, pingpong, section
+from . import LEVEL, matrix, matrix_output, pingpong, section
 from .section import LIKE_FOR_LIKE
 
 
@@ -87,8 +87,8 @@ def cmd_matrix(args: argparse.Namespace) -> Output:
         timeout=args.timeout,
     )
     return Output(
-        matrix.matrix_json(record),
-        matrix.matrix_text(record),
+        matrix_output.matrix_json(record),
+        matrix_output.matrix_text(record),
         0 if record["status"] == "ok" else 1,
     )
 

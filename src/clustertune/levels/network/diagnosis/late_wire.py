@@ -9,7 +9,7 @@ from dataclasses import dataclass
 UNTIMED_FIGURES = ("reachable", "flapping")
 # TCP resends a segment after its retransmission timeout, at least 200 ms on Linux, or on
 # duplicate ACKs, which a pacer that keeps the order does not cause; the duplicates the
-# receiver reports (DSACK) are not counted (matrix.lost_and_resent). A wire late by less
+# receiver reports (DSACK) are not counted (counters.lost_and_resent). A wire late by less
 # cannot make TCP resend.
 TCP_MIN_RTO_US = 200_000.0
 

@@ -15,7 +15,6 @@ GCT's Slurm job manager is installed, GSI with the grid's own CA),
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from .. import netns, vcluster
 from ..errors import UserError
+from ..vcluster import state as state_files
 from . import daemons, gram, slurm, ssh
 
 RUN_DIR = Path(os.environ.get("CLUSTERTUNE_RUN_DIR", "/run/clustertune")) / "grid"
@@ -34,22 +34,15 @@ def grid_dir(name: str) -> Path:
 
 
 def names() -> list[str]:
-    if not RUN_DIR.is_dir():
-        return []
-    return sorted(p.name for p in RUN_DIR.iterdir() if (p / "state.json").is_file())
+    return state_files.saved_names(RUN_DIR)
 
 
 def load(name: str) -> dict | None:
-    path = grid_dir(name) / "state.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    return state_files.read(grid_dir(name))
 
 
 def save(state: dict) -> None:
-    d = grid_dir(state["name"])
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = d / "state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=1))
-    tmp.replace(d / "state.json")
+    state_files.write(grid_dir(state["name"]), state)
 
 
 def parse_schedulers(text: str, sites: int) -> list[str]:

@@ -42,20 +42,34 @@ def validate_name(name: str) -> None:
 
 
 def names() -> list[str]:
-    if not RUN_DIR.is_dir():
-        return []
-    return sorted(p.name for p in RUN_DIR.iterdir() if (p / "state.json").is_file())
+    return saved_names(RUN_DIR)
 
 
 def load_state(name: str) -> dict | None:
-    path = state_dir(name) / "state.json"
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text())
+    return read(state_dir(name))
 
 
 def save_state(state: dict) -> None:
-    directory = state_dir(state["name"])
+    write(state_dir(state["name"]), state)
+
+
+# One directory per name holding its state.json: virtual clusters here, virtual grids
+# (grid/virtual.py) under their own run directory.
+
+
+def saved_names(run_dir: Path) -> list[str]:
+    """The names under ``run_dir`` that have a state file."""
+    if not run_dir.is_dir():
+        return []
+    return sorted(p.name for p in run_dir.iterdir() if (p / "state.json").is_file())
+
+
+def read(directory: Path) -> dict | None:
+    path = directory / "state.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def write(directory: Path, state: dict) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / "state.json.tmp"
     tmp.write_text(json.dumps(state, indent=1))

@@ -227,23 +227,16 @@ def _apply_daemon(
         )
     netns.nfqueue(namespace, True, queue, dest)
     daemon = kernels.kernel_path("ct-nfq-delay", "serial")
-    argv = [
-        str(daemon),
-        str(queue),
-        str(params["delay_us"]),
-        "--rate-bps",
-        str(params["rate_bps"]),
-        "--jitter-us",
-        str(params["jitter_us"]),
-        "--loss",
-        repr(params["loss"]),
-        "--seed",
-        str(params["seed"]),
-        "--params",
-        str(params_file),
-        "--stats",
-        str(stats_file),
-    ]
+    options = {
+        "--rate-bps": params["rate_bps"],
+        "--jitter-us": params["jitter_us"],
+        "--loss": params["loss"],
+        "--seed": params["seed"],
+        "--params": params_file,
+        "--stats": stats_file,
+    }
+    argv = [str(daemon), str(queue), str(params["delay_us"])]
+    argv += [word for option, value in options.items() for word in (option, str(value))]
     state["delay_pids"][key] = _start_in(namespace, argv)
     save_state(state)
     return {what: state["delay_pids"][key]}

@@ -18,6 +18,7 @@ import pytest
 from clustertune.levels.network import analysis as na
 from clustertune.levels.network import pingpong, plots, section
 from clustertune.levels.network.diagnosis import blame, late_wire, links, loss, overhead, shapes
+from clustertune.units import payload_rate_bps
 
 L = 50e-6  # s
 B = 1e9  # bit/s
@@ -863,7 +864,8 @@ def test_plots_need_a_curve():
         plots.throughput_svg({})
 
 
-NOMINAL = {"bandwidth_mbps": 940.0}  # matrix.nominal_reference of a uniform 1 Gbit cluster
+# matrix.nominal_reference of a uniform 1 Gbit cluster: the TCP payload 1 Gbit/s carries
+NOMINAL = {"bandwidth_mbps": payload_rate_bps(10**9) / na.MBIT}
 
 
 def test_a_fabric_slow_everywhere_is_one_finding_not_every_host():
@@ -898,7 +900,7 @@ def test_nominal_reference_only_for_one_rate_on_one_site():
         return Cluster("c", hosts, sites)
 
     uniform = cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**9))
-    assert matrix.nominal_reference(uniform, ["a", "b"]) == {"bandwidth_mbps": 940.0}
+    assert matrix.nominal_reference(uniform, ["a", "b"]) == NOMINAL  # as every ceiling reads
     mixed = cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**7))
     assert matrix.nominal_reference(mixed, ["a", "b"]) is None
     unknown = cluster(Host("a"), Host("b"))

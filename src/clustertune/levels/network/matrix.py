@@ -29,6 +29,7 @@ from ...errors import UserError
 from ...launch.launchers import launcher_for
 from ...results import Store
 from ...runner import WIRE_LATE_P99_US, Run, wire_state
+from ...units import payload_rate_bps
 from . import LEVEL, MPI_KERNEL, TCP_KERNEL, analysis
 from .counters import (
     carrier_changes,
@@ -424,16 +425,13 @@ def run_matrix(
     return run.record
 
 
-# TCP payload over a healthy wire: ~94 % of the nominal rate (headers, inter-frame gaps)
-PAYLOAD_SHARE = 0.94
-
-
 def nominal_reference(cluster: Cluster, hosts: list[str]) -> dict[str, float] | None:
     """The bandwidth every link should reach when the cluster's nominal rates say so:
-    one rate for all these hosts, on one site (a WAN between sites is another rate).
-    Then even two hosts can be judged, and a fabric slow everywhere is seen."""
+    one rate for all these hosts, on one site (a WAN between sites is another rate), read
+    as the TCP payload that rate carries (units.payload_rate_bps, the rule every level's
+    ceiling uses). Then even two hosts can be judged, and a fabric slow everywhere is seen."""
     rates = {cluster.host(h).link_bps for h in hosts}
     sites = {cluster.host(h).site for h in hosts}
     if len(rates) != 1 or None in rates or len(sites) != 1:
         return None
-    return {"bandwidth_mbps": PAYLOAD_SHARE * rates.pop() / 1e6}
+    return {"bandwidth_mbps": payload_rate_bps(rates.pop()) / analysis.MBIT}

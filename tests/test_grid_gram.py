@@ -170,24 +170,17 @@ def test_submit_rsl_states_exit_status_and_output(grid):
         assert "(host_count=2)" in request
 
 
+def on_host3_through_gram(grid: dict, command: str) -> subprocess.CompletedProcess:
+    """The grid launcher's remote shell for host3 (of GRAM site1): grid/gramrun.py."""
+    argv = [sys.executable, "-m", "clustertune.grid.gramrun", grid["name"], "site1", "host3"]
+    return subprocess.run([*argv, command], capture_output=True, text=True, timeout=60)
+
+
 def test_launchers_remote_shell_is_a_gram_job(grid):
     """The grid launcher's way onto a host of a GRAM site: a GRAM job whose output is
     passed on and whose exit status is the command's (globusrun -o gives neither)."""
     before = _jobs_at(grid["sites"][1])
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "clustertune.grid.gramrun",
-            grid["name"],
-            "site1",
-            "host3",
-            "hostname; echo oops >&2; exit 4",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    out = on_host3_through_gram(grid, "hostname; echo oops >&2; exit 4")
     assert (out.returncode, out.stdout, out.stderr) == (4, "host3\n", "oops\n")
     assert _jobs_at(grid["sites"][1]) == before + 1
 
@@ -199,20 +192,7 @@ def test_gram_jobs_see_the_accounts_home(grid):
     with tempfile.NamedTemporaryFile("w", dir=Path.home(), prefix=".ct-gram-") as mark:
         mark.write("seen\n")
         mark.flush()
-        out = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "clustertune.grid.gramrun",
-                grid["name"],
-                "site1",
-                "host3",
-                f"cat {mark.name}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        out = on_host3_through_gram(grid, f"cat {mark.name}")
     assert (out.returncode, out.stdout) == (0, "seen\n"), out.stderr
 
 

@@ -136,28 +136,22 @@ def test_command_lines_per_launcher(tmp_path):
     assert "--bind-to" not in real_openmpi  # real hosts keep OpenMPI's binding
 
 
+def under_the_shim(*options: str) -> list[str]:
+    """mpiexec.mpich starting 2 ranks as the launchers do on a pinned interface: under
+    the finalize shim, over UCX's TCP; ``options`` (hydra's own) first."""
+    shim = kernels.kernel_path(*mpi.MPICH.shims, "mpich")
+    head = mpi.MPICH.argv(2, {"LD_PRELOAD": str(shim), "UCX_TLS": "tcp,self"})
+    return [head[0], *options, *head[1:]]
+
+
 def test_finalize_shim_tells_the_process_manager_before_it_leaves(tmp_path):
     """Every rank under the shim sends PMI finalize before its socket closes: hydra takes
     a PMI socket closed without it for a dead rank and kills the job (a verified run then
     failed with "BAD TERMINATION ... EXIT CODE: 1" under load, across GRAM sites). The
     ranks' stdout goes to files of their own: on hydra's stdout its -verbose lines once cut
     the probe's JSON line in two."""
-    shim = kernels.kernel_path(*mpi.MPICH.shims, "mpich")
-    argv = [
-        "mpiexec.mpich",
-        "-verbose",
-        "-n",
-        "2",
-        "-outfile-pattern",
-        str(tmp_path / "out.%r"),
-        "-genv",
-        "LD_PRELOAD",
-        str(shim),
-        "-genv",
-        "UCX_TLS",
-        "tcp,self",
-        str(kernels.kernel_path("ct-probe", "mpich")),
-    ]
+    argv = under_the_shim("-verbose", "-outfile-pattern", str(tmp_path / "out.%r"))
+    argv.append(str(kernels.kernel_path("ct-probe", "mpich")))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     said = done.stdout + done.stderr
@@ -170,21 +164,7 @@ def test_finalize_shim_tells_the_process_manager_before_it_leaves(tmp_path):
 def test_finalize_shim_keeps_the_exit_status_main_returned(inject_fault):
     """A rank's exit status under the shim is what main returned: it once left with
     _exit(0) inside MPI_Finalize, so a failed verification (ct-gemm returns 1) exited 0."""
-    shim = kernels.kernel_path(*mpi.MPICH.shims, "mpich")
-    argv = [
-        "mpiexec.mpich",
-        "-n",
-        "2",
-        "-genv",
-        "LD_PRELOAD",
-        str(shim),
-        "-genv",
-        "UCX_TLS",
-        "tcp,self",
-        str(kernels.kernel_path("ct-gemm", "mpich")),
-        "-N",
-        "200",
-    ]
+    argv = under_the_shim() + [str(kernels.kernel_path("ct-gemm", "mpich")), "-N", "200"]
     done = subprocess.run(
         argv + ["--inject-fault"] * inject_fault, capture_output=True, text=True, timeout=60
     )

@@ -257,12 +257,12 @@ class ShellBackend(Backend):
         ``d``, or count copies."""
         if job.jobtype == "mpi":
             launcher = self.mpi_launcher()
-            ranks = Job(
+            mpi_job = Job(
                 Path(job.executable), job.arguments, job.count, job.mpi, hosts, job.environment
             )
-            launch = launcher.mpi_command(ranks, d)
+            launch = launcher.mpi_command(mpi_job, d)
             env = {
-                k: v for k, v in launcher.launcher_env(ranks).items() if k not in job.environment
+                k: v for k, v in launcher.launcher_env(mpi_job).items() if k not in job.environment
             }
         else:  # count copies, like GRAM's fork job manager
             env = {}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import statistics
 
-from . import render as html
+from . import render
 
 LOW = 2 / 3  # below this share of its peers' median CPU/(wall - wait): shared its core
 HIGH = 1.5  # above this multiple of its peers' median, and above ...
@@ -130,7 +130,7 @@ def section_part(records: list[dict], what: str) -> str:
         "wall s (max)",
         "CPU s (sum)",
     ]
-    title = f"<h3>{html.esc(what)}: CPU time beside wall time, per rank</h3>"
-    checks = "".join(f"<p><b>CHECK</b> {html.esc(s)}</p>" for s in said)
-    table = html.folded_table(headers, rows, flagged, "CPU/wall per rank (flagged above)")
+    title = f"<h3>{render.esc(what)}: CPU time beside wall time, per rank</h3>"
+    checks = "".join(f"<p><b>CHECK</b> {render.esc(s)}</p>" for s in said)
+    table = render.folded_table(headers, rows, flagged, "CPU/wall per rank (flagged above)")
     return title + checks + table

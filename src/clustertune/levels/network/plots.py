@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ... import render as html
+from ... import render
 from ...units import payload_rate_bps
 from .analysis import MBIT, Curve, dips, saturation_point_bytes
 
@@ -101,7 +101,7 @@ def throughput_svg(
             dip_label = "_nolegend_"
     ax.set_xscale("log")
     _legend(ax)
-    return html.svg(fig)
+    return render.svg(fig)
 
 
 def signature_svg(
@@ -129,7 +129,7 @@ def signature_svg(
         )
     ax.set_xscale("log")
     _legend(ax)
-    return html.svg(fig)
+    return render.svg(fig)
 
 
 def saturation_svg(
@@ -182,7 +182,7 @@ def saturation_svg(
     ax.set_xscale("log")
     ax.set_yscale("log")
     _legend(ax)
-    return html.svg(fig)
+    return render.svg(fig)
 
 
 def heatmap_svg(
@@ -234,4 +234,4 @@ def heatmap_svg(
                     fontsize=8,
                     color="black" if shade[i, j] > middle else "white",
                 )
-    return html.svg(fig)
+    return render.svg(fig)

@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ... import render as html
+from ...render import esc, fold, folded_table, table
 from ...runner import ENV_KNOB_PREFIXES, STARVED_LOAD_PER_CPU
 from ...units import above_payload_ceiling, format_rate, payload_rate_bps
 from . import LEVEL, analysis
@@ -187,22 +187,22 @@ def _not_determined(records: list[dict]) -> str:
             cause["figures"][figure] = None
             cause["runs"][r["id"]] = None
     items = [
-        f"<li><i>{html.esc(', '.join(c['figures']))}</i> of run(s) "
-        f"{', '.join(map(str, c['runs']))}: {html.esc(c['why'])}"
+        f"<li><i>{esc(', '.join(c['figures']))}</i> of run(s) "
+        f"{', '.join(map(str, c['runs']))}: {esc(c['why'])}"
         + (f" (run {next(iter(c['runs']))}'s numbers)" if len(c["runs"]) > 1 else "")
         + "</li>"
         for c in causes.values()
     ]
-    return html.fold("Not determined: why", f"<ul>{''.join(items)}</ul>") if items else ""
+    return fold("Not determined: why", f"<ul>{''.join(items)}</ul>") if items else ""
 
 
 def _listed(heading: str, by_reason: dict[tuple[str, str], list[str]]) -> str:
     """One line per (what, reason), naming all it holds for: not a line per run."""
     items = "".join(
-        f"<li><b>{html.esc(what)} {html.esc(', '.join(found))}: {html.esc(why)}</b></li>"
+        f"<li><b>{esc(what)} {esc(', '.join(found))}: {esc(why)}</b></li>"
         for (what, why), found in by_reason.items()
     )
-    return f"<p>{html.esc(heading)}:</p><ul>{items}</ul>" if items else ""
+    return f"<p>{esc(heading)}:</p><ul>{items}</ul>" if items else ""
 
 
 def _pingpong_table(records: list[dict]) -> str:
@@ -239,7 +239,7 @@ def _pingpong_table(records: list[dict]) -> str:
         (r["meta"]["cluster"]["name"], _layer(r), _pair(r), r["params"]["mode"]): i
         for i, r in enumerate(records)
     }
-    table = html.folded_table(
+    table = folded_table(
         [
             "run",
             "cluster",
@@ -298,7 +298,7 @@ def _graphs(records: list[dict]) -> list[str]:
         }
         name = f"{_rate_title(rate)}, {model}"
         parts += [
-            f"<h3>Throughput, signature and saturation graphs: {html.esc(name)}</h3>",
+            f"<h3>Throughput, signature and saturation graphs: {esc(name)}</h3>",
             plots.throughput_svg(curves, f"Throughput graph, {name}", rate, dashed),
             plots.signature_svg(curves, f"Signature graph, {name}", rate, dashed),
             plots.saturation_svg(floored, f"Saturation graph, {name}", rate, dashed)
@@ -479,7 +479,7 @@ def _overhead(records: list[dict]) -> str:
                 )
     if not rows:
         return ""
-    items = "".join(f"<li><b>{html.esc(f)}</b></li>" for f in flags)
+    items = "".join(f"<li><b>{esc(f)}</b></li>" for f in flags)
     return (
         "<h3>Message-passing overhead over TCP</h3><p>Same host pair and network; "
         "seeds/002 measured 8 % / 1.8× for MPI and 16 % / 2.0× for PVM. Two TCP baselines "
@@ -502,7 +502,7 @@ def _overhead(records: list[dict]) -> str:
         "at load 15-29). Records made before they carried the load cannot be checked: "
         "there a flag can be that machine's load.</p>"
         + (f"<p>Out of line:</p><ul>{items}</ul>" if items else "")
-        + html.table(
+        + table(
             [
                 "cluster",
                 "link",
@@ -536,7 +536,7 @@ def _sockbuf(records: list[dict]) -> str:
     ]
     if not rows:
         return ""
-    return "<h3>Socket buffer size</h3>" + html.table(
+    return "<h3>Socket buffer size</h3>" + table(
         [
             "run",
             "cluster",
@@ -571,12 +571,12 @@ def _matrices(records: list[dict]) -> list[str]:
     for (cluster, layer), r in sorted(newest.items()):
         f = r["figures"]
         parts.append(
-            f"<h3>All pairs: {html.esc(layer)} on {html.esc(cluster)} (run {r['id']}, "
-            f"{f.get('size_bytes')} B messages, {html.esc(wire(r))}, {html.esc(r['status'])})</h3>"
+            f"<h3>All pairs: {esc(layer)} on {esc(cluster)} (run {r['id']}, "
+            f"{f.get('size_bytes')} B messages, {esc(wire(r))}, {esc(r['status'])})</h3>"
         )
         hosts = f.get("hosts")
         if not hosts or f.get("bandwidth_mbps") is None:
-            parts.append(f"<p>No matrix: {html.esc(r['error'])}</p>")
+            parts.append(f"<p>No matrix: {esc(r['error'])}</p>")
             continue
         nominal = _pair_nominal_bps(r, hosts)
         above = defaultdict(list)
@@ -617,13 +617,13 @@ def _matrices(records: list[dict]) -> list[str]:
                 parts.append(plots.heatmap_svg(m, hosts, title, unit, scale=(0.0, None)))
         parts.append(_listed("Above the pair's TCP payload ceiling", above))
         flagged = f.get("flagged") or []
-        items = [f"<li><b>{html.esc(x['reason'])}</b></li>" for x in flagged] or [
+        items = [f"<li><b>{esc(x['reason'])}</b></li>" for x in flagged] or [
             "<li>Every link is in line with the others: nothing to blame.</li>"
         ]
-        notes = "".join(f"<li>{html.esc(n)}</li>" for n in f.get("notes") or [])
+        notes = "".join(f"<li>{esc(n)}</li>" for n in f.get("notes") or [])
         parts.append(
             f"<p>Diagnosis (suspects re-tested before blaming):</p><ul>{''.join(items)}</ul>"
-            + (html.fold("Notes of the diagnosis", f"<ul>{notes}</ul>") if notes else "")
+            + (fold("Notes of the diagnosis", f"<ul>{notes}</ul>") if notes else "")
         )
     return parts
 
@@ -634,7 +634,7 @@ def _wires(records: list[dict]) -> str:
     wires: dict[str, dict[str, None]] = defaultdict(dict)
     for r in records:
         wires[r["meta"]["cluster"]["name"]][wire(r)] = None
-    listed = "; ".join(f"{html.esc(c)}: {html.esc(', '.join(w))}" for c, w in sorted(wires.items()))
+    listed = "; ".join(f"{esc(c)}: {esc(', '.join(w))}" for c, w in sorted(wires.items()))
     return (
         f"<p>Wires: {listed}. A <i>paced wire</i> holds every frame its time on the wire, so "
         "no figure can exceed the link's TCP payload rate (1448/1538 of nominal); a "

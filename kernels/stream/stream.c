@@ -70,11 +70,12 @@ static const char *const store_names[] = {"streaming", "cached", NULL};
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
 {
     *o = (options){.ntimes = 10};
+    int cache_given = 0;
     ct_opt check[CT_CHECK_ONLY_NOPTS];
     ct_check_only_options(&o->check, check);
     const ct_opt table[] = {
         {"--n", CT_OPT_LONG, .dest = &o->n, .min = 1, .max = (double)(LONG_MAX / 64)},
-        {"--cache", CT_OPT_BYTES, .dest = &o->cache},
+        {"--cache", CT_OPT_BYTES, .dest = &o->cache, .seen = &cache_given},
         /* 2: the first repetition is not counted; 100: the expected values stay finite */
         {"--ntimes", CT_OPT_INT, .dest = &o->ntimes, .min = 2, .max = 100},
         {"--stores", CT_OPT_CHOICE, .dest = &o->stores, .choices = store_names},
@@ -85,6 +86,10 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     };
     if (ct_opt_parse(table, argc, argv, err, errlen))
         return -1;
+    if (cache_given && o->cache == 0) {
+        snprintf(err, errlen, "ct-stream: --cache: expected a byte count above 0, got '0'");
+        return -1;
+    }
     return ct_check_only_validate(&o->check, ct_basename(argv[0]), err, errlen);
 }
 

@@ -53,6 +53,7 @@ import linpack_vs_hpcc as hpcc  # noqa: E402  (the hpcc runner and HPL.dat helpe
 from clustertune.cluster import local_cluster  # noqa: E402
 from clustertune.hostinfo import load_average  # noqa: E402
 from clustertune.levels.linpack import blas as blaslib  # noqa: E402
+from clustertune.levels.linpack import choice  # noqa: E402
 from clustertune.levels.tune import hpldat, linpack, space  # noqa: E402
 from clustertune.levels.tune.space import Config  # noqa: E402
 from clustertune.results import Store  # noqa: E402
@@ -193,7 +194,7 @@ def main() -> int:
             f"{summary['why']['at N']})",
             flush=True,
         )
-        nbs = space.nb_candidates(space.DEFAULT_BLOCK, None, args.n)
+        nbs = choice.nb_candidates(choice.DEFAULT_BLOCK, None, args.n)
         ex, ex_rate, ex_s, count = exhaustive(tuner, tuned.blas, args.n, nbs)
         print(
             f"exhaustive: {count} combinations in {ex_s:.0f} s, best {ex.code()} NB {ex.nb} "

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from clustertune import kernels
-from clustertune.levels.tune import hpldat, linpack, shim, space, tcp
+from clustertune.levels.linpack import choice, shim
+from clustertune.levels.tune import hpldat, linpack, space, tcp
 from clustertune.levels.tune.space import Config
 from clustertune.results import Store
 
@@ -64,13 +65,13 @@ def test_layouts_use_all_cores_and_fit_a_host() -> None:
 
 
 def test_nb_candidates_from_blocking_network_and_n() -> None:
-    assert space.nb_candidates(256, None, 10_000) == [96, 128, 192, 256]
+    assert choice.nb_candidates(256, None, 10_000) == [96, 128, 192, 256]
     # n_half 200 KiB: a 128x128 block is 128 KiB (latency-bound), 192x192 288 KiB
-    assert space.nb_candidates(256, 200 * 1024, 10_000) == [192, 256]
+    assert choice.nb_candidates(256, 200 * 1024, 10_000) == [192, 256]
     # a huge n_half keeps the largest; a small N drops blocks with fewer than 4 per side
-    assert space.nb_candidates(256, 1e9, 10_000) == [256]
-    assert space.nb_candidates(256, None, 600) == [96, 128]
-    assert space.nb_candidates(256, None, 100) == [96]
+    assert choice.nb_candidates(256, 1e9, 10_000) == [256]
+    assert choice.nb_candidates(256, None, 600) == [96, 128]
+    assert choice.nb_candidates(256, None, 100) == [96]
 
 
 def test_n_for_time_scales_as_the_cube_root_and_is_bounded() -> None:

@@ -27,9 +27,8 @@ from ...grid.source import cluster_from_grid
 from ...netns import tbf_burst_bytes
 from ...results import Store
 from ...runner import Run
-from ..linpack import LINPACK_KERNEL
-from ..linpack import run as linpack_run
-from ..network import MPI_KERNEL, analysis, pingpong
+from ..linpack import api as linpack
+from ..network import api as network
 from . import LEVEL
 
 PLACEMENTS = ("within", "across")
@@ -149,8 +148,8 @@ def shaped_min_size(state: dict, placement: str) -> int:
         rates.append(state["wan_bps"])
     if not rates:
         return 0
-    burst = pingpong.TBF_BUCKETS * tbf_burst_bytes(min(rates))
-    return max(analysis.TBF_BANDWIDTH_MIN_SIZE_BYTES, burst)
+    burst = network.TBF_BUCKETS * tbf_burst_bytes(min(rates))
+    return max(network.TBF_BANDWIDTH_MIN_SIZE_BYTES, burst)
 
 
 def linpack_args(case: Case) -> list[str]:
@@ -195,13 +194,13 @@ def run_case(state: dict, store: Store, case: Case, timeout: float = 300.0) -> d
     }
     if case.kernel == "linpack":
         kargs = linpack_args(case)
-        kernels.check_args(LINPACK_KERNEL, case.ranks, case.mpi, kargs)
-        kernel, derive, env = LINPACK_KERNEL, linpack_run.derive, linpack_run.BLAS_THREADS
+        kernels.check_args(linpack.LINPACK_KERNEL, case.ranks, case.mpi, kargs)
+        kernel, derive, env = linpack.LINPACK_KERNEL, linpack.derive, linpack.BLAS_THREADS
         params |= {"n": case.n, "nb": case.nb, "args": kargs}
     elif case.kernel == "pingpong":
         if case.ranks != 2:
             raise UserError("the ping-pong runs on two ranks")
-        spec = pingpong.PingpongSpec(
+        spec = network.PingpongSpec(
             "mpi",
             hosts[0],
             hosts[1],
@@ -210,10 +209,10 @@ def run_case(state: dict, store: Store, case: Case, timeout: float = 300.0) -> d
             max_size=case.max_size,
             extra_args=QUICK_SWEEP if case.quick else (),
         )
-        pingpong.validate(cluster, spec)
+        network.validate(cluster, spec)
         min_size = shaped_min_size(state, case.placement)
-        kargs = pingpong._sweep_args(spec)
-        kernel, derive, env = MPI_KERNEL, pingpong.derive_for(min_size, case.mode), {}
+        kargs = network.sweep_args(spec)
+        kernel, derive, env = network.MPI_KERNEL, network.derive_for(min_size, case.mode), {}
         params |= spec.params(min_size)
     else:
         raise UserError(f"kernel {case.kernel!r}: expected linpack or pingpong")

@@ -5,9 +5,9 @@ and ping-pong latency / bandwidth inside one site vs across sites, side by side.
 
 from __future__ import annotations
 
+from ...ceiling import above_ceiling
 from ...render import esc, folded_table, table
 from ...units import format_rate
-from ..network.section import above_ceiling
 from . import LEVEL
 from .compare import pairs
 

@@ -5,9 +5,9 @@ forwarding mode, share of the inter-site link); and the table of minimums."""
 
 from __future__ import annotations
 
+from ...ceiling import above_ceiling, wire
 from ...render import esc, folded_table, pyplot, svg
 from ...units import format_rate
-from ..network.section import above_ceiling, wire
 from . import LEVEL, netcdf
 
 LINESTYLE = {"collective": "-", "independent": "--"}

@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -34,7 +35,7 @@ from ... import hostinfo
 from ...cluster import Cluster
 from ...results import Store
 from . import blas as blaslib
-from . import run
+from . import run, shim
 
 SCREEN_N = 1024
 FINAL_N = 2048
@@ -49,15 +50,23 @@ SHAPE_KS = (64, 96, 128, 192, 256)
 MEASURE_TIMEOUT_S = 300.0
 
 
-def candidates() -> list[blaslib.Blas]:
-    """Every installed libblas.so.3 and the PyPI OpenBLAS, each OpenBLAS once per core."""
-    from ..tune import shim  # the tuner's module; it imports this level, not at load time
+# the DGEMM k-block (kc) of the x86-64 AVX2/AVX-512 kernels of OpenBLAS and BLIS is of
+# this order; an NB near it, or a simple fraction of it, keeps the trailing update's
+# rank-NB products at the library's own block depth. Not read from the library (no BLAS
+# exports it): the candidates around it are measured.
+DEFAULT_BLOCK = 256
+NB_FLOOR = 32
 
-    found = blaslib.installed()
+
+def available_blas() -> list[blaslib.Blas]:
+    """Every installed libblas.so.3 and the PyPI OpenBLAS (shim.py), if installed."""
     pypi = shim.scipy_openblas()
-    if pypi is not None:
-        found.append(pypi)
-    return [v for b in found for v in blaslib.core_variants(b)]
+    return blaslib.installed() + ([pypi] if pypi is not None else [])
+
+
+def candidates() -> list[blaslib.Blas]:
+    """Every available BLAS, each OpenBLAS once per core."""
+    return [v for b in available_blas() for v in blaslib.core_variants(b)]
 
 
 def key_of(cluster: Cluster, found: list[blaslib.Blas]) -> dict:
@@ -273,6 +282,34 @@ def rank_k_rates(record: dict) -> dict[str, float]:
 # of them and run at a fraction of the update's rate (narrow, memory-bound): taken as a
 # quarter, an NB costs the update's rate a factor 1 + PANEL_COST NB / N
 PANEL_COST = 3.0
+
+
+def nb_candidates(block: int, n_half_bytes: float | None, n: int) -> list[int]:
+    """NB candidates: fractions of the BLAS's k-blocking (3/8, 1/2, 3/4, 1: an NB of
+    the block depth or a divisor wastes no pass of the library's kernel), multiples of
+    32, kept where a panel block (NB x NB doubles) is at least the network's half-
+    bandwidth message size n_half (smaller blocks travel latency-bound) and where the
+    problem has at least 4 blocks per dimension."""
+    cands = sorted({max(NB_FLOOR, round(block * f / 32) * 32) for f in (0.375, 0.5, 0.75, 1.0)})
+    if n_half_bytes:
+        floor = math.sqrt(n_half_bytes / 8.0)
+        kept = [nb for nb in cands if nb >= floor]
+        cands = kept or cands[-1:]
+    fits = [nb for nb in cands if 4 * nb <= n]
+    return fits or cands[:1]
+
+
+def network_n_half(store: Store, cluster: str) -> float | None:
+    """n_half (bytes) of the latest ok MPI ping-pong stored for ``cluster``."""
+    for r in reversed(store.list("network")):
+        if (
+            r["status"] == "ok"
+            and r["meta"].get("cluster", {}).get("name") == cluster
+            and r["params"].get("layer") == "mpi"
+            and r["figures"].get("n_half_bytes")
+        ):
+            return float(r["figures"]["n_half_bytes"])
+    return None
 
 
 def pick_nb(rank_k: dict[str, float], allowed: list[int], n: int) -> int | None:

@@ -243,21 +243,18 @@ def default_shape(
     """NB and P x Q for a run that names neither (nor an HPL.dat), set on ``args``; what
     was picked and from what. NB: among the candidates (fractions of the BLAS's k-block,
     above the network's n_half when a ping-pong of this cluster is stored:
-    tune.space.nb_candidates) the best by the measured rank-NB update of the chosen BLAS
+    choice.nb_candidates) the best by the measured rank-NB update of the chosen BLAS
     (the trailing update's DGEMM shape) and the panel's cost at N (choice.pick_nb); with
     --mem-fraction N is taken as large. P x Q: 1 x np
     when every rank is on one machine (the panel's pivot search then needs no message),
     else the squarest P <= Q (HPL's advice)."""
-    from ..tune import linpack as tuned  # the tuner's search space; it imports us
-    from ..tune import space
-
     picked: dict = {}
     if args.dat:
         return picked
     if args.nb is None:
         n = int(str(args.n or "1000").split(",")[0]) if args.mem_fraction is None else 1 << 20
-        n_half = tuned.network_n_half(store, cluster.name)
-        allowed = space.nb_candidates(space.DEFAULT_BLOCK, n_half, n)
+        n_half = choice.network_n_half(store, cluster.name)
+        allowed = choice.nb_candidates(choice.DEFAULT_BLOCK, n_half, n)
         nb = choice.pick_nb((chosen or {}).get("rank_k_gflops") or {}, allowed, n)
         if nb is not None:
             args.nb = str(nb)

@@ -7,9 +7,10 @@ from collections import defaultdict
 
 import numpy as np
 
+from ...ceiling import above_ceiling, slowest_link_bps, wire
 from ...render import esc, fold, folded_table, table
 from ...runner import ENV_KNOB_PREFIXES, STARVED_LOAD_PER_CPU
-from ...units import above_payload_ceiling, format_rate, payload_rate_bps
+from ...units import format_rate
 from . import LEVEL, analysis
 from .diagnosis.overhead import (
     MPI_MAX_BANDWIDTH_LOSS_PCT,
@@ -34,64 +35,13 @@ LIKE_FOR_LIKE = {"mpi": "TCP poll"}
 TCP_BASELINES = {"TCP": "TCP, blocking recv", "TCP poll": "TCP, busy-poll"}
 
 
-def _rate_bps(record: dict) -> int | None:
-    """Nominal rate (bit/s) of the slowest link of the run's hosts; None: unshaped."""
-    links = record["meta"]["cluster"].get("link_bps", {})
-    rates = [links.get(h) for h in record["meta"]["hosts"] if links.get(h)]
-    return min(rates) if rates else None
-
-
 def _rate(record: dict) -> str:
-    rate = _rate_bps(record)
+    rate = slowest_link_bps(record)
     return format_rate(rate) if rate else "unshaped"
 
 
 def _rate_title(rate: int | None) -> str:
     return f"{format_rate(rate)} links" if rate else "unshaped links"
-
-
-def wire(record: dict) -> str:
-    """The link model the run's cluster had (records carry it since issue 19)."""
-    cluster = record["meta"].get("cluster") or {}
-    if "wire" not in cluster:
-        return "wire not recorded"
-    return f"{cluster['wire']} wire" if cluster["wire"] else "no emulated wire"
-
-
-# Why a throughput above the link's payload rate was possible, by wire: only tbf's bucket
-# lets a message through faster than its frames take on the wire.
-ABOVE_CEILING_WHY = {
-    "tbf wire": "tbf's bucket let it through faster than the wire",
-    "paced wire": "impossible on a paced wire: a measurement fault",
-}
-
-
-def above_ceiling(record: dict, mbps: float | None, nominal_bps: int | None = None) -> str:
-    """Why a throughput read over a link of the run is above the TCP payload that link can
-    carry (units.payload_rate_bps), or "" when it is not (or the link is unshaped). The
-    link: ``nominal_bps`` (another level's, e.g. the WAN between sites), else the run's
-    slowest host link."""
-    rate = nominal_bps or _rate_bps(record)
-    if mbps is None or not rate:
-        return ""
-    if not above_payload_ceiling(mbps, rate):
-        return ""
-    ceiling = payload_rate_bps(rate) / analysis.MBIT
-    model = wire(record)
-    links = (record["meta"].get("cluster") or {}).get("link_bps", {})
-    # pacers of the slower link beyond a host's own (its site's WAN, a slower receiver)
-    paced_beyond = any(k.endswith((">wan", "<rx")) for k in record["meta"].get("wire_late", {}))
-    if (
-        model == "paced wire"
-        and not paced_beyond
-        and any((links.get(h) or 0) > rate for h in record["meta"]["hosts"])
-    ):
-        # records made before the WAN and receive pacers: each host was paced at its own
-        # rate, a slower link beyond it (receive side, WAN) was still a tbf bucket
-        why = "its hosts are paced at their faster links, this one is a tbf bucket"
-    else:
-        why = ABOVE_CEILING_WHY.get(model, "the wire is not recorded")
-    return f"above the {ceiling:.0f} Mbit/s payload ceiling of {format_rate(rate)}: {why}"
 
 
 def _pair(record: dict) -> str:
@@ -284,7 +234,7 @@ def _graphs(records: list[dict]) -> list[str]:
         return ["<p>No run has enough points to draw.</p>"]
     by_rate = defaultdict(list)  # and by wire: a tbf curve's bump would squash a paced one
     for r in latest:
-        by_rate[(_rate_bps(r), wire(r))].append(r)
+        by_rate[(slowest_link_bps(r), wire(r))].append(r)
     parts = []
     for (rate, model), group in sorted(by_rate.items(), key=lambda i: (i[0][0] or 1e99, i[0][1])):
         group = group[-MAX_CURVES:]  # the newest runs win
@@ -314,7 +264,7 @@ def _graphs(records: list[dict]) -> list[str]:
             title = f"{' vs '.join(_layer(r) for r in group)} {mode}: {pair} on {cluster} ({rate})"
             curves = {_curve_label(r, pair=False, rate=False): _curve(r) for r in group}
             dashed = {_curve_label(r, pair=False, rate=False) for r in group if _cut_short(r)}
-            parts.append(plots.throughput_svg(curves, title, _rate_bps(group[0]), dashed))
+            parts.append(plots.throughput_svg(curves, title, slowest_link_bps(group[0]), dashed))
     return parts
 
 

@@ -3,7 +3,7 @@
 Stages, each a set of stored ct-linpack / ct-gemm runs tagged ``params.tune = <session>``
 and ``params.stage``:
 
-1. BLAS: every installed libblas.so.3 and the PyPI OpenBLAS (shim.py), an OpenBLAS once
+1. BLAS: every installed libblas.so.3 and the PyPI OpenBLAS (linpack/shim.py), an OpenBLAS once
    with the core it picks itself and once with each forced core it did not pick
    (blas.core_variants), runs the local DGEMM (ct-gemm --local) and a small LU; a candidate whose either run is not ok
    (verification failed, wrong library loaded, could not start) is excluded; the fastest
@@ -36,10 +36,8 @@ from ...cluster import Cluster
 from ...errors import UserError
 from ...hostinfo import memory_bytes
 from ...results import Store
-from ..linpack import blas as blaslib
-from ..linpack import run as lprun
-from ..linpack.blas import Blas
-from . import hpldat, shim, space
+from ..linpack import api as linpack
+from . import hpldat, space
 from .space import Config
 
 # test knob: the named BLAS (directory name) gets --inject-fault, so its LU fails its
@@ -77,7 +75,7 @@ class Tuner:
     mpi: str
     budget_s: float
     hosts: list[str] | None = None
-    timeout: float = lprun.TIMEOUT_S
+    timeout: float = linpack.TIMEOUT_S
     mem_fraction: float = 0.8
     n_search: int | None = None
     n_confirm: int | None = None
@@ -94,7 +92,7 @@ class Tuner:
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)
     noise: dict[str, str] = field(default_factory=dict)  # choices the rates did not decide
     stage_s: dict[str, float] = field(default_factory=dict)  # launch time per stage
-    _blases: dict[str, Blas] = field(default_factory=dict)
+    _blases: dict[str, linpack.Blas] = field(default_factory=dict)
     _t0: float = field(default_factory=time.monotonic)
 
     # ------------------------------------------------------------------ running
@@ -102,8 +100,8 @@ class Tuner:
     def left(self) -> float:
         return self.budget_s - (time.monotonic() - self._t0)
 
-    def env(self, cfg_blas: Blas, threads: int) -> dict[str, str]:
-        env = blaslib.environment(cfg_blas)  # an OpenBLAS candidate names its core
+    def env(self, cfg_blas: linpack.Blas, threads: int) -> dict[str, str]:
+        env = linpack.environment(cfg_blas)  # an OpenBLAS candidate names its core
         t = str(threads)
         return env | {"OPENBLAS_NUM_THREADS": t, "OMP_NUM_THREADS": t, "BLIS_NUM_THREADS": t}
 
@@ -128,7 +126,7 @@ class Tuner:
         if os.environ.get(INJECT_ENV) in (blas.directory.name, blas.name):
             kargs.append("--inject-fault")
         began = time.monotonic()
-        record = lprun.run_linpack(
+        record = linpack.run_linpack(
             self.cluster,
             self.store,
             cfg.ranks,
@@ -150,7 +148,7 @@ class Tuner:
     def timed(self, stage: str, began: float) -> None:
         self.stage_s[stage] = self.stage_s.get(stage, 0.0) + time.monotonic() - began
 
-    def tag(self, stage: str, cfg: Config | None, blas: Blas) -> dict:
+    def tag(self, stage: str, cfg: Config | None, blas: linpack.Blas) -> dict:
         out = {
             "tune": self.session,
             "stage": stage,
@@ -179,26 +177,22 @@ class Tuner:
 
     # ------------------------------------------------------------------ stages
 
-    def candidates(self) -> list[Blas]:
-        found = blaslib.installed()
-        pypi = shim.scipy_openblas()
-        if pypi is not None:
-            found.append(pypi)
-        chosen = blaslib.select(self.blas_filter, found)
+    def candidates(self) -> list[linpack.Blas]:
+        chosen = linpack.select(self.blas_filter, linpack.available_blas())
         if not chosen:
             raise UserError("no BLAS found (install libopenblas0 or run make setup)")
         # an OpenBLAS once with the core it picks itself, once with each forced core (Debian's
         # 0.3.21 needed Haswell on a CPU newer than it knows): measured, not assumed
-        chosen = [v for b in chosen for v in blaslib.core_variants(b)]
+        chosen = [v for b in chosen for v in linpack.core_variants(b)]
         self._blases = {b.key: b for b in chosen}
         return chosen
 
-    def blas_of(self, key: str) -> Blas:
+    def blas_of(self, key: str) -> linpack.Blas:
         """A candidate by its key (Config.blas): the library's directory, ``#core`` for an
         OpenBLAS run with a named core."""
         return self._blases[key]
 
-    def choose_blas(self) -> tuple[Blas, float]:
+    def choose_blas(self) -> tuple[linpack.Blas, float]:
         rates: dict[str, float] = {}
         excluded: list[str] = []
         p, q = space.grids(self.np)[0]
@@ -208,7 +202,7 @@ class Tuner:
             lu = self.lu("blas", cfg, BLAS_LU_N)
             if gemm["status"] != "ok" or lu["status"] != "ok":
                 bad = gemm if gemm["status"] != "ok" else lu
-                excluded.append(f"{b.label} ({bad['kernel']}: {blaslib.failure(bad)})")
+                excluded.append(f"{b.label} ({bad['kernel']}: {linpack.failure(bad)})")
                 continue
             rates[b.key] = gemm["figures"]["best_dgemm_gflops"]
         if not rates:
@@ -225,7 +219,7 @@ class Tuner:
             if again["status"] == "ok":
                 rates[d] = max(rates[d], again["figures"]["best_dgemm_gflops"])
             else:
-                excluded.append(f"{self.blas_of(d).label} (ct-gemm: {blaslib.failure(again)})")
+                excluded.append(f"{self.blas_of(d).label} (ct-gemm: {linpack.failure(again)})")
                 del rates[d]
         if not rates:
             raise UserError("no BLAS passed its checks: " + "; ".join(excluded))
@@ -243,19 +237,19 @@ class Tuner:
         self.blas_rates = rates
         return self.blas_of(best), rates[best]
 
-    def dgemm(self, b: Blas, repeat: int) -> dict:
+    def dgemm(self, b: linpack.Blas, repeat: int) -> dict:
         """Every rank its own DGEMM (the aggregate rate), checked against the library."""
         began = time.monotonic()
-        record = lprun.run_gemm(
+        record = linpack.run_gemm(
             self.cluster,
             self.store,
             self.np,
             self.mpi,
-            lprun.gemm_args(str(GEMM_N), 192, "d", repeat, True, 1, self.np),
+            linpack.gemm_args(str(GEMM_N), 192, "d", repeat, True, 1, self.np),
             timeout=self.timeout,
             env=self.env(b, 1),
             params=self.tag("blas", None, b),
-            derive=blaslib.library_check(b),
+            derive=linpack.library_check(b),
             hosts=self.hosts,
         )
         self.timed("blas", began)
@@ -268,7 +262,7 @@ class Tuner:
     def layouts(self) -> list[tuple[int, int]]:
         return space.layouts(self.np, self.cores_per_host(), len(self.hosts or self.cluster.hosts))
 
-    def choose_layout(self, blas: Blas, n: int, nbs: list[int]) -> tuple[Config, float]:
+    def choose_layout(self, blas: linpack.Blas, n: int, nbs: list[int]) -> tuple[Config, float]:
         """Each (ranks, threads) with every NB candidate in one launch, in two rounds of
         alternating order (the second while 70 % of the budget is left). A layout is
         judged by its best NB's median over the rounds; another layout replaces all ranks
@@ -525,19 +519,19 @@ class Tuner:
         memory = memory_bytes()
         if memory is None:
             raise UserError("cannot read this host's memory size (/proc/meminfo)")
-        total = memory * lprun.machines(self.cluster, self.np)
-        return lprun.n_for_memory(self.mem_fraction, total, nb)
+        total = memory * linpack.machines(self.cluster, self.np)
+        return linpack.n_for_memory(self.mem_fraction, total, nb)
 
     def tune(self) -> dict:
         blas, dgemm = self.choose_blas()
-        n_mem = self.memory_n(space.DEFAULT_BLOCK)
-        step = 32 * space.DEFAULT_BLOCK // math.gcd(32, space.DEFAULT_BLOCK)
+        n_mem = self.memory_n(linpack.DEFAULT_BLOCK)
+        step = 32 * linpack.DEFAULT_BLOCK // math.gcd(32, linpack.DEFAULT_BLOCK)
         n_small = self.n_search or space.n_for_time(
             0.5 * dgemm, max(0.05, self.budget_s / 150), step // 2, n_mem, N_MIN
         )
         self.trials.clear()
-        n_half = network_n_half(self.store, self.cluster.name)
-        nbs = space.nb_candidates(space.DEFAULT_BLOCK, n_half, n_small)
+        n_half = linpack.network_n_half(self.store, self.cluster.name)
+        nbs = linpack.nb_candidates(linpack.DEFAULT_BLOCK, n_half, n_small)
         cfg, rate0 = self.choose_layout(blas, n_small, nbs)
         best, rate = self.descend(cfg, rate0, n_small, nbs)
         n_budget = space.n_for_time(
@@ -600,7 +594,7 @@ class Tuner:
             f"NB (searched at N={n_small}, confirmed at N={n_big})"
         )
         self.why["NB"] = (
-            f"{final.nb} among {nbs} (fractions of a {space.DEFAULT_BLOCK} DGEMM k-block; {net})"
+            f"{final.nb} among {nbs} (fractions of a {linpack.DEFAULT_BLOCK} DGEMM k-block; {net})"
         )
         self.why["PxQ"] = f"{final.p}x{final.q} among {space.grids(final.ranks)}"
         for dim in self.dimensions:
@@ -619,19 +613,6 @@ class Tuner:
 def value(cfg: Config, dim: str):
     """The value of one searched dimension (the grid as (P, Q))."""
     return (cfg.p, cfg.q) if dim == "grid" else getattr(cfg, dim)
-
-
-def network_n_half(store: Store, cluster: str) -> float | None:
-    """n_half (bytes) of the latest ok MPI ping-pong stored for ``cluster``."""
-    for r in reversed(store.list("network")):
-        if (
-            r["status"] == "ok"
-            and r["meta"].get("cluster", {}).get("name") == cluster
-            and r["params"].get("layer") == "mpi"
-            and r["figures"].get("n_half_bytes")
-        ):
-            return float(r["figures"]["n_half_bytes"])
-    return None
 
 
 def write(path: Path, text: str) -> None:

@@ -28,9 +28,7 @@ import uuid
 from ...cluster import Cluster
 from ...errors import UserError
 from ...results import Store
-from ..qcd import flops
-from ..qcd import run as qrun
-from ..qcd import study as qstudy
+from ..qcd import api as qcd
 
 OVERLAP_MARGIN = 0.05  # overlap stays on unless switching it off wins by more
 MAX_CANDIDATES = 6
@@ -39,21 +37,21 @@ MAX_CANDIDATES = 6
 def candidates(np: int, lattice: tuple[int, ...], limit: int = MAX_CANDIDATES) -> list[tuple]:
     """One grid per class of axis permutations, least halo first (ties: fewer split
     directions, then the qcd level's default order)."""
-    found = qrun.grids(np, lattice)
+    found = qcd.grids(np, lattice)
     if not found:
         raise UserError(
             f"--np: no np1xnp2xnp3xnp4 grid of {np} processes divides the lattice "
-            f"{qrun.dims_text(lattice)}"
+            f"{qcd.dims_text(lattice)}"
         )
     classes: dict[tuple, tuple] = {}
-    for g in sorted(found, key=lambda g: (qrun.halo_sites(lattice, g), qrun.split_dims(g), g)):
+    for g in sorted(found, key=lambda g: (qcd.halo_sites(lattice, g), qcd.split_dims(g), g)):
         key = tuple(sorted(zip(lattice, g, strict=True)))
         classes.setdefault(key, g)
     return list(classes.values())[:limit]
 
 
 def rate(record: dict) -> float | None:
-    return flops.gflops(record["figures"]) if record["status"] == "ok" else None
+    return qcd.gflops(record["figures"]) if record["status"] == "ok" else None
 
 
 def choose(rates: dict[tuple, list[float | None]]) -> tuple | None:
@@ -69,7 +67,7 @@ def choose(rates: dict[tuple, list[float | None]]) -> tuple | None:
 
 
 def describe(grid: tuple) -> str:
-    return f"{qrun.dims_text(grid)} ({qrun.split_dims(grid)}-D)"
+    return f"{qcd.dims_text(grid)} ({qcd.split_dims(grid)}-D)"
 
 
 def link_text(cluster: Cluster, hosts: list[str]) -> str:
@@ -92,7 +90,7 @@ def tune(
     mpi: str,
     sweeps: int = 2,
     or_steps: int = 4,
-    timeout: float = qrun.TIMEOUT_S,
+    timeout: float = qcd.TIMEOUT_S,
     hosts: list[str] | None = None,
     max_candidates: int = MAX_CANDIDATES,
 ) -> dict:
@@ -101,7 +99,7 @@ def tune(
     if max_candidates < 1:
         raise UserError(f"--max-candidates: at least 1, got {max_candidates}")
     grids = candidates(np, lattice, max_candidates)
-    total = len({tuple(sorted(zip(lattice, g, strict=True))) for g in qrun.grids(np, lattice)})
+    total = len({tuple(sorted(zip(lattice, g, strict=True))) for g in qcd.grids(np, lattice)})
     session = uuid.uuid4().hex[:12]
     used = hosts or [h.name for h in cluster.hosts]
     used = used[: max(1, min(len(used), np))]  # ranks go round-robin over the hosts
@@ -110,7 +108,7 @@ def tune(
     by_grid: dict[tuple, list[dict]] = {g: [] for g in grids}
 
     def measure(grid: tuple, stage: str, overlap: bool = True) -> dict:
-        spec = qrun.QcdSpec(
+        spec = qcd.QcdSpec(
             lattice=lattice,
             grid=grid,
             sweeps=sweeps,
@@ -122,9 +120,9 @@ def tune(
         extra = {
             "tune": session,
             "stage": stage,
-            "oversubscribed": qstudy.oversubscribed(cluster, np),
+            "oversubscribed": qcd.oversubscribed(cluster, np),
         }
-        record = qrun.run_qcd(
+        record = qcd.run_qcd(
             cluster, store, spec, np=np, mpi=mpi, timeout=timeout, hosts=hosts, extra=extra
         )
         records.append(record)
@@ -144,7 +142,7 @@ def tune(
         best = choose(rates)
     if best is None:
         failed = "; ".join(
-            f"{qrun.dims_text(r['params']['grid'])} run {r['id']}: "
+            f"{qcd.dims_text(r['params']['grid'])} run {r['id']}: "
             f"{(r['error'] or r['status']).splitlines()[0]}"
             for r in records
         )
@@ -154,10 +152,10 @@ def tune(
     off = rate(no_overlap)
     overlap = off is None or off <= (1 + OVERLAP_MARGIN) * best_rate
 
-    same = qstudy.series_identical([r for r in records if r["status"] == "ok"])
+    same = qcd.series_identical([r for r in records if r["status"] == "ok"])
     f = max(by_grid[best], key=lambda r: rate(r) or 0)["figures"]
     lines = [
-        f"lattice {qrun.dims_text(lattice)} on {np} rank(s), {link_text(cluster, used)} "
+        f"lattice {qcd.dims_text(lattice)} on {np} rank(s), {link_text(cluster, used)} "
         f"({cluster.name}); {len(grids)} of {total} decomposition class(es) measured, "
         f"{sweeps} sweep(s) each, {mpi}",
     ]
@@ -174,19 +172,19 @@ def tune(
         lines.append(
             f"  {describe(g):<16} {max(got):7.3f} Gflops"
             + (f" (runs: {', '.join(f'{x:.3f}' for x in got)})" if len(got) > 1 else "")
-            + f", {qrun.number(rf.get('messages_per_sweep'), '.0f')} msgs/sweep of "
-            f"{qrun.number(halo_bytes(rf), '.0f')} B, waiting {percent(rf)} of the time; "
+            + f", {qcd.number(rf.get('messages_per_sweep'), '.0f')} msgs/sweep of "
+            f"{qcd.number(halo_bytes(rf), '.0f')} B, waiting {percent(rf)} of the time; "
             f"runs {runs}"
         )
     lines.append(
         f"choose {describe(best)}: {best_rate:.3f} Gflops QCDFlops "
-        f"({qrun.number(f.get('qcdflops_compute_gflops'), '.3f')} without communication, "
+        f"({qcd.number(f.get('qcdflops_compute_gflops'), '.3f')} without communication, "
         f"waiting {percent(f)} of the time)"
     )
     lines.append(
         f"overlap {'on' if overlap else 'off'}: "
         + (
-            f"{qrun.number(off, '.3f')} Gflops without it (run {no_overlap['id']})"
+            f"{qcd.number(off, '.3f')} Gflops without it (run {no_overlap['id']})"
             if off is not None
             else f"the run without it was {no_overlap['status']} (run {no_overlap['id']})"
         )
@@ -196,8 +194,8 @@ def tune(
             "ERROR: the plaquette series differ between grids (they must be bitwise equal)"
         )
     command = (
-        f"clustertune qcd --np {np} --lattice {qrun.dims_text(lattice)} "
-        f"--grid {qrun.dims_text(best)}" + ("" if overlap else " --no-overlap") + f" --mpi {mpi}"
+        f"clustertune qcd --np {np} --lattice {qcd.dims_text(lattice)} "
+        f"--grid {qcd.dims_text(best)}" + ("" if overlap else " --no-overlap") + f" --mpi {mpi}"
     )
     return {
         "session": session,
@@ -206,7 +204,7 @@ def tune(
         "mpi": mpi,
         "hosts": used,
         "grid": list(best),
-        "split_dims": qrun.split_dims(best),
+        "split_dims": qcd.split_dims(best),
         "gflops": best_rate,
         # the rate behind gflops: the report's readers compute QCDFlops from it (qcd.flops)
         "hb_link_updates_per_s": f.get("hb_link_updates_per_s"),

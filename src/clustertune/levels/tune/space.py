@@ -41,12 +41,6 @@ FLAGS = {
     "nbmin": "--nbmin",
     "ndiv": "--ndiv",
 }
-# the DGEMM k-block (kc) of the x86-64 AVX2/AVX-512 kernels of OpenBLAS and BLIS is of
-# this order; an NB near it, or a simple fraction of it, keeps the trailing update's
-# rank-NB products at the library's own block depth. Not read from the library (no BLAS
-# exports it): the candidates around it are measured.
-DEFAULT_BLOCK = 256
-NB_FLOOR = 32
 # a rate within this of another counts as equal even when its samples agree closely
 NOISE = 0.02
 
@@ -125,21 +119,6 @@ def layouts(np: int, cores_per_host: int, hosts: int) -> list[tuple[int, int]]:
         if np % t == 0:
             out.append((np // t, t))
     return out
-
-
-def nb_candidates(block: int, n_half_bytes: float | None, n: int) -> list[int]:
-    """NB candidates: fractions of the BLAS's k-blocking (3/8, 1/2, 3/4, 1: an NB of
-    the block depth or a divisor wastes no pass of the library's kernel), multiples of
-    32, kept where a panel block (NB x NB doubles) is at least the network's half-
-    bandwidth message size n_half (smaller blocks travel latency-bound) and where the
-    problem has at least 4 blocks per dimension."""
-    cands = sorted({max(NB_FLOOR, round(block * f / 32) * 32) for f in (0.375, 0.5, 0.75, 1.0)})
-    if n_half_bytes:
-        floor = math.sqrt(n_half_bytes / 8.0)
-        kept = [nb for nb in cands if nb >= floor]
-        cands = kept or cands[-1:]
-    fits = [nb for nb in cands if 4 * nb <= n]
-    return fits or cands[:1]
 
 
 def n_for_time(gflops: float, seconds: float, step: int, n_max: int, n_min: int) -> int:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ...cluster import Cluster
 from ...results import Store
-from ..network import pingpong
+from ..network import api as network
 
 # a shorter sweep than the network level's default (one point per octave, no perturbed
 # sizes, 3 trials): a buffer size is judged by bandwidth, not by the curve's detail
@@ -57,23 +57,23 @@ def choose(default_bw: float, sweep: list[tuple[int, float]]) -> tuple[int | Non
 def tune(cluster: Cluster, store: Store, a: str, b: str, timeout: float | None) -> dict:
     session = uuid.uuid4().hex[:12]
     # a shaped virtual cluster reads bandwidth from messages >= min_size only
-    min_size = pingpong.bandwidth_min_size(cluster, a, b)
+    min_size = network.bandwidth_min_size(cluster, a, b)
     largest = (
         max(SWEEP_MAX_SIZE, 1 << (2 * min_size - 1).bit_length()) if min_size else SWEEP_MAX_SIZE
     )
-    spec = pingpong.PingpongSpec(
+    spec = network.PingpongSpec(
         layer="tcp", a=a, b=b, max_size=largest, timeout=timeout, extra_args=SHORT
     )
-    base = pingpong.run_pingpong(cluster, store, spec)
+    base = network.run_pingpong(cluster, store, spec)
     f = base["figures"]
     if base["status"] != "ok" or not f.get("bandwidth_mbps") or not f.get("latency_us"):
         raise_failed(base)
-    nominal = pingpong.pair_rate_bps(cluster, a, b)
+    nominal = network.pair_rate_bps(cluster, a, b)
     rate_bps = max(f["bandwidth_mbps"] * 1e6, nominal or 0)
     rtt_s = 2 * f["latency_us"] * 1e-6
     bdp = rate_bps / 8 * rtt_s
     sizes = candidates(bdp)
-    records = pingpong.run_pingpongs(cluster, store, spec, sizes)
+    records = network.run_pingpongs(cluster, store, spec, sizes)
     sweep = [
         (s, r["figures"].get("bandwidth_mbps") or 0.0)
         for s, r in zip(sizes, records, strict=True)

@@ -1,0 +1,42 @@
+"""What other levels use of the Linpack level (the tuner, the grid's comparison): its
+kernels and runs, the BLAS candidates and checks, and the NB candidates of a default run.
+Import it as ``from ..linpack import api as linpack``; the level's other modules are its own.
+"""
+
+from . import GEMM_KERNEL, LINPACK_KERNEL
+from .blas import Blas, core_variants, environment, failure, installed, library_check, select
+from .choice import DEFAULT_BLOCK, available_blas, nb_candidates, network_n_half
+from .run import (
+    BLAS_THREADS,
+    TIMEOUT_S,
+    derive,
+    gemm_args,
+    machines,
+    n_for_memory,
+    run_gemm,
+    run_linpack,
+)
+
+__all__ = [
+    "BLAS_THREADS",
+    "DEFAULT_BLOCK",
+    "GEMM_KERNEL",
+    "LINPACK_KERNEL",
+    "TIMEOUT_S",
+    "Blas",
+    "available_blas",
+    "core_variants",
+    "derive",
+    "environment",
+    "failure",
+    "gemm_args",
+    "installed",
+    "library_check",
+    "machines",
+    "n_for_memory",
+    "nb_candidates",
+    "network_n_half",
+    "run_gemm",
+    "run_linpack",
+    "select",
+]

@@ -391,17 +391,9 @@ def run_matrix(
                 "mid-size curves not judged: a tbf-shaped virtual link draws its bucket's "
                 "curve, not a wire's (vcluster up --wire paced)"
             )
-        # a flag on a host explains what the links of that host showed (a flapping host's
-        # pair that failed a check, a slow host's jagged curve): those become notes
-        flagged = link_flags + unstable(live, first) + run.figures.get("flagged", [])
-        flagged, notes = blame.pairs_to_hosts(live, flagged)
-        # a link seen going down is the finding; what its host's traffic met is its symptom
+        found = link_flags + unstable(live, first) + run.figures.get("flagged", [])
         downs = carrier_flags(carrier, carrier_changes(launcher, names))
-        flagged, more = blame.symptoms(downs, flagged)
-        flagged = downs + flagged
-        notes += more
-        on_hosts = [f for f in flagged if "host" in f]
-        kept, more = blame.symptoms(on_hosts, [f for f in flagged if "host" not in f])
+        flagged, notes = blame.verdict(live, found, downs)
         wire_at_end = read_wire()
         late_us = worst_late_us(wire_at_retests, wire_at_end)
         run.figures["wire_late_us"] = {
@@ -412,11 +404,9 @@ def run_matrix(
         if late_us["p99_us"] is not None and late_us["p99_us"] > WIRE_LATE_P99_US:
             load = max(load_at_retests, os.getloadavg()[0])
             late = late_wire.LateWire(late_us["p99_us"], late_us["max_us"] or 0.0, load)
-        flagged, withheld, run.figures["not_judged"] = late_wire.judged_on_late_wire(
-            on_hosts + kept, late
-        )
+        flagged, withheld, run.figures["not_judged"] = late_wire.judged_on_late_wire(flagged, late)
         run.figures["flagged"] = flagged
-        run.figures["notes"] = run.figures.get("notes", []) + notes + more + withheld
+        run.figures["notes"] = run.figures.get("notes", []) + notes + withheld
         complete = not run.problems and not any(s.problems for s in run.steps)
         # a pair that failed verification fails the matrix, however far it got
         failed = any(s.failed for s in run.steps)

@@ -76,6 +76,24 @@ def symptoms(blaming: list[dict], found: list[dict]) -> tuple[list[dict], list[s
     return kept, notes
 
 
+def verdict(
+    hosts: Sequence[str], flagged: list[dict], downs: list[dict]
+) -> tuple[list[dict], list[str]]:
+    """Every diagnosis's flags as one verdict, and a note for each flag folded into another.
+
+    A flag on a host explains what the links of that host showed (a flapping host's pair
+    that failed a check, a slow host's jagged curve): pairs that together put a host at
+    fault become its flag (:func:`pairs_to_hosts`), and a pair touching a blamed host is
+    that host's symptom. A link seen going down (``downs``, from its NIC's counter) is the
+    finding, and what its host's traffic met is its symptom. Flags on hosts come first."""
+    flagged, notes = pairs_to_hosts(hosts, flagged)
+    flagged, on_downs = symptoms(downs, flagged)
+    flagged = downs + flagged
+    on_hosts = [f for f in flagged if "host" in f]
+    on_links, on_blamed = symptoms(on_hosts, [f for f in flagged if "host" not in f])
+    return on_hosts + on_links, notes + on_downs + on_blamed
+
+
 def culprits_of(flag: Mapping[str, object]) -> set[str]:
     """The hosts a flag blames: its host, or the two of its pair."""
     return {str(flag["host"])} if "host" in flag else set(flag.get("pair", ()))  # type: ignore[arg-type]

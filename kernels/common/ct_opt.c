@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* What an entry accepts, in words. */
 static void describe(const ct_opt *o, char *out, size_t len)
@@ -166,6 +167,33 @@ int ct_opt_parse(const ct_opt *table, int argc, char **argv, char *err, size_t e
     if (missing)
         fail(err, errlen, "%s: missing %s (see --help)", prog, missing->name);
     return err[0] ? -1 : 0;
+}
+
+int ct_parse_int_list(const char *text, char sep, const char *const *choices, long min, long max,
+                      int *v, int max_count)
+{
+    const char seps[2] = {sep, '\0'};
+    int count = 0;
+    for (const char *p = text;; p++) {
+        size_t n = strcspn(p, seps);
+        long x = -1;
+        for (int i = 0; choices && choices[i]; i++)
+            if (strlen(choices[i]) == n && strncasecmp(p, choices[i], n) == 0)
+                x = i;
+        if (x < 0) {
+            char *end;
+            errno = 0;
+            x = strtol(p, &end, 10);
+            if (n == 0 || end != p + n || errno || x < min || x > max)
+                return -1;
+        }
+        if (count == max_count)
+            return -1;
+        v[count++] = (int)x;
+        p += n;
+        if (*p == '\0')
+            return count;
+    }
 }
 
 void ct_check_only_options(ct_check_only *c, ct_opt table[CT_CHECK_ONLY_NOPTS])

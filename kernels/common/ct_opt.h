@@ -46,6 +46,14 @@ typedef struct ct_opt {
  * reported. Returns 0, or -1 with "<kernel>: ..." (one line) in err. */
 int ct_opt_parse(const ct_opt *table, int argc, char **argv, char *err, size_t errlen);
 
+/* The one parser of integer lists ("4000,8000", "8x8x8x16"): items separated by sep, each
+ * an integer in [min, max] or one of choices (any case; choices may be NULL), which stands
+ * for its index. Writes the values to v; returns how many, or -1 when the text is empty,
+ * an item is empty ("1,,2", "1,"), malformed or out of range, or there are more than
+ * max_count. For a CT_OPT_CUSTOM parser, which says what it expected in its own words. */
+int ct_parse_int_list(const char *text, char sep, const char *const *choices, long min, long max,
+                      int *v, int max_count);
+
 /* --check-only --np N, for kernels that the launcher asks, before it starts MPI, whether
  * a run with these arguments on N ranks could go ahead. Such a kernel parses and checks
  * its arguments exactly as a run would, without MPI_Init, and ends with

@@ -359,27 +359,9 @@ out:
 int lp_opt_list(const ct_opt *opt, const char *text, char *expected, size_t len)
 {
     lp_list l = {0};
-    int ok = *text != '\0';
-    for (const char *p = text; ok && *p;) {
-        size_t n = strcspn(p, ",");
-        long v = -1;
-        for (int i = 0; opt->choices && opt->choices[i]; i++)
-            if (strlen(opt->choices[i]) == n && strncasecmp(p, opt->choices[i], n) == 0)
-                v = i;
-        if (v < 0) {
-            char *end;
-            errno = 0;
-            v = strtol(p, &end, 10);
-            ok = end == p + n && n > 0 && !errno && v >= opt->min && v <= opt->max;
-        }
-        ok = ok && l.count < LP_MAX_PARAM;
-        if (ok)
-            l.v[l.count++] = (int)v;
-        p += n;
-        if (*p == ',' && *++p == '\0')
-            ok = 0; /* a trailing comma */
-    }
-    if (ok) {
+    l.count = ct_parse_int_list(text, ',', opt->choices, (long)opt->min, (long)opt->max, l.v,
+                                LP_MAX_PARAM);
+    if (l.count >= 0) {
         *(lp_list *)opt->dest = l;
         return 0;
     }

@@ -48,7 +48,7 @@ def run_study(name: str, store: Store, quick: bool, out: Path) -> dict:
     records = sorted(
         (r for rs in execute.stored(store, name, quick).values() for r in rs), key=lambda r: r["id"]
     )
-    path = out / report.study_page(name, execute.variant(quick))
+    path = out / page.file_name(name, execute.variant(quick))
     path.write_text(page.build(study, records))
     bad = [f"{p['point']}: {p['status']}" for p in got.ran if p["status"] != "ok"]
     bad += [f"{e['point']}: refused: {e['error']}" for e in got.errors]

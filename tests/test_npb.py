@@ -12,7 +12,6 @@ from clirun import assert_refused_before_launch
 from clustertune import report
 from clustertune.cluster import local_cluster
 from clustertune.errors import UserError
-from clustertune.levels import npb
 from clustertune.levels.npb import paper, section
 from clustertune.levels.npb import run as npbrun
 
@@ -176,12 +175,14 @@ def test_ep_injected_fault_is_unsuccessful_and_stored_failed(store, mpi: str) ->
 
 @pytest.mark.root
 def test_demo_step_on_the_4_host_cluster(make_vcluster, store) -> None:
-    from clustertune.levels import linpack
+    from clustertune import catalog
+    from clustertune.levels.npb import demo
 
-    assert npb.LEVEL.order > linpack.LEVEL.order
+    order = [level.name for level in catalog.all_levels()]
+    assert order.index("npb") > order.index("linpack")
     cluster = make_vcluster(hosts=4)
     started = time.monotonic()
-    records = npb.LEVEL.demo(cluster, store)
+    records = demo.demo(cluster, store)
     assert time.monotonic() - started < 90
     assert all(r["status"] == "ok" and r["verification"] == "passed" for r in records)
     names = {r["figures"]["name"] for r in records}

@@ -17,7 +17,6 @@ from clustertune import cli, demo, report, summary
 from clustertune.cluster import local_cluster
 from clustertune.errors import UserError
 from clustertune.launch.process import Interrupted
-from clustertune.levels import Level
 from clustertune.levels.network import pingpong
 from clustertune.levels.network.summary import judge_bandwidth
 from clustertune.render import esc
@@ -112,8 +111,11 @@ def test_demo_reports_what_was_stored_also_when_a_level_stops(
         assert stop is None, "a level after the one that stopped ran"
         return []
 
-    steps = [Level(f"l{i}", "", i, demo=step) for i, step in enumerate((good, stops, after))]
-    monkeypatch.setattr(demo, "levels", SimpleNamespace(all_levels=lambda: steps))
+    steps = [
+        SimpleNamespace(name=f"l{i}", part={"demo": step}.get)
+        for i, step in enumerate((good, stops, after))
+    ]
+    monkeypatch.setattr(demo, "catalog", SimpleNamespace(all_levels=lambda: steps))
     assert demo.main() == code
     out, err = capsys.readouterr()
     assert out.strip() == str((tmp_path / "out" / "report.html").resolve())
@@ -171,7 +173,7 @@ def test_first_screen_shows_the_change_since_the_previous_linpack_run(store):
     elsewhere = _lu(store, 5.0, cluster="there")  # another cluster: nothing to compare
     screen = _first_screen(report.build(store))
     assert f"Linpack -12 % since run {first}" in screen
-    rows = {r.run: r for r in summary.rows(store, store.list()) if r.level == "linpack"}
+    rows = {r.run: r for r in report.summary_rows(store, store.list()) if r.level == "linpack"}
     assert set(rows) == {second, elsewhere}
     assert rows[second].figure == "8.80 Gflop/s" and rows[second].ratio == pytest.approx(0.22)
     assert rows[second].reference == "best DGEMM 40.00 Gflop/s"
@@ -186,11 +188,11 @@ def test_a_linpack_run_of_another_problem_is_not_a_change_of_the_cluster(store):
     _gemm(store, 40.0)
     big = _lu(store, 10.0, n=16000)
     small = _lu(store, 2.0, n=2016)
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "linpack"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "linpack"]
     assert (row.run, row.change) == (small, "")
     assert "since run" not in _first_screen(report.build(store))
     again = _lu(store, 9.0, n=16000)  # the same problem again: compared with its own kind
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "linpack"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "linpack"]
     assert (row.run, row.change) == (again, f"Linpack -10 % since run {big}")
 
 
@@ -212,14 +214,14 @@ def test_a_tuned_qcd_of_the_old_qcdflops_is_no_change(store):
     passes: 5x), now 5700 x heat-bath updates; an old session beside a new one of the same
     speed gave "tuned QCD -80 % since run N". The old one is shown as such, uncompared."""
     old = _tuned_qcd(store, 2.85, None)
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "tune"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "tune"]
     assert row.value is None and "old definition" in row.figure and "2.85" not in row.figure
     new = _tuned_qcd(store, 0.57, 1e5)
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "tune"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "tune"]
     assert (row.run, row.figure, row.change) == (new, "grid 1x1x1x2: 0.57 QCDFlops G", "")
     assert "since run" not in _first_screen(report.build(store)) and old < new
     again = _tuned_qcd(store, 0.513, 0.9e5)  # the same definition: compared
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "tune"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "tune"]
     assert (row.run, row.change) == (again, f"tuned QCD -10 % since run {new}")
 
 
@@ -227,7 +229,7 @@ def test_a_failed_run_is_no_figure_and_no_change(store):
     _gemm(store, 40.0)
     _lu(store, 10.0)
     failed = _lu(store, 0.0, passed=False)
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "linpack"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "linpack"]
     assert (row.run, row.figure, row.state) == (failed, "no verified result", summary.BAD)
     assert row.change == "" and row.value is None
     assert "no verified result" in _first_screen(report.build(store))
@@ -235,7 +237,7 @@ def test_a_failed_run_is_no_figure_and_no_change(store):
 
 def test_every_level_has_a_row_and_one_not_run_says_so(store):
     _lu(store, 10.0)
-    rows = summary.rows(store, store.list())
+    rows = report.summary_rows(store, store.list())
     shown = {r.level for r in rows}
     assert {"hosts", "probe", "network", "linpack", "npb", "qcd", "io", "grid", "tune"} <= shown
     not_run = {r.level for r in rows if r.figure == "not run"}
@@ -261,12 +263,12 @@ def _matrix(store: Store, flagged: list[dict]) -> int:
 
 def test_network_row_names_the_culprit_or_says_every_link_is_in_line(store):
     healthy = _matrix(store, [])
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "network"]
     assert (row.run, row.figure, row.verdict) == (healthy, "3 hosts, every link in line", "healthy")
     assert row.state == summary.GOOD and row.reference == "median link 480 Mbit/s"
     reason = "h2: bandwidth 475 Mbit/s on all 2 of its links, 0.51x the others"
     sick = _matrix(store, [{"host": "h2", "figure": "bandwidth", "reason": reason}])
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "network"]
     assert (row.run, row.figure, row.verdict, row.state) == (
         sick,
         reason,
@@ -279,7 +281,7 @@ def test_report_summary_prints_the_first_screen_rows(store, tmp_path, monkeypatc
     _gemm(store, 40.0)
     first = _lu(store, 10.0)
     _lu(store, 8.8)
-    rows = summary.rows(store, store.list())
+    rows = report.summary_rows(store, store.list())
     monkeypatch.chdir(tmp_path)
     assert cli.main(["report", "--summary", "--db", str(store.path)]) == 0
     text = capsys.readouterr().out
@@ -338,14 +340,14 @@ def _pingpong(
 
 def test_ping_pong_row_reads_the_link_its_curve_and_the_change(store):
     first = _pingpong(store, 925.0)
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "network"]
     assert (row.figure, row.verdict, row.state) == ("925 Mbit/s, 30.0 µs", "in line", summary.GOOD)
     _pingpong(store, 740.0, dips=2)  # slower, and the curve dips: seeds/002's faulty NIC
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "network"]
     assert row.verdict == "below 90% of payload, 2 dip(s) in the curve"
     assert row.state == summary.WARN and row.change == f"TCP bandwidth -20 % since run {first}"
     _pingpong(store, 9000.0, link_bps=None)  # unshaped: nothing to judge against
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "network"]
     assert (row.reference, row.verdict, row.state) == (
         "unshaped: no nominal rate",
         "",
@@ -360,12 +362,15 @@ def test_a_record_the_summary_cannot_read_is_a_row_not_a_lost_report(store, monk
     def old_shape(records):
         return [summary.Row("x", records[0]["figures"]["gone"])]
 
-    broken = Level(
-        "x-report-test", "Broken", 1, render=lambda records: "<p>x</p>", summarize=old_shape
+    broken = SimpleNamespace(
+        name="x-report-test",
+        title="Broken",
+        section="x:render",
+        part={"section": lambda records: "<p>x</p>", "summary": old_shape}.get,
     )
-    monkeypatch.setattr(summary.levels, "all_levels", lambda: [broken])
+    monkeypatch.setattr(report.catalog, "all_levels", lambda: [broken])
     run = store.save(_record(None))
-    (row,) = summary.rows(store, store.list())
+    (row,) = report.summary_rows(store, store.list())
     assert (row.run, row.verdict, row.state) == (run, "summary failed", summary.BAD)
     assert "KeyError('gone')" in row.figure
     assert "summary failed" in _first_screen(report.build(store))
@@ -383,11 +388,11 @@ def test_hosts_and_probe_rows_say_what_was_read_and_what_failed(store):
         launch["meta"]["mpi"] = {"flavour": mpi}
         launch["samples"] = [{"rank": i, "host": "h0", "library": mpi} for i in range(2)]
         store.save(_finished(launch, "lab", status))
-    rows = {r.level: r for r in summary.rows(store, store.list())}
+    rows = {r.level: r for r in report.summary_rows(store, store.list())}
     assert rows["hosts"].figure == "1 x EPYC, 2 cores, 2.0 GiB"
     inventory["samples"][0]["memory_bytes"] = None  # not read: no figure made up
     store.save(inventory)
-    rows = {r.level: r for r in summary.rows(store, store.list())}
+    rows = {r.level: r for r in report.summary_rows(store, store.list())}
     assert rows["hosts"].figure == "1 x EPYC, 2 cores, memory not read"
     assert (rows["hosts"].verdict, rows["hosts"].state) == ("1 host(s) not read", summary.BAD)
     assert rows["probe"].measure == "launch with mpich, openmpi (lab)"
@@ -441,7 +446,7 @@ def test_ping_pong_row_judges_curve_dips_only_on_a_paced_wire(store):
     }
     for wire, verdict in expected.items():
         run = _pingpong(store, 925.0, dips=2, cluster=_virtual(wire))
-        (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+        (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "network"]
         assert (row.run, (row.verdict, row.state)) == (run, verdict), wire
 
 
@@ -450,10 +455,10 @@ def test_a_late_wire_is_named_in_the_text_the_runs_table_and_the_first_screen(st
     and the first screen warns instead of judging its bandwidth."""
     label = "wire late (p99 900 µs, load 11.0)"
     on_time = _pingpong(store, 925.0, cluster=_virtual("paced"))
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "network"]
     assert (row.run, row.verdict, row.state) == (on_time, "in line", summary.GOOD)
     late = _pingpong(store, 925.0, cluster=_virtual("paced"), labels=[label])
-    (row,) = [r for r in summary.rows(store, store.list()) if r.level == "network"]
+    (row,) = [r for r in report.summary_rows(store, store.list()) if r.level == "network"]
     assert (row.run, row.verdict, row.state) == (late, label, summary.WARN)
     html = report.build(store)
     assert esc(label) in _first_screen(html)

@@ -118,7 +118,7 @@ def test_report_and_study_page_render_in_chromium(store, tmp_path):
         (r for rs in execute.stored(store, study.name, True).values() for r in rs),
         key=lambda r: r["id"],
     )
-    study_page = site / report.study_page(study.name, "quick")
+    study_page = site / page.file_name(study.name, "quick")
     study_page.write_text(page.build(study, stored))
 
     got = render(main, tmp_path)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
-from clustertune import levels, summary
+from clustertune import report, summary
 from clustertune.levels.grid import compare
 from clustertune.levels.grid import section as grid_section
 from clustertune.levels.io import netcdf, remote
@@ -442,8 +442,7 @@ def test_remote_io_change_compares_runs_of_the_same_size_only():
     records = [first, other, again]
     for r in records:
         r["figures"]["link_share"] = remote.link_shares(r["samples"], GBIT)
-    (io_level,) = [level for level in levels.all_levels() if level.name == "io"]
-    history = summary._History(SimpleNamespace(list=lambda: records))
-    assert history.change(io_level, io_summary.remote_row(other)) == ""
-    change = history.change(io_level, io_summary.remote_row(again))
+    history = report._History(SimpleNamespace(list=lambda: records))
+    assert history.change("io", io_summary.rows, io_summary.remote_row(other)) == ""
+    change = history.change("io", io_summary.rows, io_summary.remote_row(again))
     assert change == "remote netCDF to site1 write -50 % since run 1"

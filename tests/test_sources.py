@@ -1,14 +1,16 @@
-"""Cluster sources: which source takes a --cluster value (registry order), the error when
-none does, and modules that import each other only one way."""
+"""Cluster sources: which source takes a --cluster value (built-in order, a level's
+sources placed ahead of the one they name), the error when none does, and modules that
+import each other only one way."""
 
 import json
 import os
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 
-from clustertune import sources, vcluster
+from clustertune import catalog, sources, vcluster
 from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.errors import ConfigError, UserError
 
@@ -17,9 +19,8 @@ BUILT_IN = ("localhost", "file", "vcluster")
 
 @pytest.fixture(autouse=True)
 def built_in_sources_only(monkeypatch):
-    """The registry as this module defines it, whatever levels registered (the grid level
-    adds its own sources when another test imported it)."""
-    monkeypatch.setattr(sources, "SOURCES", [s for s in sources.SOURCES if s.name in BUILT_IN])
+    """The built-in sources alone: no level's manifest (the grid level declares its own)."""
+    monkeypatch.setattr(catalog, "all_levels", lambda: ())
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ class GridFile:
 
 
 def test_built_in_order():
-    assert [s.name for s in sources.SOURCES] == ["localhost", "file", "vcluster"]
+    assert [s.name for s in sources.sources()] == ["localhost", "file", "vcluster"]
 
 
 @pytest.mark.parametrize("spec", [None, ""])
@@ -108,9 +109,10 @@ def test_unknown_name_without_root_says_why_none_is_up(on_disk, monkeypatch):
         sources.resolve_cluster("nosuch")
 
 
-def test_a_new_source_registers_ahead_of_one_that_would_take_its_values(monkeypatch, tmp_path):
-    sources.register(GridFile(), before="file")
-    assert [s.name for s in sources.SOURCES] == ["localhost", "grid", "file", "vcluster"]
+def test_a_level_source_goes_ahead_of_one_that_would_take_its_values(monkeypatch, tmp_path):
+    level = SimpleNamespace(name="g", part={"cluster_sources": ((GridFile(), "file"),)}.get)
+    monkeypatch.setattr(catalog, "all_levels", lambda: (level,))
+    assert [s.name for s in sources.sources()] == ["localhost", "grid", "file", "vcluster"]
     assert sources.resolve_cluster("sites.grid.toml").name == "sites.grid.toml"
     with pytest.raises(UserError, match="cannot read cluster file"):
         sources.resolve_cluster(str(tmp_path / "plain.toml"))
@@ -136,3 +138,18 @@ def test_imports_run_one_way(module, absent):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_the_grid_sources_do_not_depend_on_what_was_imported():
+    """A fresh interpreter that imported nothing of the grid resolves --cluster with the grid
+    level's sources (before d3e8301's fix and the manifests they existed only once
+    clustertune.levels.grid had been imported: 12 order-dependent test failures)."""
+    code = (
+        "from clustertune import sources\n"
+        "try:\n    sources.resolve_cluster('h1-nosuch')\n"
+        "except Exception as exc:\n    print(exc)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "no virtual grid of that name" in done.stdout, done.stdout
+    assert "no virtual cluster of that name" in done.stdout, done.stdout

@@ -368,11 +368,11 @@ def test_grid_step_is_not_run_on_a_plain_cluster():
     """--cluster: a step of a grid cluster (figs. 8, 10 through the grid launcher) is not
     runnable on a cluster that is not a grid, rather than run plainly under the grid's name."""
     from clustertune.cluster import local_cluster
-    from clustertune.studies import kinds
+    from clustertune.studies import catalog
 
     study = spec.load("grid-linpack", quick=True)
     clusters = execute.Clusters(study, local_cluster(), log=lambda line: None)
-    linpack = kinds.KINDS["linpack"]
+    linpack = catalog.kinds()["linpack"]
     why = clusters.unavailable(study.clusters["gridstack100"], linpack)
     assert why and "grid of slurm sites" in why and "is not a grid" in why
     assert clusters.unavailable(study.clusters["nodes"], linpack) is None
@@ -390,18 +390,18 @@ def test_cases_give_one_point_each_with_readable_keys():
 
 def test_linpack_kind_refuses_bad_pq_and_sets_each_mpis_tcp_buffer():
     from clustertune.errors import UserError
-    from clustertune.studies import kinds
+    from clustertune.studies import catalog, kinds
 
     with pytest.raises(UserError, match="pq: expected PxQ"):
-        kinds.KINDS["linpack"].run(None, None, {"pq": "2by4"}, "openmpi")
+        catalog.kinds()["linpack"].run(None, None, {"pq": "2by4"}, "openmpi")
     with pytest.raises(UserError, match="tcp_buffer: no TCP socket buffer setting known for lam"):
-        kinds._tcp_buffer_env("lam", "64K")
-    assert kinds._tcp_buffer_env("openmpi", "64K") == {
+        kinds.tcp_buffer_env("lam", "64K")
+    assert kinds.tcp_buffer_env("openmpi", "64K") == {
         "OMPI_MCA_btl_tcp_sndbuf": "65536",
         "OMPI_MCA_btl_tcp_rcvbuf": "65536",
     }
     # UCX's tcp transport (MPICH ch4:ucx) knows both variables: no "unused env variable"
-    assert kinds._tcp_buffer_env("mpich", "4K") == {
+    assert kinds.tcp_buffer_env("mpich", "4K") == {
         "UCX_TCP_SNDBUF": "4096",
         "UCX_TCP_RCVBUF": "4096",
     }
@@ -470,9 +470,9 @@ def test_study_killed_by_a_signal_then_rerun_finishes_without_redoing(tmp_path):
 def test_remote_netcdf_kind_refuses_a_site_the_cluster_lacks(tmp_path):
     from clustertune.cluster import local_cluster
     from clustertune.errors import UserError
-    from clustertune.studies import kinds
+    from clustertune.studies import catalog
 
-    remote = kinds.KINDS["netcdf_remote"]
+    remote = catalog.kinds()["netcdf_remote"]
     with pytest.raises(UserError, match=r"site: 'site7' is not a site of cluster 'localhost'"):
         remote.run(local_cluster(), None, {"site": "site7"}, "mpich", rundir=tmp_path)
     assert remote.sites == 2 and remote.rundir and not list(tmp_path.iterdir())

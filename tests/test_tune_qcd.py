@@ -12,7 +12,7 @@ import pytest
 
 from clustertune import cli
 from clustertune.errors import UserError
-from clustertune.levels.qcd import api as qcd_level  # what the tuner calls
+from clustertune.levels.qcd import run as qrun
 from clustertune.levels.tune import qcd
 from clustertune.results import Store
 
@@ -29,7 +29,7 @@ def test_candidates_one_per_permutation_class_least_halo_first() -> None:
         [1, 2, 2, 4],
         [2, 2, 2, 2],
     ]
-    halos = [qcd_level.halo_sites((16,) * 4, g) for g in got]
+    halos = [qrun.halo_sites((16,) * 4, g) for g in got]
     assert halos == sorted(halos)
     assert got[0] == (1, 1, 4, 4)  # the same halo as 2x2x2x2, fewer split directions
     assert qcd.candidates(16, (16, 16, 16, 16), limit=2) == got[:2]
@@ -66,7 +66,7 @@ def test_bad_input_is_one_line_exit_2_nothing_stored(tmp_path, capsys, args, sai
 def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys, monkeypatch):
     """4x4x4x8 on 2 ranks: two classes (split t, split z). The first measured (split t,
     the least halo) corrupts a halo message, so its run fails; the other is chosen."""
-    real = qcd_level.run_qcd
+    real = qrun.run_qcd
     bad = qcd.candidates(2, (4, 4, 4, 8))[0]
 
     def faulty(cluster, store, spec, **kw):
@@ -74,7 +74,7 @@ def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys
             spec.inject_fault = True
         return real(cluster, store, spec, **kw)
 
-    monkeypatch.setattr(qcd_level, "run_qcd", faulty)
+    monkeypatch.setattr(qrun, "run_qcd", faulty)
     db = tmp_path / "t.db"
     code = cli.main(
         [
@@ -102,7 +102,7 @@ def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys
     assert first["gflops"] == [None] and runs[first["runs"][0]]["status"] == "failed"
     assert all(runs[i]["params"]["tune"] == out["session"] for i in out["runs"])
     assert any(
-        f"{qcd_level.dims_text(bad)} (1-D)" in line and "excluded" in line for line in out["lines"]
+        f"{qrun.dims_text(bad)} (1-D)" in line and "excluded" in line for line in out["lines"]
     )
     assert "--grid 1x1x2x1" in out["command"]
     tune_record = runs[out["record"]]
@@ -119,11 +119,9 @@ def test_demo_step_on_this_host(store, monkeypatch, capsys, tmp_path) -> None:
     session are stored and shown, the tuned HPL.dat is written beside the report and the
     report's section shows the session; the TCP tuning (it needs two hosts) is left out
     and says so."""
-    from clustertune import demo as top
-    from clustertune import levels
+    from clustertune import catalog
     from clustertune.cluster import local_cluster
-    from clustertune.levels.linpack import shim
-    from clustertune.levels.tune import demo, section
+    from clustertune.levels.tune import demo, section, shim
 
     monkeypatch.setattr(demo, "DEMO_NP", 2)
     monkeypatch.setattr(demo, "DEMO_LATTICE", (4, 4, 4, 8))
@@ -131,10 +129,9 @@ def test_demo_step_on_this_host(store, monkeypatch, capsys, tmp_path) -> None:
     monkeypatch.setattr(shim, "scipy_openblas", lambda: None)
     monkeypatch.setattr(demo, "DEMO_BUDGET_MIN", 0.02)
     monkeypatch.setattr(demo, "DEMO_SKIP_BLAS", ("blas", "atlas", "blis-openmp", "blis-pthread"))
-    monkeypatch.setattr(top, "REPORT_PATH", tmp_path / "out" / "report.html")
-    (level,) = [lv for lv in levels.all_levels() if lv.name == "tune"]
-    assert level.demo is demo.demo
-    records = level.demo(local_cluster(), store)
+    monkeypatch.setattr(demo, "DEMO_DIR", tmp_path / "out")
+    assert catalog.level("tune").part("demo") is demo.demo
+    records = demo.demo(local_cluster(), store)
     tune = {r["params"]["what"]: r for r in records if r["level"] == "tune"}
     assert sorted(tune) == ["linpack", "qcd"] and {r["status"] for r in tune.values()} == {"ok"}
     assert {r["id"] for r in records} == {r["id"] for r in store.list()}

@@ -1,7 +1,7 @@
 """``python -m clustertune.build FLAVOUR FILE``: what CMake builds in one flavour's tree.
 
 Writes the CMake lists ``CT_KERNEL_DIRS`` (source directories under kernels/) and
-``CT_KERNELS`` (file names) of every kernel the levels declare for FLAVOUR (openmpi,
+``CT_KERNELS`` (file names) of every kernel the levels' manifests (and clustertune.kernels' tools) declare for FLAVOUR (openmpi,
 mpich or serial); kernels/CMakeLists.txt includes the file. The file is rewritten only
 when its content changes, so an unchanged manifest triggers no reconfiguration.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import kernels, levels
+from . import kernels
 
 
 def manifest(flavour: str) -> str:
@@ -19,7 +19,6 @@ def manifest(flavour: str) -> str:
         raise SystemExit(
             f"unknown build flavour {flavour!r} (known: {', '.join(kernels.FLAVOURS)})"
         )
-    levels.all_levels()
     wanted = sorted((k for k in kernels.declared() if flavour in k.flavours), key=lambda k: k.name)
     dirs = sorted({k.directory for k in wanted})
     return (

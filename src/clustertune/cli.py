@@ -4,7 +4,7 @@ Every command accepts --json and then prints exactly one JSON document on stdout
 progress and errors go to stderr. A user error exits 2 with one line, no traceback; a run
 that is not ok exits 1; SIGINT, SIGTERM or SIGHUP stop the job (launch/process.py), store
 the run as interrupted and exit 128 + the signal's number. The commands themselves come
-from the levels' descriptors (clustertune.levels) and the shared options from
+from the levels' manifests (clustertune.levels) and the shared options from
 clustertune.commands.
 """
 
@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import __version__, levels, vcluster
+from . import __version__, catalog, vcluster
 from .commands import Output, common_parser, open_store, store_parser
 from .errors import UserError
 from .launch.process import signal_of, stop_on_signals
@@ -153,7 +153,7 @@ def cmd_report(args: argparse.Namespace) -> Output:
 
     if args.summary:  # the report's first screen, in the terminal; no file written
         store = open_store(args)
-        rows = summary.rows(store, store.list())
+        rows = report.summary_rows(store, store.list())
         return Output({"summary": summary.as_json(rows)}, summary.text_table(rows))
     out = Path(args.out)
     if out.is_dir():  # checked before the report is built
@@ -264,9 +264,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_report)
 
-    for level in levels.all_levels():
-        if level.add_commands is not None:
-            level.add_commands(sub, common)
+    for level in catalog.all_levels():
+        add_commands = level.part("commands")
+        if add_commands is not None:
+            add_commands(sub, common)
     return parser
 
 

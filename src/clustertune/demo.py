@@ -1,9 +1,10 @@
 """``make demo``: from nothing to a report on a 4-host 1 Gbit virtual cluster.
 
-Each level whose descriptor has a demo step (clustertune.levels) adds itself here; this
-module only builds the cluster, calls the steps in level order, always tears the cluster
-down and writes the report of what was stored, also when a step fails or a signal stops
-it. Without root it says so and runs on localhost ranks instead.
+Each level whose manifest names a demo step (clustertune.levels) is run here, in the
+levels' declared order (clustertune.catalog); this module only builds the cluster, calls
+the steps, always tears the cluster down and writes the report of what was stored, also
+when a step fails or a signal stops it. Without root it says so and runs on localhost
+ranks instead.
 """
 
 from __future__ import annotations
@@ -12,18 +13,18 @@ import os
 import signal
 import sys
 import time
-from pathlib import Path
 
-from . import levels, report, vcluster
+from . import catalog, report, vcluster
 from .cluster import Cluster, local_cluster
 from .errors import UserError
 from .launch.process import signal_of, stop_on_signals
+from .levels import DEMO_DIR
 from .results import Store
 
 DEMO_NAME = "demo"
 DEMO_HOSTS = 4
 DEMO_LINK_BPS = 10**9
-REPORT_PATH = Path("out/clustertune-report.html")
+REPORT_PATH = DEMO_DIR / "clustertune-report.html"
 
 
 def log(message: str) -> None:
@@ -34,13 +35,14 @@ def run_levels(cluster: Cluster, store: Store, run_ids: list[int]) -> None:
     """Every level's demo step in order; ``run_ids`` grows as they end, so it holds what
     was stored also when a step stops with an error or interrupt (its own runs stored
     until then included)."""
-    for level in levels.all_levels():
-        if level.demo is None:
+    for level in catalog.all_levels():
+        step = level.part("demo")
+        if step is None:
             continue
         log(f"level {level.name}")
         before = len(store.saved)
         try:
-            records = level.demo(cluster, store)
+            records = step(cluster, store)
         except BaseException:
             run_ids += store.saved[before:]
             raise

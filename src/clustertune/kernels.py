@@ -2,7 +2,7 @@
 
 Kernels are built by CMake into ``build/<flavour>/bin`` (libraries into ``lib``), one tree
 per build flavour: each MPI (OpenMPI, MPICH) and ``serial`` for programs without MPI.
-A kernel is declared once, by its level's descriptor (clustertune.levels) or below for
+A kernel is declared once, by its level's manifest (clustertune.levels) or below for
 the tools of the virtual cluster and the launchers; the build reads the same
 declarations (clustertune.build), so a kernel built for one MPI only (the PnetCDF one:
 Debian's libpnetcdf links OpenMPI) is asked for under the other with a clear error.
@@ -12,63 +12,36 @@ kernels/common/ct.h: JSON Lines with a "type" field.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .cluster import MPI_FLAVOURS
+from . import catalog
 from .errors import UserError
 from .launch import mpi
-
-SERIAL = "serial"
-FLAVOURS = (*MPI_FLAVOURS, SERIAL)
-
-
-@dataclass(frozen=True)
-class Kernel:
-    name: str  # the built file's name, e.g. ct-linpack or libct_finalize_shim.so
-    directory: str  # its source directory under kernels/
-    flavours: tuple[str, ...] = MPI_FLAVOURS  # the build trees it is built in
-
-    @property
-    def is_library(self) -> bool:
-        return self.name.endswith(".so")
-
+from .levels import FLAVOURS, SERIAL, Kernel
 
 # Not measurements: the virtual cluster's delay daemon and the MPI flavours' shims.
 TOOLS = (
     Kernel("ct-nfq-delay", "vcluster", (SERIAL,)),
     *(Kernel(shim, "shims", (f.name,)) for f in mpi.FLAVOURS.values() for shim in f.shims),
 )
-_DECLARED: dict[str, Kernel] = {}
 
 
-def declare(kernels: Iterable[Kernel]) -> None:
-    for kernel in kernels:
-        if kernel.name in _DECLARED and _DECLARED[kernel.name] != kernel:
+def declared() -> list[Kernel]:
+    """The tools above and every kernel a level's manifest declares (clustertune.catalog);
+    a kernel declared twice differently, or for an unknown build flavour, is a bug."""
+    seen: dict[str, Kernel] = {}
+    for kernel in (*TOOLS, *catalog.kernels()):
+        if kernel.name in seen and seen[kernel.name] != kernel:
             raise ValueError(f"kernel {kernel.name} declared twice, differently")
         unknown = set(kernel.flavours) - set(FLAVOURS)
         if unknown:
             raise ValueError(f"kernel {kernel.name}: unknown build flavour(s) {sorted(unknown)}")
-        _DECLARED[kernel.name] = kernel
-
-
-declare(TOOLS)
-
-
-def declared() -> list[Kernel]:
-    return list(_DECLARED.values())
-
-
-def _discovered(name: str) -> Kernel | None:
-    """A kernel whose level has not been imported yet (a script calling the runner
-    directly): discover the levels, which declare their kernels, and look again."""
-    importlib.import_module("clustertune.levels").all_levels()
-    return _DECLARED.get(name)
+        seen[kernel.name] = kernel
+    return list(seen.values())
 
 
 def build_dir() -> Path:
@@ -82,7 +55,7 @@ def kernel_path(name: str, flavour: str) -> Path:
     """The built file of a declared kernel in one flavour's tree."""
     if flavour not in FLAVOURS:
         raise UserError(f"unknown MPI flavour {flavour!r} (known: {', '.join(FLAVOURS)})")
-    kernel = _DECLARED.get(name) or _discovered(name)
+    kernel = next((k for k in declared() if k.name == name), None)
     if kernel is None:
         raise ValueError(f"kernel {name} is not declared by any level")  # a bug, not user input
     if flavour not in kernel.flavours:

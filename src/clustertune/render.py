@@ -68,3 +68,22 @@ def folded_table(
     return (table(headers, kept) if kept else "") + fold(
         f"All {len(rows)} {what}", table(headers, rows)
     )
+
+
+# The page style of the report and the study pages. Plots are capped at 18em tall, scaled with their aspect ratio kept: two wide plots
+# share a line at 1400 px and the demo's page stays about half as tall as it was.
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:84em;color:#222}
+h1{border-bottom:2px solid #345} h2{color:#345;margin-top:2em}
+table{border-collapse:collapse;margin:1em 0;font-size:90%}
+td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
+th{background:#eef} .failed{color:#b00;font-weight:bold} .ok{color:#070}
+.incomplete,.interrupted{color:#a60}
+svg{max-width:100%;max-height:18em;width:auto;height:auto;vertical-align:top}
+pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
+details{margin:.5em 0} summary{cursor:pointer;color:#345}
+#summary{font-size:85%;margin-top:.5em} #summary td{padding:.1em .45em}
+#summary td:nth-child(3),#summary td:nth-child(6){text-align:right}
+#summary tr.good td.v{color:#070} #summary tr.warn td.v{color:#a60;font-weight:bold}
+#summary tr.bad td.v{color:#b00;font-weight:bold} #summary tr.none td.v{color:#666}
+"""

@@ -2,8 +2,9 @@
 summary table that answers "is it healthy, how fast, against what" (clustertune.summary),
 then one section per level present in the store, long tables folded.
 
-Each level's descriptor carries its renderer and its summary rows (clustertune.levels);
-the frame never names a level. The helpers the sections draw with are in
+Each level's manifest names its section and its summary rows (clustertune.levels), which
+this module asks for in the levels' declared order (clustertune.catalog); the frame never
+names a level. The helpers the sections draw with are in
 :mod:`clustertune.render`.
 """
 
@@ -12,28 +13,11 @@ from __future__ import annotations
 from contextlib import suppress
 from urllib.parse import quote
 
-from . import __version__, levels, summary
+from . import __version__, catalog, render, summary
+from .levels import Level
 from .render import esc, fold, table
 from .results import STATUSES, Store
-from .runner import labels_text, now_iso
-
-# Plots are capped at 18em tall, scaled with their aspect ratio kept: two wide plots
-# share a line at 1400 px and the demo's page stays about half as tall as it was.
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:84em;color:#222}
-h1{border-bottom:2px solid #345} h2{color:#345;margin-top:2em}
-table{border-collapse:collapse;margin:1em 0;font-size:90%}
-td,th{border:1px solid #ccc;padding:.25em .6em;text-align:left}
-th{background:#eef} .failed{color:#b00;font-weight:bold} .ok{color:#070}
-.incomplete,.interrupted{color:#a60}
-svg{max-width:100%;max-height:18em;width:auto;height:auto;vertical-align:top}
-pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
-details{margin:.5em 0} summary{cursor:pointer;color:#345}
-#summary{font-size:85%;margin-top:.5em} #summary td{padding:.1em .45em}
-#summary td:nth-child(3),#summary td:nth-child(6){text-align:right}
-#summary tr.good td.v{color:#070} #summary tr.warn td.v{color:#a60;font-weight:bold}
-#summary tr.bad td.v{color:#b00;font-weight:bold} #summary tr.none td.v{color:#666}
-"""
+from .runner import labels_text, now_iso, wire_late
 
 
 def _run_table(records: list[dict]) -> str:
@@ -83,13 +67,6 @@ def _problems(records: list[dict]) -> str:
     return f"<h2>Runs that did not succeed</h2><ul>{items}</ul>"
 
 
-def study_page(name: str, variant: str) -> str:
-    """The file name ``clustertune study report NAME [--quick]`` and the demo write a
-    study's page to (levels/study): the main report links to it relatively, so both
-    belong in one directory."""
-    return f"clustertune-study-{name}{'-quick' if variant == 'quick' else ''}.html"
-
-
 def _studies(records: list[dict]) -> str:
     """The studies whose points are among the records (``meta.study``), each linked to
     its page."""
@@ -107,10 +84,12 @@ def _studies(records: list[dict]) -> str:
         entry["not_ok"] += r["status"] != "ok"
     if not found:
         return ""
+    from .studies import page  # local: the study pages are drawn only when studied
+
     titles = _study_titles()
     rows = []
     for (name, variant), e in sorted(found.items()):
-        href = quote(study_page(name, variant))
+        href = quote(page.file_name(name, variant))
         rows.append(
             f"<tr><td><a href='{esc(href)}'>{esc(name)}</a></td><td>{esc(variant)}</td>"
             f"<td>{esc(titles.get(name, ''))}</td><td>{len(e['points'])}</td>"
@@ -129,7 +108,7 @@ def _studies(records: list[dict]) -> str:
 
 def _study_titles() -> dict[str, str]:
     from .errors import UserError
-    from .studies import spec  # local: studies.page imports this module
+    from .studies import spec  # local: reading the study files is needed for their titles only
 
     titles = {}
     for name in spec.builtin():
@@ -138,16 +117,139 @@ def _study_titles() -> dict[str, str]:
     return titles
 
 
-def _level_section(level: levels.Level, records: list[dict]) -> str:
+def _level_section(level: Level, records: list[dict]) -> str:
     """The level's section on its own runs; the studies' points (their clusters, their
     settings) drawn the same way in a fold below, as their pages show them in full."""
     own = [r for r in records if not summary.in_study(r)]
     studied = [r for r in records if summary.in_study(r)]
-    text = level.render(own) if own else ""
+    render_section = level.part("section")
+    text = render_section(own) if own else ""
     if studied:
         names = ", ".join(sorted({str(r["meta"]["study"].get("name")) for r in studied}))
-        text += fold(f"{len(studied)} run(s) of studies ({names})", level.render(studied))
+        text += fold(f"{len(studied)} run(s) of studies ({names})", render_section(studied))
     return text
+
+
+def summary_rows(store: Store, records: list[dict]) -> list[summary.Row]:
+    """The first screen of a report on ``records`` (earlier runs looked up in ``store``):
+    every level that has a section or a summary, in report order, then the studies.
+    A study's points are read on its own page, not in the levels' rows: its clusters and
+    settings are the study's, not the user's cluster's."""
+    by_level: dict[str, list[dict]] = {}
+    for record in records:
+        if not summary.in_study(record):
+            by_level.setdefault(record["level"], []).append(record)
+    studied = [r for r in records if summary.in_study(r)]
+    history = _History(store)
+    out: list[summary.Row] = []
+    for level in catalog.all_levels():
+        level_rows = level.part("summary")
+        if level.section is None and level_rows is None:
+            continue  # a level with nothing of its own in the report (e.g. study)
+        mine = by_level.get(level.name, [])
+        if not mine:
+            in_studies = any(r["level"] == level.name for r in studied)
+            got = [
+                summary.Row(
+                    level.title,
+                    "in studies only" if in_studies else "not run",
+                    state=summary.NONE,
+                    linked=in_studies,
+                )
+            ]
+        elif level_rows is None:
+            got = [_counted(level.title, mine)]
+        else:
+            try:
+                got = level_rows(mine) or [_counted(level.title, mine)]
+            except (KeyError, TypeError, ValueError) as exc:
+                # a record of an older shape: the row says so, the report is still written
+                got = [
+                    summary.Row(
+                        level.title,
+                        f"no summary: {exc!r}",
+                        verdict="summary failed",
+                        state=summary.BAD,
+                        run=mine[-1]["id"],
+                    )
+                ]
+        by_id = {r["id"]: r for r in mine}
+        for row in got:
+            row.level = level.name
+            row.change = history.change(level.name, level_rows, row)
+            late = wire_late(by_id[row.run]) if row.run in by_id else None
+            if late and row.state != summary.BAD:  # its figures may be the wire's: not judged
+                row.verdict, row.state = late, summary.WARN
+        out += got
+    return out + _study_rows(studied)
+
+
+def _study_rows(records: list[dict]) -> list[summary.Row]:
+    """One row for the studies among the runs (their pages hold the findings)."""
+    if not records:
+        return []
+    names = sorted({str(r["meta"]["study"].get("name")) for r in records})
+    bad = sum(r["status"] != "ok" for r in records)
+    return [
+        summary.Row(
+            f"{len(names)} stud{'y' if len(names) == 1 else 'ies'}: {', '.join(names)}",
+            f"{len(records)} run(s)",
+            "each study's page",
+            verdict=f"{bad} not ok" if bad else "all ok",
+            state=summary.BAD if bad else summary.GOOD,
+            level="studies",
+        )
+    ]
+
+
+def _counted(title: str, records: list[dict]) -> summary.Row:
+    """A level without headline figures: how many of its runs succeeded."""
+    ok = sum(r["status"] == "ok" for r in records)
+    bad = len(records) - ok
+    return summary.Row(
+        title,
+        f"{len(records)} run(s)",
+        verdict=f"{bad} not ok" if bad else "all ok",
+        state=summary.BAD if bad else summary.GOOD,
+        run=records[-1]["id"],
+    )
+
+
+class _History:
+    """The store's runs of each level, read once, to find a row's previous value: the
+    level's rows over its runs before the row's run, the one with the same key."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.by_level: dict[str, list[dict]] | None = None
+
+    def change(self, level: str, level_rows, row: summary.Row) -> str:
+        """``level_rows``: the level's summary part (None: its rows are not compared)."""
+        if level_rows is None or row.value is None or not row.key or row.run is None:
+            return ""
+        if self.by_level is None:
+            self.by_level = {}
+            for record in self.store.list():
+                if not summary.in_study(record):
+                    self.by_level.setdefault(record["level"], []).append(record)
+        earlier = [r for r in self.by_level.get(level, []) if r["id"] < row.run]
+        before = None
+        while earlier and before is None:
+            try:
+                got = level_rows(earlier)
+            except (KeyError, TypeError, ValueError):  # older records: no comparison
+                return ""
+            before = next((b for b in got if b.key == row.key), None)
+            # a level shows its newest run of each cluster: a run of another kind (another
+            # N, size, BLAS) may hide the newest of this row's kind, so look behind it
+            shown = {b.run for b in got}
+            if before is None and not shown & {r["id"] for r in earlier}:
+                return ""
+            earlier = [r for r in earlier if r["id"] not in shown]
+        if before is None or not before.value or before.run is None:
+            return ""
+        pct = 100.0 * (row.value / before.value - 1.0)
+        return f"{row.unit or row.measure} {pct:+.0f} % since run {before.run}"
 
 
 def build(store: Store, run_ids: list[int] | None = None) -> str:
@@ -160,15 +262,15 @@ def build(store: Store, run_ids: list[int] | None = None) -> str:
         by_level.setdefault(record["level"], []).append(record)
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>clustertune report</title>",
-        f"<style>{_CSS}</style></head><body><h1>clustertune report</h1>",
+        f"<style>{render.CSS}</style></head><body><h1>clustertune report</h1>",
         f"<p>Generated {esc(now_iso())} by clustertune {esc(__version__)} from "
         f"{esc(store.path)}: {len(records)} run(s).</p><p>Each row is read from the newest "
         "run of its kind; its level links to the section with every run.</p>",
-        summary.html_table(summary.rows(store, records)),
+        summary.html_table(summary_rows(store, records)),
     ]
-    for level in levels.all_levels():
+    for level in catalog.all_levels():
         level_records = by_level.pop(level.name, [])
-        if level_records and level.render is not None:
+        if level_records and level.section is not None:
             parts.append(f"<h2 id='{esc(level.name)}'>{esc(level.title)}</h2>")
             parts.append(_level_section(level, level_records))
         elif level_records:

@@ -12,10 +12,13 @@ value resolves it. Built in, in this order: this host (no value), a TOML cluster
 path ending ``.toml`` or an existing file), a virtual cluster (a name that ``vcluster up``
 left on disk; its source is :class:`clustertune.vcluster.Source`, beside the state it reads).
 
-A new source (a Slurm allocation, a grid of sites) lives beside what it reads, imports
-:mod:`clustertune.cluster` for the model and never this module, and is registered at the
-end of this module with ``register(GridFile(), before="file")``: ``before`` puts it ahead
-of a source that would also claim its values (``*.grid.toml`` before any ``*.toml``).
+A level adds sources with the ``cluster_sources`` part of its manifest (the grid: a
+running virtual grid, a grid description file): pairs ``(source, before)``, ``before``
+the built-in source it goes ahead of because that one would also claim its values
+(``*.grid.toml`` before any ``*.toml``). The list is read from the manifests each time,
+so what ``--cluster`` resolves to never depends on which modules were imported before.
+A source lives beside what it reads, imports :mod:`clustertune.cluster` for the model
+and never this module.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from . import vcluster
+from . import catalog, vcluster
 from .cluster import Cluster, load_cluster_file, local_cluster
 from .errors import UserError
 from .launch import launchers
@@ -40,22 +43,29 @@ class ClusterSource(Protocol):
     def not_found(self) -> str: ...
 
 
-SOURCES: list[ClusterSource] = []
-
-
-def register(source: ClusterSource, before: str | None = None) -> None:
-    """Add ``source`` at the end, or just ahead of the source named ``before``."""
-    index = len(SOURCES) if before is None else [s.name for s in SOURCES].index(before)
-    SOURCES.insert(index, source)
+def sources() -> list[ClusterSource]:
+    """The built-in sources, each level's placed ahead of the one it names, in the
+    levels' order."""
+    found: list[ClusterSource] = list(BUILT_IN)
+    for level in catalog.all_levels():
+        for source, before in level.part("cluster_sources") or ():
+            names = [s.name for s in found]
+            if before is not None and before not in names:
+                raise ValueError(
+                    f"level {level.name}: source {source.name} before unknown {before!r}"
+                )
+            found.insert(len(found) if before is None else names.index(before), source)
+    return found
 
 
 def resolve_cluster(spec: str | None) -> Cluster:
     """``--cluster`` value -> Cluster, from the first source that claims it."""
-    for source in SOURCES:
+    known = sources()
+    for source in known:
         if source.claims(spec):
             return source.resolve(spec)
     raise UserError(
-        f"--cluster {spec!r}: " + " and ".join(filter(None, (s.not_found() for s in SOURCES)))
+        f"--cluster {spec!r}: " + " and ".join(filter(None, (s.not_found() for s in known)))
     )
 
 
@@ -93,6 +103,4 @@ class ClusterFile:
         return "no such cluster file"
 
 
-register(ThisHost())
-register(ClusterFile())
-register(vcluster.Source())
+BUILT_IN = (ThisHost(), ClusterFile(), vcluster.Source())

@@ -3,20 +3,18 @@ rows per level, each with its headline figure, the reference it is read against,
 ratio, the change since the previous run of the same kind on the same cluster, and a
 verdict.
 
-Each level gives its own rows (``@LEVEL.summary`` beside its ``section.py``); this module
-only collects them, says which levels were not run, and finds the earlier runs to compare
-with. The HTML report (clustertune.report) and ``clustertune report --summary`` print the
-same rows.
+Each level gives its own rows (the ``summary`` part of its manifest, beside its section)
+as :class:`Row`; this module holds what a row is and how the rows are shown.
+clustertune.report collects them over the levels, says which levels were not run and
+finds the earlier runs to compare with; the HTML report and ``clustertune report
+--summary`` print the same rows.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from . import levels
 from .render import esc
-from .results import Store
-from .runner import wire_late
 
 # verdict classes, worst last: the CSS class of the verdict cell
 GOOD, WARN, BAD, NONE = "good", "warn", "bad", "none"
@@ -45,126 +43,6 @@ def ratio_text(ratio: float | None) -> str:
 
 def in_study(record: dict) -> bool:
     return isinstance(record["meta"].get("study"), dict)
-
-
-def rows(store: Store, records: list[dict]) -> list[Row]:
-    """The first screen of a report on ``records`` (earlier runs looked up in ``store``):
-    every level that has a section or a summary, in report order, then the studies.
-    A study's points are read on its own page, not in the levels' rows: its clusters and
-    settings are the study's, not the user's cluster's."""
-    by_level: dict[str, list[dict]] = {}
-    for record in records:
-        if not in_study(record):
-            by_level.setdefault(record["level"], []).append(record)
-    studied = [r for r in records if in_study(r)]
-    history = _History(store)
-    out: list[Row] = []
-    for level in levels.all_levels():
-        if level.render is None and level.summarize is None:
-            continue  # a level with nothing of its own in the report (e.g. study)
-        mine = by_level.get(level.name, [])
-        if not mine:
-            in_studies = any(r["level"] == level.name for r in studied)
-            got = [
-                Row(
-                    level.title,
-                    "in studies only" if in_studies else "not run",
-                    state=NONE,
-                    linked=in_studies,
-                )
-            ]
-        elif level.summarize is None:
-            got = [_counted(level.title, mine)]
-        else:
-            try:
-                got = level.summarize(mine) or [_counted(level.title, mine)]
-            except (KeyError, TypeError, ValueError) as exc:
-                # a record of an older shape: the row says so, the report is still written
-                got = [
-                    Row(
-                        level.title,
-                        f"no summary: {exc!r}",
-                        verdict="summary failed",
-                        state=BAD,
-                        run=mine[-1]["id"],
-                    )
-                ]
-        by_id = {r["id"]: r for r in mine}
-        for row in got:
-            row.level = level.name
-            row.change = history.change(level, row)
-            late = wire_late(by_id[row.run]) if row.run in by_id else None
-            if late and row.state != BAD:  # its figures may be the wire's: not judged
-                row.verdict, row.state = late, WARN
-        out += got
-    return out + _studies(studied)
-
-
-def _studies(records: list[dict]) -> list[Row]:
-    """One row for the studies among the runs (their pages hold the findings)."""
-    if not records:
-        return []
-    names = sorted({str(r["meta"]["study"].get("name")) for r in records})
-    bad = sum(r["status"] != "ok" for r in records)
-    return [
-        Row(
-            f"{len(names)} stud{'y' if len(names) == 1 else 'ies'}: {', '.join(names)}",
-            f"{len(records)} run(s)",
-            "each study's page",
-            verdict=f"{bad} not ok" if bad else "all ok",
-            state=BAD if bad else GOOD,
-            level="studies",
-        )
-    ]
-
-
-def _counted(title: str, records: list[dict]) -> Row:
-    """A level without headline figures: how many of its runs succeeded."""
-    ok = sum(r["status"] == "ok" for r in records)
-    bad = len(records) - ok
-    return Row(
-        title,
-        f"{len(records)} run(s)",
-        verdict=f"{bad} not ok" if bad else "all ok",
-        state=BAD if bad else GOOD,
-        run=records[-1]["id"],
-    )
-
-
-class _History:
-    """The store's runs of each level, read once, to find a row's previous value: the
-    level's rows over its runs before the row's run, the one with the same key."""
-
-    def __init__(self, store: Store):
-        self.store = store
-        self.by_level: dict[str, list[dict]] | None = None
-
-    def change(self, level: levels.Level, row: Row) -> str:
-        if level.summarize is None or row.value is None or not row.key or row.run is None:
-            return ""
-        if self.by_level is None:
-            self.by_level = {}
-            for record in self.store.list():
-                if not in_study(record):
-                    self.by_level.setdefault(record["level"], []).append(record)
-        earlier = [r for r in self.by_level.get(level.name, []) if r["id"] < row.run]
-        before = None
-        while earlier and before is None:
-            try:
-                got = level.summarize(earlier)
-            except (KeyError, TypeError, ValueError):  # older records: no comparison
-                return ""
-            before = next((b for b in got if b.key == row.key), None)
-            # a level shows its newest run of each cluster: a run of another kind (another
-            # N, size, BLAS) may hide the newest of this row's kind, so look behind it
-            shown = {b.run for b in got}
-            if before is None and not shown & {r["id"] for r in earlier}:
-                return ""
-            earlier = [r for r in earlier if r["id"] not in shown]
-        if before is None or not before.value or before.run is None:
-            return ""
-        pct = 100.0 * (row.value / before.value - 1.0)
-        return f"{row.unit or row.measure} {pct:+.0f} % since run {before.run}"
 
 
 HEADERS = ("level", "measure", "run", "figure", "against", "ratio", "change", "verdict")

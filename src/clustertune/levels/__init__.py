@@ -1,4 +1,4 @@
-"""The levels of clustertune and the one descriptor each registers.
+"""The levels of clustertune and the manifest each declares.
 
 A **level** is the unit a user measures, stores and reads back together: one entry in
 the ``level`` field of every record it makes, one section of the report, one step of
@@ -8,92 +8,85 @@ the message-passing level (MPI, PVM) because the MPI overhead is read against TC
 same pair (``params.layer`` tells them apart). Conversely the papers' "application level"
 is several levels here (``linpack``, then ``npb``, ``qcd``), each with its own kernels.
 
-A level is a module or package under ``clustertune/levels/`` that creates one
-:class:`Level` with :func:`register` and hangs its pieces on it::
+A level is a package ``clustertune/levels/<name>/`` whose ``__init__.py`` is its manifest:
+one ``LEVEL = Level(...)`` naming its parts as ``"module:attribute"`` strings relative to
+the package. The manifest imports none of its parts; a part is imported when a reader asks
+for it with :meth:`Level.part`, so reading every manifest is cheap and has no side effect::
 
-    LEVEL = register(Level("npb", "NAS Parallel Benchmarks", order=50,
-                           kernels=(Kernel("ct-npb-ep", "npb"),)))
+    LEVEL = Level(
+        name="npb",
+        title="NAS Parallel Benchmarks",
+        after="linpack",                    # its place in the report and the demo
+        kernels=(Kernel("ct-npb-ep", "npb/ep"),),
+        commands="cli:add_commands",        # add_commands(subparsers, common) -> None
+        section="section:render",           # render(records) -> HTML fragment
+        summary="summary:rows",             # rows(records) -> [clustertune.summary.Row]
+        demo="demo:step",                   # step(cluster, store) -> records
+        study_kinds="study:KINDS",          # (clustertune.studies.kinds.Kind, ...)
+        cluster_sources="sources:SOURCES",  # ((source, before), ...): see clustertune.sources
+    )
 
-    @LEVEL.commands
-    def add_commands(sub, common): ...        # its CLI commands (commands.py factories)
-
-    @LEVEL.section
-    def render(records) -> str: ...           # its report section (HTML fragment)
-
-    @LEVEL.summary
-    def rows(records) -> list[summary.Row]: ...   # its rows of the report's first screen
-
-    @LEVEL.demo_step
-    def demo(cluster, store) -> list[dict]: ...   # its step in make demo
-
-The CLI, the report (and its first screen, clustertune.summary), the demo, the kernel finder (kernels.py) and the build
-(``python -m clustertune.build``) read these descriptors; none of them names a level.
+:mod:`clustertune.catalog` finds the manifests and orders them; the readers (the CLI, the
+report and its first screen, the demo, the cluster sources, the studies, the kernel finder
+and the build) ask each level for the part they need. None of them names a level.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
-from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
-from ..kernels import Kernel, declare
+from ..cluster import MPI_FLAVOURS
 
-Renderer = Callable[[list[dict]], str]
-Summarizer = Callable[[list[dict]], list]  # -> list[clustertune.summary.Row]
-CommandAdder = Callable[..., None]
-DemoStep = Callable[..., list[dict]]
+SERIAL = "serial"
+FLAVOURS = (*MPI_FLAVOURS, SERIAL)
+
+# where `make demo` writes what it makes: the report, the study pages, the tuned HPL.dat
+DEMO_DIR = Path("out")
+
+# The parts a manifest may name, and what each resolves to (docs/architecture.md).
+PARTS = ("commands", "section", "summary", "demo", "study_kinds", "cluster_sources")
 
 
-@dataclass
+@dataclass(frozen=True)
+class Kernel:
+    name: str  # the built file's name, e.g. ct-linpack or libct_finalize_shim.so
+    directory: str  # its source directory under kernels/
+    flavours: tuple[str, ...] = MPI_FLAVOURS  # the build trees it is built in
+
+    @property
+    def is_library(self) -> bool:
+        return self.name.endswith(".so")
+
+
+@dataclass(frozen=True)
 class Level:
     name: str  # the records' "level" field; also the report section's anchor
     title: str  # heading of the report section
-    order: int  # demo and report order: cheap checks first, long measurements last
+    # the level whose section and demo step come just before this one's ("": the first);
+    # clustertune.catalog turns these into one order
+    after: str
     kernels: tuple[Kernel, ...] = ()
-    add_commands: CommandAdder | None = None
-    render: Renderer | None = None
-    summarize: Summarizer | None = None
-    demo: DemoStep | None = None
+    # parts: "module:attribute" in this level's package, imported by part() when asked for
+    commands: str | None = None
+    section: str | None = None
+    summary: str | None = None
+    demo: str | None = None
+    study_kinds: str | None = None
+    cluster_sources: str | None = None
+    package: str = ""  # set by clustertune.catalog: the package the part strings are in
 
-    def commands(self, add: CommandAdder) -> CommandAdder:
-        """Decorator: ``add(subparsers, common)`` adds the level's top-level commands."""
-        self.add_commands = add
-        return add
-
-    def section(self, render: Renderer) -> Renderer:
-        """Decorator: ``render(records) -> HTML`` draws the level's report section."""
-        self.render = render
-        return render
-
-    def summary(self, rows: Summarizer) -> Summarizer:
-        """Decorator: ``rows(records) -> [summary.Row]`` gives the level's headline rows
-        of the report's first screen (each with the run it is read from)."""
-        self.summarize = rows
-        return rows
-
-    def demo_step(self, step: DemoStep) -> DemoStep:
-        """Decorator: ``step(cluster, store) -> records`` is the level's part of make demo."""
-        self.demo = step
-        return step
+    def part(self, name: str):
+        """The object the manifest names for part ``name`` (imported now), or None if the
+        level has no such part."""
+        if name not in PARTS:
+            raise ValueError(f"unknown level part {name!r} (known: {', '.join(PARTS)})")
+        spec = getattr(self, name)
+        if spec is None:
+            return None
+        module, _, attr = spec.partition(":")
+        return getattr(importlib.import_module(f"{self.package}.{module}"), attr)
 
 
-_LEVELS: dict[str, Level] = {}
-
-
-def register(level: Level) -> Level:
-    if level.name in _LEVELS:
-        raise ValueError(f"level {level.name!r} registered twice")
-    declare(level.kernels)
-    _LEVELS[level.name] = level
-    return level
-
-
-def all_levels() -> list[Level]:
-    """Every level, discovered by importing the modules of this package, in order."""
-    for module in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{module.name}")
-    return sorted(_LEVELS.values(), key=lambda lv: (lv.order, lv.name))
-
-
-__all__ = ["Kernel", "Level", "all_levels", "register"]
+__all__ = ["DEMO_DIR", "FLAVOURS", "PARTS", "SERIAL", "Kernel", "Level"]

@@ -4,7 +4,8 @@ each point as a normal run tagged ``meta.study``, and ``study report`` renders b
 the papers' numbers (data/ref-*.csv) with each finding marked reproduced or not.
 
 spec.py       the study file: fields, errors naming file:line:field, the points
-kinds.py      what a step can run (net pingpong, linpack, gemm, blas, npb, qcd, netcdf)
+kinds.py      what a step kind is (each level declares its own: levels/*/steps.py)
+catalog.py    the levels' step kinds by name
 execute.py    running: virtual clusters, tagging, resume by skipping stored points
 findings.py   the papers' qualitative findings checked on the records
 reference.py  the papers' numbers (CSV)

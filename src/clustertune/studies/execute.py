@@ -27,7 +27,8 @@ from ..grid.source import cluster_from_grid
 from ..results import Store
 from ..sources import resolve_cluster
 from ..units import parse_rate
-from .kinds import KINDS, Kind
+from .catalog import kinds
+from .kinds import Kind
 from .spec import ClusterSpec, Point, Study
 
 
@@ -230,7 +231,7 @@ def run(
     try:
         for index, point in enumerate(points, start=1):
             where = f"[{index}/{len(points)}] {study.name} {point.key}"
-            kind = KINDS[point.step.kind]
+            kind = kinds()[point.step.kind]
             if finished(done.get(point.key, []), kind.expected(point.values), redo_failed):
                 runs = ", ".join(str(r["id"]) for r in done[point.key])
                 log(f"{where}: done before (run {runs}), skipped")
@@ -262,7 +263,7 @@ def run_point(
     where: str,
     log: Callable[[str], None],
 ) -> dict:
-    kind = KINDS[point.step.kind]
+    kind = kinds()[point.step.kind]
     tag = {
         "name": study.name,
         "variant": variant(study.quick),

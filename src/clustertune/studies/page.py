@@ -6,14 +6,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .. import __version__
+from .. import __version__, render
 from ..render import esc, svg, table
-from ..report import _CSS
 from ..runner import now_iso
 from ..units import format_rate
-from . import findings, reference
+from . import catalog, findings, reference
 from .execute import summary
+from .kinds import point_label
 from .spec import Study
+
+
+def file_name(name: str, variant: str) -> str:
+    """The file name ``clustertune study report NAME [--quick]`` and the demo write a
+    study's page to (levels/study): the main report links to it relatively, so both
+    belong in one directory."""
+    return f"clustertune-study-{name}{'-quick' if variant == 'quick' else ''}.html"
+
 
 STATUS_CLASS = {
     "reproduced": "ok",
@@ -89,118 +97,38 @@ def _beside(study: Study, records: list[dict]) -> str:
     )
 
 
-def _plot(step_records: list[dict], kind: str, x: str | None) -> str:
+def _figure_plot(step_records: list[dict], figure: str, x: str) -> str:
+    """The kind's figure against the step's swept value ``x``, a line per other value."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(6.4, 4.0))
     ax = fig.add_subplot()
     ax.grid(True, which="both", alpha=0.3)
-    if kind == "pingpong":
-        for r in step_records:
-            pts = [
-                (s["size"], s["size"] * 8 / s["t_min_s"] / 1e6)
-                for s in r["samples"]
-                if s.get("size") and s.get("t_min_s")
-            ]
-            if pts:
-                ax.plot(*zip(*pts, strict=True), marker=".", label=_label(r))
-        ax.set_xscale("log")
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("throughput (Mbit/s)")
-    elif x is not None:
-        figure = {
-            "npb": "mops_per_process",
-            "qcd": "qcdflops_gflops",
-            "linpack": "samples.gflops",
-        }.get(kind)
-        if figure is None:
-            return ""
-        order: list = []  # x in the order the points ran ("4K" before "256K")
-        by_label = defaultdict(dict)
-        for r in sorted(step_records, key=lambda r: r["id"]):
-            got = findings.values_of(r, figure)
-            xv = findings.text_of(r["meta"]["study"]["values"].get(x))
-            if got:
-                order += [xv] if xv not in order else []
-                by_label[_label(r, skip=x)][xv] = max(got)
-        numeric = all(isinstance(v, int | float) for v in order)
-        for label, pts in by_label.items():
-            xs = [v for v in order if v in pts]
-            ax.plot(
-                xs if numeric else [order.index(v) for v in xs],
-                [pts[v] for v in xs],
-                marker="o",
-                label=label,
-            )
-        if not numeric:
-            ax.set_xticks(range(len(order)), [str(v) for v in order])
-        ax.set_xlabel(x)
-        ax.set_ylabel(figure.removeprefix("samples."))
-    else:
-        return ""
+    order: list = []  # x in the order the points ran ("4K" before "256K")
+    by_label = defaultdict(dict)
+    for r in sorted(step_records, key=lambda r: r["id"]):
+        got = findings.values_of(r, figure)
+        xv = findings.text_of(r["meta"]["study"]["values"].get(x))
+        if got:
+            order += [xv] if xv not in order else []
+            by_label[point_label(r, skip=x)][xv] = max(got)
+    numeric = all(isinstance(v, int | float) for v in order)
+    for label, pts in by_label.items():
+        xs = [v for v in order if v in pts]
+        ax.plot(
+            xs if numeric else [order.index(v) for v in xs],
+            [pts[v] for v in xs],
+            marker="o",
+            label=label,
+        )
     if not ax.lines:
         return ""
+    if not numeric:
+        ax.set_xticks(range(len(order)), [str(v) for v in order])
+    ax.set_xlabel(x)
+    ax.set_ylabel(figure.removeprefix("samples."))
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
     return svg(fig)
-
-
-IO_KINDS = ("netcdf", "netcdf_remote")
-IO_TIMES = {"open_to_close_s": "open to close (fig. 3)", "io_only_s": "I/O call only (fig. 4)"}
-
-
-def _io_plots(step_records: list[dict]) -> str:
-    """The paper's figs. 3 and 4: netCDF time vs N, a line per op, mode and point values
-    other than the size (local records' raw MPI-IO variants left out)."""
-    from matplotlib.figure import Figure
-
-    out = []
-    for key, title in IO_TIMES.items():
-        lines = defaultdict(dict)
-        for r in step_records:
-            for smp in r["samples"]:
-                if smp.get("variant") == "netcdf" and key in smp:
-                    label = f"{smp['op']} {smp['mode']} {_label(r, skip='sizes')}"
-                    lines[label][smp["size"]] = smp[key]["min"]
-        if not lines:
-            continue
-        fig = Figure(figsize=(6.4, 4.0))
-        ax = fig.add_subplot()
-        ax.grid(True, which="both", alpha=0.3)
-        for label, pts in sorted(lines.items()):
-            xs = sorted(pts)
-            ax.plot(xs, [pts[x] for x in xs], marker="o", label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("N (N^3 ints)")
-        ax.set_ylabel(f"time, min of reps (s): {title}")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
-        out.append(svg(fig))
-    return "\n".join(out)
-
-
-def _qcd_split(step_records: list[dict]) -> str:
-    """seeds/003 figs. 7-9: each decomposition's run time split into computation and
-    communication, and its rate with and without communication (the qcd level's figure),
-    one per lattice and rank count."""
-    from ..levels.qcd import section
-
-    groups = defaultdict(list)
-    for r in step_records:
-        groups[(tuple(r["params"]["lattice"]), r["params"]["np"])].append(r)
-    return "\n".join(
-        section.study_figure(sorted(g, key=lambda r: r["params"]["split_dims"]))
-        for g in groups.values()
-    )
-
-
-def _label(record: dict, skip: str | None = None) -> str:
-    tag = record["meta"]["study"]
-    parts = [
-        f"{k}={findings.text_of(tag['values'][k])}"
-        for k in tag.get("swept", ())
-        if k != skip and k in tag["values"]
-    ]  # a case may leave a key out
-    return " ".join([*parts, tag["mpi"], tag["cluster"]])
 
 
 def _steps(study: Study, records: list[dict]) -> str:
@@ -232,12 +160,11 @@ def _steps(study: Study, records: list[dict]) -> str:
         varying = [*step.sweep, *dict.fromkeys(k for c in step.cases for k in c)]
         x = "np" if "np" in varying else next(iter(varying), None)
         oks = [r for r in got if r["status"] == "ok"]
-        if oks and step.kind in IO_KINDS:
-            parts.append(_io_plots(oks))
-        elif oks and (plot := _plot(oks, step.kind, x)):
+        kind = catalog.kinds()[step.kind]
+        if oks and kind.figure and x is not None and (plot := _figure_plot(oks, kind.figure, x)):
             parts.append(plot)
-        if oks and step.kind == "qcd":
-            parts.append(_qcd_split(oks))
+        if oks and kind.plots is not None and (plot := kind.plots(oks)):
+            parts.append(plot)
     return "<h2>Measurements</h2>" + "\n".join(parts)
 
 
@@ -256,7 +183,7 @@ def build(study: Study, records: list[dict]) -> str:
     return "\n".join(
         [
             "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-            f"<title>clustertune study {esc(study.name)}</title><style>{_CSS}</style></head><body>",
+            f"<title>clustertune study {esc(study.name)}</title><style>{render.CSS}</style></head><body>",
             f"<h1>Study {esc(study.name)}: {esc(study.title)}</h1>",
             head,
             "<h2>The paper's findings</h2>",

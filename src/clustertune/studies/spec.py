@@ -15,7 +15,7 @@ names file:line:field (tomlfile.read), and its points listed.
 
     [[step]]                           # one level's measurement, swept
     name = "pingpong"
-    kind = "pingpong"                  # see kinds.KINDS
+    kind = "pingpong"                  # see the levels' study_kinds
     cluster = "lan"
     mpi = ["openmpi"]                  # one point per MPI flavour
     repeat = 3                         # one point per repetition
@@ -167,7 +167,9 @@ def find(name_or_file: str) -> Path:
 
 
 def load(name_or_file: str, *, quick: bool = False) -> Study:
-    from .kinds import KINDS  # the point kinds know their own parameters
+    from .catalog import kinds  # the point kinds know their own parameters
+
+    step_kinds = kinds()
 
     path = find(name_or_file)
     doc, _, fail = tomlfile.read(path, "study file")
@@ -260,8 +262,8 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         if any(st.name == sname for st in steps) or "/" in sname:
             raise fail("step", i, "name", f"{sname!r}: step names are unique, without '/'")
         kind = text("step", i, s, "kind")
-        if kind not in KINDS:
-            raise fail("step", i, "kind", f"{kind!r}: expected one of {', '.join(KINDS)}")
+        if kind not in step_kinds:
+            raise fail("step", i, "kind", f"{kind!r}: expected one of {', '.join(step_kinds)}")
         over = s.get("quick", {}) if quick else {}
         if not isinstance(over, dict):
             raise fail("step", i, "quick", "expected a table")
@@ -288,7 +290,7 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         cases = over.get("cases", s.get("cases", []))
         if not isinstance(cases, list) or not all(isinstance(c, dict) and c for c in cases):
             raise fail("step", i, "cases", "expected a list of tables of values")
-        allowed = KINDS[kind].params
+        allowed = step_kinds[kind].params
         for key in (*params, *sweep, *(k for c in cases for k in c)):
             if key not in allowed:
                 raise fail(
@@ -313,7 +315,7 @@ def load(name_or_file: str, *, quick: bool = False) -> Study:
         )
         for chosen in step.combinations():  # the kind's own checks of the values
             try:
-                KINDS[kind].check({**params, **chosen})
+                step_kinds[kind].check({**params, **chosen})
             except UserError as exc:
                 key = str(exc).split(":", 1)[0]
                 where = "sweep" if key in sweep else "cases" if key in chosen else "params"

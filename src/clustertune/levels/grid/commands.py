@@ -247,7 +247,6 @@ def cmd_compare(args: argparse.Namespace) -> Output:
     return Output(records, compare_text(records), 0 if ok else 1)
 
 
-@LEVEL.commands
 def add_commands(sub, common) -> None:
     store = store_parser()  # no grid action reads --cluster: the grid is --name
     p = sub.add_parser("grid", help="virtual grid: sites with their own schedulers; jobs on them")

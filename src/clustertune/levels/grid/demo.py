@@ -14,7 +14,6 @@ from ...errors import UserError
 from ...grid import slurm, virtual
 from ...launch.mpi import default_of
 from ...results import Store
-from . import LEVEL
 from .compare import default_cases, run_cases
 
 DEMO_GRID = "demogrid"
@@ -29,7 +28,6 @@ def schedulers() -> list[str]:
     return ["slurm", "slurm"] if have_slurm else ["none", "none"]
 
 
-@LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     if os.geteuid() != 0:
         print("grid demo: skipped (a virtual grid needs root)", file=sys.stderr)

@@ -5,10 +5,9 @@ and ping-pong latency / bandwidth inside one site vs across sites, side by side.
 
 from __future__ import annotations
 
-from ...ceiling import above_ceiling
-from ...render import esc, folded_table, table
+from ... import render as html
 from ...units import format_rate
-from . import LEVEL
+from ..network.section import above_ceiling
 from .compare import pairs
 
 
@@ -41,7 +40,7 @@ def sites_table(records: list[dict]) -> str:
     ]
     if not rows:
         return ""
-    return "<h3>Sites</h3>" + table(
+    return "<h3>Sites</h3>" + html.table(
         ["grid", "site", "scheduler", "contact", "hosts", "link in site", "WAN"], rows
     )
 
@@ -80,7 +79,7 @@ def jobs_table(records: list[dict]) -> str:
             )
     if not rows:
         return ""
-    return "<h3>Jobs and co-allocated runs (seconds from the request)</h3>" + folded_table(
+    return "<h3>Jobs and co-allocated runs (seconds from the request)</h3>" + html.folded_table(
         [
             "run",
             "kernel",
@@ -137,12 +136,12 @@ def comparison_table(records: list[dict]) -> str:
     if not rows:
         return ""
     headers = ["grid", "WAN", "measure", "MPI", "within a site", "across sites", "across / within"]
-    above = "".join(f"<li><b>{esc(n)}</b></li>" for n in above_payload(records))
+    above = "".join(f"<li><b>{html.esc(n)}</b></li>" for n in above_payload(records))
     return (
         "<h3>Inside one site vs across sites (seeds/000)</h3>"
         "<p>Same kernel, same ranks (one per host): inside one site with the plain launcher, "
         "across two sites through the grid stack (co-allocated, ranks over the WAN).</p>"
-        + table(headers, rows)
+        + html.table(headers, rows)
         + (f"<p>Above the link's TCP payload rate:</p><ul>{above}</ul>" if above else "")
     )
 
@@ -193,7 +192,7 @@ def runs_table(records: list[dict]) -> str:
                 r["status"],
             ]
         )
-    return "<h3>Runs</h3>" + folded_table(
+    return "<h3>Runs</h3>" + html.folded_table(
         [
             "run",
             "kernel",
@@ -212,7 +211,6 @@ def runs_table(records: list[dict]) -> str:
     )
 
 
-@LEVEL.section
 def render(records: list[dict]) -> str:
     parts = [
         sites_table(records),

@@ -5,8 +5,7 @@ bandwidth across sites is also read against the nominal WAN rate."""
 from __future__ import annotations
 
 from ... import summary
-from ..network.api import judge_bandwidth
-from . import LEVEL
+from ..network.summary import judge_bandwidth
 from .compare import pairs
 
 
@@ -51,6 +50,5 @@ def pingpong_row(p: dict) -> summary.Row:
     return row
 
 
-@LEVEL.summary
 def rows(records: list[dict]) -> list[summary.Row]:
     return [linpack_row(p) if p["kernel"] == "linpack" else pingpong_row(p) for p in pairs(records)]

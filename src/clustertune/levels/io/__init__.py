@@ -9,24 +9,25 @@ demo.py      the step in `make demo`
 cli.py       the commands' arguments
 """
 
-from .. import Kernel, Level, register
+from .. import Kernel, Level
 
 NETCDF_KERNEL = "ct-io-netcdf"
 FORWARD_KERNEL = "ct-io-fwd"  # the same benchmark linked with libct_ncfwd (remote)
 SERVER_KERNEL = "ct-io-server"
 
 # Debian's PnetCDF is built for OpenMPI only (../shared/research/parallel-io.md)
-LEVEL = register(
-    Level(
-        "io",
-        "Parallel I/O: netCDF collective and independent, local and remote",
-        order=60,
-        kernels=(
-            Kernel(NETCDF_KERNEL, "io", ("openmpi",)),
-            Kernel(FORWARD_KERNEL, "io"),
-            Kernel(SERVER_KERNEL, "io", ("openmpi",)),
-        ),
-    )
+LEVEL = Level(
+    name="io",
+    title="Parallel I/O: netCDF collective and independent, local and remote",
+    after="qcd",
+    kernels=(
+        Kernel(NETCDF_KERNEL, "io", ("openmpi",)),
+        Kernel(FORWARD_KERNEL, "io"),
+        Kernel(SERVER_KERNEL, "io", ("openmpi",)),
+    ),
+    commands="cli:add_commands",
+    section="section:render",
+    summary="summary:rows",
+    demo="demo:demo",
+    study_kinds="steps:KINDS",
 )
-
-from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from ...commands import add_job_options
-from . import LEVEL, netcdf, remote
 from . import commands as commands_io
+from . import netcdf, remote
 
 
-@LEVEL.commands
 def add_commands(sub, common) -> None:
     p = sub.add_parser("io", help="parallel I/O: netCDF (PnetCDF) local and remote")
     psub = p.add_subparsers(dest="io_command", required=True)

@@ -16,7 +16,7 @@ from ... import vcluster
 from ...cluster import Cluster
 from ...errors import UserError
 from ...results import Store
-from . import LEVEL, netcdf
+from . import netcdf
 
 DEMO_NP = 2
 DEMO_SIZES = [16, 64]
@@ -72,7 +72,6 @@ def remote_demo(cluster: Cluster, store: Store) -> list[dict]:
             vcluster.down(REMOTE_NAME)
 
 
-@LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     if "openmpi" not in cluster.mpi:  # Debian's PnetCDF exists for OpenMPI only
         return []

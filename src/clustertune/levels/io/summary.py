@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ... import summary
 from ...units import above_payload_ceiling, format_rate
-from . import LEVEL, netcdf
+from . import netcdf
 
 LINK_SHARE_TARGET = 0.8
 
@@ -110,7 +110,6 @@ def remote_row(record: dict) -> summary.Row:
     return row
 
 
-@LEVEL.summary
 def rows(records: list[dict]) -> list[summary.Row]:
     newest: dict[tuple, dict] = {}
     for r in records:

@@ -5,27 +5,25 @@ the same BLAS.
 
 run.py       running the kernels: `clustertune linpack`, `clustertune gemm`, derived figures
 blas.py      `clustertune blas compare`: DGEMM and the LU with every installed BLAS
-choice.py    the host's default BLAS, NB of a default run
-shim.py      the PyPI OpenBLAS (scipy-openblas32) as a libblas.so.3
 api.py       what other levels use of this one
 section.py   the report section (LU with % of peak, GEMM, BLAS comparison)
 demo.py      the step in `make demo`
 cli.py       the commands' arguments
 """
 
-from .. import Kernel, Level, register
+from .. import Kernel, Level
 
 LINPACK_KERNEL = "ct-linpack"
 GEMM_KERNEL = "ct-gemm"
 
-# in the demo and the report: after the probe and the network
-LEVEL = register(
-    Level(
-        "linpack",
-        "Application level: Linpack, GEMM, BLAS",
-        order=40,
-        kernels=(Kernel(LINPACK_KERNEL, "linpack"), Kernel(GEMM_KERNEL, "linpack")),
-    )
+LEVEL = Level(
+    name="linpack",
+    title="Application level: Linpack, GEMM, BLAS",
+    after="network",
+    kernels=(Kernel(LINPACK_KERNEL, "linpack"), Kernel(GEMM_KERNEL, "linpack")),
+    commands="cli:add_commands",
+    section="section:render",
+    summary="summary:rows",
+    demo="demo:demo",
+    study_kinds="steps:KINDS",
 )
-
-from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -213,12 +213,14 @@ def compare(
     n: int,
     nb: int,
     gemm_n: int,
-    timeout: float = run.TIMEOUT_S,
+    timeout: float | None = None,
     hosts: list[str] | None = None,
 ) -> list[dict]:
     """DGEMM (every rank its own product: the aggregate rate, the LU's peak) and the LU
     with each BLAS, an OpenBLAS with each of its cores (core_variants); one stored
-    record per BLAS x kernel, returned in that order."""
+    record per BLAS x kernel, returned in that order. ``timeout``: run.TIMEOUT_S if None
+    (read when called: importing run first imports this module before run is complete)."""
+    timeout = run.TIMEOUT_S if timeout is None else timeout
     batch = uuid.uuid4().hex[:12]
     p, q = grid(np)
     records = []

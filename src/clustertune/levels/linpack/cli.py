@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from ...commands import add_job_options
-from . import LEVEL, blas, run
+from . import blas, run
 
 
-@LEVEL.commands
 def add_commands(sub, common) -> None:
     p = sub.add_parser("linpack", parents=[common], help="HPL-equivalent distributed LU")
     add_job_options(p, timeout=run.TIMEOUT_S)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...cluster import Cluster
 from ...launch.mpi import default_of
 from ...results import Store
-from . import LEVEL, run
+from . import run
 
 DEMO_NP = 4
 DEMO_N = 2016  # 21 blocks of 96
@@ -15,7 +15,6 @@ DEMO_GEMM_N = 1000
 DEMO_TIMEOUT_S = 120.0
 
 
-@LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     mpi = default_of(cluster.mpi)
     lu = [

@@ -5,7 +5,7 @@ many ranks. The tuner's trials (params.tune) belong to the tune level's row."""
 from __future__ import annotations
 
 from ... import summary
-from . import LEVEL, section
+from . import section
 
 
 def lu_runs(records: list[dict]) -> list[dict]:
@@ -52,7 +52,6 @@ def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
     return row
 
 
-@LEVEL.summary
 def rows(records: list[dict]) -> list[summary.Row]:
     peaks = section.dgemm_peaks(records)
     newest = {r["meta"]["cluster"]["name"]: r for r in lu_runs(records)}

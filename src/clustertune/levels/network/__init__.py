@@ -18,25 +18,24 @@ section.py    the report section
 demo.py       the step in make demo
 """
 
-from ...kernels import SERIAL
-from .. import Kernel, Level, register
+from .. import SERIAL, Kernel, Level
 
 TCP_KERNEL = "ct-tcp-pingpong"
 MPI_KERNEL = "ct-mpi-pingpong"
 PVM_KERNEL = "ct-pvm-pingpong"
 
-# in the demo and the report: after the probe, before the application levels
-LEVEL = register(
-    Level(
-        "network",
-        "Network and message passing (TCP, MPI, PVM)",
-        order=20,
-        kernels=(
-            Kernel(TCP_KERNEL, "network", (SERIAL,)),
-            Kernel(PVM_KERNEL, "pvm", (SERIAL,)),
-            Kernel(MPI_KERNEL, "mpi"),
-        ),
-    )
+LEVEL = Level(
+    name="network",
+    title="Network and message passing (TCP, MPI, PVM)",
+    after="probe",  # before the application levels, whose figures it explains
+    kernels=(
+        Kernel(TCP_KERNEL, "network", (SERIAL,)),
+        Kernel(PVM_KERNEL, "pvm", (SERIAL,)),
+        Kernel(MPI_KERNEL, "mpi"),
+    ),
+    commands="cli:add_commands",
+    section="section:render",
+    summary="summary:rows",
+    demo="demo:demo",
+    study_kinds="steps:KINDS",
 )
-
-from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -93,7 +93,6 @@ def cmd_matrix(args: argparse.Namespace) -> Output:
     )
 
 
-@LEVEL.commands
 def add_commands(sub, common) -> None:
     net = sub.add_parser("net", help="network and message-passing levels: ping-pong, all pairs")
     net_sub = net.add_subparsers(dest="action", required=True, metavar="ACTION")

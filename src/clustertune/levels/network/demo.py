@@ -8,12 +8,11 @@ import sys
 from ...cluster import Cluster
 from ...errors import UserError
 from ...results import Store
-from . import LEVEL, matrix, pingpong
+from . import matrix, pingpong
 
 DEMO_MAX_SIZE = 4 << 20  # >= 2 x the 2 MB bandwidth floor of a 1 Gbit virtual cluster
 
 
-@LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     a, b = pingpong.parse_between(cluster, None)
     specs = [pingpong.PingpongSpec("tcp", a, b, max_size=DEMO_MAX_SIZE)]

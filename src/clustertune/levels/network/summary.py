@@ -10,7 +10,6 @@ from statistics import median
 from ... import summary
 from ...runner import mid_size_not_judged
 from ...units import above_payload_ceiling, format_rate, payload_rate_bps
-from . import LEVEL
 
 # Bandwidth is judged against the most TCP payload the link's frames carry
 # (units.payload_rate_bps, 941 Mbit/s on 1 Gbit/s): below 90 % of it a link loses more
@@ -125,7 +124,6 @@ def diagnosis_row(r: dict) -> summary.Row:
     return row
 
 
-@LEVEL.summary
 def rows(records: list[dict]) -> list[summary.Row]:
     out = [
         pingpong_row(c, name, pair, r) for (c, name, pair), r in plain_pingpongs(records).items()

@@ -10,20 +10,20 @@ demo.py      the step in `make demo`
 cli.py       `clustertune npb ep|lu|bt`
 """
 
-from .. import Kernel, Level, register
+from .. import Kernel, Level
 
 KERNELS = {"ep": "ct-npb-ep", "lu": "ct-npb-lu", "bt": "ct-npb-bt"}
 # the benchmarks whose kernels this version builds (kernels/npb/<bench>/; BT: its own helper)
 AVAILABLE = ("ep", "lu", "bt")
 
-# in the demo and the report: after Linpack
-LEVEL = register(
-    Level(
-        "npb",
-        "Application level: NAS Parallel Benchmarks (EP, LU, BT)",
-        order=50,
-        kernels=tuple(Kernel(KERNELS[b], f"npb/{b}") for b in AVAILABLE),
-    )
+LEVEL = Level(
+    name="npb",
+    title="Application level: NAS Parallel Benchmarks (EP, LU, BT)",
+    after="linpack",
+    kernels=tuple(Kernel(KERNELS[b], f"npb/{b}") for b in AVAILABLE),
+    commands="cli:add_commands",
+    section="section:render",
+    summary="summary:rows",
+    demo="demo:demo",
+    study_kinds="steps:KINDS",
 )
-
-from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from ...commands import add_job_options
-from . import KERNELS, LEVEL, run
+from . import KERNELS, run
 
 
-@LEVEL.commands
 def add_commands(sub, common) -> None:
     p = sub.add_parser("npb", parents=[common], help="NAS Parallel Benchmarks EP, LU, BT")
     p.add_argument("benchmark", choices=tuple(KERNELS), help="ep, lu or bt")

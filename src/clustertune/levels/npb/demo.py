@@ -7,14 +7,13 @@ from __future__ import annotations
 from ...cluster import Cluster
 from ...launch.mpi import default_of
 from ...results import Store
-from . import AVAILABLE, LEVEL, run
+from . import AVAILABLE, run
 
 DEMO_CLASS = "S"
 DEMO_NPS = {"ep": (1, 2, 4), "lu": (1, 2, 4), "bt": (1, 4)}
 DEMO_TIMEOUT_S = 120.0
 
 
-@LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     mpi = default_of(cluster.mpi)
     return [

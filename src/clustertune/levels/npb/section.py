@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ... import ranktimes
-from ...render import esc, fold, folded_table, pyplot, svg, table
-from . import LEVEL
+from ... import render as html
 from .paper import paper
 from .run import failed
 
@@ -82,7 +81,7 @@ def runs_table(records: list[dict]) -> str:
     failed_rows = [
         i for i, r in enumerate(records) if failed(r) or not r["figures"].get("verified")
     ]
-    return folded_table(headers, rows, failed_rows, "NPB runs (failed above)")
+    return html.folded_table(headers, rows, failed_rows, "NPB runs (failed above)")
 
 
 def series(records: list[dict]) -> dict[tuple, dict[int, float]]:
@@ -114,7 +113,7 @@ def figure(records: list[dict]) -> str:
     lines = series(records)
     if not lines:
         return ""
-    plt = pyplot()
+    plt = html.pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 3.8))
     for (name, mpi, cluster), points in sorted(lines.items()):
         nps = sorted(points)
@@ -131,7 +130,7 @@ def figure(records: list[dict]) -> str:
     ax2.set(xlabel="seconds (max over ranks)", title="Computation vs communication")
     ax2.legend(fontsize="small", loc="lower right")
     fig.tight_layout()
-    return svg(fig)
+    return html.svg(fig)
 
 
 def paper_part() -> str:
@@ -152,11 +151,11 @@ def paper_part() -> str:
     findings = [
         [f"{f['benchmark']}.{f['class']}", f["figure"], f["text"]] for f in data["findings"]
     ]
-    return fold(
+    return html.fold(
         "seeds/003: the paper's machines and NPB findings",
         "\n".join(
             [
-                table(
+                html.table(
                     [
                         "machine",
                         "CPU",
@@ -169,14 +168,13 @@ def paper_part() -> str:
                     ],
                     machines,
                 ),
-                table(["NPB", "paper figure", "finding"], findings),
-                f"<p>{esc(data['note'])} Source: {esc(data['source'])}.</p>",
+                html.table(["NPB", "paper figure", "finding"], findings),
+                f"<p>{html.esc(data['note'])} Source: {html.esc(data['source'])}.</p>",
             ]
         ),
     )
 
 
-@LEVEL.section
 def render(records: list[dict]) -> str:
     done = runs(records)
     parts = []

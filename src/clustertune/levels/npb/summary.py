@@ -6,13 +6,11 @@ figures are not stored: the row says so rather than invent a reference."""
 from __future__ import annotations
 
 from ... import summary
-from . import LEVEL
 from .section import runs
 
 OFFICIAL = "official build: not stored"
 
 
-@LEVEL.summary
 def rows(records: list[dict]) -> list[summary.Row]:
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in runs(records):

@@ -12,15 +12,18 @@ demo.py      the step in `make demo`
 cli.py       the commands' arguments
 """
 
-from .. import Kernel, Level, register
+from .. import Kernel, Level
 
 KERNEL = "ct-qcd"
 
-# after the NPB level (the paper's order: NPB, then QCDMPI), before parallel I/O
-LEVEL = register(
-    Level(
-        "qcd", "Application level: lattice QCD (QCDMPI)", order=55, kernels=(Kernel(KERNEL, "qcd"),)
-    )
+LEVEL = Level(
+    name="qcd",
+    title="Application level: lattice QCD (QCDMPI)",
+    after="npb",  # the paper's order: NPB, then QCDMPI
+    kernels=(Kernel(KERNEL, "qcd"),),
+    commands="cli:add_commands",
+    section="section:render",
+    summary="summary:rows",
+    demo="demo:demo",
+    study_kinds="steps:KINDS",
 )
-
-from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)

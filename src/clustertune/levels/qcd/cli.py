@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ...commands import add_job_options
-from . import LEVEL, run, study
+from . import run, study
 
 
 def physics_options(p: argparse.ArgumentParser, sweeps: int) -> None:
@@ -25,7 +25,6 @@ def physics_options(p: argparse.ArgumentParser, sweeps: int) -> None:
     )
 
 
-@LEVEL.commands
 def add_commands(sub, common) -> None:
     p = sub.add_parser(
         "qcd",

@@ -7,14 +7,13 @@ from __future__ import annotations
 from ...cluster import Cluster
 from ...launch.mpi import default_of
 from ...results import Store
-from . import LEVEL, run, study
+from . import run, study
 
 DEMO_NP = 4
 DEMO_LATTICE = (8, 8, 8, 8)
 DEMO_TIMEOUT_S = 120.0
 
 
-@LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     mpi = default_of(cluster.mpi)
     spec = run.QcdSpec(lattice=DEMO_LATTICE, grid=(2, 2, 1, 1), beta=6.0, sweeps=5)

@@ -5,7 +5,7 @@ decomposition against the worst (seeds/003's question)."""
 from __future__ import annotations
 
 from ... import summary
-from . import LEVEL, flops, run, study
+from . import flops, run, study
 from .section import studies
 
 
@@ -52,7 +52,6 @@ def study_row(name: str, group: list[dict]) -> summary.Row | None:
     )
 
 
-@LEVEL.summary
 def rows(records: list[dict]) -> list[summary.Row]:
     newest: dict[tuple, dict] = {}
     for r in records:

@@ -6,6 +6,7 @@ HPL's algorithm variants with ct-linpack/ct-gemm runs (each stored at level
 per session whose section explains each choice in one line. ``tune tcp`` chooses a
 socket buffer size, ``tune qcd`` a QCD decomposition, each from its level's runs.
 
+shim.py      the PyPI OpenBLAS (scipy-openblas32) as a libblas.so.3
 space.py     the search space and the derivations (no running)
 linpack.py   the stages of the search
 hpldat.py    the HPL.dat writer
@@ -15,8 +16,14 @@ cli.py       the command
 section.py   the report section
 """
 
-from .. import Level, register
+from .. import Level
 
-LEVEL = register(Level("tune", "Tuning: Linpack settings from measurements", order=90))
-
-from . import cli, demo, section, summary  # noqa: E402, F401  (they hang their parts on LEVEL)
+LEVEL = Level(
+    name="tune",
+    title="Tuning: Linpack settings from measurements",
+    after="grid",  # reads the measuring levels' runs
+    commands="cli:add_commands",
+    section="section:render",
+    summary="summary:rows",
+    demo="demo:demo",
+)

@@ -10,9 +10,8 @@ from pathlib import Path
 from ... import runner
 from ...commands import Output, add_job_options, cluster_of, open_store, positive_seconds
 from ...errors import UserError
-from ..linpack.api import LINPACK_KERNEL, TIMEOUT_S
-from ..network.api import TCP_KERNEL, parse_between
-from ..qcd.api import QCD_KERNEL, parse_dims
+from ..linpack import run as lprun
+from ..network import pingpong
 from . import LEVEL, linpack, tcp
 from .space import Config
 
@@ -102,7 +101,7 @@ def store_linpack(
         cluster,
         store,
         level=LEVEL.name,
-        kernel=LINPACK_KERNEL,
+        kernel=lprun.LINPACK_KERNEL,
         composite=True,
         params={
             "tune": summary["session"],
@@ -135,7 +134,7 @@ def store_tcp(cluster, store, summary: dict) -> dict:
         cluster,
         store,
         level=LEVEL.name,
-        kernel=TCP_KERNEL,
+        kernel=pingpong.TCP_KERNEL,
         composite=True,
         params={"tune": summary["session"], "what": "tcp", "between": [a, b]},
         hosts=[a, b],
@@ -162,7 +161,7 @@ def tcp_text(summary: dict, record: dict) -> str:
 
 def cmd_tcp(args: argparse.Namespace) -> Output:
     cluster = cluster_of(args)
-    a, b = parse_between(cluster, args.between)
+    a, b = pingpong.parse_between(cluster, args.between)
     if a == b:
         raise UserError("tune tcp needs two hosts (--cluster with two or more, or --between)")
     store = open_store(args)
@@ -172,9 +171,10 @@ def cmd_tcp(args: argparse.Namespace) -> Output:
 
 
 def cmd_qcd(args: argparse.Namespace) -> Output:
+    from ..qcd import run as qrun
     from . import qcd
 
-    lattice = parse_dims(args.lattice, "--lattice")
+    lattice = qrun.parse_dims(args.lattice, "--lattice")
     if args.np < 1:
         raise UserError(f"--np must be at least 1, got {args.np}")
     qcd.candidates(args.np, lattice)  # no grid divides the lattice: one line, nothing run
@@ -203,11 +203,13 @@ def cmd_qcd(args: argparse.Namespace) -> Output:
 def store_qcd(cluster, store, summary: dict, sweeps: int) -> dict:
     """The session's ``tune`` record (params.what = qcd); failed verification if the
     plaquette series differed between grids."""
+    from ..qcd import run as qrun
+
     with runner.Run(
         cluster,
         store,
         level=LEVEL.name,
-        kernel=QCD_KERNEL,
+        kernel=qrun.KERNEL,
         composite=True,
         params={
             "tune": summary["session"],
@@ -244,12 +246,11 @@ def qcd_text(summary: dict, record: dict) -> str:
     )
 
 
-@LEVEL.commands
 def add_commands(sub, common) -> None:
     t = sub.add_parser("tune", help="measure and write tuned settings")
     tsub = t.add_subparsers(dest="tune_command", required=True)
     p = tsub.add_parser("linpack", parents=[common], help="search HPL.dat settings, write HPL.dat")
-    add_job_options(p, timeout=TIMEOUT_S)
+    add_job_options(p, timeout=lprun.TIMEOUT_S)
     p.add_argument("--budget", type=float, default=10.0, help="minutes for the search (10)")
     p.add_argument("--out", default="HPL.dat", help="the tuned HPL.dat (./HPL.dat)")
     p.add_argument(

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from ...render import esc, fold, table
-from . import LEVEL
 from .cli import ORDER
 
 
-@LEVEL.section
 def render(records: list[dict]) -> str:
     parts = []
     for r in reversed(records[-5:]):

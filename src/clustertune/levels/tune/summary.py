@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from ... import summary
 from ...units import format_rate
-from ..qcd import api as qcd
-from . import LEVEL
+from ..qcd import flops as qflops
 
 
 def linpack_row(d: dict, cluster: str) -> summary.Row:
@@ -29,7 +28,7 @@ def qcd_row(d: dict, cluster: str) -> summary.Row:
     lattice = "x".join(map(str, d["lattice"]))
     # sessions before the tuner kept hb_link_updates_per_s hold gflops of ct-qcd's old
     # QCDFlops (5700 x every link update): shown as such, never compared with the new
-    rate = qcd.gflops(d)
+    rate = qflops.gflops(d)
     return summary.Row(
         f"QCD decomposition, lattice {lattice} np {d['np']} ({cluster})",
         f"grid {grid}: {rate:.2f} QCDFlops G"
@@ -61,7 +60,6 @@ def tcp_row(d: dict, cluster: str) -> summary.Row:
 ROWS = {"linpack": linpack_row, "qcd": qcd_row, "tcp": tcp_row}
 
 
-@LEVEL.summary
 def rows(records: list[dict]) -> list[summary.Row]:
     newest: dict[tuple[str, str], dict] = {}
     for r in records:

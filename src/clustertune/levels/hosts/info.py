@@ -7,15 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import render as html
-from ..cluster import Cluster
-from ..commands import Output, cluster_of, open_store
-from ..results import Store
-from ..runner import Run
-from ..units import format_rate
-from . import Level, register
+from ... import render
+from ...cluster import Cluster
+from ...commands import Output, cluster_of, open_store
+from ...results import Store
+from ...runner import Run
+from ...units import format_rate
+from . import LEVEL
 
-LEVEL = register(Level("hosts", "Hosts", order=0))
 INFO_TIMEOUT_S = 60.0
 
 
@@ -96,13 +95,11 @@ def cmd_info(args: argparse.Namespace) -> Output:
     return Output(facts, describe(facts), 0 if ok else 1)
 
 
-@LEVEL.commands
 def add_commands(sub, common) -> None:
     p = sub.add_parser("info", parents=[common], help="facts about every host of a cluster")
     p.set_defaults(func=cmd_info)
 
 
-@LEVEL.demo_step
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     return [store.get(collect_and_store(cluster, store)["run_id"])]
 
@@ -117,8 +114,7 @@ def unreachable_of(record: dict) -> dict[str, str]:
     return {n: reason for n in record["meta"]["cluster"]["hosts"] if n not in answered}
 
 
-@LEVEL.section
-def render(records: list[dict]) -> str:
+def section(records: list[dict]) -> str:
     """Per cluster: the latest inventory that read every host, and, when a later ``info``
     did not, which hosts it could not read and why."""
     by_cluster: dict[str, list[dict]] = {}
@@ -126,19 +122,21 @@ def render(records: list[dict]) -> str:
         by_cluster.setdefault(record["meta"]["cluster"]["name"], []).append(record)
     parts = []
     for name, runs in by_cluster.items():
-        parts.append(f"<h3>Cluster {html.esc(name)}</h3>")
+        parts.append(f"<h3>Cluster {render.esc(name)}</h3>")
         latest = runs[-1]
         inventory = next((r for r in reversed(runs) if r["status"] == "ok"), None)
         if latest is not inventory:
             missing = unreachable_of(latest)
             said = (
-                f"could not read {len(missing)} host(s)" if missing else html.esc(latest["error"])
+                f"could not read {len(missing)} host(s)" if missing else render.esc(latest["error"])
             )
             parts.append(
-                f"<p>Latest run {latest['id']} ({html.esc(latest['status'])}): {said}.</p>"
+                f"<p>Latest run {latest['id']} ({render.esc(latest['status'])}): {said}.</p>"
             )
             if missing:
-                parts.append(html.table(["host", "why"], [[h, why] for h, why in missing.items()]))
+                parts.append(
+                    render.table(["host", "why"], [[h, why] for h, why in missing.items()])
+                )
         if inventory is None:
             parts.append("<p>No run has read every host of this cluster.</p>")
             continue
@@ -169,5 +167,5 @@ def render(records: list[dict]) -> str:
             "Open MPI",
             "MPICH",
         ]
-        parts.append(f"<p>Inventory: run {inventory['id']}.</p>" + html.table(headers, rows))
+        parts.append(f"<p>Inventory: run {inventory['id']}.</p>" + render.table(headers, rows))
     return "".join(parts)

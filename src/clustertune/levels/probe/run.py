@@ -9,16 +9,11 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from .. import render as html
-from .. import runner
-from ..commands import Output, add_job_options, cluster_of, open_store, record_output
-from . import Kernel, Level, register
+from ... import render, runner
+from ...commands import Output, add_job_options, cluster_of, open_store, record_output
+from . import KERNEL, LEVEL
 
-KERNEL = "ct-probe"
 TIMEOUT_S = 120.0
-LEVEL = register(
-    Level("probe", "Launch chain (probe)", order=10, kernels=(Kernel(KERNEL, "probe"),))
-)
 
 
 def run_probe(args: argparse.Namespace) -> Output:
@@ -37,7 +32,6 @@ def run_probe(args: argparse.Namespace) -> Output:
     return record_output(record)
 
 
-@LEVEL.commands
 def add_commands(sub, common) -> None:
     p = sub.add_parser("probe", parents=[common], help="every rank reports rank, host, MPI")
     add_job_options(p, timeout=TIMEOUT_S)
@@ -45,9 +39,8 @@ def add_commands(sub, common) -> None:
     p.set_defaults(func=run_probe)
 
 
-@LEVEL.section
-def render(records: list[dict]) -> str:
-    plt = html.pyplot()
+def section(records: list[dict]) -> str:
+    plt = render.pyplot()
     rows, placements = [], []
     for r in records:
         per_host = Counter(s["host"] for s in r["samples"])
@@ -68,7 +61,7 @@ def render(records: list[dict]) -> str:
             ]
         )
     parts = [
-        html.table(
+        render.table(
             [
                 "run",
                 "cluster",
@@ -93,11 +86,10 @@ def render(records: list[dict]) -> str:
         ax.set_xlabel("ranks")
         ax.set_title("Rank placement per host")
         ax.legend(loc="center left", bbox_to_anchor=(1, 0.5), fontsize="small")
-        parts.append(html.svg(fig))
+        parts.append(render.svg(fig))
     return "\n".join(parts)
 
 
-@LEVEL.demo_step
 def demo(cluster, store) -> list[dict]:
     """Both MPIs across every host of the demo cluster."""
     np = len(cluster.hosts)

@@ -12,7 +12,7 @@ import pytest
 
 from clustertune import cli
 from clustertune.errors import UserError
-from clustertune.levels.qcd import run as qrun
+from clustertune.levels.qcd import api as qcd_level  # what the tuner calls
 from clustertune.levels.tune import qcd
 from clustertune.results import Store
 
@@ -29,7 +29,7 @@ def test_candidates_one_per_permutation_class_least_halo_first() -> None:
         [1, 2, 2, 4],
         [2, 2, 2, 2],
     ]
-    halos = [qrun.halo_sites((16,) * 4, g) for g in got]
+    halos = [qcd_level.halo_sites((16,) * 4, g) for g in got]
     assert halos == sorted(halos)
     assert got[0] == (1, 1, 4, 4)  # the same halo as 2x2x2x2, fewer split directions
     assert qcd.candidates(16, (16, 16, 16, 16), limit=2) == got[:2]
@@ -66,7 +66,7 @@ def test_bad_input_is_one_line_exit_2_nothing_stored(tmp_path, capsys, args, sai
 def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys, monkeypatch):
     """4x4x4x8 on 2 ranks: two classes (split t, split z). The first measured (split t,
     the least halo) corrupts a halo message, so its run fails; the other is chosen."""
-    real = qrun.run_qcd
+    real = qcd_level.run_qcd
     bad = qcd.candidates(2, (4, 4, 4, 8))[0]
 
     def faulty(cluster, store, spec, **kw):
@@ -74,7 +74,7 @@ def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys
             spec.inject_fault = True
         return real(cluster, store, spec, **kw)
 
-    monkeypatch.setattr(qrun, "run_qcd", faulty)
+    monkeypatch.setattr(qcd_level, "run_qcd", faulty)
     db = tmp_path / "t.db"
     code = cli.main(
         [
@@ -102,7 +102,7 @@ def test_tiny_session_never_chooses_a_grid_that_fails_its_check(tmp_path, capsys
     assert first["gflops"] == [None] and runs[first["runs"][0]]["status"] == "failed"
     assert all(runs[i]["params"]["tune"] == out["session"] for i in out["runs"])
     assert any(
-        f"{qrun.dims_text(bad)} (1-D)" in line and "excluded" in line for line in out["lines"]
+        f"{qcd_level.dims_text(bad)} (1-D)" in line and "excluded" in line for line in out["lines"]
     )
     assert "--grid 1x1x2x1" in out["command"]
     tune_record = runs[out["record"]]
@@ -121,7 +121,8 @@ def test_demo_step_on_this_host(store, monkeypatch, capsys, tmp_path) -> None:
     and says so."""
     from clustertune import catalog
     from clustertune.cluster import local_cluster
-    from clustertune.levels.tune import demo, section, shim
+    from clustertune.levels.linpack import shim
+    from clustertune.levels.tune import demo, section
 
     monkeypatch.setattr(demo, "DEMO_NP", 2)
     monkeypatch.setattr(demo, "DEMO_LATTICE", (4, 4, 4, 8))

@@ -5,9 +5,9 @@ and ping-pong latency / bandwidth inside one site vs across sites, side by side.
 
 from __future__ import annotations
 
-from ... import render as html
+from ...ceiling import above_ceiling
+from ...render import esc, folded_table, table
 from ...units import format_rate
-from ..network.section import above_ceiling
 from .compare import pairs
 
 
@@ -40,7 +40,7 @@ def sites_table(records: list[dict]) -> str:
     ]
     if not rows:
         return ""
-    return "<h3>Sites</h3>" + html.table(
+    return "<h3>Sites</h3>" + table(
         ["grid", "site", "scheduler", "contact", "hosts", "link in site", "WAN"], rows
     )
 
@@ -79,7 +79,7 @@ def jobs_table(records: list[dict]) -> str:
             )
     if not rows:
         return ""
-    return "<h3>Jobs and co-allocated runs (seconds from the request)</h3>" + html.folded_table(
+    return "<h3>Jobs and co-allocated runs (seconds from the request)</h3>" + folded_table(
         [
             "run",
             "kernel",
@@ -136,12 +136,12 @@ def comparison_table(records: list[dict]) -> str:
     if not rows:
         return ""
     headers = ["grid", "WAN", "measure", "MPI", "within a site", "across sites", "across / within"]
-    above = "".join(f"<li><b>{html.esc(n)}</b></li>" for n in above_payload(records))
+    above = "".join(f"<li><b>{esc(n)}</b></li>" for n in above_payload(records))
     return (
         "<h3>Inside one site vs across sites (seeds/000)</h3>"
         "<p>Same kernel, same ranks (one per host): inside one site with the plain launcher, "
         "across two sites through the grid stack (co-allocated, ranks over the WAN).</p>"
-        + html.table(headers, rows)
+        + table(headers, rows)
         + (f"<p>Above the link's TCP payload rate:</p><ul>{above}</ul>" if above else "")
     )
 
@@ -192,7 +192,7 @@ def runs_table(records: list[dict]) -> str:
                 r["status"],
             ]
         )
-    return "<h3>Runs</h3>" + html.folded_table(
+    return "<h3>Runs</h3>" + folded_table(
         [
             "run",
             "kernel",

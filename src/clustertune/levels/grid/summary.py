@@ -5,7 +5,7 @@ bandwidth across sites is also read against the nominal WAN rate."""
 from __future__ import annotations
 
 from ... import summary
-from ..network.summary import judge_bandwidth
+from ..network.api import judge_bandwidth
 from .compare import pairs
 
 

@@ -5,9 +5,9 @@ forwarding mode, share of the inter-site link); and the table of minimums."""
 
 from __future__ import annotations
 
-from ... import render as html
+from ...ceiling import above_ceiling, wire
+from ...render import esc, folded_table, pyplot, svg
 from ...units import format_rate
-from ..network.section import above_ceiling, wire
 from . import LEVEL, netcdf
 
 LINESTYLE = {"collective": "-", "independent": "--"}
@@ -25,7 +25,7 @@ def where(result: dict) -> str:
 
 
 def figure(pts: list[tuple[dict, dict]]) -> str:
-    plt = html.pyplot()
+    plt = pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4), sharey=True)
     for ax, op in zip(axes, netcdf.OPS, strict=True):
         lines: dict[tuple, dict[int, float]] = {}
@@ -58,7 +58,7 @@ def figure(pts: list[tuple[dict, dict]]) -> str:
         if ax.lines:  # an op may have no valid point (a run whose writes all failed)
             ax.legend(fontsize="x-small")
     fig.tight_layout()
-    return html.svg(fig)
+    return svg(fig)
 
 
 def forwarding(record: dict) -> str:
@@ -134,7 +134,7 @@ def remote_table(pts: list[tuple[dict, dict]]) -> str:
         "MB/s",
         "link share",
     ]
-    remote = html.folded_table(headers, rows, [], "remote results")
+    remote = folded_table(headers, rows, [], "remote results")
     return (
         "<h3>Remote collective I/O</h3><p>Client ranks on one site call PnetCDF's "
         "functions (libct_ncfwd, built for either MPI); ct-io-server (OpenMPI + PnetCDF) on "
@@ -191,7 +191,7 @@ def table(pts: list[tuple[dict, dict]]) -> str:
         for i, (r, x) in enumerate(pts)
         if x["size"] == largest[r["id"]] and x["variant"] == "netcdf" and x["mode"] == "collective"
     ]
-    return html.folded_table(headers, rows, shown, "results per size (largest above)")
+    return folded_table(headers, rows, shown, "results per size (largest above)")
 
 
 def render(records: list[dict]) -> str:
@@ -207,8 +207,7 @@ def render(records: list[dict]) -> str:
         parts.append(
             "<p>Failed or incomplete runs: "
             + ", ".join(
-                f"{r['id']} ({html.esc((r['error'] or r['status']).splitlines()[0])})"
-                for r in failed
+                f"{r['id']} ({esc((r['error'] or r['status']).splitlines()[0])})" for r in failed
             )
             + "</p>"
         )

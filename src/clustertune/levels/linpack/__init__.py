@@ -5,6 +5,8 @@ the same BLAS.
 
 run.py       running the kernels: `clustertune linpack`, `clustertune gemm`, derived figures
 blas.py      `clustertune blas compare`: DGEMM and the LU with every installed BLAS
+choice.py    the host's default BLAS, NB of a default run
+shim.py      the PyPI OpenBLAS (scipy-openblas32) as a libblas.so.3
 api.py       what other levels use of this one
 section.py   the report section (LU with % of peak, GEMM, BLAS comparison)
 demo.py      the step in `make demo`

@@ -4,7 +4,7 @@ per-phase bars, the GEMM rates per type, and the BLAS comparison (seeds/002 fig.
 from __future__ import annotations
 
 from ... import ranktimes
-from ... import render as html
+from ...render import folded_table, pyplot, svg, table
 from . import blas, run
 
 
@@ -105,14 +105,14 @@ def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
         "check",
         "BLAS (core that ran)",
     ]
-    return html.folded_table(headers, rows, shown, "LU results (best and failed above)")
+    return folded_table(headers, rows, shown, "LU results (best and failed above)")
 
 
 def lu_figure(records: list[dict]) -> str:
     good = [(r, s) for r, s in lu_points(records) if s["passed"] is True]
     if not good:
         return ""
-    plt = html.pyplot()
+    plt = pyplot()
     fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(14, 3.6))
     for np_ in sorted({s["p"] * s["q"] for _, s in good}):
         pts = sorted((s["n"], s["gflops"]) for _, s in good if s["p"] * s["q"] == np_)
@@ -138,7 +138,7 @@ def lu_figure(records: list[dict]) -> str:
     ax3.set(xlabel="seconds (max over ranks)", title="Per-phase breakdown")
     ax3.legend(fontsize="small", loc="lower right")
     fig.tight_layout()
-    return html.svg(fig)
+    return svg(fig)
 
 
 def gemm_table(records: list[dict]) -> str:
@@ -168,7 +168,7 @@ def gemm_table(records: list[dict]) -> str:
     failed = [i for i, (_, s) in enumerate(points) if not s["passed"]]
     dgemm = [i for i, (_, s) in enumerate(points) if s["passed"] and s["dtype"] == "d"]
     shown = failed + ([max(dgemm, key=lambda i: points[i][1]["gflops"])] if dgemm else [])
-    return "<h3>GEMM</h3>" + html.folded_table(
+    return "<h3>GEMM</h3>" + folded_table(
         headers, rows, shown, "GEMM results (best DGEMM and failed above)"
     )
 
@@ -208,7 +208,7 @@ def blas_section(records: list[dict]) -> str:
     sizes = sorted({s["n"] for _, s in lu_points(batch)})
     parts = [
         f"<h3>BLAS libraries (np={batch[0]['meta']['np']}, LU N={sizes or '-'})</h3>",
-        html.table(
+        table(
             [
                 "BLAS",
                 "library",
@@ -222,7 +222,7 @@ def blas_section(records: list[dict]) -> str:
             table_rows,
         ),
     ]
-    plt = html.pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.4))
     xs = range(len(rows))
     width = 0.38
@@ -237,7 +237,7 @@ def blas_section(records: list[dict]) -> str:
     ax.set(ylabel="Gflops", title="DGEMM and LU per BLAS")
     ax.legend(fontsize="small")
     fig.tight_layout()
-    parts.append(html.svg(fig))
+    parts.append(svg(fig))
     return "\n".join(parts)
 
 

@@ -7,9 +7,10 @@ from collections import defaultdict
 
 import numpy as np
 
-from ... import render as html
+from ...ceiling import above_ceiling, slowest_link_bps, wire
+from ...render import esc, fold, folded_table, table
 from ...runner import ENV_KNOB_PREFIXES, STARVED_LOAD_PER_CPU
-from ...units import above_payload_ceiling, format_rate, payload_rate_bps
+from ...units import format_rate
 from . import analysis
 from .diagnosis.overhead import (
     MPI_MAX_BANDWIDTH_LOSS_PCT,
@@ -34,64 +35,13 @@ LIKE_FOR_LIKE = {"mpi": "TCP poll"}
 TCP_BASELINES = {"TCP": "TCP, blocking recv", "TCP poll": "TCP, busy-poll"}
 
 
-def _rate_bps(record: dict) -> int | None:
-    """Nominal rate (bit/s) of the slowest link of the run's hosts; None: unshaped."""
-    links = record["meta"]["cluster"].get("link_bps", {})
-    rates = [links.get(h) for h in record["meta"]["hosts"] if links.get(h)]
-    return min(rates) if rates else None
-
-
 def _rate(record: dict) -> str:
-    rate = _rate_bps(record)
+    rate = slowest_link_bps(record)
     return format_rate(rate) if rate else "unshaped"
 
 
 def _rate_title(rate: int | None) -> str:
     return f"{format_rate(rate)} links" if rate else "unshaped links"
-
-
-def wire(record: dict) -> str:
-    """The link model the run's cluster had (records carry it since issue 19)."""
-    cluster = record["meta"].get("cluster") or {}
-    if "wire" not in cluster:
-        return "wire not recorded"
-    return f"{cluster['wire']} wire" if cluster["wire"] else "no emulated wire"
-
-
-# Why a throughput above the link's payload rate was possible, by wire: only tbf's bucket
-# lets a message through faster than its frames take on the wire.
-ABOVE_CEILING_WHY = {
-    "tbf wire": "tbf's bucket let it through faster than the wire",
-    "paced wire": "impossible on a paced wire: a measurement fault",
-}
-
-
-def above_ceiling(record: dict, mbps: float | None, nominal_bps: int | None = None) -> str:
-    """Why a throughput read over a link of the run is above the TCP payload that link can
-    carry (units.payload_rate_bps), or "" when it is not (or the link is unshaped). The
-    link: ``nominal_bps`` (another level's, e.g. the WAN between sites), else the run's
-    slowest host link."""
-    rate = nominal_bps or _rate_bps(record)
-    if mbps is None or not rate:
-        return ""
-    if not above_payload_ceiling(mbps, rate):
-        return ""
-    ceiling = payload_rate_bps(rate) / analysis.MBIT
-    model = wire(record)
-    links = (record["meta"].get("cluster") or {}).get("link_bps", {})
-    # pacers of the slower link beyond a host's own (its site's WAN, a slower receiver)
-    paced_beyond = any(k.endswith((">wan", "<rx")) for k in record["meta"].get("wire_late", {}))
-    if (
-        model == "paced wire"
-        and not paced_beyond
-        and any((links.get(h) or 0) > rate for h in record["meta"]["hosts"])
-    ):
-        # records made before the WAN and receive pacers: each host was paced at its own
-        # rate, a slower link beyond it (receive side, WAN) was still a tbf bucket
-        why = "its hosts are paced at their faster links, this one is a tbf bucket"
-    else:
-        why = ABOVE_CEILING_WHY.get(model, "the wire is not recorded")
-    return f"above the {ceiling:.0f} Mbit/s payload ceiling of {format_rate(rate)}: {why}"
 
 
 def _pair(record: dict) -> str:
@@ -187,22 +137,22 @@ def _not_determined(records: list[dict]) -> str:
             cause["figures"][figure] = None
             cause["runs"][r["id"]] = None
     items = [
-        f"<li><i>{html.esc(', '.join(c['figures']))}</i> of run(s) "
-        f"{', '.join(map(str, c['runs']))}: {html.esc(c['why'])}"
+        f"<li><i>{esc(', '.join(c['figures']))}</i> of run(s) "
+        f"{', '.join(map(str, c['runs']))}: {esc(c['why'])}"
         + (f" (run {next(iter(c['runs']))}'s numbers)" if len(c["runs"]) > 1 else "")
         + "</li>"
         for c in causes.values()
     ]
-    return html.fold("Not determined: why", f"<ul>{''.join(items)}</ul>") if items else ""
+    return fold("Not determined: why", f"<ul>{''.join(items)}</ul>") if items else ""
 
 
 def _listed(heading: str, by_reason: dict[tuple[str, str], list[str]]) -> str:
     """One line per (what, reason), naming all it holds for: not a line per run."""
     items = "".join(
-        f"<li><b>{html.esc(what)} {html.esc(', '.join(found))}: {html.esc(why)}</b></li>"
+        f"<li><b>{esc(what)} {esc(', '.join(found))}: {esc(why)}</b></li>"
         for (what, why), found in by_reason.items()
     )
-    return f"<p>{html.esc(heading)}:</p><ul>{items}</ul>" if items else ""
+    return f"<p>{esc(heading)}:</p><ul>{items}</ul>" if items else ""
 
 
 def _pingpong_table(records: list[dict]) -> str:
@@ -239,7 +189,7 @@ def _pingpong_table(records: list[dict]) -> str:
         (r["meta"]["cluster"]["name"], _layer(r), _pair(r), r["params"]["mode"]): i
         for i, r in enumerate(records)
     }
-    table = html.folded_table(
+    table = folded_table(
         [
             "run",
             "cluster",
@@ -284,7 +234,7 @@ def _graphs(records: list[dict]) -> list[str]:
         return ["<p>No run has enough points to draw.</p>"]
     by_rate = defaultdict(list)  # and by wire: a tbf curve's bump would squash a paced one
     for r in latest:
-        by_rate[(_rate_bps(r), wire(r))].append(r)
+        by_rate[(slowest_link_bps(r), wire(r))].append(r)
     parts = []
     for (rate, model), group in sorted(by_rate.items(), key=lambda i: (i[0][0] or 1e99, i[0][1])):
         group = group[-MAX_CURVES:]  # the newest runs win
@@ -298,7 +248,7 @@ def _graphs(records: list[dict]) -> list[str]:
         }
         name = f"{_rate_title(rate)}, {model}"
         parts += [
-            f"<h3>Throughput, signature and saturation graphs: {html.esc(name)}</h3>",
+            f"<h3>Throughput, signature and saturation graphs: {esc(name)}</h3>",
             plots.throughput_svg(curves, f"Throughput graph, {name}", rate, dashed),
             plots.signature_svg(curves, f"Signature graph, {name}", rate, dashed),
             plots.saturation_svg(floored, f"Saturation graph, {name}", rate, dashed)
@@ -314,7 +264,7 @@ def _graphs(records: list[dict]) -> list[str]:
             title = f"{' vs '.join(_layer(r) for r in group)} {mode}: {pair} on {cluster} ({rate})"
             curves = {_curve_label(r, pair=False, rate=False): _curve(r) for r in group}
             dashed = {_curve_label(r, pair=False, rate=False) for r in group if _cut_short(r)}
-            parts.append(plots.throughput_svg(curves, title, _rate_bps(group[0]), dashed))
+            parts.append(plots.throughput_svg(curves, title, slowest_link_bps(group[0]), dashed))
     return parts
 
 
@@ -479,7 +429,7 @@ def _overhead(records: list[dict]) -> str:
                 )
     if not rows:
         return ""
-    items = "".join(f"<li><b>{html.esc(f)}</b></li>" for f in flags)
+    items = "".join(f"<li><b>{esc(f)}</b></li>" for f in flags)
     return (
         "<h3>Message-passing overhead over TCP</h3><p>Same host pair and network; "
         "seeds/002 measured 8 % / 1.8× for MPI and 16 % / 2.0× for PVM. Two TCP baselines "
@@ -502,7 +452,7 @@ def _overhead(records: list[dict]) -> str:
         "at load 15-29). Records made before they carried the load cannot be checked: "
         "there a flag can be that machine's load.</p>"
         + (f"<p>Out of line:</p><ul>{items}</ul>" if items else "")
-        + html.table(
+        + table(
             [
                 "cluster",
                 "link",
@@ -536,7 +486,7 @@ def _sockbuf(records: list[dict]) -> str:
     ]
     if not rows:
         return ""
-    return "<h3>Socket buffer size</h3>" + html.table(
+    return "<h3>Socket buffer size</h3>" + table(
         [
             "run",
             "cluster",
@@ -571,12 +521,12 @@ def _matrices(records: list[dict]) -> list[str]:
     for (cluster, layer), r in sorted(newest.items()):
         f = r["figures"]
         parts.append(
-            f"<h3>All pairs: {html.esc(layer)} on {html.esc(cluster)} (run {r['id']}, "
-            f"{f.get('size_bytes')} B messages, {html.esc(wire(r))}, {html.esc(r['status'])})</h3>"
+            f"<h3>All pairs: {esc(layer)} on {esc(cluster)} (run {r['id']}, "
+            f"{f.get('size_bytes')} B messages, {esc(wire(r))}, {esc(r['status'])})</h3>"
         )
         hosts = f.get("hosts")
         if not hosts or f.get("bandwidth_mbps") is None:
-            parts.append(f"<p>No matrix: {html.esc(r['error'])}</p>")
+            parts.append(f"<p>No matrix: {esc(r['error'])}</p>")
             continue
         nominal = _pair_nominal_bps(r, hosts)
         above = defaultdict(list)
@@ -617,13 +567,13 @@ def _matrices(records: list[dict]) -> list[str]:
                 parts.append(plots.heatmap_svg(m, hosts, title, unit, scale=(0.0, None)))
         parts.append(_listed("Above the pair's TCP payload ceiling", above))
         flagged = f.get("flagged") or []
-        items = [f"<li><b>{html.esc(x['reason'])}</b></li>" for x in flagged] or [
+        items = [f"<li><b>{esc(x['reason'])}</b></li>" for x in flagged] or [
             "<li>Every link is in line with the others: nothing to blame.</li>"
         ]
-        notes = "".join(f"<li>{html.esc(n)}</li>" for n in f.get("notes") or [])
+        notes = "".join(f"<li>{esc(n)}</li>" for n in f.get("notes") or [])
         parts.append(
             f"<p>Diagnosis (suspects re-tested before blaming):</p><ul>{''.join(items)}</ul>"
-            + (html.fold("Notes of the diagnosis", f"<ul>{notes}</ul>") if notes else "")
+            + (fold("Notes of the diagnosis", f"<ul>{notes}</ul>") if notes else "")
         )
     return parts
 
@@ -634,7 +584,7 @@ def _wires(records: list[dict]) -> str:
     wires: dict[str, dict[str, None]] = defaultdict(dict)
     for r in records:
         wires[r["meta"]["cluster"]["name"]][wire(r)] = None
-    listed = "; ".join(f"{html.esc(c)}: {html.esc(', '.join(w))}" for c, w in sorted(wires.items()))
+    listed = "; ".join(f"{esc(c)}: {esc(', '.join(w))}" for c, w in sorted(wires.items()))
     return (
         f"<p>Wires: {listed}. A <i>paced wire</i> holds every frame its time on the wire, so "
         "no figure can exceed the link's TCP payload rate (1448/1538 of nominal); a "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ... import ranktimes
-from ... import render as html
+from ...render import esc, fold, folded_table, pyplot, svg, table
 from .paper import paper
 from .run import failed
 
@@ -81,7 +81,7 @@ def runs_table(records: list[dict]) -> str:
     failed_rows = [
         i for i, r in enumerate(records) if failed(r) or not r["figures"].get("verified")
     ]
-    return html.folded_table(headers, rows, failed_rows, "NPB runs (failed above)")
+    return folded_table(headers, rows, failed_rows, "NPB runs (failed above)")
 
 
 def series(records: list[dict]) -> dict[tuple, dict[int, float]]:
@@ -113,7 +113,7 @@ def figure(records: list[dict]) -> str:
     lines = series(records)
     if not lines:
         return ""
-    plt = html.pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 3.8))
     for (name, mpi, cluster), points in sorted(lines.items()):
         nps = sorted(points)
@@ -130,7 +130,7 @@ def figure(records: list[dict]) -> str:
     ax2.set(xlabel="seconds (max over ranks)", title="Computation vs communication")
     ax2.legend(fontsize="small", loc="lower right")
     fig.tight_layout()
-    return html.svg(fig)
+    return svg(fig)
 
 
 def paper_part() -> str:
@@ -151,11 +151,11 @@ def paper_part() -> str:
     findings = [
         [f"{f['benchmark']}.{f['class']}", f["figure"], f["text"]] for f in data["findings"]
     ]
-    return html.fold(
+    return fold(
         "seeds/003: the paper's machines and NPB findings",
         "\n".join(
             [
-                html.table(
+                table(
                     [
                         "machine",
                         "CPU",
@@ -168,8 +168,8 @@ def paper_part() -> str:
                     ],
                     machines,
                 ),
-                html.table(["NPB", "paper figure", "finding"], findings),
-                f"<p>{html.esc(data['note'])} Source: {html.esc(data['source'])}.</p>",
+                table(["NPB", "paper figure", "finding"], findings),
+                f"<p>{esc(data['note'])} Source: {esc(data['source'])}.</p>",
             ]
         ),
     )

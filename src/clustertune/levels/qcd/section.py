@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ... import ranktimes
-from ... import render as html
+from ...render import esc, fold, folded_table, pyplot, svg, table
 from . import flops, run, study
 from .paper import paper
 
@@ -60,7 +60,7 @@ def runs_table(records: list[dict]) -> str:
         "verification",
     ]
     failed = [i for i, r in enumerate(records) if r["status"] != "ok"]
-    return html.folded_table(headers, rows, failed, "QCD runs (failed above)")
+    return folded_table(headers, rows, failed, "QCD runs (failed above)")
 
 
 def studies(records: list[dict]) -> dict[str, list[dict]]:
@@ -103,7 +103,7 @@ def study_table(records: list[dict]) -> str:
         "bytes/msg",
         "verification",
     ]
-    return html.table(headers, rows)
+    return table(headers, rows)
 
 
 def link_text(record: dict) -> str:
@@ -142,7 +142,7 @@ def winners_table(groups: dict[str, list[dict]]) -> str:
             ]
         )
     return (
-        html.table(
+        table(
             ["study", "cluster", "link", "lattice", "np", "best", "Gflops", "worst", "Gflops"], rows
         )
         if rows
@@ -154,7 +154,7 @@ def study_figure(records: list[dict]) -> str:
     rows = [r for r in study.rows(records) if r["time_s"]]
     if not rows:
         return ""
-    plt = html.pyplot()
+    plt = pyplot()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 3.4))
     labels = [f"{r['dims']}-D\n{r['grid']}" for r in rows]
     compute = [r["time_s"] - (r["comm_wait_s"] or 0.0) for r in rows]
@@ -167,14 +167,14 @@ def study_figure(records: list[dict]) -> str:
     ax2.plot(labels, [r["qcdflops_compute_gflops"] for r in rows], "s--", label="without comm")
     ax2.set(ylabel="Gflops (5700 x HB links / s)", title="QCDFlops per decomposition")
     ax2.legend(fontsize="small")
-    return html.svg(fig)
+    return svg(fig)
 
 
 def series_figure(records: list[dict]) -> str:
     shown = [r for r in records if r["figures"].get("plaquette_series")][-6:]
     if not shown:
         return ""
-    plt = html.pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 3.2))
     for r in shown:
         f, p = r["figures"], r["params"]
@@ -188,7 +188,7 @@ def series_figure(records: list[dict]) -> str:
         ax.axhline(ref["plaquette"], color="grey", lw=0.6, ls=":")
     ax.set(xlabel="sweep", ylabel="plaquette", title="plaquette series (dotted: literature)")
     ax.legend(fontsize="x-small")
-    return html.svg(fig)
+    return svg(fig)
 
 
 def paper_table() -> str:
@@ -208,7 +208,7 @@ def paper_table() -> str:
                     f"{row['mb_s']:.2f}",
                 ]
             )
-    return html.table(
+    return table(
         ["seeds/003", "lattice", "machine", "PEs", "split", "Gflops", "(no comm)", "MB/s"], rows
     )
 
@@ -232,19 +232,19 @@ def render(records: list[dict]) -> str:
         p = group[0]["params"]
         same = study.series_identical(group)
         parts += [
-            f"<h3>Decomposition study {html.esc(name)}: lattice "
+            f"<h3>Decomposition study {esc(name)}: lattice "
             f"{run.dims_text(p['lattice'])}, {p['np']} processes"
             f"{' (oversubscribed: ranks share cores)' if p.get('oversubscribed') else ''}"
-            f" on {html.esc(group[0]['meta']['cluster']['name'])}</h3>",
+            f" on {esc(group[0]['meta']['cluster']['name'])}</h3>",
             study_table(group),
             study_figure(group),
             f"<p>plaquette series bitwise identical on every grid: "
             f"{'-' if same is None else 'yes' if same else 'NO'}</p>",
         ]
-    findings = "".join(f"<p>{html.esc(text)}</p>" for text in paper()["findings"])
+    findings = "".join(f"<p>{esc(text)}</p>" for text in paper()["findings"])
     series = series_figure(records)  # the physics check in detail: folded
     parts += [
-        html.fold("plaquette series against the literature", series) if series else "",
-        html.fold("seeds/003: tables 4 and 5, findings", paper_table() + findings),
+        fold("plaquette series against the literature", series) if series else "",
+        fold("seeds/003: tables 4 and 5, findings", paper_table() + findings),
     ]
     return "\n".join(p for p in parts if p)

@@ -6,7 +6,6 @@ HPL's algorithm variants with ct-linpack/ct-gemm runs (each stored at level
 per session whose section explains each choice in one line. ``tune tcp`` chooses a
 socket buffer size, ``tune qcd`` a QCD decomposition, each from its level's runs.
 
-shim.py      the PyPI OpenBLAS (scipy-openblas32) as a libblas.so.3
 space.py     the search space and the derivations (no running)
 linpack.py   the stages of the search
 hpldat.py    the HPL.dat writer

@@ -10,8 +10,9 @@ from pathlib import Path
 from ... import runner
 from ...commands import Output, add_job_options, cluster_of, open_store, positive_seconds
 from ...errors import UserError
-from ..linpack import run as lprun
-from ..network import pingpong
+from ..linpack.api import LINPACK_KERNEL, TIMEOUT_S
+from ..network.api import TCP_KERNEL, parse_between
+from ..qcd.api import QCD_KERNEL, parse_dims
 from . import LEVEL, linpack, tcp
 from .space import Config
 
@@ -101,7 +102,7 @@ def store_linpack(
         cluster,
         store,
         level=LEVEL.name,
-        kernel=lprun.LINPACK_KERNEL,
+        kernel=LINPACK_KERNEL,
         composite=True,
         params={
             "tune": summary["session"],
@@ -134,7 +135,7 @@ def store_tcp(cluster, store, summary: dict) -> dict:
         cluster,
         store,
         level=LEVEL.name,
-        kernel=pingpong.TCP_KERNEL,
+        kernel=TCP_KERNEL,
         composite=True,
         params={"tune": summary["session"], "what": "tcp", "between": [a, b]},
         hosts=[a, b],
@@ -161,7 +162,7 @@ def tcp_text(summary: dict, record: dict) -> str:
 
 def cmd_tcp(args: argparse.Namespace) -> Output:
     cluster = cluster_of(args)
-    a, b = pingpong.parse_between(cluster, args.between)
+    a, b = parse_between(cluster, args.between)
     if a == b:
         raise UserError("tune tcp needs two hosts (--cluster with two or more, or --between)")
     store = open_store(args)
@@ -171,10 +172,9 @@ def cmd_tcp(args: argparse.Namespace) -> Output:
 
 
 def cmd_qcd(args: argparse.Namespace) -> Output:
-    from ..qcd import run as qrun
     from . import qcd
 
-    lattice = qrun.parse_dims(args.lattice, "--lattice")
+    lattice = parse_dims(args.lattice, "--lattice")
     if args.np < 1:
         raise UserError(f"--np must be at least 1, got {args.np}")
     qcd.candidates(args.np, lattice)  # no grid divides the lattice: one line, nothing run
@@ -203,13 +203,11 @@ def cmd_qcd(args: argparse.Namespace) -> Output:
 def store_qcd(cluster, store, summary: dict, sweeps: int) -> dict:
     """The session's ``tune`` record (params.what = qcd); failed verification if the
     plaquette series differed between grids."""
-    from ..qcd import run as qrun
-
     with runner.Run(
         cluster,
         store,
         level=LEVEL.name,
-        kernel=qrun.KERNEL,
+        kernel=QCD_KERNEL,
         composite=True,
         params={
             "tune": summary["session"],
@@ -250,7 +248,7 @@ def add_commands(sub, common) -> None:
     t = sub.add_parser("tune", help="measure and write tuned settings")
     tsub = t.add_subparsers(dest="tune_command", required=True)
     p = tsub.add_parser("linpack", parents=[common], help="search HPL.dat settings, write HPL.dat")
-    add_job_options(p, timeout=lprun.TIMEOUT_S)
+    add_job_options(p, timeout=TIMEOUT_S)
     p.add_argument("--budget", type=float, default=10.0, help="minutes for the search (10)")
     p.add_argument("--out", default="HPL.dat", help="the tuned HPL.dat (./HPL.dat)")
     p.add_argument(

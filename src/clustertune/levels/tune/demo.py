@@ -12,8 +12,8 @@ from ...errors import UserError
 from ...launch.mpi import default_of
 from ...results import Store
 from .. import DEMO_DIR
-from ..linpack import blas as blaslib
-from . import cli, linpack, qcd, shim, tcp
+from ..linpack.api import available_blas
+from . import cli, linpack, qcd, tcp
 
 DEMO_NP = 4
 DEMO_LATTICE = (8, 8, 8, 8)
@@ -57,9 +57,7 @@ def demo(cluster: Cluster, store: Store) -> list[dict]:
 
 
 def tune_linpack(cluster: Cluster, store: Store, mpi: str) -> list[dict]:
-    found = [b.directory.name for b in blaslib.installed()]
-    pypi = shim.scipy_openblas()
-    found += [pypi.directory.name] if pypi else []
+    found = [b.directory.name for b in available_blas()]
     # one host: the virtual hosts share this machine's 2 cores, and a launch inside one
     # namespace starts faster than across four
     tuner = linpack.Tuner(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ... import summary
 from ...units import format_rate
-from ..qcd import flops as qflops
+from ..qcd import api as qcd
 
 
 def linpack_row(d: dict, cluster: str) -> summary.Row:
@@ -28,7 +28,7 @@ def qcd_row(d: dict, cluster: str) -> summary.Row:
     lattice = "x".join(map(str, d["lattice"]))
     # sessions before the tuner kept hb_link_updates_per_s hold gflops of ct-qcd's old
     # QCDFlops (5700 x every link update): shown as such, never compared with the new
-    rate = qflops.gflops(d)
+    rate = qcd.gflops(d)
     return summary.Row(
         f"QCD decomposition, lattice {lattice} np {d['np']} ({cluster})",
         f"grid {grid}: {rate:.2f} QCDFlops G"

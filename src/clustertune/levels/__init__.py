@@ -37,10 +37,10 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cluster import MPI_FLAVOURS
+from ..launch import mpi
 
 SERIAL = "serial"
-FLAVOURS = (*MPI_FLAVOURS, SERIAL)
+FLAVOURS = (*mpi.NAMES, SERIAL)  # the build trees: one per MPI, one without
 
 # where `make demo` writes what it makes: the report, the study pages, the tuned HPL.dat
 DEMO_DIR = Path("out")
@@ -53,7 +53,7 @@ PARTS = ("commands", "section", "summary", "demo", "study_kinds", "cluster_sourc
 class Kernel:
     name: str  # the built file's name, e.g. ct-linpack or libct_finalize_shim.so
     directory: str  # its source directory under kernels/
-    flavours: tuple[str, ...] = MPI_FLAVOURS  # the build trees it is built in
+    flavours: tuple[str, ...] = mpi.NAMES  # the build trees it is built in
 
     @property
     def is_library(self) -> bool:

@@ -72,15 +72,11 @@ def reworded(key: str, parse: Callable, text: str):
         raise UserError(f"{key}: {LEVEL_WORDING.sub('', str(exc))}") from None
 
 
-TCP_BUFFER_VARS = {f.name: f.tcp_buffer_vars for f in mpi_flavours.FLAVOURS.values()}
-
-
 def tcp_buffer_env(mpi: str, size: object) -> dict[str, str]:
-    """MPI's TCP socket buffers (seeds/000 table 4), send and receive alike."""
-    if mpi not in TCP_BUFFER_VARS:
+    """MPI's TCP socket buffers (seeds/000 table 4), send and receive alike: the flavour's."""
+    if mpi not in mpi_flavours.FLAVOURS:
         raise UserError(f"tcp_buffer: no TCP socket buffer setting known for {mpi}")
-    n = str(parse_size(str(size)))
-    return dict.fromkeys(TCP_BUFFER_VARS[mpi], n)
+    return mpi_flavours.FLAVOURS[mpi].tcp_buffer_env(parse_size(str(size)))
 
 
 def point_label(record: dict, skip: str | None = None) -> str:

@@ -56,7 +56,9 @@ def test_openmpi_command_lines():
     assert (
         pinned
         == (
-            f"mpirun.openmpi -np 3 {OPENMPI_MCA} --mca btl_tcp_if_include eth0 "
+            # ranks on several hosts talk TCP: its event library ticked at every progress call
+            f"mpirun.openmpi -np 3 {OPENMPI_MCA} --mca mpi_event_tick_rate 1 "
+            "--mca btl_tcp_if_include eth0 "
             "--mca oob_tcp_if_include eth0 --bind-to none --hostfile /w/hf --map-by node "
             "--mca plm_rsh_agent /run/agent"
         ).split()
@@ -174,6 +176,7 @@ def test_grid_slurm_jobs_keep_the_ranks_on_the_virtual_nic(no_user_ucx):
         "OMPI_MCA_pml": "ob1",
         "OMPI_MCA_btl": "self,tcp",
         "OMPI_MCA_mpi_yield_when_idle": "1",
+        "OMPI_MCA_mpi_event_tick_rate": "1",
         "OMPI_MCA_btl_tcp_if_include": "eth0",
         "OMPI_MCA_oob_tcp_if_include": "eth0",
     }

@@ -21,7 +21,13 @@ Traps measured on these machines (../shared/research/virtual-cluster.md):
     virtual host every rank went to core 0 of this machine (``bind=False`` for hosts that
     share one machine's cores; MPICH's hydra does not bind by default);
   * under srun, OpenMPI's shared memory (vader) crashes when "different nodes" share one
-    machine: ranks started by srun there are kept on TCP alone.
+    machine: ranks started by srun there are kept on TCP alone;
+  * OpenMPI 4.1's TCP transport reads its sockets from the event library, ticked at every
+    progress call only while a connected TCP peer is counted (else every 10 ms). When two
+    ranks dial each other at once, the one that keeps its peer's connection closes its own
+    unfinished dial and subtracts it without ever having counted it: connected, it counts
+    0 and reads every 10 ms (a 2-rank ping-pong at 5 ms per message, 1 run in 10 to 40).
+    ``mpi_event_tick_rate`` 1 (us) ticks it at every call, as a counted peer does.
 """
 
 from __future__ import annotations
@@ -97,20 +103,24 @@ class Flavour(ABC):
 
 @dataclass(frozen=True)
 class OpenMPIFlavour(Flavour):
-    def mca(self, interface: str | None, shared_memory: bool) -> dict[str, str]:
-        """Its MCA parameters: transport pinned, yield when idle, on ``interface``."""
+    def mca(self, interface: str | None, shared_memory: bool, hosts: bool = True) -> dict[str, str]:
+        """Its MCA parameters: transport pinned, yield when idle, on ``interface``;
+        ``hosts``: the ranks span hosts, so talk TCP (the event library ticked always)."""
         params = {
             "pml": "ob1",
             "btl": "self,vader,tcp" if shared_memory else "self,tcp",
             "mpi_yield_when_idle": "1",
         }
+        if hosts:  # 0 would mean never; one machine's ranks keep shared memory's fast path
+            params["mpi_event_tick_rate"] = "1"
         if interface:
             params.update(btl_tcp_if_include=interface, oob_tcp_if_include=interface)
         return params
 
     def argv(self, np, env, *, hostfile=None, agent=None, interface=None, bind=True, locate=None):
         argv = [self.launcher, "-np", str(np)]
-        for name, value in self.mca(interface, shared_memory=True).items():
+        mca = self.mca(interface, shared_memory=True, hosts=hostfile is not None)
+        for name, value in mca.items():
             argv += ["--mca", name, value]
         if not bind:
             argv += ["--bind-to", "none"]

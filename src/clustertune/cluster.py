@@ -16,10 +16,9 @@ from pathlib import Path
 
 from . import tomlfile
 from .errors import ConfigError, UserError
-from .launch import mpi
+from .launch import mpi as mpi_flavours
 from .units import parse_rate
 
-MPI_FLAVOURS = mpi.NAMES  # the MPIs a cluster may offer
 DEFAULT_SITE = "site0"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")  # a host's (and a grid site's) name
 
@@ -47,7 +46,7 @@ class Cluster:
     name: str
     hosts: tuple[Host, ...]
     sites: tuple[Site, ...]
-    mpi: tuple[str, ...] = MPI_FLAVOURS
+    mpi: tuple[str, ...] = mpi_flavours.NAMES  # the MPIs it offers
     source: str = "localhost"  # "localhost", "vcluster:<name>" or the TOML path
     delay_us: int = 0
     extra: dict = field(default_factory=dict)  # cluster-wide launcher plumbing (vcluster agent)
@@ -129,7 +128,7 @@ def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
 
     tomlfile.known(fail, "", 0, doc, _TOP_KEYS)
     default_launcher = launcher("", 0, doc.get("launcher", "hostfile"))
-    mpi = tomlfile.choices(fail, "", 0, doc, "mpi", MPI_FLAVOURS)
+    mpi = tomlfile.choices(fail, "", 0, doc, "mpi", mpi_flavours.NAMES)
     slurm = tomlfile.typed(fail, "", 0, doc, "slurm", dict, {})
     tomlfile.known(fail, "slurm", 0, slurm, _SLURM_KEYS)
     tomlfile.typed(fail, "slurm", 0, slurm, "partition", str)

@@ -42,22 +42,7 @@ static int world_rank(void)
 }
 
 static int wait_settings_read(const char *prog, char *err, size_t errlen);
-
-/* The wait's variables are checked at the start, not at the first wait: a bad one is bad
- * input (one line, exit status CT_EXIT_USAGE), said by the lowest rank that sees it (the
- * environment may differ between hosts). */
-static void refuse_bad_wait_settings(void)
-{
-    char err[256];
-    int bad = wait_settings_read(program, err, sizeof err) ? since.rank : INT_MAX, first;
-    CT_MPI_CHECK(MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    if (first == INT_MAX)
-        return;
-    if (since.rank == first)
-        ct_report_error("%s", err);
-    (MPI_Finalize)();
-    exit(CT_EXIT_USAGE);
-}
+static int refused_by_any(int bad, const char *err);
 
 void ct_mpi_init(int *argc, char ***argv)
 {
@@ -69,7 +54,14 @@ void ct_mpi_init(int *argc, char ***argv)
     }
     CT_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &since.rank));
-    refuse_bad_wait_settings();
+    /* the wait's variables are checked at the start, not at the first wait: a bad one is
+     * bad input (one line, exit status CT_EXIT_USAGE; the environment may differ between
+     * hosts) */
+    char err[256];
+    if (refused_by_any(wait_settings_read(program, err, sizeof err), err)) {
+        (MPI_Finalize)();
+        exit(CT_EXIT_USAGE);
+    }
     since.wall = ct_now();
     ct_cpu_times(&since.user, &since.system);
     since.started = 1;
@@ -115,6 +107,17 @@ int ct_mpi_finalize(void)
     return (MPI_Finalize)();
 }
 
+/* Every rank's refusal (bad: this rank has one, its line in err), agreed: the lowest rank
+ * with one says it. Returns whether any rank refused. Collective over MPI_COMM_WORLD. */
+static int refused_by_any(int bad, const char *err)
+{
+    int me = world_rank(), mine = bad ? me : INT_MAX, first;
+    CT_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+    if (me == first)
+        ct_report_error("%s", err);
+    return first != INT_MAX;
+}
+
 int ct_mpi_start(const ct_mpi_start_args *a, int *argc, char ***argv, int *rank, int *size)
 {
     const char *prog = ct_basename((*argv)[0]);
@@ -122,18 +125,26 @@ int ct_mpi_start(const ct_mpi_start_args *a, int *argc, char ***argv, int *rank,
         a->usage();
         return 0;
     }
-    if (a->check_only->on)
+    if (a->check_only && a->check_only->on) {
+        int np = a->check_only->np;
         return ct_check_only_exit(
-            a->parse_failed || a->check(a->opts, a->check_only->np, prog, a->err, a->errlen) ||
+            a->parse_failed || (a->check && a->check(a->opts, np, prog, a->err, a->errlen)) ||
+                    (a->check_skips && a->check_skips(a->opts, np, prog, a->err, a->errlen)) ||
                     wait_settings_read(prog, a->err, a->errlen)
                 ? a->err
                 : NULL);
+    }
     ct_mpi_init(argc, argv);
     CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, rank));
     CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, size));
-    if (a->parse_failed || a->check(a->opts, *size, prog, a->err, a->errlen)) {
-        if (*rank == 0)
-            ct_report_error("%s", a->err);
+    int bad = a->parse_failed;
+    if (a->shared) {
+        CT_MPI_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
+        if (!bad)
+            CT_MPI_CHECK(MPI_Bcast(a->opts, (int)a->shared, MPI_BYTE, 0, MPI_COMM_WORLD));
+    }
+    bad = bad || (a->check && a->check(a->opts, *size, prog, a->err, a->errlen));
+    if (refused_by_any(bad, a->err)) {
         CT_MPI_CHECK(MPI_Finalize());
         return CT_EXIT_USAGE;
     }

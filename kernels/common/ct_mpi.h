@@ -40,7 +40,20 @@ enum ct_mpi_tag {
      * one of the 3^4 offsets in {-1, 0, 1}^4 */
     CT_TAG_QCD_HALO = CT_TAG_LP_PANEL + CT_TAG_LP_PANELS,
     CT_TAG_QCD_HALO_END = CT_TAG_QCD_HALO + 81,
-    CT_TAG_END = CT_TAG_QCD_HALO_END /* first tag not in use */
+    /* ct-npb-lu: a plane's edge to the next rank of the pipelined sweeps, one tag per
+     * direction (lu_ssor.c); the right-hand side's halo, + the side it arrives at, 0..3
+     * (lu_rhs.c) */
+    CT_TAG_NPB_LU_SOUTH = CT_TAG_QCD_HALO_END,
+    CT_TAG_NPB_LU_EAST,
+    CT_TAG_NPB_LU_NORTH,
+    CT_TAG_NPB_LU_WEST,
+    CT_TAG_NPB_LU_HALO,
+    /* ct-npb-bt: a face of the right-hand side, + 2 * direction + side (bt_rhs.c); the
+     * line solves' forward and back substitutions, + direction 0..2 (bt_solve.c) */
+    CT_TAG_NPB_BT_FACE = CT_TAG_NPB_LU_HALO + 4,
+    CT_TAG_NPB_BT_FWD = CT_TAG_NPB_BT_FACE + 6,
+    CT_TAG_NPB_BT_BACK = CT_TAG_NPB_BT_FWD + 3,
+    CT_TAG_END = CT_TAG_NPB_BT_BACK + 3 /* first tag not in use */
 };
 _Static_assert(CT_TAG_END <= 32767, "tags must stay below the smallest MPI_TAG_UB");
 
@@ -60,16 +73,21 @@ void ct_mpi_init(int *argc, char ***argv);
 int ct_mpi_finalize(void);
 #define MPI_Finalize() ct_mpi_finalize()
 
-/* The start every MPI kernel's main shares, once its options are parsed (before MPI, so
+/* The start every MPI program's main shares, once its options are parsed (before MPI, so
  * that --help and --check-only never start it):
  *   --help: usage() is printed; returns 0.
- *   --check-only --np N: a parse error, else check(opts, N), is the one line on stderr;
- *     returns 0 or CT_EXIT_USAGE (ct_check_only_exit).
- *   Otherwise MPI starts (ct_mpi_init), *rank and *size are set and check(opts, size)
- *   runs; a parse error or a failed check is printed by rank 0 (ct_report_error), MPI is
- *   finalised and CT_EXIT_USAGE returned. CT_MPI_RUN when the run goes ahead.
- * check returns 0, or -1 with its one line in err; it may complete opts for the job's
- * size (a default grid). Whatever it returns, main returns unless it is CT_MPI_RUN. */
+ *   --check-only --np N (check_only NULL: the program takes none): a parse error, else
+ *     check(opts, N), else check_skips(opts, N), else a bad CT_MPI_WAIT_* variable
+ *     (ct_mpi_waitall) is the one line on stderr; returns 0 or CT_EXIT_USAGE.
+ *   Otherwise MPI starts (ct_mpi_init), *rank and *size are set; with shared, rank 0's
+ *     parse (its error, else opts: shared bytes, broadcast as they are) is every rank's, so
+ *     that the files the options name need be readable on rank 0's host only. check(opts,
+ *     size) runs on every rank; a parse error or a failed check is said by the lowest rank
+ *     that has one (ct_report_error), MPI is finalised and CT_EXIT_USAGE returned.
+ *     CT_MPI_RUN when the run goes ahead.
+ * A check returns 0, or -1 with its one line in err; check may complete opts for the job's
+ * size (a default grid). check and check_skips may be NULL (nothing to check). Whatever
+ * ct_mpi_start returns, main returns unless it is CT_MPI_RUN. */
 #define CT_MPI_RUN (-1)
 typedef int (*ct_mpi_check_fn)(void *opts, int np, const char *prog, char *err, size_t errlen);
 typedef struct {
@@ -81,6 +99,10 @@ typedef struct {
     void *opts;
     char *err;
     size_t errlen;
+    /* --check-only only: what a run skips rather than refuses (Linpack's grids larger than
+     * the job), which the launcher wants to hear of before it starts one */
+    ct_mpi_check_fn check_skips;
+    size_t shared; /* 0, or sizeof *opts when rank 0's parse counts (opts holds no pointer) */
 } ct_mpi_start_args;
 int ct_mpi_start(const ct_mpi_start_args *a, int *argc, char ***argv, int *rank, int *size);
 

@@ -352,21 +352,28 @@ static void fuzz_gridmap_line(void)
         finding(-1, "gridmap_line returned something else than -1, 0 or 1");
 }
 
+static void fuzz_usage(void) { printf("usage: ct-io-fuzz --frames N [--seed S] [--seconds T]\n"); }
+
 int main(int argc, char **argv)
 {
-    long frames_wanted = 100000, seconds = 0;
-    unsigned long long seed = 1;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--frames") == 0)
-            frames_wanted = atol(argv[i + 1]);
-        else if (strcmp(argv[i], "--seed") == 0)
-            seed = strtoull(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--seconds") == 0)
-            seconds = atol(argv[i + 1]);
-    }
-    rng_state ^= seed * 0x9e3779b97f4a7c15ULL;
+    long frames_wanted = 100000, seconds = 0, seed = 1;
+    int help = 0;
+    const ct_opt table[] = {
+        {"--frames", CT_OPT_LONG, .dest = &frames_wanted, .min = 0, .max = LONG_MAX},
+        {"--seed", CT_OPT_LONG, .dest = &seed, .min = 0, .max = LONG_MAX},
+        {"--seconds", CT_OPT_LONG, .dest = &seconds, .min = 0, .max = LONG_MAX},
+        {"--help", CT_OPT_FLAG, .dest = &help},
+        {.type = CT_OPT_END},
+    };
+    char err[512];
+    int bad = ct_opt_parse(table, argc, argv, err, sizeof err) != 0, rank, size;
+    ct_mpi_start_args start = {.parse_failed = bad, .help = help, .usage = fuzz_usage,
+                               .err = err, .errlen = sizeof err};
+    int status = ct_mpi_start(&start, &argc, &argv, &rank, &size);
+    if (status != CT_MPI_RUN)
+        return status;
+    rng_state ^= (unsigned long long)seed * 0x9e3779b97f4a7c15ULL;
     signal(SIGPIPE, SIG_IGN);
-    ct_mpi_init(&argc, &argv);
 
     /* the export, a directory outside it, and the way out a client must never take */
     char base[] = "/tmp/ct-io-fuzz-XXXXXX", exp[PATH_MAX], outside[PATH_MAX], path[PATH_MAX + 32];

@@ -127,20 +127,8 @@ typedef struct {
 static int parse_sizes(const ct_opt *opt, const char *text, char *expected, size_t len)
 {
     size_list l = {0};
-    int ok = *text != '\0';
-    for (const char *p = text; ok && *p;) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        ok = end != p && !errno && v >= 1 && v <= MAX_N && (*end == ',' || *end == '\0') &&
-             l.count < MAX_SIZES;
-        if (ok)
-            l.v[l.count++] = (int)v;
-        p = end;
-        if (ok && *p == ',' && *++p == '\0')
-            ok = 0;
-    }
-    if (!ok) {
+    l.count = ct_parse_int_list(text, ',', NULL, 1, MAX_N, l.v, MAX_SIZES);
+    if (l.count < 0) {
         snprintf(expected, len, "up to %d sizes N (1..%d) separated by commas", MAX_SIZES, MAX_N);
         return -1;
     }
@@ -640,28 +628,29 @@ static void detail(ct_json *j, const void *arg)
 #endif
 }
 
+static void usage(void)
+{
+    printf("usage: %s --dir DIR [--sizes 16,64,100,128,256] [--mode collective|independent"
+           "|both] [--ops write,read] [--format cdf1|cdf2|cdf5] [--reps 20] [--warmup 0] [--raw]"
+           " [--variants netcdf,raw,rawswap] [--keep] [--inject-fault]\n",
+           FORWARDED ? "ct-io-fwd" : "ct-io-netcdf");
+}
+
 int main(int argc, char **argv)
 {
     options o;
     char err[512];
-    if (parse_options(argc, argv, &o, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return CT_EXIT_USAGE;
-    }
-    if (o.help) {
-        printf("usage: %s --dir DIR [--sizes 16,64,100,128,256] [--mode collective|independent"
-               "|both] [--ops write,read] [--format cdf1|cdf2|cdf5] [--reps 20] [--warmup 0] [--raw]"
-               " [--variants netcdf,raw,rawswap] [--keep] [--inject-fault]\n", ct_basename(argv[0]));
-        return 0;
-    }
+    int bad = parse_options(argc, argv, &o, err, sizeof err) != 0;
+    int rank, np;
+    ct_mpi_start_args start = {.parse_failed = bad, .help = o.help, .usage = usage, .err = err,
+                               .errlen = sizeof err};
+    int status = ct_mpi_start(&start, &argc, &argv, &rank, &np);
+    if (status != CT_MPI_RUN)
+        return status;
     run_info ri = {.o = &o};
-    ct_mpi_init(&argc, &argv);
 #ifndef CT_IO_FORWARDED
     openmpi_io_selection(ri.selection, sizeof ri.selection);
 #endif
-    int rank, np;
-    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &np));
 
 #ifdef CT_IO_FORWARDED
     ri.driver = "forwarded"; /* the server's driver is in its own output */

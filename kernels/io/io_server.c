@@ -1373,44 +1373,60 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
     return 0;
 }
 
-int main(int argc, char **argv)
+static void usage(void)
 {
-    server s = {0};
-    char err[512];
-    if (parse_options(argc, argv, &s.o, err, sizeof err)) {
-        fprintf(stderr, "%s\n", err);
-        return CT_EXIT_USAGE;
+    printf("usage: ct-io-server --export DIR --cert C --key K --ca CA --gridmap FILE [--crl FILE] "
+           "[--port P] [--sessions N] [--idle-timeout S] [--handshake-timeout S] "
+           "[--max-request BYTES] [--round BYTES]\n");
+}
+
+/* The export and the grid-mapfile, which this process reads itself: refused before MPI
+ * starts, one line on stderr (a server refused for its files starts nothing). */
+static int local_files(server *s, const char *prog, char *err, size_t errlen)
+{
+    if (!realpath(s->o.export_dir, s->export_real)) {
+        snprintf(err, errlen, "%s: --export %s: %s", prog, s->o.export_dir, strerror(errno));
+        return -1;
     }
-    if (s.o.help) {
-        printf("usage: %s --export DIR --cert C --key K --ca CA --gridmap FILE [--crl FILE] "
-               "[--port P] [--sessions N] [--idle-timeout S] [--handshake-timeout S] "
-               "[--max-request BYTES] [--round BYTES]\n", ct_basename(argv[0]));
-        return 0;
-    }
-    if (!realpath(s.o.export_dir, s.export_real)) {
-        fprintf(stderr, "%s: --export %s: %s\n", ct_basename(argv[0]), s.o.export_dir,
-                strerror(errno));
-        return CT_EXIT_USAGE;
-    }
-    s.export_fd = open(s.export_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (s.export_fd < 0) {
-        fprintf(stderr, "%s: --export %s: %s\n", ct_basename(argv[0]), s.o.export_dir,
-                strerror(errno));
-        return CT_EXIT_USAGE;
+    s->export_fd = open(s->export_real, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (s->export_fd < 0) {
+        snprintf(err, errlen, "%s: --export %s: %s", prog, s->o.export_dir, strerror(errno));
+        return -1;
     }
     char why[PATH_MAX + 400], area[PATH_MAX];
     int ro, found;
-    if (gridmap_read(s.o.gridmap, "", area, sizeof area, &ro, &found, why, sizeof why)) {
-        fprintf(stderr, "%s: --gridmap %s\n", ct_basename(argv[0]), why);
+    if (gridmap_read(s->o.gridmap, "", area, sizeof area, &ro, &found, why, sizeof why)) {
+        snprintf(err, errlen, "%s: --gridmap %s", prog, why);
+        return -1;
+    }
+    return 0;
+}
+
+static int check_ranks(void *opts, int np, const char *prog, char *err, size_t errlen)
+{
+    (void)opts;
+    if (np <= NCFWD_MAX_SERVERS)
+        return 0;
+    snprintf(err, errlen, "%s: %d ranks: at most %d", prog, np, NCFWD_MAX_SERVERS);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    server s = {0};
+    char err[PATH_MAX + 600];
+    int bad = parse_options(argc, argv, &s.o, err, sizeof err) != 0;
+    if (!bad && !s.o.help && local_files(&s, ct_basename(argv[0]), err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
         return CT_EXIT_USAGE;
     }
     s.replaced_dir = -1;
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-reply is an error to handle, not our death */
-    ct_mpi_init(&argc, &argv);
-    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &s.rank));
-    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &s.size));
-    if (s.size > NCFWD_MAX_SERVERS)
-        ct_mpi_fail("%d ranks: at most %d", s.size, NCFWD_MAX_SERVERS);
+    ct_mpi_start_args start = {.parse_failed = bad, .help = s.o.help, .usage = usage,
+                               .check = check_ranks, .err = err, .errlen = sizeof err};
+    int status = ct_mpi_start(&start, &argc, &argv, &s.rank, &s.size);
+    if (status != CT_MPI_RUN)
+        return status;
     s.ctx = ncfwd_tls_context(1, s.o.cert, s.o.key, s.o.ca, err, sizeof err);
     if (!s.ctx)
         ct_mpi_fail("TLS: %s", err);

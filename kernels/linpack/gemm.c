@@ -371,9 +371,10 @@ int main(int argc, char **argv)
     /* read before MPI starts, so that --check-only and --help never start it */
     int bad = parse_options(argc, argv, &o, err, sizeof err) != 0;
     int rank, size;
-    int status = ct_mpi_start(&(ct_mpi_start_args){bad, o.help, usage, &o.check, check_grid,
-                                                   &o, err, sizeof err},
-                              &argc, &argv, &rank, &size);
+    ct_mpi_start_args start = {.parse_failed = bad, .help = o.help, .usage = usage,
+                               .check_only = &o.check, .check = check_grid, .opts = &o,
+                               .err = err, .errlen = sizeof err};
+    int status = ct_mpi_start(&start, &argc, &argv, &rank, &size);
     if (status != CT_MPI_RUN)
         return status;
     lp_grid g;

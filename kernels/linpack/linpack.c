@@ -54,25 +54,24 @@ typedef struct {
     ct_check_only check;
 } cmdline;
 
-static void usage(FILE *f)
+static void usage(void)
 {
-    fprintf(f,
-            "usage: ct-linpack [--dat HPL.dat [--dat-format auto|1|2]] [options]\n"
-            "  -N LIST            problem sizes (comma-separated; overrides the file)\n"
-            "  --nb LIST          block sizes\n"
-            "  -P LIST, -Q LIST   process grids (paired, as the Ps and Qs lines)\n"
-            "  --pmap row|col     process mapping\n"
-            "  --threshold T      residual threshold (negative: no check)\n"
-            "  --pfact LIST       L, C, R (or 0, 1, 2)\n"
-            "  --nbmin LIST, --ndiv LIST, --rfact LIST\n"
-            "  --bcast LIST       0=1ring 1=1ringM 2=2ring 3=2ringM 4=long 5=longM\n"
-            "  --depth LIST       look-ahead depths\n"
-            "  --swap 0|1|2       bin-exch, long, mix;  --swap-threshold COLS\n"
-            "  --seed S           matrix generator seed\n"
-            "  --hpl-out FILE     HPL-format text output ('-' for stderr)\n"
-            "  --check-only --np N  check the arguments for N ranks without running (exit 0/2)\n"
-            "  --inject-fault     corrupt the factorisation (tests: the check must FAIL)\n"
-            "  --inject-alloc-failure RANK  the panel allocation fails on RANK (tests)\n");
+    printf("usage: ct-linpack [--dat HPL.dat [--dat-format auto|1|2]] [options]\n"
+           "  -N LIST            problem sizes (comma-separated; overrides the file)\n"
+           "  --nb LIST          block sizes\n"
+           "  -P LIST, -Q LIST   process grids (paired, as the Ps and Qs lines)\n"
+           "  --pmap row|col     process mapping\n"
+           "  --threshold T      residual threshold (negative: no check)\n"
+           "  --pfact LIST       L, C, R (or 0, 1, 2)\n"
+           "  --nbmin LIST, --ndiv LIST, --rfact LIST\n"
+           "  --bcast LIST       0=1ring 1=1ringM 2=2ring 3=2ringM 4=long 5=longM\n"
+           "  --depth LIST       look-ahead depths\n"
+           "  --swap 0|1|2       bin-exch, long, mix;  --swap-threshold COLS\n"
+           "  --seed S           matrix generator seed\n"
+           "  --hpl-out FILE     HPL-format text output ('-' for stderr)\n"
+           "  --check-only --np N  check the arguments for N ranks without running (exit 0/2)\n"
+           "  --inject-fault     corrupt the factorisation (tests: the check must FAIL)\n"
+           "  --inject-alloc-failure RANK  the panel allocation fails on RANK (tests)\n");
 }
 
 static int parse_table(options *o, cmdline *c, int argc, char **argv, char *err, size_t errlen)
@@ -180,29 +179,29 @@ static const char *illegal(int p, int q, int nprocs)
     return NULL;
 }
 
-/* --inject-alloc-failure names a rank the run does not have. */
-static int alloc_rank_missing(const options *o, int nprocs, char *err, size_t errlen)
+/* --inject-alloc-failure names a rank the run does not have (ct_mpi_start's check). */
+static int alloc_rank_missing(void *opts, int nprocs, const char *name, char *err, size_t errlen)
 {
+    const options *o = opts;
     if (o->fail_alloc_rank < nprocs)
         return 0;
-    snprintf(err, errlen, "%s: --inject-alloc-failure: rank %d is not among the %d ranks", prog,
+    snprintf(err, errlen, "%s: --inject-alloc-failure: rank %d is not among the %d ranks", name,
              o->fail_alloc_rank, nprocs);
-    return 1;
+    return -1;
 }
 
-/* --check-only: what a run on np ranks would stop at, or skip a grid for; NULL if none. */
-static const char *check_only(const options *o, int np, char *line, size_t len)
+/* --check-only: a grid a run on np ranks would skip (ct_mpi_start's check_skips). */
+static int grid_too_large(void *opts, int np, const char *name, char *err, size_t errlen)
 {
-    if (alloc_rank_missing(o, np, line, len))
-        return line;
+    const options *o = opts;
     for (int i = 0; i < o->prm.p.count; i++) {
         const char *why = illegal(o->prm.p.v[i], o->prm.q.v[i], np);
         if (why) {
-            snprintf(line, len, "%s: %s: %s", prog, o->prm.pq_from, why);
-            return line;
+            snprintf(err, errlen, "%s: %s: %s", name, o->prm.pq_from, why);
+            return -1;
         }
     }
-    return NULL;
+    return 0;
 }
 
 /* A barrier that yields while it waits (MPICH's blocking collectives spin, which starves
@@ -429,29 +428,16 @@ int main(int argc, char **argv)
     char err[1024];
     prog = ct_basename(argv[0]);
     /* every process reads the command line before MPI starts, so that --check-only and
-     * --help never start it; in a run, rank 0's reading is the one that counts */
+     * --help never start it; in a run, rank 0's reading is the one that counts (shared) */
     int bad = parse_options(argc, argv, &o, &c, err, sizeof err) != 0;
-    if (c.help) {
-        usage(stdout);
-        return 0;
-    }
-    if (c.check.on)
-        return ct_check_only_exit(bad ? err : check_only(&o, c.check.np, err, sizeof err));
-    ct_mpi_init(&argc, &argv);
     int rank, size;
-    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    CT_MPI_CHECK(MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD));
-    if (!bad) {
-        CT_MPI_CHECK(MPI_Bcast(&o, (int)sizeof o, MPI_BYTE, 0, MPI_COMM_WORLD));
-        bad = alloc_rank_missing(&o, size, err, sizeof err);
-    }
-    if (bad) {
-        if (rank == 0)
-            ct_report_error("%s", err);
-        CT_MPI_CHECK(MPI_Finalize());
-        return CT_EXIT_USAGE;
-    }
+    ct_mpi_start_args start = {.parse_failed = bad, .help = c.help, .usage = usage,
+                               .check_only = &c.check, .check = alloc_rank_missing,
+                               .check_skips = grid_too_large, .opts = &o, .shared = sizeof o,
+                               .err = err, .errlen = sizeof err};
+    int status = ct_mpi_start(&start, &argc, &argv, &rank, &size);
+    if (status != CT_MPI_RUN)
+        return status;
     lp_params *p = &o.prm;
 
     FILE *txt = NULL;

@@ -253,35 +253,40 @@ static void usage(void)
            ct_sweep_usage);
 }
 
-/* Returns 0 to run, 1 after --help, -1 on bad input (error line written by rank 0). */
-static int parse_args(int argc, char **argv, int rank, enum mode *mode, int *round_robin,
-                      ct_sweep_opts *o)
+typedef struct {
+    int mode, round_robin;
+    ct_sweep_opts sweep;
+} options;
+
+/* Returns 0, or -1 with the one line in err. */
+static int parse_args(int argc, char **argv, options *o, char *err, size_t errlen)
 {
-    int m = MODE_BLOCKING;
-    *round_robin = 0;
-    ct_sweep_defaults(o);
+    o->mode = MODE_BLOCKING;
+    o->round_robin = 0;
+    ct_sweep_defaults(&o->sweep);
     ct_opt sweep[CT_SWEEP_NOPTS];
-    ct_sweep_options(o, sweep);
+    ct_sweep_options(&o->sweep, sweep);
     const ct_opt table[] = {
-        {"--mode", CT_OPT_CHOICE, .dest = &m, .choices = mode_names},
-        {"--pairs-round-robin", CT_OPT_FLAG, .dest = round_robin},
+        {"--mode", CT_OPT_CHOICE, .dest = &o->mode, .choices = mode_names},
+        {"--pairs-round-robin", CT_OPT_FLAG, .dest = &o->round_robin},
         {NULL, CT_OPT_TABLE, .table = sweep},
         {.type = CT_OPT_END},
     };
-    char err[512];
-    int bad = ct_opt_parse(table, argc, argv, err, sizeof err) != 0;
-    *mode = (enum mode)m;
-    if (o->help) {
-        if (rank == 0)
-            usage();
-        return 1;
-    }
-    if (*round_robin && !o->max_size_given)
-        o->max_size = RR_DEFAULT_MAX;
-    bad = bad || ct_sweep_validate(o, MAX_MESSAGE, ct_basename(argv[0]), err, sizeof err) != 0;
-    if (bad && rank == 0)
-        ct_report_error("%s", err);
-    return bad ? -1 : 0;
+    int bad = ct_opt_parse(table, argc, argv, err, errlen) != 0;
+    if (o->round_robin && !o->sweep.max_size_given)
+        o->sweep.max_size = RR_DEFAULT_MAX;
+    return bad || ct_sweep_validate(&o->sweep, MAX_MESSAGE, ct_basename(argv[0]), err, errlen)
+               ? -1
+               : 0;
+}
+
+static int check_ranks(void *opts, int np, const char *prog, char *err, size_t errlen)
+{
+    (void)opts;
+    if (np >= 2)
+        return 0;
+    snprintf(err, errlen, "%s: needs at least 2 ranks, got %d", prog, np);
+    return -1;
 }
 
 struct run {
@@ -306,23 +311,19 @@ static void result_detail(ct_json *j, const void *arg)
 
 int main(int argc, char **argv)
 {
-    ct_mpi_init(&argc, &argv);
+    options opt;
+    char err[512];
+    int bad = parse_args(argc, argv, &opt, err, sizeof err) != 0;
     int rank, n;
-    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
-    enum mode mode;
-    int round_robin;
-    ct_sweep_opts o;
-    int rc = parse_args(argc, argv, rank, &mode, &round_robin, &o);
-    if (rc == 0 && n < 2) {
-        if (rank == 0)
-            ct_report_error("%s: needs at least 2 ranks, got %d", ct_basename(argv[0]), n);
-        rc = -1;
-    }
-    if (rc != 0) {
-        CT_MPI_CHECK(MPI_Finalize());
-        return rc < 0 ? CT_EXIT_USAGE : 0;
-    }
+    ct_mpi_start_args start = {.parse_failed = bad, .help = opt.sweep.help, .usage = usage,
+                               .check = check_ranks, .opts = &opt, .err = err,
+                               .errlen = sizeof err};
+    int status = ct_mpi_start(&start, &argc, &argv, &rank, &n);
+    if (status != CT_MPI_RUN)
+        return status;
+    enum mode mode = (enum mode)opt.mode;
+    int round_robin = opt.round_robin;
+    const ct_sweep_opts o = opt.sweep;
 
     char *hosts = ct_mpi_alloc((size_t)n * HOST_LEN, "the table of host names");
     char host[HOST_LEN] = "";
@@ -337,7 +338,7 @@ int main(int argc, char **argv)
     ct_mpi_agree(MPI_COMM_WORLD, &f);
 
     CT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    double start = ct_now();
+    double began = ct_now();
     struct run run = {.mode = mode, .round_robin = round_robin, .hosts = hosts};
     if (round_robin) {
         run.rounds = run_round_robin(&p, &o, rank, n, hosts);
@@ -350,7 +351,7 @@ int main(int argc, char **argv)
         p.peer = 0;
         follow(&p);
     }
-    run.wall = ct_now() - start;
+    run.wall = ct_now() - began;
 
     int failed = 0;
     CT_MPI_CHECK(

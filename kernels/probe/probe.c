@@ -40,9 +40,13 @@ static void detail(ct_json *j, const void *arg)
     ct_json_integer(j, "rank_sum", s->rank_sum);
 }
 
+static void usage(void)
+{
+    printf("usage: mpirun -np N ct-probe [--hang]\n");
+}
+
 int main(int argc, char **argv)
 {
-    ct_mpi_init(&argc, &argv);
     int hang = 0, help = 0;
     const ct_opt table[] = {
         {"--hang", CT_OPT_FLAG, .dest = &hang},
@@ -52,16 +56,11 @@ int main(int argc, char **argv)
     char err[512];
     int bad = ct_opt_parse(table, argc, argv, err, sizeof err) != 0;
     int rank, size;
-    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-    if (help || bad) {
-        if (rank == 0 && help)
-            printf("usage: mpirun -np N ct-probe [--hang]\n");
-        else if (rank == 0)
-            ct_report_error("%s", err);
-        CT_MPI_CHECK(MPI_Finalize());
-        return help ? 0 : CT_EXIT_USAGE;
-    }
+    ct_mpi_start_args start = {.parse_failed = bad, .help = help, .usage = usage,
+                               .err = err, .errlen = sizeof err};
+    int status = ct_mpi_start(&start, &argc, &argv, &rank, &size);
+    if (status != CT_MPI_RUN)
+        return status;
 
     struct rank_info mine;
     memset(&mine, 0, sizeof mine);

@@ -43,20 +43,11 @@ typedef struct {
 
 static int parse_dims(const ct_opt *opt, const char *text, char *expected, size_t len)
 {
-    int *v = opt->dest, n = 0;
-    const char *p = text;
-    while (n < QCD_DIM) {
-        char *end;
-        long x = strtol(p, &end, 10);
-        if (end == p || x < 1 || x > 1 << 20)
-            break;
-        v[n++] = (int)x;
-        p = end;
-        if (n < QCD_DIM && *p++ != 'x')
-            break;
-    }
-    if (n == QCD_DIM && *p == 0)
+    int v[QCD_DIM];
+    if (ct_parse_int_list(text, 'x', NULL, 1, 1 << 20, v, QCD_DIM) == QCD_DIM) {
+        memcpy(opt->dest, v, sizeof v);
         return 0;
+    }
     snprintf(expected, len, "four positive extents such as 8x8x8x8");
     return -1;
 }
@@ -574,9 +565,10 @@ int main(int argc, char **argv)
     char err[1024];
     int bad = parse_options(argc, argv, &o, err, sizeof err) != 0;
     int rank, size;
-    int status = ct_mpi_start(&(ct_mpi_start_args){bad, o.help, usage, &o.check, check_job, &o,
-                                                   err, sizeof err},
-                              &argc, &argv, &rank, &size);
+    ct_mpi_start_args start = {.parse_failed = bad, .help = o.help, .usage = usage,
+                               .check_only = &o.check, .check = check_job, .opts = &o,
+                               .err = err, .errlen = sizeof err};
+    int status = ct_mpi_start(&start, &argc, &argv, &rank, &size);
     if (status != CT_MPI_RUN)
         return status;
     run r = {.o = &o};

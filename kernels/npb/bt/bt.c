@@ -60,7 +60,7 @@ int main(int argc, char **argv)
     /* one untimed step, as NPB does, then start again from the initial field */
     adi(&s);
     bt_initialize(&s);
-    s.comm = (npb_comm){0};
+    npb_comm_init(&s.comm);
 
     CT_MPI_CHECK(MPI_Barrier(comm));
     double t0 = MPI_Wtime();
@@ -73,7 +73,7 @@ int main(int argc, char **argv)
         }
     }
     double elapsed = MPI_Wtime() - t0;
-    npb_comm counted = s.comm;
+    ct_phases counted = s.comm;
 
     double xce[BT_NVAR], xcr[BT_NVAR];
     bt_error_norm(&s, xce);

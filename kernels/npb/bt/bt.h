@@ -77,7 +77,7 @@ typedef struct {
     size_t bufdoubles;
     double *jac; /* the solves' Jacobians: 3 planes x the widest cell x 50 */
     MPI_Request face_recv[6], face_send[6]; /* the ghost planes in flight */
-    npb_comm comm; /* time in MPI calls, messages and bytes sent */
+    ct_phases comm; /* time in MPI calls, messages and bytes sent */
 } bt_state;
 
 static inline size_t bt_uidx(const bt_cell *c, int i, int j, int k)
@@ -114,7 +114,5 @@ void bt_add(bt_state *s);
 void bt_isend(bt_state *s, const double *buf, size_t n, int dest, int tag, MPI_Request *r);
 void bt_irecv(bt_state *s, double *buf, size_t n, int src, int tag, MPI_Request *r);
 void bt_waitall(bt_state *s, int n, MPI_Request *r);
-
-enum { BT_TAG_FACE = NPB_TAG_BT, BT_TAG_FWD = NPB_TAG_BT + 10, BT_TAG_BACK = NPB_TAG_BT + 20 };
 
 #endif

@@ -12,24 +12,24 @@
 
 void bt_isend(bt_state *s, const double *buf, size_t n, int dest, int tag, MPI_Request *r)
 {
-    npb_comm_start(&s->comm);
+    ct_phase_start(&s->comm, NPB_COMM_S);
     CT_MPI_CHECK(MPI_Isend(buf, (int)n, MPI_DOUBLE, dest, tag, s->mpi, r));
-    npb_comm_stop(&s->comm);
+    ct_phase_stop(&s->comm, NPB_COMM_S);
     npb_comm_sent(&s->comm, (double)(n * sizeof(double)));
 }
 
 void bt_irecv(bt_state *s, double *buf, size_t n, int src, int tag, MPI_Request *r)
 {
-    npb_comm_start(&s->comm);
+    ct_phase_start(&s->comm, NPB_COMM_S);
     CT_MPI_CHECK(MPI_Irecv(buf, (int)n, MPI_DOUBLE, src, tag, s->mpi, r));
-    npb_comm_stop(&s->comm);
+    ct_phase_stop(&s->comm, NPB_COMM_S);
 }
 
 void bt_waitall(bt_state *s, int n, MPI_Request *r)
 {
-    npb_comm_start(&s->comm);
+    ct_phase_start(&s->comm, NPB_COMM_S);
     ct_mpi_waitall(n, r, NULL);
-    npb_comm_stop(&s->comm);
+    ct_phase_stop(&s->comm, NPB_COMM_S);
 }
 
 /* A box of points of a cell, bounds included (local indices, ghosts negative). */
@@ -225,7 +225,7 @@ static void faces_start(bt_state *s)
                          (size_t)cl->size[(d + 2) % 3];
             }
             bt_irecv(s, s->recvbuf + (2 * d + side) * region, n, from,
-                     BT_TAG_FACE + 2 * d + side, &s->face_recv[2 * d + side]);
+                     CT_TAG_NPB_BT_FACE + 2 * d + side, &s->face_recv[2 * d + side]);
         }
     for (int d = 0; d < 3; d++)
         for (int side = 0; side < 2; side++) {
@@ -239,7 +239,7 @@ static void faces_start(bt_state *s)
                 if (!(side ? cl->last[d] : cl->first[d]))
                     n += face(cl, d, side, 0, buf + n, 0);
             }
-            bt_isend(s, buf, n, to, BT_TAG_FACE + 2 * d + (1 - side), &s->face_send[2 * d + side]);
+            bt_isend(s, buf, n, to, CT_TAG_NPB_BT_FACE + 2 * d + (1 - side), &s->face_send[2 * d + side]);
         }
 }
 

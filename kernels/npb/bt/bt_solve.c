@@ -295,7 +295,7 @@ void bt_solve(bt_state *s, int d)
     for (int st = 1; st < q; st++) {
         const bt_cell *c = &s->cells[s->cell_at[d][st]];
         bt_irecv(s, frecv + (size_t)st * stage * 30, bt_lines(c, d) * 30, s->pred[d],
-                 BT_TAG_FWD + d, &rr[st]);
+                 CT_TAG_NPB_BT_FWD + d, &rr[st]);
     }
     for (int st = 0; st < q; st++) {
         bt_cell *c = &s->cells[s->cell_at[d][st]];
@@ -304,12 +304,12 @@ void bt_solve(bt_state *s, int d)
         double *out = st < q - 1 ? fsend + (size_t)st * stage * 30 : NULL;
         forward(s, c, d, st > 0 ? frecv + (size_t)st * stage * 30 : NULL, out, s->jac);
         if (out)
-            bt_isend(s, out, bt_lines(c, d) * 30, s->succ[d], BT_TAG_FWD + d, &fr[st]);
+            bt_isend(s, out, bt_lines(c, d) * 30, s->succ[d], CT_TAG_NPB_BT_FWD + d, &fr[st]);
     }
     for (int st = q - 2; st >= 0; st--) { /* in the order the successor sends them */
         const bt_cell *c = &s->cells[s->cell_at[d][st]];
         bt_irecv(s, brecv + (size_t)st * stage * BT_NVAR, bt_lines(c, d) * BT_NVAR, s->succ[d],
-                 BT_TAG_BACK + d, &rr[st]);
+                 CT_TAG_NPB_BT_BACK + d, &rr[st]);
     }
     for (int st = q - 1; st >= 0; st--) {
         bt_cell *c = &s->cells[s->cell_at[d][st]];
@@ -318,7 +318,7 @@ void bt_solve(bt_state *s, int d)
         double *out = st > 0 ? bsend + (size_t)st * stage * BT_NVAR : NULL;
         backward(c, d, st < q - 1 ? brecv + (size_t)st * stage * BT_NVAR : NULL, out);
         if (out)
-            bt_isend(s, out, bt_lines(c, d) * BT_NVAR, s->pred[d], BT_TAG_BACK + d, &br[st]);
+            bt_isend(s, out, bt_lines(c, d) * BT_NVAR, s->pred[d], CT_TAG_NPB_BT_BACK + d, &br[st]);
     }
     bt_waitall(s, q, fr);
     bt_waitall(s, q, br);

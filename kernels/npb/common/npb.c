@@ -44,9 +44,25 @@ const char *npb_check_np(char *line, size_t len, const char *prog, const char *b
     return line;
 }
 
-static int parse(int argc, char **argv, const npb_rule *rule, npb_options *o)
+/* What ct_mpi_start checks of a run: the rank count against the benchmark's rule. */
+typedef struct {
+    const npb_rule *rule;
+    const npb_options *o;
+} job;
+
+static int check_np(void *opts, int np, const char *prog, char *err, size_t errlen)
 {
-    const char *prog = ct_basename(argv[0]);
+    const job *j = opts;
+    const npb_rule *r = j->rule;
+    return npb_check_np(err, errlen, prog, r->bench, j->o->cls, np, r->allowed,
+                        r->max_list(j->o->cls), r->why)
+               ? -1
+               : 0;
+}
+
+int npb_start(int *argc, char ***argv, const npb_rule *rule, npb_options *o, int *np, int *me)
+{
+    const char *prog = ct_basename((*argv)[0]);
     int help = 0;
     *o = (npb_options){-1, 0, 0.0};
     ct_check_only c = {0, 0};
@@ -62,8 +78,8 @@ static int parse(int argc, char **argv, const npb_rule *rule, npb_options *o)
         {.type = CT_OPT_END},
     };
     char err[512] = "";
-    int bad = ct_opt_parse(table, argc, argv, err, sizeof err);
-    if (help) {
+    int bad = ct_opt_parse(table, *argc, *argv, err, sizeof err);
+    if (help) { /* the usage names the benchmark's own options: said here, not by ct_mpi_start */
         printf("usage: %s --class S|W|A|B|C%s [--inject-fault] [--check-only --np N]\n", prog,
                rule->takes_dt ? " [--dt STEP]" : "");
         return 0;
@@ -74,31 +90,16 @@ static int parse(int argc, char **argv, const npb_rule *rule, npb_options *o)
     }
     if (!bad)
         bad = ct_check_only_validate(&c, prog, err, sizeof err);
-    if (!c.on && !bad)
-        return -1;
-    char line[512];
-    return ct_check_only_exit(bad ? err
-                                  : npb_check_np(line, sizeof line, prog, rule->bench, o->cls,
-                                                 c.np, rule->allowed, rule->max_list(o->cls),
-                                                 rule->why));
+    job j = {rule, o};
+    ct_mpi_start_args start = {.parse_failed = bad != 0, .check_only = &c, .check = check_np,
+                               .opts = &j, .err = err, .errlen = sizeof err};
+    return ct_mpi_start(&start, argc, argv, me, np);
 }
 
-int npb_start(int *argc, char ***argv, const npb_rule *rule, npb_options *o, int *np, int *me)
+void npb_comm_init(ct_phases *c)
 {
-    int status = parse(*argc, *argv, rule, o);
-    if (status >= 0)
-        return status;
-    ct_mpi_init(argc, argv);
-    CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, np));
-    CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, me));
-    char line[512];
-    if (!npb_check_np(line, sizeof line, ct_basename((*argv)[0]), rule->bench, o->cls, *np,
-                      rule->allowed, rule->max_list(o->cls), rule->why))
-        return -1;
-    if (*me == 0)
-        ct_report_error("%s", line);
-    MPI_Finalize();
-    return CT_EXIT_USAGE;
+    static const char *const names[NPB_COMM_COUNT] = {"comm_s", "messages", "bytes"};
+    ct_phases_init(c, NPB_COMM_COUNT, names);
 }
 
 void npb_add_check(npb_result *r, const char *name, double value, double reference, int exact)
@@ -208,8 +209,9 @@ int npb_report(npb_result *r)
     int np, me;
     CT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &np));
     CT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &me));
-    double mine[4] = {r->time_s - r->comm.comm_s, r->comm.comm_s, r->comm.messages,
-                      r->comm.bytes};
+    const double *comm = r->comm.total;
+    double mine[4] = {r->time_s - comm[NPB_COMM_S], comm[NPB_COMM_S], comm[NPB_MESSAGES],
+                      comm[NPB_BYTES]};
     double *all = me == 0 ? ct_mpi_alloc(sizeof(double) * 4 * (size_t)np, "per-rank times")
                           : NULL;
     CT_MPI_CHECK(MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD));

@@ -11,6 +11,7 @@
 
 #include "ct_mpi.h"
 #include "ct_opt.h"
+#include "ct_phase.h"
 
 #define NPB_TOLERANCE 1e-8 /* NPB's relative tolerance of every checked value */
 #define NPB_MAX_CHECKS 32
@@ -18,17 +19,6 @@
 /* The classes the kernels accept, in the order of CT_OPT_CHOICE indices. */
 extern const char *const npb_classes[];  /* "S", "W", "A", "B", "C", NULL */
 enum { NPB_S, NPB_W, NPB_A, NPB_B, NPB_C, NPB_NCLASSES };
-
-/* Tags of the NPB kernels (below ct_mpi.h's CT_TAG_END range is not needed: each kernel
- * runs alone in its job, but the names keep the phases apart). */
-enum npb_tag {
-    NPB_TAG_LU_SOUTH = 1, /* LU pipelined sweeps: a plane's edge to the next rank */
-    NPB_TAG_LU_EAST,
-    NPB_TAG_LU_NORTH,
-    NPB_TAG_LU_WEST,
-    NPB_TAG_LU_HALO, /* LU halo exchange of the right-hand side (base; + direction) */
-    NPB_TAG_BT = 100 /* BT's own range starts here */
-};
 
 /* The "--check-only" answer: problem is NULL when np is allowed; otherwise writes
  * "<prog>: --np N: <BENCH>.<class> runs on <list> ranks<why>" into line. allowed(np, cls)
@@ -51,25 +41,22 @@ typedef struct {
     int takes_dt;          /* LU, BT: --dt is an option */
 } npb_rule;
 
-/* A kernel's start: parses argv before MPI (--help: exit status 0; --check-only: 0 or 2
- * with the one line; bad input: 2), then ct_mpi_init and the world's size checked (rank 0
- * reports a count the rule refuses, exit status 2). Returns -1 when the run goes ahead,
- * with this rank and the rank count in me and np; else the exit status. */
+/* A kernel's start: parses argv before MPI (--help: exit status 0), then ct_mpi_start
+ * with the rule as its check of the rank count (--check-only: 0 or 2 with the one line; a
+ * run: bad input or a count the rule refuses is one error line, exit status 2). Returns
+ * CT_MPI_RUN (-1) when the run goes ahead, with this rank and the rank count in me and
+ * np; else the exit status. */
 int npb_start(int *argc, char ***argv, const npb_rule *rule, npb_options *o, int *np, int *me);
 
-/* Communication accounting of one rank: time inside MPI calls of the timed section,
- * messages sent and their payload bytes. */
-typedef struct {
-    double comm_s, since;
-    double messages, bytes;
-} npb_comm;
-
-static inline void npb_comm_start(npb_comm *c) { c->since = MPI_Wtime(); }
-static inline void npb_comm_stop(npb_comm *c) { c->comm_s += MPI_Wtime() - c->since; }
-static inline void npb_comm_sent(npb_comm *c, double bytes)
+/* Communication accounting of one rank, in ct_phase accumulators (ct_phase.h): the time
+ * inside MPI calls of the timed section (ct_phase_start / ct_phase_stop of NPB_COMM_S),
+ * the messages sent and their payload bytes (npb_comm_sent). */
+enum { NPB_COMM_S, NPB_MESSAGES, NPB_BYTES, NPB_COMM_COUNT };
+void npb_comm_init(ct_phases *c); /* all zero */
+static inline void npb_comm_sent(ct_phases *c, double bytes)
 {
-    c->messages += 1.0;
-    c->bytes += bytes;
+    ct_phase_add(c, NPB_MESSAGES, 1.0);
+    ct_phase_add(c, NPB_BYTES, bytes);
 }
 
 /* One compared value. exact: a count (rel_error is still |v - ref| / |ref|, but the
@@ -96,7 +83,7 @@ typedef struct {
     /* LU/BT: the dt the run used and the class's; NPB's verification fails a run whose
      * dt differs (its class 'U'). EP: both 0, no dt check. */
     double dt, dt_reference;
-    npb_comm comm;
+    ct_phases comm; /* npb_comm_init */
     double per_iteration; /* iterations the message counts are divided by (EP: 1) */
     ct_json_fields extra; /* more figures (may be NULL), called with extra_arg */
     const void *extra_arg;

@@ -195,9 +195,9 @@ static void interior_sums(lu_t *g, const double *v, int error, double out[5])
                     s[m] += d * d;
                 }
             }
-    npb_comm_start(&g->comm);
+    ct_phase_start(&g->comm, NPB_COMM_S);
     CT_MPI_CHECK(MPI_Allreduce(s, out, 5, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    npb_comm_stop(&g->comm);
+    ct_phase_stop(&g->comm, NPB_COMM_S);
     npb_comm_sent(&g->comm, sizeof s);
     double points = (double)(g->n[0] - 2) * (g->n[1] - 2) * (g->n[2] - 2);
     for (int m = 0; m < 5; m++)
@@ -239,9 +239,9 @@ static double surface_integral(lu_t *g)
                 if (gi == i2)
                     x2[gj + (long)ny * k] = phi;
             }
-    npb_comm_start(&g->comm);
+    ct_phase_start(&g->comm, NPB_COMM_S);
     CT_MPI_CHECK(MPI_Allreduce(mine, all, (int)total, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    npb_comm_stop(&g->comm);
+    ct_phase_stop(&g->comm, NPB_COMM_S);
     npb_comm_sent(&g->comm, (double)total * sizeof(double));
     /* sum over the cells [a1, a2) x [b1, b2) of both faces' four corners */
     double frc[3] = {0, 0, 0};
@@ -331,7 +331,7 @@ int main(int argc, char **argv)
     initial_values(&g);
     lu_exchange(&g, g.u);
     lu_operator(&g, g.u, g.rsd, g.frct);
-    g.comm = (npb_comm){0};
+    npb_comm_init(&g.comm);
 
     CT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
     double t0 = MPI_Wtime();
@@ -339,7 +339,7 @@ int main(int argc, char **argv)
     double xcr[5];
     interior_sums(&g, g.rsd, 0, xcr);
     double elapsed = MPI_Wtime() - t0;
-    npb_comm counted = g.comm;
+    ct_phases counted = g.comm;
 
     double xce[5];
     interior_sums(&g, g.u, 1, xce);

@@ -27,7 +27,7 @@ typedef struct {
     double *halo;               /* halo exchange buffers */
     /* coefficients of the discretisation */
     double t1[3], t2[3], t3[3], dd[3], dssp;
-    npb_comm comm;
+    ct_phases comm;
 } lu_t;
 
 /* index of value 0 at local (i, j, k); ghosts -2 .. n+1 in i and j, and two empty planes

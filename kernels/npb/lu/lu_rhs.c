@@ -63,18 +63,18 @@ void lu_exchange(lu_t *g, double *v)
     for (int d = 0; d < 4; d++)
         if (nb[d] != MPI_PROC_NULL)
             strip(g, v, sb[d], d / 2, first_send[d], 0);
-    npb_comm_start(&g->comm);
+    ct_phase_start(&g->comm, NPB_COMM_S);
     for (int d = 0; d < 4; d++) {
         /* what goes west arrives at the west neighbour's east side: tag by arrival side */
-        CT_MPI_CHECK(MPI_Irecv(rb[d], (int)cnt[d], MPI_DOUBLE, nb[d], NPB_TAG_LU_HALO + d,
+        CT_MPI_CHECK(MPI_Irecv(rb[d], (int)cnt[d], MPI_DOUBLE, nb[d], CT_TAG_NPB_LU_HALO + d,
                                MPI_COMM_WORLD, &rq[d]));
-        CT_MPI_CHECK(MPI_Isend(sb[d], (int)cnt[d], MPI_DOUBLE, nb[d], NPB_TAG_LU_HALO + (d ^ 1),
+        CT_MPI_CHECK(MPI_Isend(sb[d], (int)cnt[d], MPI_DOUBLE, nb[d], CT_TAG_NPB_LU_HALO + (d ^ 1),
                                MPI_COMM_WORLD, &rq[4 + d]));
         if (nb[d] != MPI_PROC_NULL)
             npb_comm_sent(&g->comm, (double)cnt[d] * sizeof(double));
     }
     ct_mpi_waitall(8, rq, NULL);
-    npb_comm_stop(&g->comm);
+    ct_phase_stop(&g->comm, NPB_COMM_S);
     for (int d = 0; d < 4; d++)
         if (nb[d] != MPI_PROC_NULL)
             strip(g, v, rb[d], d / 2, first_recv[d], 1);

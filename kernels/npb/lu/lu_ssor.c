@@ -133,8 +133,8 @@ static void sweep(lu_t *g, double sign)
     int to_i = lower ? g->east : g->west, to_j = lower ? g->north : g->south;
     int in_i = lower ? -1 : g->ni, in_j = lower ? -1 : g->nj;
     int out_i = lower ? g->ni - 1 : 0, out_j = lower ? g->nj - 1 : 0;
-    int tag_i = lower ? NPB_TAG_LU_EAST : NPB_TAG_LU_WEST;
-    int tag_j = lower ? NPB_TAG_LU_NORTH : NPB_TAG_LU_SOUTH;
+    int tag_i = lower ? CT_TAG_NPB_LU_EAST : CT_TAG_NPB_LU_WEST;
+    int tag_j = lower ? CT_TAG_NPB_LU_NORTH : CT_TAG_NPB_LU_SOUTH;
     long ci = 5L * g->nj, cj = 5L * g->ni, per_plane = ci + cj;
     int nk = g->nk;
     MPI_Request *sends = ct_mpi_alloc(sizeof(MPI_Request) * 2 * (size_t)nk, "requests");
@@ -144,12 +144,12 @@ static void sweep(lu_t *g, double sign)
         int k = lower ? 1 + n : nk - 2 - n;
         double *rb = g->recvbuf, *sb = g->sendbuf + per_plane * k;
         MPI_Request rq[2];
-        npb_comm_start(&g->comm);
+        ct_phase_start(&g->comm, NPB_COMM_S);
         CT_MPI_CHECK(MPI_Irecv(rb, (int)ci, MPI_DOUBLE, from_i, tag_i, MPI_COMM_WORLD, &rq[0]));
         CT_MPI_CHECK(
             MPI_Irecv(rb + ci, (int)cj, MPI_DOUBLE, from_j, tag_j, MPI_COMM_WORLD, &rq[1]));
         ct_mpi_waitall(2, rq, NULL);
-        npb_comm_stop(&g->comm);
+        ct_phase_stop(&g->comm, NPB_COMM_S);
         if (from_i != MPI_PROC_NULL)
             edge(g, 0, in_i, k, rb, 1);
         if (from_j != MPI_PROC_NULL)
@@ -164,7 +164,7 @@ static void sweep(lu_t *g, double sign)
                 for (int i = g->iend; i >= g->ist; i--)
                     sweep_point(g, lu_at(g, i, j, k), step, +1.0);
         }
-        npb_comm_start(&g->comm);
+        ct_phase_start(&g->comm, NPB_COMM_S);
         if (to_i != MPI_PROC_NULL) {
             edge(g, 0, out_i, k, sb, 0);
             CT_MPI_CHECK(MPI_Isend(sb, (int)ci, MPI_DOUBLE, to_i, tag_i, MPI_COMM_WORLD,
@@ -177,11 +177,11 @@ static void sweep(lu_t *g, double sign)
                                    &sends[2 * k + 1]));
             npb_comm_sent(&g->comm, (double)cj * sizeof(double));
         }
-        npb_comm_stop(&g->comm);
+        ct_phase_stop(&g->comm, NPB_COMM_S);
     }
-    npb_comm_start(&g->comm);
+    ct_phase_start(&g->comm, NPB_COMM_S);
     ct_mpi_waitall(2 * nk, sends, NULL);
-    npb_comm_stop(&g->comm);
+    ct_phase_stop(&g->comm, NPB_COMM_S);
     free(sends);
 }
 

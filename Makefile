@@ -56,7 +56,7 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 
 test: setup lint
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=25
 
 demo: setup
 	$(VENV)/bin/python -m clustertune.demo

@@ -24,6 +24,7 @@ for it with :meth:`Level.part`, so reading every manifest is cheap and has no si
         demo="demo:step",                   # step(cluster, store) -> records
         study_kinds="study:KINDS",          # (clustertune.studies.kinds.Kind, ...)
         cluster_sources="sources:SOURCES",  # ((source, before), ...): see clustertune.sources
+        launchers="launchers:LAUNCHERS",    # (Launcher class, ...): see clustertune.launch
     )
 
 :mod:`clustertune.catalog` finds the manifests and orders them; the readers (the CLI, the
@@ -46,7 +47,7 @@ FLAVOURS = (*mpi.NAMES, SERIAL)  # the build trees: one per MPI, one without
 DEMO_DIR = Path("out")
 
 # The parts a manifest may name, and what each resolves to (docs/architecture.md).
-PARTS = ("commands", "section", "summary", "demo", "study_kinds", "cluster_sources")
+PARTS = ("commands", "section", "summary", "demo", "study_kinds", "cluster_sources", "launchers")
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class Level:
     demo: str | None = None
     study_kinds: str | None = None
     cluster_sources: str | None = None
+    launchers: str | None = None  # (Launcher class, ...): see clustertune.launch.launchers
     package: str = ""  # set by clustertune.catalog: the package the part strings are in
 
     def part(self, name: str):

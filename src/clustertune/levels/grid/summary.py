@@ -28,6 +28,12 @@ def linpack_row(p: dict) -> summary.Row:
     return row
 
 
+def times(ratio: float) -> str:
+    """A ratio as "1.9x"; below 1 with two significant digits ("0.013x", never "0.0x":
+    a within-site latency 76 times the across-site one must show)."""
+    return f"{ratio:.1f}x" if ratio >= 1 else f"{ratio:.2g}x"
+
+
 def pingpong_row(p: dict) -> summary.Row:
     lw, la = p.get("within_latency_us"), p.get("across_latency_us")
     bw, ba = p.get("within_bandwidth_mbps"), p.get("across_bandwidth_mbps")
@@ -42,7 +48,9 @@ def pingpong_row(p: dict) -> summary.Row:
     if not (lw and la and bw and ba):
         row.figure, row.verdict, row.state = "one side has no result", "incomplete", summary.BAD
         return row
-    row.figure = f"latency {la / lw:.1f}x, bandwidth {ba:.0f} vs {bw:.0f} Mbit/s"
+    row.figure = (
+        f"latency {la:.1f} vs {lw:.1f} µs ({times(la / lw)}), bandwidth {ba:.0f} vs {bw:.0f} Mbit/s"
+    )
     if p.get("wan_bps"):
         judge_bandwidth(row, ba, p["wan_bps"], "WAN")
     else:

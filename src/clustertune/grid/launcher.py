@@ -17,14 +17,12 @@ from pathlib import Path
 from .. import vcluster
 from ..launch.base import Job
 from ..launch.hostfile import HostfileLauncher
-from ..launch.launchers import register
 from ..launch.vcluster import VIRTUAL_NIC
 from . import slurm, virtual
 
 START_BARRIER_S = 30.0
 
 
-@register
 class GridLauncher(HostfileLauncher):
     name = "grid"
     interface = VIRTUAL_NIC

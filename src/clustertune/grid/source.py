@@ -1,7 +1,7 @@
 """``--cluster NAME`` for a virtual grid that ``grid up`` left on disk: the virtual
 cluster's hosts, each site with the grid launcher and its scheduler and contact in the
-site's settings (registered in clustertune.sources by the grid level, ahead of the plain
-virtual cluster of the same name)."""
+site's settings (a cluster source of the grid level, ahead of the plain virtual cluster
+of the same name)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from dataclasses import replace
 
 from .. import vcluster
 from ..cluster import Cluster, Site
-from . import launcher as _launcher  # noqa: F401  (registers the "grid" launcher)
 from . import virtual
 
 

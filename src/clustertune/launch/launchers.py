@@ -1,11 +1,12 @@
 """A cluster's launcher, by the name its sites give (``launcher = "..."`` in a cluster
-file): the built-in launchers listed here, and those a level adds (the grid's) with
-:func:`register`. The one list of launcher names."""
+file): the built-in launchers listed here, and those the levels' manifests name (their
+``launchers`` part: the grid's). The one list of launcher names."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+from .. import catalog
 from ..cluster import Cluster
 from ..errors import UserError
 from .base import Launcher
@@ -14,19 +15,20 @@ from .local import LocalLauncher
 from .slurm import SlurmLauncher
 from .vcluster import VClusterLauncher
 
-_REGISTRY: dict[str, type[Launcher]] = {
-    cls.name: cls for cls in (LocalLauncher, HostfileLauncher, SlurmLauncher, VClusterLauncher)
-}
+BUILT_IN = (LocalLauncher, HostfileLauncher, SlurmLauncher, VClusterLauncher)
+
+
+def _by_name() -> dict[str, type[Launcher]]:
+    found = {cls.name: cls for cls in BUILT_IN}
+    for level in catalog.all_levels():
+        for cls in level.part("launchers") or ():
+            found[cls.name] = cls
+    return found
 
 
 def names() -> list[str]:
     """Every launcher there is."""
-    return sorted(_REGISTRY)
-
-
-def register(cls: type[Launcher]) -> type[Launcher]:
-    _REGISTRY[cls.name] = cls
-    return cls
+    return sorted(_by_name())
 
 
 def launcher_for(cluster: Cluster, site: str | None = None) -> Launcher:
@@ -37,7 +39,7 @@ def launcher_for(cluster: Cluster, site: str | None = None) -> Launcher:
         hosts = tuple(h for h in cluster.hosts if h.site == site)
         cluster = replace(cluster, hosts=hosts, sites=(only,))
     try:
-        return _REGISTRY[cluster.launcher](cluster)
+        return _by_name()[cluster.launcher](cluster)
     except KeyError:
         raise UserError(
             f"cluster {cluster.name!r}: unknown launcher {cluster.launcher!r}"

@@ -10,6 +10,7 @@ compare.py   seeds/000's comparison: a kernel inside one site vs across sites
 section.py   the report section
 demo.py      the step in `make demo`
 sources.py   the cluster sources behind --cluster (clustertune.sources)
+launchers.py the grid launcher (clustertune.launch.launchers)
 """
 
 from .. import Level
@@ -23,4 +24,5 @@ LEVEL = Level(
     summary="summary:rows",
     demo="demo:demo",
     cluster_sources="sources:SOURCES",
+    launchers="launchers:LAUNCHERS",
 )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ DYNAMIC_IMPORTS = {
     f"{ROOT}.catalog": "discovery: counted by its iter_modules call",
 }
 STORE_WRITERS = (f"{ROOT}.runner", f"{ROOT}.results")
+PART_STRING = re.compile(r"[\w.]+:\w+")  # "module:attribute" (a title "Grid: ..." is not)
 
 
 @dataclass
@@ -108,7 +110,7 @@ def _manifest_parts(module: Module) -> dict[str, list[str]]:
         for kw in node.value.keywords:
             if isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
                 spec = kw.value.value
-                if ":" in spec and kw.arg:
+                if PART_STRING.fullmatch(spec) and kw.arg:
                     parts.setdefault(kw.arg, []).append(f"{module.name}.{spec.split(':')[0]}")
     return parts
 
@@ -132,7 +134,7 @@ def _graph(modules: dict[str, Module]) -> dict[str, set[str]]:
             edges |= every_part if name is None else parts.get(name, set())
         if m.discovers:
             edges |= {p.name for p in manifests}
-        graph[m.name] = edges - {m.name}
+        graph[m.name] = (edges & modules.keys()) - {m.name}
     return graph
 
 
@@ -267,6 +269,17 @@ def test_no_import_cycles(modules) -> None:
     assert not cycles, "\n".join(
         f"{len(c)} modules in a cycle, e.g. {_path(graph, c)}" for c in cycles
     )
+
+
+def test_every_part_string_names_a_module(modules) -> None:
+    missing = [
+        f"{_where(m)}: {part} -> {target}"
+        for m in _level_packages(modules)
+        for part, targets in _manifest_parts(m).items()
+        for target in targets
+        if target not in modules
+    ]
+    assert not missing, "\n".join(missing)
 
 
 def test_the_checks_see_the_edges_they_are_about(modules) -> None:

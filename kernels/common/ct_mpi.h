@@ -137,7 +137,9 @@ void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f);
  * a bounded time, then polls with growing naps in between, so that a rank whose core is
  * shared - with other ranks, or with another program - gives it away while it waits
  * (the blocking waits of MPICH and Open MPI spin). progress (may be NULL) runs between
- * polls. */
+ * polls. The bounds come from CT_MPI_WAIT_SPIN_US (-1: poll for ever) and
+ * CT_MPI_WAIT_NAP_US, integers up to 10 s, checked at the start (ct_mpi_init, and
+ * --check-only in ct_mpi_start): a bad value is bad input. */
 void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void));
 
 /* First line of MPI_Get_library_version(). */

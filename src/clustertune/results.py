@@ -53,9 +53,19 @@ def default_db_path() -> Path:
 
 
 class Store:
-    def __init__(self, path: Path | str | None = None):
-        self.path = Path(path) if path else default_db_path()
+    def __init__(
+        self, path: Path | str | None = None, *, base: Store | None = None, meta: dict | None = None
+    ):
+        """The database at ``path`` (default_db_path), or ``base``'s through its open
+        connection (see tagged). ``meta`` is added to the meta of every record the runner
+        stores through this Store."""
         self.saved: list[int] = []  # ids of the records this store saved, in order
+        self.meta = {**(base.meta if base else {}), **(meta or {})}
+        self._owner = base is None  # only the Store that opened the connection closes it
+        if base is not None:
+            self.path, self.conn = base.path, base.conn
+            return
+        self.path = Path(path) if path else default_db_path()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.conn = sqlite3.connect(self.path, timeout=30)
@@ -71,8 +81,15 @@ class Store:
         except (OSError, sqlite3.Error) as exc:
             raise UserError(f"results database {self.path}: {exc}") from None
 
+    def tagged(self, **meta) -> Store:
+        """The same database through another Store: its own ``saved``, and ``meta`` that
+        the runner adds to every record stored through it (a study point's
+        ``study={...}``). It shares this store's connection, which only this one closes."""
+        return Store(base=self, meta=meta)
+
     def close(self) -> None:
-        self.conn.close()
+        if self._owner:
+            self.conn.close()
 
     def save(self, record: dict) -> int:
         """Store a record in one transaction; sets and returns its id."""

@@ -13,10 +13,16 @@ and its error names every step's problem. Stopped by the user, the run is stored
 exception after something ran stores it as failed. The record is saved with the stop
 signals blocked, so a second Ctrl-C cannot lose it. ``run_kernel`` is the common case:
 one MPI job, one record.
+
+This is the one module that stores records: a run of something launched elsewhere (a
+grid job through its site's scheduler) is a composite run that began ``since`` then; a
+session built on other runs (a tuner's) is verified by the runs it ``rests_on``; the
+store's ``meta`` (a study point's tag) is added to every record stored through it.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime
 import os
 import subprocess
@@ -130,7 +136,12 @@ def tool_commit() -> str | None:
 
 
 def now_iso() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return iso(time.time())
+
+
+def iso(timestamp: float) -> str:
+    """A time.time() value as a record's UTC time stamp."""
+    return datetime.datetime.fromtimestamp(timestamp, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def env_knobs(job_env: dict[str, str] | None = None) -> dict[str, str]:
@@ -255,9 +266,13 @@ class Run:
         env: dict[str, str] | None = None,
         derive: Derive | None = None,
         composite: bool = False,
+        since: float | None = None,
     ):
         """``composite``: the level combines the steps itself and sets ``run.result``
-        (None: the run has no result); otherwise the last job's result line is the run's."""
+        (None: the run has no result); otherwise the last job's result line is the run's.
+        ``since``: the time (time.time()) the measurement began, when that was before the
+        run (a job submitted through a scheduler, then waited for): the record's start
+        and elapsed time count from it."""
         self.cluster = cluster
         self.composite = composite
         self.store = store
@@ -274,6 +289,9 @@ class Run:
             mpi,
             self.env,
         )
+        if since is not None:
+            self.record["started"] = iso(since)
+        self.since = since
         self.steps: list[Step] = []
         self.result: dict | None = None  # set by a composite run; else the last result line
         self.figures: dict = {}  # figures the level adds whatever the status
@@ -283,6 +301,7 @@ class Run:
         self._begin = 0.0
         self._wire: dict | None = None  # the pacers' state, on a virtual cluster
         self._late_before: dict[str, dict] = {}
+        self._evidence: tuple[list[dict], list[dict]] | None = None  # see rests_on
 
     # ----------------------------------------------------------------- launching
 
@@ -375,11 +394,21 @@ class Run:
 
     # ----------------------------------------------------------------- the record
 
+    def rests_on(self, kept: list[dict], chosen: list[dict]) -> None:
+        """A session that launches nothing itself (a tuner's) is verified by the stored
+        runs its choice rests on: ``kept``, every run whose figures it used, and
+        ``chosen``, those that ran the chosen settings again after the search. Passed
+        only when every one of them passed its own verification and ``chosen`` is not
+        empty; failed otherwise, the error naming the runs (see session_verification)."""
+        self._evidence = (kept, chosen)
+
     def __enter__(self) -> Run:
         self._wire = wire_state(self.cluster)
         if self._wire is not None:
             self._late_before = vcluster.wire_lateness(self._wire)
         self._begin = time.monotonic()
+        if self.since is not None:
+            self._begin -= max(0.0, time.time() - self.since)
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -432,6 +461,11 @@ class Run:
             record["detail"]["rank_times"] = sorted(ranks, key=lambda r: r.get("rank", 0))
         if any(s.failed for s in steps):
             record["verification"] = "failed"  # e.g. a server that saw corrupt data
+        if self._evidence is not None:
+            verification, why = session_verification(*self._evidence)
+            if record["verification"] != "failed":  # the level's own check may fail it too
+                record["verification"] = verification
+            problems += why
         if result is None and not problems:
             problems.append("the kernel wrote no result line")
         if self.derive is not None and record["samples"]:
@@ -457,6 +491,7 @@ class Run:
             tails = [s.completed.stderr.strip() for s in steps if s.problems or s.failed]
             tail = "\n".join(t for t in tails if t)[-STDERR_TAIL:]
             record["error"] = "; ".join(dict.fromkeys(problems)) + (f"\n{tail}" if tail else "")
+        record["meta"].update(copy.deepcopy(self.store.meta))  # a study point's tag
         self.store.save(record)
         return record
 
@@ -475,6 +510,25 @@ class Run:
         label = wire_late_label(late, max(meta["load"]["start"][0], meta["load"]["end"][0]))
         if label:
             meta.setdefault("labels", []).append(label)
+
+
+def session_verification(kept: list[dict], chosen: list[dict]) -> tuple[str, list[str]]:
+    """A session's verification from the runs it rests on (Run.rests_on) and why it
+    failed: every kept run passed its own verification, and the chosen settings were
+    run and verified (``chosen`` not empty, each passed)."""
+    why = [
+        f"run {r['id']} it kept is {r['status']} (verification {r['verification']})"
+        for r in kept
+        if r["verification"] != "passed"
+    ]
+    if not chosen:
+        why.append("the chosen settings were not run again")
+    why += [
+        f"run {r['id']} of the chosen settings is {r['status']} (verification {r['verification']})"
+        for r in chosen
+        if r["verification"] != "passed" and r not in kept
+    ]
+    return ("failed" if why else "passed"), why
 
 
 class _RunService:

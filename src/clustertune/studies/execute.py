@@ -32,25 +32,6 @@ from .kinds import Kind
 from .spec import ClusterSpec, Point, Study
 
 
-class TaggedStore(Store):
-    """The study's store seen by a level: every record saved carries the point's tag, and
-    ``records`` keeps the point's records (``saved``, as in any Store, their ids)."""
-
-    def __init__(self, base: Store, tag: dict):  # shares the open connection
-        self.path, self.conn, self.tag = base.path, base.conn, tag
-        self.saved: list[int] = []
-        self.records: list[dict] = []
-
-    def save(self, record: dict) -> int:
-        record["meta"]["study"] = dict(self.tag)
-        run_id = super().save(record)
-        self.records.append(record)
-        return run_id
-
-    def close(self) -> None:  # the base store owns the connection
-        pass
-
-
 def variant(quick: bool) -> str:
     return "quick" if quick else "full"
 
@@ -277,17 +258,17 @@ def run_point(
         "swept": [*point.step.sweep, *dict.fromkeys(k for c in point.step.cases for k in c)],
         "attempt": attempt,
     }
-    tagged = TaggedStore(store, tag)
+    tagged = store.tagged(study=tag)  # the runner puts the tag in each record's meta
     log(f"{where}: running on {cluster.name} ...")
     begin = time.monotonic()
     try:
         extra = {"rundir": rundir(store, study)} if kind.rundir else {}
         kind.run(cluster, tagged, dict(point.values), point.mpi, **extra)
     except UserError as exc:
-        if not tagged.records:  # refused before anything ran: nothing stored
+        if not tagged.saved:  # refused before anything ran: nothing stored
             log(f"{where}: error: {exc}")
             return {"point": point.key, "status": "error", "error": str(exc)}
-    records = tagged.records
+    records = [store.get(run_id) for run_id in tagged.saved]
     status = (
         "ok"
         if records and all(r["status"] == "ok" for r in records)

@@ -13,6 +13,7 @@ from ...commands import Output, open_store, positive_seconds, store_parser
 from ...errors import UserError
 from ...grid import info, jobs, staging, virtual
 from ...launch import mpi
+from ...runner import Run
 from ...units import format_rate, parse_rate
 from . import LEVEL, compare
 
@@ -102,9 +103,9 @@ def store_job(
 ) -> dict:
     """The submitted job as a record of the grid level (kernel ``grid-job``): its RSL
     attributes, the site's answer and its timeline (submitted, started, ended from the
-    job's own files), so the report lists it beside the co-allocated runs."""
+    job's own files), so the report lists it beside the co-allocated runs. A composite
+    run: the site's scheduler launched the job, the run records it from its request on."""
     from ...grid.source import cluster_from_grid
-    from ...runner import new_record
 
     d = Path(handle.dir)
     site = next(s for s in state["sites"] if s["name"] == handle.site)
@@ -114,15 +115,8 @@ def store_job(
         "backend": handle.backend,
         "grid": compare.grid_summary(state),
     }
-    record = new_record(
-        LEVEL.name,
-        "grid-job",
-        cluster_from_grid(state),
-        params,
-        job.hosts or [h["name"] for h in site["hosts"]],
-    )
     started, ended = _mtime(d / "started"), _mtime(d / "exit")
-    record["meta"]["coalloc"] = {
+    coalloc = {
         "sites": {
             handle.site: {
                 "scheduler": site["scheduler"],
@@ -137,20 +131,30 @@ def store_job(
         "started": started is not None,
         "error": None,
     }
-    record["status"] = "ok" if result.state == "done" else "failed"
-    record["verification"] = "not-verified"
-    record["figures"] = {
-        "exit_status": result.exit_status,
-        "job_s": round(ended - started, 3) if started and ended else None,
-    }
-    record["detail"] = {"staged": staging.as_dicts(staged)}
-    record["elapsed_s"] = round(time.time() - requested, 3)
-    if record["status"] != "ok":
-        record["error"] = (
-            f"{result.state}, exit status {result.exit_status}\n{result.stderr[-2000:]}"
-        ).strip()
-    open_store(args).save(record)
-    return record
+    with Run(
+        cluster_from_grid(state),
+        open_store(args),
+        level=LEVEL.name,
+        kernel="grid-job",
+        params=params,
+        hosts=job.hosts or [h["name"] for h in site["hosts"]],
+        composite=True,
+        since=requested,
+    ) as run:
+        run.record["meta"]["coalloc"] = coalloc
+        run.result = {
+            "verification": "not-verified",
+            "figures": {
+                "exit_status": result.exit_status,
+                "job_s": round(ended - started, 3) if started and ended else None,
+            },
+            "detail": {"staged": staging.as_dicts(staged)},
+        }
+        if result.state != "done":
+            run.problems.append(
+                f"{result.state}, exit status {result.exit_status}\n{result.stderr[-2000:]}".strip()
+            )
+    return run.record
 
 
 def cmd_submit(args: argparse.Namespace) -> Output:

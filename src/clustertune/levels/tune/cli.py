@@ -95,7 +95,8 @@ def cmd_linpack(args: argparse.Namespace) -> Output:
 def store_linpack(
     cluster, store, tuner: linpack.Tuner, summary: dict, out: Path, budget_min: float
 ) -> dict:
-    """The session's ``tune`` record (params.what = linpack), its HPL.dat at ``out``."""
+    """The session's ``tune`` record (params.what = linpack), its HPL.dat at ``out``;
+    verified by the runs the search read and the chosen configuration's runs after it."""
     summary["out"] = str(out.resolve())
     cfg = Config(**summary["config"])
     with runner.Run(
@@ -114,8 +115,8 @@ def store_linpack(
         mpi=tuner.mpi,
         env=tuner.env(tuner.blas_of(cfg.blas), cfg.threads),
     ) as run:
+        run.rests_on(*tuner.evidence(cfg))
         run.result = {
-            "verification": "passed",
             "figures": {
                 "gflops_confirm": summary["gflops_confirm"],
                 "gflops_search": summary["gflops_search"],
@@ -129,8 +130,14 @@ def store_linpack(
 
 
 def store_tcp(cluster, store, summary: dict) -> dict:
-    """The session's ``tune`` record (params.what = tcp)."""
+    """The session's ``tune`` record (params.what = tcp), verified by the ping-pongs the
+    choice read: the default buffers' and every sweep run that came out ok, the chosen
+    size's among them (the default's, when it is kept)."""
     a, b = summary["pair"]
+    base, *sweep = [store.get(run_id) for run_id in summary["runs"]]
+    kept = [base, *(r for r in sweep if r["status"] == "ok")]
+    size = summary["sockbuf"]
+    chosen = [base] if size is None else [r for r in sweep if r["params"].get("sockbuf") == size]
     with runner.Run(
         cluster,
         store,
@@ -140,8 +147,8 @@ def store_tcp(cluster, store, summary: dict) -> dict:
         params={"tune": summary["session"], "what": "tcp", "between": [a, b]},
         hosts=[a, b],
     ) as run:
+        run.rests_on(kept, chosen)
         run.result = {
-            "verification": "passed",
             "detail": summary,
             "figures": {
                 "sockbuf": summary["sockbuf"],
@@ -201,8 +208,11 @@ def cmd_qcd(args: argparse.Namespace) -> Output:
 
 
 def store_qcd(cluster, store, summary: dict, sweeps: int) -> dict:
-    """The session's ``tune`` record (params.what = qcd); failed verification if the
-    plaquette series differed between grids."""
+    """The session's ``tune`` record (params.what = qcd), verified by the runs the choice
+    read (every ok one) and the chosen grid's; failed verification also if the plaquette
+    series differed between grids."""
+    runs = [store.get(run_id) for run_id in summary["runs"]]
+    chosen_ids = next(c["runs"] for c in summary["candidates"] if c["grid"] == summary["grid"])
     with runner.Run(
         cluster,
         store,
@@ -220,8 +230,12 @@ def store_qcd(cluster, store, summary: dict, sweeps: int) -> dict:
         mpi=summary["mpi"],
         hosts=summary["hosts"],
     ) as run:
+        run.rests_on(
+            [r for r in runs if r["status"] == "ok"], [r for r in runs if r["id"] in chosen_ids]
+        )
         run.result = {
-            "verification": "failed" if summary["series_identical"] is False else "passed",
+            # the level's own check beside the runs': the same series from every grid
+            **({"verification": "failed"} if summary["series_identical"] is False else {}),
             "detail": summary,
             "figures": {
                 "gflops": summary["gflops"],

@@ -92,6 +92,9 @@ class Tuner:
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)
     noise: dict[str, str] = field(default_factory=dict)  # choices the rates did not decide
     stage_s: dict[str, float] = field(default_factory=dict)  # launch time per stage
+    # the ok runs whose figures the search read, by id, with the configurations of their
+    # passing samples (the session record's verification rests on them: evidence())
+    kept: dict[int, tuple[dict, list[Config]]] = field(default_factory=dict)
     _blases: dict[str, linpack.Blas] = field(default_factory=dict)
     _t0: float = field(default_factory=time.monotonic)
 
@@ -139,10 +142,7 @@ class Tuner:
         )
         self.timed(stage, began)
         self.runs.append(record["id"])
-        if record["status"] == "ok":
-            for s in record["samples"]:
-                if s.get("passed") is True and "variant" in s:
-                    self.trials.append((space.from_sample(cfg, s), s["gflops"]))
+        self.trials += self.passing(record, cfg)
         return record
 
     def timed(self, stage: str, began: float) -> None:
@@ -163,13 +163,29 @@ class Tuner:
         return out
 
     def passing(self, record: dict, base: Config) -> list[tuple[Config, float]]:
+        """The trials of an ok run (its samples that passed), which the search then uses."""
         if record["status"] != "ok":
             return []
-        return [
+        got = [
             (space.from_sample(base, s), s["gflops"])
             for s in record["samples"]
             if s.get("passed") is True and "variant" in s
         ]
+        if got:
+            self.kept[record["id"]] = (record, [c for c, _ in got])
+        return got
+
+    def evidence(self, final: Config) -> tuple[list[dict], list[dict]]:
+        """What the session's choice rests on (runner.Run.rests_on): every run whose
+        figures the search read, and those of them that ran ``final`` after the search
+        (the confirmation or the scale stage)."""
+        kept = [record for record, _ in self.kept.values()]
+        chosen = [
+            record
+            for record, configs in self.kept.values()
+            if record["params"].get("stage") in ("confirm", "scale") and final in configs
+        ]
+        return kept, chosen
 
     def best_of(self, record: dict, base: Config) -> tuple[Config, float] | None:
         got = self.passing(record, base)
@@ -254,6 +270,8 @@ class Tuner:
         )
         self.timed("blas", began)
         self.runs.append(record["id"])
+        if record["status"] == "ok":  # its rate may choose the BLAS
+            self.kept[record["id"]] = (record, [])
         return record
 
     def cores_per_host(self) -> int:

@@ -15,7 +15,7 @@ from clirun import cli
 from clustertune import hostinfo
 from clustertune.cluster import local_cluster
 from clustertune.levels.linpack import blas as blaslib
-from clustertune.levels.linpack import choice, section
+from clustertune.levels.linpack import choice, jobs, section
 from clustertune.levels.linpack import run as linpack
 from clustertune.results import Store
 
@@ -80,8 +80,8 @@ def test_a_wrong_blas_is_never_chosen_and_the_choice_is_reused_until_its_key_cha
     def no_run(*args, **kwargs):
         raise AssertionError("measured again")
 
-    run_gemm, cpu_info = linpack.run_gemm, hostinfo.cpu_info
-    monkeypatch.setattr(linpack, "run_gemm", no_run)
+    gemm_job, cpu_info = jobs.gemm_job, hostinfo.cpu_info  # the choice measures through it
+    monkeypatch.setattr(jobs, "gemm_job", no_run)
     again = choice.resolve(local_cluster(), store, 2, "openmpi", None)
     assert again["how"] == "stored" and again["directory"] == chosen["directory"]
     # another ISA (another CPU's key) is not this one's choice: measured anew
@@ -90,7 +90,7 @@ def test_a_wrong_blas_is_never_chosen_and_the_choice_is_reused_until_its_key_cha
     with pytest.raises(AssertionError, match="measured again"):
         choice.resolve(local_cluster(), store, 2, "openmpi", None, log=lambda _: None)
     monkeypatch.setattr(hostinfo, "cpu_info", cpu_info)
-    monkeypatch.setattr(linpack, "run_gemm", run_gemm)
+    monkeypatch.setattr(jobs, "gemm_job", gemm_job)
     # nor is a changed library: rebuilt (another file), it is measured again
     changed = fake_blas(tmp_path / "fake", "void spare_(void) {}\n")
     monkeypatch.setattr(choice, "candidates", lambda: [changed, good])

@@ -15,7 +15,7 @@ from clirun import assert_refused_before_launch, cli
 from clustertune import kernels, report
 from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.errors import UserError
-from clustertune.levels.linpack import blas, section
+from clustertune.levels.linpack import blas, compare, section
 from clustertune.levels.linpack import run as linpack
 from clustertune.results import Store
 
@@ -309,7 +309,7 @@ def test_blas_missing_a_symbol_is_recorded_failed(tmp_path, store) -> None:
     (tmp_path / "stub.c").write_text("void ct_not_a_blas(void) {}\n")
     cmd = ["cc", "-shared", "-fPIC", "-o", str(stub / "libblas.so.3"), str(tmp_path / "stub.c")]
     subprocess.run(cmd, check=True)
-    records = blas.compare(
+    records = compare.compare(
         local_cluster(),
         store,
         [blas.Blas("stub", stub)],
@@ -321,10 +321,10 @@ def test_blas_missing_a_symbol_is_recorded_failed(tmp_path, store) -> None:
         timeout=60,
     )
     assert [r["status"] for r in records] == ["failed", "failed"]
-    (row,) = blas.rows(records)
+    (row,) = compare.rows(records)
     assert row["check"] == "FAILED" and len(row["failed"]) == 2
     assert all("missing from the library" in reason for reason in row["failed"]), row["failed"]
-    assert "FAILED" in blas.text([row])
+    assert "FAILED" in compare.text([row])
 
 
 @pytest.mark.root

@@ -4,8 +4,10 @@ kernel field tells them apart), so the report can set an LU rate against the DGE
 the same BLAS.
 
 run.py       running the kernels: `clustertune linpack`, `clustertune gemm`, derived figures
-blas.py      `clustertune blas compare`: DGEMM and the LU with every installed BLAS
+blas.py      the BLAS libraries: the installed ones, selecting one, checking which ran
 choice.py    the host's default BLAS, NB of a default run
+jobs.py      one kernel job with the BLAS its caller chose (below run.py and choice.py)
+compare.py   `clustertune blas compare|choose`
 shim.py      the PyPI OpenBLAS (scipy-openblas32) as a libblas.so.3
 api.py       what other levels use of this one
 section.py   the report section (LU with % of peak, GEMM, BLAS comparison)

@@ -35,7 +35,7 @@ from ... import hostinfo
 from ...cluster import Cluster
 from ...results import Store
 from . import blas as blaslib
-from . import run, shim
+from . import jobs, shim
 
 SCREEN_N = 1024
 FINAL_N = 2048
@@ -85,7 +85,7 @@ def key_of(cluster: Cluster, found: list[blaslib.Blas]) -> dict:
             "version": blaslib.library_facts(b.library).get("version"),
         }
     key = {"cpu": cpu["model"], "isa": cpu["isa"], "libraries": libs}
-    if run.machines(cluster, 2) > 1:  # the hosts of another machine, measured through it
+    if jobs.machines(cluster, 2) > 1:  # the hosts of another machine, measured through it
         key["cluster"] = cluster.name
     return key
 
@@ -96,15 +96,6 @@ def digest(key: dict) -> str:
 
 def cache_file() -> Path:
     return hostinfo.blas_cache_dir() / "blas-choice.json"
-
-
-def environment(choice: dict) -> dict[str, str]:
-    """The environment a run with ``choice`` gets (its library first on the path, its
-    OpenBLAS core named)."""
-    env = {"LD_LIBRARY_PATH": choice["directory"]}
-    if choice.get("coretype"):
-        env["OPENBLAS_CORETYPE"] = choice["coretype"]
-    return env
 
 
 def told(env: dict[str, str] | None) -> bool:
@@ -183,12 +174,12 @@ def measure(
     """The fastest candidate whose DGEMM and LU pass their checks, with its version, the
     rates of all and the rank-K rates; None when none passed."""
     # the ranks of one machine fill its cores at most (a DGEMM rank per core)
-    ranks = min(np, os.cpu_count() or np) if run.machines(cluster, np) == 1 else np
+    ranks = min(np, os.cpu_count() or np) if jobs.machines(cluster, np) == 1 else np
     excluded: dict[str, str] = {}
 
     def dgemm(b: blaslib.Blas, n: int, extra: list[str] | None = None) -> dict:
-        kargs = run.gemm_args(str(n), 192, "d", 2, True, 1, ranks) + (extra or [])
-        return run.run_gemm(
+        kargs = jobs.gemm_args(str(n), 192, "d", 2, True, 1, ranks) + (extra or [])
+        return jobs.gemm_job(
             cluster,
             store,
             ranks,
@@ -226,7 +217,7 @@ def measure(
     order = [k for k in order if k not in excluded]
     for k in order:
         b = by_key[k]
-        lu = run.run_linpack(
+        lu = jobs.linpack_job(
             cluster,
             store,
             ranks,
@@ -235,7 +226,7 @@ def measure(
             timeout=MEASURE_TIMEOUT_S,
             env=blaslib.environment(b),
             params={"blas_measure": k},
-            derive=blaslib.library_check(b, run.derive),
+            derive=blaslib.library_check(b, jobs.derive),
             hosts=hosts,
         )
         if lu["status"] != "ok":
@@ -337,13 +328,4 @@ def told_choice(wanted: str) -> dict:
         "coretype": core or None,
         "version": facts.get("version"),
         "how": "named",
-    }
-
-
-def named(chosen: dict) -> dict:
-    """What a run's record says of its BLAS: library, version, core and how it was
-    chosen (``measured`` by this run, ``stored`` from an earlier one, ``named``)."""
-    return {
-        k: chosen.get(k)
-        for k in ("name", "label", "directory", "version", "coretype", "how", "dgemm_cpu_gflops")
     }

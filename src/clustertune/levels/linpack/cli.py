@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...commands import add_job_options
-from . import blas, run
+from . import compare, run
 
 
 def add_commands(sub, common) -> None:
@@ -42,7 +42,7 @@ def add_commands(sub, common) -> None:
     add_blas_option(g)
     g.set_defaults(func=run.cmd_gemm)
 
-    blas.add_commands(sub, common)
+    compare.add_commands(sub, common)
 
 
 def add_blas_option(parser) -> None:

@@ -13,22 +13,19 @@ import math
 from functools import partial
 from pathlib import Path
 
-from ... import kernels, ranktimes, runner
+from ... import kernels, ranktimes
 from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store, record_output
 from ...errors import UserError
 from ...hostinfo import memory_bytes
 from ...results import Store
 from ...runner import Derive
-from . import GEMM_KERNEL, LEVEL, LINPACK_KERNEL, choice
+from . import GEMM_KERNEL, LINPACK_KERNEL, choice, jobs
 from . import blas as blaslib
+from .jobs import TIMEOUT_S, derive, gemm_args, machines
 
-TIMEOUT_S = 3600.0
 # what every result line carries (the issue's JSON contract)
 RESULT_KEYS = ("variant", "n", "nb", "p", "q", "time_s", "gflops", "residual", "passed")
-PHASES = ("pfact", "bcast", "swap", "update", "wait", "solve")
-# one BLAS thread per rank (ranks fill the cores), whichever library runs
-BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "BLIS_NUM_THREADS": "1"}
 # flag of ct-linpack for each list option of the CLI
 LIST_FLAGS = {
     "n": "-N",
@@ -42,14 +39,6 @@ LIST_FLAGS = {
     "bcast": "--bcast",
     "depth": "--depth",
 }
-
-
-def machines(cluster: Cluster, np: int) -> int:
-    """Physical machines whose memory the ranks share: one for this host, a virtual
-    cluster or a virtual grid (namespaces of one machine), else the hosts the ranks land on."""
-    if cluster.launcher in ("local", "vcluster", "grid"):
-        return 1
-    return max(1, min(np, len(cluster.hosts)))
 
 
 def n_for_memory(fraction: float, total_bytes: int, nb: int) -> int:
@@ -90,20 +79,6 @@ def kernel_args(args: argparse.Namespace, cluster: Cluster) -> list[str]:
         out.append("--inject-fault")
     out += ["--seed", str(args.seed), "--hpl-out", "-"]
     return out
-
-
-def derive(samples: list[dict], result: dict | None) -> dict:
-    """Summary figures: the best passing rate and the phase maxima of its run."""
-    passed = [s for s in samples if s.get("passed") is True]
-    if not passed:
-        return {}
-    best = max(passed, key=lambda s: s["gflops"])
-    return {
-        "best_variant": best["variant"],
-        "best_n": best["n"],
-        "phase_max_s": {p: max(best["phases"][p]) for p in PHASES if p in best["phases"]},
-        "best_load_imbalance": best.get("load_imbalance"),
-    }
 
 
 def results(record: dict) -> list[dict]:
@@ -185,20 +160,19 @@ def run_blas_kernel(
     kernels.check_args(kernel, np, mpi, kargs)
     if chosen is None and not choice.told(env):
         chosen = blas_choice(cluster, store, np, mpi, hosts, blas)
-    extra = {"blas_choice": choice.named(chosen)} if chosen else {}
-    return runner.run_kernel(
+    return jobs.run_job(
+        kernel,
         cluster,
         store,
-        level=LEVEL.name,
-        kernel=kernel,
-        np=np,
-        mpi=mpi,
-        args=kargs,
-        params={"np": np, "args": kargs, **(params or {}), **extra},
+        np,
+        mpi,
+        kargs,
         timeout=timeout,
-        hosts=hosts,
-        env={**BLAS_THREADS, **(choice.environment(chosen) if chosen else {}), **(env or {})},
+        env=env,
+        params=params,
         derive=derive,
+        hosts=hosts,
+        chosen=chosen,
     )
 
 
@@ -217,11 +191,6 @@ def blas_choice(
 
 run_linpack = partial(run_blas_kernel, LINPACK_KERNEL, derive=derive)
 run_gemm = partial(run_blas_kernel, GEMM_KERNEL)
-
-
-def gemm_args(n: str, nb: int, dtypes: str, repeat: int, local: bool, p: int, q: int) -> list[str]:
-    kargs = ["-N", n, "--nb", str(nb), "--type", dtypes, "--repeat", str(repeat)]
-    return kargs + (["--local"] if local else ["-P", str(p), "-Q", str(q)])
 
 
 def gemm_text(record: dict) -> str:

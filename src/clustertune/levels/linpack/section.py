@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import ranktimes
 from ...render import folded_table, pyplot, svg, table
-from . import blas, run
+from . import compare, jobs, run
 
 
 def blas_key(record: dict, ranks: int) -> tuple:
@@ -131,7 +131,7 @@ def lu_figure(records: list[dict]) -> str:
     shown = [s for _, s in good][-6:]
     left = [0.0] * len(shown)
     labels = [f"{s['variant']} N={s['n']} {s['p']}x{s['q']}" for s in shown]
-    for phase in run.PHASES:
+    for phase in jobs.PHASES:
         vals = [max(s["phases"].get(phase, [0.0])) for s in shown]
         ax3.barh(labels, vals, left=left, label=phase)
         left = [a + b for a, b in zip(left, vals, strict=True)]
@@ -185,7 +185,7 @@ def blas_section(records: list[dict]) -> str:
     batch = latest_comparison(records)
     if not batch:
         return ""
-    rows = blas.rows(batch)
+    rows = compare.rows(batch)
     table_rows = []
     for row in rows:
         pct = (

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ... import kernels
 from ...errors import UserError
-from . import blas as blaslib  # bound when called: blas -> run -> choice -> shim
+from .blas import Blas
 
 PACKAGE = "scipy_openblas32"
 PREFIX = "scipy_"
@@ -92,8 +92,8 @@ def build(library: Path, target: Path) -> None:
         os.replace(out, target / "libblas.so.3")
 
 
-def scipy_openblas() -> blaslib.Blas | None:
-    """The package's OpenBLAS as a :class:`blas.Blas` (its shim built if needed); None when
+def scipy_openblas() -> Blas | None:
+    """The package's OpenBLAS as a :class:`Blas` (its shim built if needed); None when
     the package is not installed or this is not x86-64."""
     try:
         import scipy_openblas32  # type: ignore[import-not-found]
@@ -108,4 +108,4 @@ def scipy_openblas() -> blaslib.Blas | None:
     target = shim_root() / f"scipy-openblas32-{version}"
     if not (target / "libblas.so.3").exists():
         build(library, target)
-    return blaslib.Blas(f"OpenBLAS {version.rsplit('.', 2)[0]} (PyPI)", target)
+    return Blas(f"OpenBLAS {version.rsplit('.', 2)[0]} (PyPI)", target)

@@ -64,10 +64,10 @@ def _gemm(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
 
 
 def _blas(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
-    from . import blas
+    from . import blas, compare
 
     chosen = blas.select(v.get("blas"), blas.installed())
-    return blas.compare(
+    return compare.compare(
         cluster,
         store,
         chosen,

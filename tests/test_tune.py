@@ -527,6 +527,50 @@ def test_tcp_choice_keeps_the_default_unless_a_size_beats_it() -> None:
     assert tcp.choose(40.0, sweep) == (65536, 95.1)  # the smallest within 3 % of the best
 
 
+def test_tune_tcp_exits_1_naming_the_run_when_its_session_failed_verification(
+    monkeypatch, capsys
+) -> None:
+    """As tune linpack and tune qcd: a session whose chosen size's ping-pong failed
+    verification is a failed record, exit 1, and the text names the run (it exited 0)."""
+    from clustertune import cli
+    from clustertune.cluster import Cluster, Host, Site
+    from clustertune.levels.tune import cli as tune_cli
+    from clustertune.runner import new_record
+
+    cluster = Cluster("h9pair", (Host("a"), Host("b")), (Site("site0", "local"),))
+    store = Store()  # the private database the CLI below uses too
+
+    def pingpong(sockbuf, verification):
+        record = new_record("network", "ct-tcp-pingpong", cluster, {"sockbuf": sockbuf}, ["a", "b"])
+        ok = verification == "passed"
+        record.update(status="ok" if ok else "failed", verification=verification)
+        return store.save(record)
+
+    def session(verification):
+        runs = [pingpong(None, "passed"), pingpong(16384, "passed"), pingpong(65536, verification)]
+        return lambda *a: {
+            "session": "s1",
+            "pair": ["a", "b"],
+            "bdp_bytes": 20_000.0,
+            "mbps": 95.0,
+            "sockbuf": 65536,
+            "sysctl": [],
+            "lines": ["choose 64 KiB"],
+            "runs": runs,
+        }
+
+    monkeypatch.setattr(tune_cli, "cluster_of", lambda args: cluster)
+    monkeypatch.setattr(tcp, "tune", session("failed"))
+    assert cli.main(["tune", "tcp"]) == 1
+    failed = store.list("tune")[-1]
+    assert failed["status"] == "failed"
+    out = capsys.readouterr().out
+    assert f"run {failed['detail']['runs'][2]} of the chosen settings is failed" in out, out
+    monkeypatch.setattr(tcp, "tune", session("passed"))  # the same session verified: exit 0
+    assert cli.main(["tune", "tcp"]) == 0
+    assert "session failed" not in capsys.readouterr().out
+
+
 @pytest.mark.root
 def test_tune_tcp_on_a_slow_long_link(make_vcluster, store) -> None:
     """100 Mbit/s with 2 ms each way: a 16 KiB buffer holds a fraction of the 50 KiB in

@@ -85,11 +85,17 @@ def cmd_linpack(args: argparse.Namespace) -> Output:
     summary = tuner.tune()
     linpack.write(out, summary["hpl_dat"])
     record = store_linpack(cluster, store, tuner, summary, out, args.budget)
-    return Output(
-        summary | {"record": record["id"]},
-        text(summary, record, out),
-        0 if record["status"] == "ok" else 1,
-    )
+    return session_output(summary, record, text(summary, record, out))
+
+
+def session_output(summary: dict, record: dict, text: str) -> Output:
+    """Every tuner's answer: exit 1 when its session record failed (a run its choice rests
+    on failed verification, or the choice was not run again), the record's error naming
+    those runs under the text."""
+    if record["status"] == "ok":
+        return Output(summary | {"record": record["id"]}, text)
+    why = f"  session {record['status']}: {record['error']}"
+    return Output(summary | {"record": record["id"], "error": record["error"]}, f"{text}\n{why}", 1)
 
 
 def store_linpack(
@@ -175,7 +181,7 @@ def cmd_tcp(args: argparse.Namespace) -> Output:
     store = open_store(args)
     summary = tcp.tune(cluster, store, a, b, args.timeout)
     record = store_tcp(cluster, store, summary)
-    return Output(summary | {"record": record["id"]}, tcp_text(summary, record))
+    return session_output(summary, record, tcp_text(summary, record))
 
 
 def cmd_qcd(args: argparse.Namespace) -> Output:
@@ -200,11 +206,7 @@ def cmd_qcd(args: argparse.Namespace) -> Output:
         max_candidates=args.max_candidates,
     )
     record = store_qcd(cluster, store, summary, args.sweeps)
-    return Output(
-        summary | {"record": record["id"]},
-        qcd_text(summary, record),
-        0 if record["status"] == "ok" else 1,
-    )
+    return session_output(summary, record, qcd_text(summary, record))
 
 
 def store_qcd(cluster, store, summary: dict, sweeps: int) -> dict:

@@ -784,13 +784,13 @@ def flag(figure, value=None, median=None, **blamed):
 
 
 def test_a_late_wire_judges_no_host_or_link_on_what_its_lateness_could_explain():
-    late = late_wire.LateWire(p99_us=812.4, max_us=4100.0, load=9.46)
+    late = late_wire.LateWire(p99_us=812.4, rto_late_packets=0, load=9.46)
     flagged = [
         flag("latency_us", 310.0, 46.0, host="host2"),  # 264 µs over: the wire's 812 could
         flag("bandwidth_mbps", 94.0, 940.0, host="host3"),
         flag("dips", pair=["host0", "host3"]),
         flag("latency_us", 9046.0, 46.0, pair=["host1", "host5"]),  # 9 ms over: no wire's
-        flag("retransmissions", None, 0, host="host4"),  # the wire never 200 ms late
+        flag("retransmissions", None, 0, host="host4"),  # no packet 200 ms late
         flag("reachable", host="host5"),
         flag("flapping", host="host4"),
     ]
@@ -799,15 +799,64 @@ def test_a_late_wire_judges_no_host_or_link_on_what_its_lateness_could_explain()
     assert kept == flagged[3:]
     assert notes == [f"withheld, the wire was late: {f['reason']}" for f in flagged[:3]]
     # a wire once as late as TCP's retransmission timeout can make it resend
-    very = late_wire.LateWire(p99_us=812.4, max_us=late_wire.TCP_MIN_RTO_US, load=9.46)
+    very = late_wire.LateWire(p99_us=812.4, rto_late_packets=1, load=9.46)
     assert flagged[4] not in late_wire.judged_on_late_wire(flagged, very)[0]
+
+
+def test_one_packet_as_late_as_tcps_timeout_no_longer_withholds_hundreds_of_retransmissions():
+    # review F21: one packet 200 ms late withheld every retransmission flag ("not judged")
+    lossy = [flag("retransmissions", 340, 0, host="host4")]
+    once = late_wire.LateWire(p99_us=812.4, rto_late_packets=1, load=9.46)
+    assert late_wire.judged_on_late_wire(lossy, once) == (lossy, [], None)
+    # as many packets that late as retransmissions: the wire explains them all
+    few = [flag("retransmissions", 3, 0, pair=["host1", "host2"])]
+    three = late_wire.LateWire(p99_us=812.4, rto_late_packets=3, load=9.46)
+    kept, notes, verdict = late_wire.judged_on_late_wire(few, three)
+    assert kept == [] and verdict.startswith("not judged") and "retransmissions" in notes[0]
+    # one retransmission more than the late packets is still under the loss rule (2)
+    assert late_wire.judged_on_late_wire([flag("retransmissions", 4, 0, host="h")], three)[0] == []
+    assert late_wire.judged_on_late_wire([flag("retransmissions", 5, 0, host="h")], three)[0]
+    # a healthy cluster on that wire: nothing flagged, nothing withheld
+    assert late_wire.judged_on_late_wire([], once) == ([], [], None)
+
+
+def test_the_late_packets_are_those_of_the_re_tests_at_least_tcps_timeout_late(monkeypatch):
+    from clustertune import vcluster
+    from clustertune.levels.network import matrix
+
+    def hist(counts):  # {bucket: packets}; the daemon fills buckets < 8 and >= 24 only
+        return [counts.get(i, 0) for i in range(max(counts) + 1)]
+
+    def top_us(index):
+        return vcluster.lateness.summary(hist({index: 1}))["max_us"]
+
+    rto = next(i for i in range(24, 400) if top_us(i) >= late_wire.TCP_MIN_RTO_US)
+    assert top_us(rto - 1) < late_wire.TCP_MIN_RTO_US  # the bucket below cannot reach it
+
+    def reading(counts):
+        return {"host2": vcluster.lateness.summary(hist(counts))}
+
+    early = {3: 5, 100: 7, rto: 1}  # one packet >= 200 ms late before the re-tests
+    during = {3: 50, 100: 70, rto: 3, rto + 3: 1}  # and three more during them
+    assert matrix.rto_late_packets(reading(early), reading(during)) == 3
+    assert matrix.rto_late_packets(reading(during), reading(during)) == 0
+
+
+def test_a_host_lossy_on_several_links_counts_their_retransmissions():
+    counts = {("host0", "host2"): 120, ("host1", "host2"): 80, ("host2", "host3"): 100}
+    (found,) = loss.diagnose_loss(
+        HOSTS,
+        lossy_measurements(HOSTS, lambda a, b: counts.get((a, b), 0)),
+        retest_with(lambda a, b: counts.get((a, b), 0)),
+    )
+    assert (found["host"], found["value"]) == ("host2", 300)
 
 
 def test_an_on_time_wire_or_nothing_it_could_explain_leaves_the_flags_alone():
     flagged = [flag("latency_us", 310.0, 46.0, host="host2")]
     assert late_wire.judged_on_late_wire(flagged, None) == (flagged, [], None)
     untimed = [flag("reachable", host="host5"), flag("latency_us", 900.0, 40.0, host="host2")]
-    late = late_wire.LateWire(p99_us=300.0, max_us=900.0, load=12.0)
+    late = late_wire.LateWire(p99_us=300.0, rto_late_packets=0, load=12.0)
     assert late_wire.judged_on_late_wire(untimed, late) == (untimed, [], None)
 
 
@@ -891,22 +940,76 @@ def test_one_slow_host_against_the_nominal_rate_is_still_the_host():
     assert [f.get("host") for f in d.flagged] == ["host2"]
 
 
-def test_nominal_reference_only_for_one_rate_on_one_site():
-    from clustertune.cluster import Cluster, Host, Site
+def mixed_cluster(*hosts):
+    from clustertune.cluster import Cluster, Site
+
+    sites = tuple(Site(s, "vcluster") for s in sorted({h.site for h in hosts}))
+    return Cluster("c", hosts, sites)
+
+
+def test_nominal_reference_is_each_links_slower_end_on_one_site():
+    from clustertune.cluster import Host
     from clustertune.levels.network import matrix
 
-    def cluster(*hosts):
-        sites = tuple(Site(s, "vcluster") for s in sorted({h.site for h in hosts}))
-        return Cluster("c", hosts, sites)
+    def reference(cluster):
+        found = matrix.nominal_reference(cluster, ["a", "b"])
+        return found and found["bandwidth_mbps"][0, 1]
 
-    uniform = cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**9))
-    assert matrix.nominal_reference(uniform, ["a", "b"]) == NOMINAL  # as every ceiling reads
-    mixed = cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**7))
-    assert matrix.nominal_reference(mixed, ["a", "b"]) is None
-    unknown = cluster(Host("a"), Host("b"))
+    uniform = mixed_cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**9))
+    assert reference(uniform) == NOMINAL["bandwidth_mbps"]  # as every ceiling reads
+    mixed = mixed_cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**8))
+    assert reference(mixed) == payload_rate_bps(10**8) / na.MBIT  # the slower end's
+    unknown = mixed_cluster(Host("a"), Host("b"))
     assert matrix.nominal_reference(unknown, ["a", "b"]) is None
-    two_sites = cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**9, site="site1"))
+    two_sites = mixed_cluster(Host("a", link_bps=10**9), Host("b", link_bps=10**9, site="site1"))
     assert matrix.nominal_reference(two_sites, ["a", "b"]) is None
+
+
+# host2 at 100 Mbit nominal among 1 Gbit hosts (issue 19: `vcluster up --host-link
+# host2=100mbit`); healthy links reach ~99 % of their payload ceiling
+MIXED_RATES = {h: 10**8 if h == "host2" else 10**9 for h in HOSTS}
+
+
+def mixed_reference():
+    from clustertune.cluster import Host
+    from clustertune.levels.network import matrix
+
+    cluster = mixed_cluster(*(Host(h, link_bps=r) for h, r in MIXED_RATES.items()))
+    return matrix.nominal_reference(cluster, HOSTS)
+
+
+def on_mixed_rates(fraction):
+    """Each pair's bandwidth: ``fraction(a, b)`` of the payload of its slower end."""
+    return lambda a, b: fraction(a, b) * payload_rate_bps(min(MIXED_RATES[a], MIXED_RATES[b])) / 1e6
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_healthy_cluster_of_mixed_link_rates_flags_nothing(seed):
+    # judged against one median, host2's 93 Mbit/s links named it ("suspect host2's NIC")
+    healthy = on_mixed_rates(lambda a, b: 0.99)
+    m = links.link_matrix(HOSTS, pair_measurements(HOSTS, healthy, noise=0.03, seed=seed))
+    d = links.diagnose(m, reference=mixed_reference())
+    assert d.flagged == [] and d.suspects == []
+
+
+def test_a_host_slower_than_its_own_nominal_rate_is_named_among_mixed_rates():
+    # host2 (100 Mbit nominal) carrying 40 Mbit/s: its own nominal, not the others', says so
+    slowed = on_mixed_rates(lambda a, b: 0.4 if "host2" in (a, b) else 0.99)
+    d = links.diagnose(
+        links.link_matrix(HOSTS, pair_measurements(HOSTS, slowed)), reference=mixed_reference()
+    )
+    assert [f.get("host") for f in d.flagged] == ["host2"], d.flagged
+    assert d.flagged[0]["median"] == pytest.approx(payload_rate_bps(10**8) / 1e6)
+    assert "40 % of the reference" in d.flagged[0]["reason"]
+    # a 1 Gbit host slowed to 100 Mbit: its links to the 1 Gbit hosts are flagged (its link
+    # to the 100 Mbit host cannot show it, so it is not bad on all its links)
+    slowed = on_mixed_rates(
+        lambda a, b: 0.99 if "host2" in (a, b) or "host0" not in (a, b) else 0.1
+    )
+    d = links.diagnose(
+        links.link_matrix(HOSTS, pair_measurements(HOSTS, slowed)), reference=mixed_reference()
+    )
+    assert {tuple(f["pair"]) for f in d.flagged} == {("host0", "host1"), ("host0", "host3")}
 
 
 def test_two_hosts_against_the_nominal_rate_judge_the_bandwidth_and_say_what_is_not():

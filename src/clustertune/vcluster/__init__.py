@@ -19,7 +19,13 @@ from .faults import (
     parse_host_link,
     parse_link_fault,
 )
-from .lateness import LATENESS_FIELDS, lateness_delta, wire_lateness, without_hist
+from .lateness import (
+    LATENESS_FIELDS,
+    lateness_delta,
+    packets_late_by,
+    wire_lateness,
+    without_hist,
+)
 from .overview import describe, status
 from .planning import DEFAULT_WIRE, WIRE_HELP, WIRES, plan
 from .source import Source, agent_argv, cluster_from_state
@@ -41,6 +47,7 @@ __all__ = [
     "down",
     "format_faults",
     "lateness_delta",
+    "packets_late_by",
     "load_state",
     "merge_faults",
     "names",

@@ -48,6 +48,13 @@ def summary(hist: list[int], max_ns: int | None = None) -> dict:
     return result
 
 
+def packets_late_by(hist: list[int], at_least_ns: int) -> int:
+    """Packets of a lateness histogram that may have been ``at_least_ns`` or more late:
+    every bucket whose top reaches it (the bucket holding the bound counted whole; buckets
+    8-23 hold no ns and stay empty)."""
+    return sum(n for i, n in enumerate(hist) if n and _bucket_upper_ns(i) >= at_least_ns)
+
+
 def fresh_stats(daemons: dict[str, tuple[Path, int]]) -> dict[str, dict]:
     """Each daemon's stats ({key: (stats file, pid)}) after asking them all (SIGUSR1) to
     rewrite them now; a daemon that does not answer within _STATS_WAIT_S gives its older

@@ -23,6 +23,8 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
+import numpy as np
+
 from ... import vcluster
 from ...cluster import Cluster
 from ...errors import UserError
@@ -251,6 +253,14 @@ def worst_late_us(before: Lateness, after: Lateness) -> dict[str, float | None]:
     }
 
 
+def rto_late_packets(before: Lateness, after: Lateness) -> int:
+    """Packets the pacers released between two readings as late as TCP's minimum
+    retransmission timeout or later (each pacer's count, summed)."""
+    at_least_ns = round(late_wire.TCP_MIN_RTO_US * 1000)
+    late = vcluster.lateness_delta(before, after).values()
+    return sum(vcluster.packets_late_by(v["hist"], at_least_ns) for v in late)
+
+
 def _pair_timeout_s(cluster: Cluster, a: str, b: str, size: int) -> float:
     rate = pair_rate_bps(cluster, a, b) or 10**8
     return 60.0 + 40.0 * size * 8 / rate  # 4 round trips of the large message, x5
@@ -403,7 +413,8 @@ def run_matrix(
         late = None
         if late_us["p99_us"] is not None and late_us["p99_us"] > WIRE_LATE_P99_US:
             load = max(load_at_retests, os.getloadavg()[0])
-            late = late_wire.LateWire(late_us["p99_us"], late_us["max_us"] or 0.0, load)
+            resent = rto_late_packets(wire_at_retests, wire_at_end)
+            late = late_wire.LateWire(late_us["p99_us"], resent, load)
         flagged, withheld, run.figures["not_judged"] = late_wire.judged_on_late_wire(flagged, late)
         run.figures["flagged"] = flagged
         run.figures["notes"] = run.figures.get("notes", []) + notes + withheld
@@ -415,13 +426,16 @@ def run_matrix(
     return run.record
 
 
-def nominal_reference(cluster: Cluster, hosts: list[str]) -> dict[str, float] | None:
-    """The bandwidth every link should reach when the cluster's nominal rates say so:
-    one rate for all these hosts, on one site (a WAN between sites is another rate), read
-    as the TCP payload that rate carries (units.payload_rate_bps, the rule every level's
-    ceiling uses). Then even two hosts can be judged, and a fabric slow everywhere is seen."""
-    rates = {cluster.host(h).link_bps for h in hosts}
-    sites = {cluster.host(h).site for h in hosts}
-    if len(rates) != 1 or None in rates or len(sites) != 1:
+def nominal_reference(cluster: Cluster, hosts: list[str]) -> dict[str, np.ndarray] | None:
+    """The bandwidth each link should reach when the cluster's nominal rates say so: the
+    TCP payload (units.payload_rate_bps, the rule every level's ceiling uses) of the slower
+    of its two hosts' links, as an n x n matrix in the order of ``hosts``. Only when every
+    host's rate is known and all are on one site (a WAN between sites is another rate).
+    Then even two hosts can be judged, a fabric slow everywhere is seen, and a 100 Mbit
+    host among 1 Gbit ones is judged against its own rate, not blamed for it."""
+    rates = [cluster.host(h).link_bps for h in hosts]
+    if None in rates or len({cluster.host(h).site for h in hosts}) != 1:
         return None
-    return {"bandwidth_mbps": payload_rate_bps(rates.pop()) / analysis.MBIT}
+    slower_end = np.minimum.outer(rates, rates).astype(float)
+    np.fill_diagonal(slower_end, np.nan)
+    return {"bandwidth_mbps": payload_rate_bps(slower_end) / analysis.MBIT}

@@ -4,6 +4,8 @@ the re-tests, and those withheld."""
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .loss import LOSSY_MIN_RETRANS
+
 # Flags that rest on no timing, which a late emulated wire cannot fake: a host that could
 # not be reached, a link seen going down (its NIC's carrier counter, failed checks).
 UNTIMED_FIGURES = ("reachable", "flapping")
@@ -16,25 +18,38 @@ TCP_MIN_RTO_US = 200_000.0
 
 @dataclass(frozen=True)
 class LateWire:
-    """How late the emulated wire's worst pacer released packets over the re-tests."""
+    """How late the emulated wire's worst pacer released packets over the re-tests, and
+    how many packets its pacers released TCP_MIN_RTO_US or more late (summed over pacers:
+    a packet late at two counts twice, which errs towards the wire)."""
 
     p99_us: float
-    max_us: float
+    rto_late_packets: int
     load: float
+
+
+def _resent_beyond_the_wire(flag: Mapping[str, object], late: LateWire) -> int | None:
+    """The retransmissions of a flag the late wire cannot explain: each packet released
+    TCP_MIN_RTO_US late can have made TCP resend once (None: the flag counts none)."""
+    resent = flag.get("value")
+    return None if resent is None else resent - late.rto_late_packets  # type: ignore[operator]
 
 
 def _could_be_the_wire(flag: Mapping[str, object], late: LateWire) -> bool:
     """Whether a flag's evidence could be the late wire's doing: a latency whose excess
     over the reference is at most the wire's p99 lateness (a one-way time passes one
-    pacer each way, so the wire adds at most about that much to it), retransmissions when
-    the wire was ever as late as TCP's timeout, and every other figure from timing
+    pacer each way, so the wire adds at most about that much to it), retransmissions of
+    which fewer than the loss rule's LOSSY_MIN_RETRANS are left once each packet released
+    as late as TCP's timeout has explained one (one such packet no longer withholds
+    hundreds; a flag that counts none, a re-test that could not run, is withheld on any
+    such packet), and every other figure from timing
     (bandwidth, curve shapes, one-way streams), whose loss a late pacer's CPU starvation
     can cause."""
     figure = flag["figure"]
     if figure in UNTIMED_FIGURES:
         return False
     if figure == "retransmissions":
-        return late.max_us >= TCP_MIN_RTO_US
+        beyond = _resent_beyond_the_wire(flag, late)
+        return late.rto_late_packets > 0 if beyond is None else beyond < LOSSY_MIN_RETRANS
     value, median = flag.get("value"), flag.get("median")
     if figure == "latency_us" and value is not None and median is not None:
         return value - median <= late.p99_us  # type: ignore[operator]

@@ -1,4 +1,5 @@
-"""Bandwidth and latency of every link, judged against the others (or a nominal figure).
+"""Bandwidth and latency of every link, judged against the others (or a nominal figure,
+one for every link or each link's own).
 
 A bad link is far from the reference and an outlier of the healthy links' spread
 (:class:`Rules`); a host all of whose links are bad is named, else the pair. Suspects are
@@ -14,6 +15,9 @@ import numpy as np
 from .blame import Pair
 
 FIGURES = ("bandwidth_mbps", "latency_us")
+# A figure's nominal reference: one value for every link, or an n x n matrix of each link's
+# own (hosts of different link rates: a pair's nominal is its slower end's).
+Nominal = float | np.ndarray
 _WORDS = {"bandwidth_mbps": ("bandwidth", "Mbit/s"), "latency_us": ("latency", "µs")}
 
 
@@ -113,7 +117,7 @@ class Diagnosis:
     suspects: list[Pair]  # every bad link, whether blamed on a host or on the pair
     notes: list[str] = field(default_factory=list)
     rules: Rules = Rules()
-    reference: Mapping[str, float] | None = None
+    reference: Mapping[str, Nominal] | None = None
 
     def to_json(self) -> dict[str, object]:
         return {**self.matrix.to_json(), "flagged": self.flagged, "notes": self.notes}
@@ -183,7 +187,7 @@ def _links(matrix: LinkMatrix) -> list[tuple[int, int]]:
     return list(zip(*np.triu_indices(len(matrix.hosts), 1), strict=True))
 
 
-def _unjudged_notes(matrix: LinkMatrix, reference: Mapping[str, float]) -> list[str]:
+def _unjudged_notes(matrix: LinkMatrix, reference: Mapping[str, Nominal]) -> list[str]:
     """What the diagnosis cannot judge: links not measured, a lone link without reference."""
     hosts = matrix.hosts
     notes = []
@@ -256,37 +260,47 @@ def _pair_flag(
 
 
 def _judge(
-    matrix: LinkMatrix, name: str, rules: Rules, nominal: float | None
+    matrix: LinkMatrix, name: str, rules: Rules, nominal: Nominal | None
 ) -> tuple[list[dict[str, object]], list[dict[str, object]], set[Pair]]:
-    """One figure's flags on hosts, flags on pairs, and bad links (the suspects)."""
+    """One figure's flags on hosts, flags on pairs, and bad links (the suspects).
+
+    Against a nominal figure each link is judged as its fraction of its own nominal (the
+    Rules hold alike for value vs ref and value/ref vs 1), so a 100 Mbit host among 1 Gbit
+    ones is judged against 100 Mbit, and is named only when slower than that."""
     hosts, m = matrix.hosts, matrix.figure(name)
     if nominal is not None:
-        ref, against = float(nominal), "reference"
-        bad = _bad_links(name, m, ref, rules)
+        refs = np.broadcast_to(np.asarray(nominal, dtype=float), m.shape)
+        bad, against = _bad_links(name, m / refs, 1.0, rules), "reference"
     else:
         ref, bad, against = *_reference_and_bad_links(name, m, rules), "median"
+        refs = np.full(m.shape, ref)
     culprits = _culprits(m, bad)
     if nominal is not None and len(hosts) >= 3 and len(culprits) == len(hosts):
         # every host bad against the nominal figure: no host or cable stands out
         every = {(hosts[i], hosts[j]) for i, j in _links(matrix)}
+        ref = float(np.median(refs[np.triu_indices(len(hosts), 1)]))
         return [_fabric_flag(matrix, name, ref, against)], [], every
-    on_hosts = [_host_flag(matrix, name, i, ref, against) for i in sorted(culprits)]
+    on_hosts = []
+    for i in sorted(culprits):
+        ref = float(np.median(refs[i, ~np.isnan(m[i])]))  # its links' own nominal
+        on_hosts.append(_host_flag(matrix, name, i, ref, against))
     on_pairs, suspects = [], set()
     for i, j in zip(*np.nonzero(np.triu(bad, 1)), strict=True):
         suspects.add((hosts[i], hosts[j]))
         if i not in culprits and j not in culprits:
-            on_pairs.append(_pair_flag(matrix, name, i, j, ref, against))
+            on_pairs.append(_pair_flag(matrix, name, i, j, float(refs[i, j]), against))
     return on_hosts, on_pairs, suspects
 
 
 def diagnose(
     matrix: LinkMatrix,
     rules: Rules | None = None,
-    reference: Mapping[str, float] | None = None,
+    reference: Mapping[str, Nominal] | None = None,
 ) -> Diagnosis:
     """Find bad links and name the culprit: a host whose links are all bad, or a pair.
 
-    Reference per figure: ``reference[figure]`` if given (e.g. the nominal link rate), else
+    Reference per figure: ``reference[figure]`` if given (the nominal link rate: one for
+    every link, or an n x n matrix of each link's own), else
     the median of the links that touch no culprit host (see :func:`_reference_and_bad_links`;
     a plain median over all pairs would not do: one bad host of four spoils half the
     pairs). A link is bad under :class:`Rules`. A host with at
@@ -420,7 +434,7 @@ def diagnose_with_retest(
     matrix: LinkMatrix,
     remeasure: Callable[[list[Pair]], Iterable[Mapping[str, object]]],
     rules: Rules | None = None,
-    reference: Mapping[str, float] | None = None,
+    reference: Mapping[str, Nominal] | None = None,
     shared_cpus: bool = False,
 ) -> Diagnosis:
     """:func:`diagnose`, then ``remeasure(suspects)`` and :func:`confirm` if anything was

@@ -62,11 +62,12 @@ def diagnose_loss(
     flags: list[dict[str, object]] = []
     for host, bad in blamed.items():
         counts = ", ".join(_evidence(p, lossy[p]) for p in bad)
+        resent = [m["retransmissions"] for p in bad if (m := lossy[p]) is not None]
         flags.append(
             {
                 "host": host,
                 "figure": "retransmissions",
-                "value": None,
+                "value": sum(resent) if resent else None,  # type: ignore[arg-type]
                 "median": 0,
                 "reason": f"{host}: TCP retransmissions on {len(bad)} of its {len(links[host])} "
                 f"links, re-tested ({counts}) — packet loss: suspect {host}'s NIC or cable",

@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 from conftest import unique_name
 
+from clustertune.cluster import Cluster, Host, Site
 from clustertune.grid import virtual
+from clustertune.launch import mpi
 from clustertune.launch.base import Job
 from clustertune.launch.launchers import launcher_for
 from clustertune.levels.grid import compare
@@ -52,6 +54,19 @@ def test_a_small_latency_ratio_is_shown_with_its_figures():
         "1.9x",
         "12.0x",
     ]
+
+
+def test_the_event_tick_goes_to_jobs_whose_ranks_talk_tcp(tmp_path):
+    """Ranks on two hosts get the tick at every progress call; ranks on one host keep
+    shared memory's path (Open MPI's own tick), also when the cluster has a hostfile."""
+    hosts = (Host("n1", "192.0.2.1"), Host("n2", "192.0.2.2"))
+    lab = launcher_for(Cluster("lab", hosts, (Site("site0", "hostfile"),)))
+    kernel = Path("/k")
+    tick = "--mca mpi_event_tick_rate 1"
+    two = " ".join(lab.mpi_argv(Job(kernel, [], 2, "openmpi"), tmp_path))
+    one = " ".join(lab.mpi_argv(Job(kernel, [], 2, "openmpi", hosts=["n1"]), tmp_path))
+    local = " ".join(mpi.OPENMPI.argv(2, {}))
+    assert tick in two and tick not in one and tick not in local
 
 
 def best_small_us(record: dict) -> float:

@@ -44,6 +44,7 @@ class HostfileLauncher(Launcher):
             interface=self.interface,
             bind=self.binds_ranks,
             locate=kernels.kernel_path,
+            spans_hosts=len(set(hosts)) > 1,
         )
 
     def mpi_argv(self, job: Job, workdir: Path) -> list[str]:

@@ -66,12 +66,14 @@ class Flavour(ABC):
         interface: str | None = None,
         bind: bool = True,
         locate: Locate | None = None,
+        spans_hosts: bool | None = None,
     ) -> list[str]:
         """The launcher's command line up to the program: ``np`` ranks, each given the
         variables of ``env``; without ``hostfile`` all on this machine. ``agent``: the
         remote shell (default ssh); ``interface``: the one NIC the ranks talk over;
         ``bind=False``: ranks not bound to cores (hosts sharing one machine's cores);
-        ``locate`` finds the shims (needed with ``interface``)."""
+        ``locate`` finds the shims (needed with ``interface``); ``spans_hosts``: the
+        hostfile names more than one host (default: whether there is a hostfile)."""
 
     @abstractmethod
     def hostfile(self, hosts: Sequence[str], slots: int) -> str:
@@ -103,23 +105,36 @@ class Flavour(ABC):
 
 @dataclass(frozen=True)
 class OpenMPIFlavour(Flavour):
-    def mca(self, interface: str | None, shared_memory: bool, hosts: bool = True) -> dict[str, str]:
+    def mca(self, interface: str | None, shared_memory: bool, tcp: bool = True) -> dict[str, str]:
         """Its MCA parameters: transport pinned, yield when idle, on ``interface``;
-        ``hosts``: the ranks span hosts, so talk TCP (the event library ticked always)."""
+        ``tcp``: ranks talk TCP (several hosts, or no shared memory): the event library
+        is then ticked at every progress call."""
         params = {
             "pml": "ob1",
             "btl": "self,vader,tcp" if shared_memory else "self,tcp",
             "mpi_yield_when_idle": "1",
         }
-        if hosts:  # 0 would mean never; one machine's ranks keep shared memory's fast path
+        if tcp:  # 0 would mean never; one host's ranks keep shared memory's fast path
             params["mpi_event_tick_rate"] = "1"
         if interface:
             params.update(btl_tcp_if_include=interface, oob_tcp_if_include=interface)
         return params
 
-    def argv(self, np, env, *, hostfile=None, agent=None, interface=None, bind=True, locate=None):
+    def argv(
+        self,
+        np,
+        env,
+        *,
+        hostfile=None,
+        agent=None,
+        interface=None,
+        bind=True,
+        locate=None,
+        spans_hosts=None,
+    ):
         argv = [self.launcher, "-np", str(np)]
-        mca = self.mca(interface, shared_memory=True, hosts=hostfile is not None)
+        spans = hostfile is not None if spans_hosts is None else spans_hosts
+        mca = self.mca(interface, shared_memory=True, tcp=spans)
         for name, value in mca.items():
             argv += ["--mca", name, value]
         if not bind:
@@ -146,7 +161,18 @@ class OpenMPIFlavour(Flavour):
 
 @dataclass(frozen=True)
 class MPICHFlavour(Flavour):
-    def argv(self, np, env, *, hostfile=None, agent=None, interface=None, bind=True, locate=None):
+    def argv(
+        self,
+        np,
+        env,
+        *,
+        hostfile=None,
+        agent=None,
+        interface=None,
+        bind=True,
+        locate=None,
+        spans_hosts=None,
+    ):
         argv = [self.launcher, "-n", str(np)]
         if hostfile is not None:
             argv += ["-f", str(hostfile)]

@@ -5,6 +5,7 @@ screen row, the demo step, the study step kind, and the hosts of a virtual clust
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -238,3 +239,38 @@ def test_ranks_over_the_hosts_of_a_virtual_cluster(store):
         assert all(f"Triad on {h}:" in streamrun.text(r) for h in hosts)
     table = section.hosts_table(records)
     assert "Per host" in table and all(f"<td>{h}</td>" in table for h in hosts)
+
+
+def hpcc_output(star_triad: str, verdict: str) -> str:
+    """The parts of an hpccoutf.txt bench/stream_vs_hpcc.py reads (hpcc 1.5.0's wording)."""
+    return "\n".join(
+        [
+            "Begin of StarSTREAM section.",
+            "Triad:          8.0011       0.0680       0.0503       0.0908",
+            verdict,
+            "End of StarSTREAM section.",
+            "Begin of SingleSTREAM section.",
+            "Solution Validates: avg error less than 1.000000e-13 on all three arrays",
+            "End of SingleSTREAM section.",
+            "Begin of Summary section.",
+            "STREAM_VectorSize=16779675",
+            f"StarSTREAM_Triad={star_triad}",
+            "SingleSTREAM_Triad=9.34902",
+        ]
+    )
+
+
+def test_bench_reads_hpccs_starstream_and_its_verdict(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
+    bench = importlib.import_module("stream_vs_hpcc")
+    ok = "Solution Validates: avg error less than 1.000000e-13 on all three arrays"
+    got = bench.parse_hpcc(hpcc_output("8.00112", ok))
+    assert got == {"vector_size": 16779675, "triad": 8.00112, "validated": True}
+    # a failed StarSTREAM is no figure, whatever the SingleSTREAM section after it says
+    failed = bench.parse_hpcc(hpcc_output("8.00112", "Failed Validation on array a[]"))
+    assert failed["validated"] is False
+    with pytest.raises(RuntimeError, match="no StarSTREAM figures"):
+        bench.parse_hpcc("Begin of StarSTREAM section.\n")
+    # hpcc's arrays reach 4 x a 32 MiB cache: N^2 x 8 / 3 >= 128 MiB
+    n = bench.hpl_n_for(4 * 2**25)
+    assert n * n * 8 / 3 >= 4 * 2**25 > (n - 1) ** 2 * 8 / 3

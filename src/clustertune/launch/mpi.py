@@ -46,6 +46,18 @@ Locate = Callable[[str, str], Path]
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where and how :meth:`Flavour.argv` places the ranks (its keyword arguments)."""
+
+    hostfile: Path | None
+    agent: str | None
+    interface: str | None
+    bind: bool
+    locate: Locate | None
+    spans_hosts: bool
+
+
+@dataclass(frozen=True)
 class Flavour(ABC):
     name: str  # --mpi, the build tree (build/<name>), the records' "mpi"
     launcher: str  # the program that starts the ranks (Debian's name for it)
@@ -55,7 +67,6 @@ class Flavour(ABC):
     shims: tuple[str, ...] = ()  # libraries of kernels/shims preloaded into its ranks
     root_vars: tuple[str, ...] = ()  # set to 1 when run as root (it refuses otherwise)
 
-    @abstractmethod
     def argv(
         self,
         np: int,
@@ -74,6 +85,13 @@ class Flavour(ABC):
         ``bind=False``: ranks not bound to cores (hosts sharing one machine's cores);
         ``locate`` finds the shims (needed with ``interface``); ``spans_hosts``: the
         hostfile names more than one host (default: whether there is a hostfile)."""
+        spans = hostfile is not None if spans_hosts is None else spans_hosts
+        where = Placement(hostfile, agent, interface, bind, locate, spans)
+        return self.command(np, env, where)
+
+    @abstractmethod
+    def command(self, np: int, env: dict[str, str], where: Placement) -> list[str]:
+        """:meth:`argv` in this MPI's words."""
 
     @abstractmethod
     def hostfile(self, hosts: Sequence[str], slots: int) -> str:
@@ -120,31 +138,19 @@ class OpenMPIFlavour(Flavour):
             params.update(btl_tcp_if_include=interface, oob_tcp_if_include=interface)
         return params
 
-    def argv(
-        self,
-        np,
-        env,
-        *,
-        hostfile=None,
-        agent=None,
-        interface=None,
-        bind=True,
-        locate=None,
-        spans_hosts=None,
-    ):
+    def command(self, np, env, where):
         argv = [self.launcher, "-np", str(np)]
-        spans = hostfile is not None if spans_hosts is None else spans_hosts
-        mca = self.mca(interface, shared_memory=True, tcp=spans)
+        mca = self.mca(where.interface, shared_memory=True, tcp=where.spans_hosts)
         for name, value in mca.items():
             argv += ["--mca", name, value]
-        if not bind:
+        if not where.bind:
             argv += ["--bind-to", "none"]
-        if hostfile is None:
+        if where.hostfile is None:
             argv += ["--oversubscribe"]
         else:
-            argv += ["--hostfile", str(hostfile), "--map-by", "node"]
-        if agent:
-            argv += ["--mca", "plm_rsh_agent", agent]
+            argv += ["--hostfile", str(where.hostfile), "--map-by", "node"]
+        if where.agent:
+            argv += ["--mca", "plm_rsh_agent", where.agent]
         for name in sorted(env):
             argv += ["-x", name]  # exports the launcher's value of each variable to the ranks
         return argv
@@ -161,28 +167,19 @@ class OpenMPIFlavour(Flavour):
 
 @dataclass(frozen=True)
 class MPICHFlavour(Flavour):
-    def argv(
-        self,
-        np,
-        env,
-        *,
-        hostfile=None,
-        agent=None,
-        interface=None,
-        bind=True,
-        locate=None,
-        spans_hosts=None,
-    ):
+    def command(self, np, env, where):
         argv = [self.launcher, "-n", str(np)]
-        if hostfile is not None:
-            argv += ["-f", str(hostfile)]
-        if agent:
-            argv += ["-launcher", "rsh", "-launcher-exec", agent]
+        if where.hostfile is not None:
+            argv += ["-f", str(where.hostfile)]
+        if where.agent:
+            argv += ["-launcher", "rsh", "-launcher-exec", where.agent]
         genv = dict(env)
-        if interface:  # pinned to one NIC means TCP: keep UCX off shared memory, avoid the hang
-            if locate is None:
+        if (
+            where.interface
+        ):  # pinned to one NIC means TCP: keep UCX off shared memory, avoid the hang
+            if where.locate is None:
                 raise ValueError("MPICH pinned to an interface needs locate for its shims")
-            pinned = self.pinned_env(interface, locate)
+            pinned = self.pinned_env(where.interface, where.locate)
             genv = {**pinned, **env, "LD_PRELOAD": pinned["LD_PRELOAD"]}
         for name in sorted(genv):
             argv += ["-genv", name, genv[name]]

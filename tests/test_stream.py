@@ -206,6 +206,10 @@ def test_study_step_kind_checks_values_runs_and_draws(store, tmp_path):
         ({"ntimes": 2.5}, "ntimes: expected an integer"),
         ({"cache": "12X"}, "cache: "),
         ({"timeout": -1}, "timeout: expected a positive number"),
+        # the kernel's own ranges, asked when the file is read
+        ({"ntimes": 1}, "ntimes: expected an integer from 2 to 100, got '1'"),
+        ({"ntimes": 101}, "ntimes: expected an integer from 2 to 100"),
+        ({"cache": "0"}, "cache: expected a byte count above 0"),
     ):
         with pytest.raises(UserError, match=f"^{said}"):
             kind.check(values)

@@ -14,11 +14,13 @@ steps.py     the study step kind "stream"
 
 from .. import Kernel, Level
 
+KERNEL = "ct-stream"
+
 LEVEL = Level(
     name="stream",
     title="Node level: memory bandwidth (STREAM)",
     after="linpack",
-    kernels=(Kernel("ct-stream", "stream"),),
+    kernels=(Kernel(KERNEL, "stream"),),
     commands="cli:add_commands",
     section="section:render",
     summary="summary:rows",

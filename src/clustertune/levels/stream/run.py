@@ -19,9 +19,8 @@ from ...commands import Output, cluster_of, open_store
 from ...errors import UserError
 from ...kernels import check_args
 from ...results import Store
-from . import LEVEL
+from . import KERNEL, LEVEL
 
-KERNEL = "ct-stream"
 LOOPS = ("copy", "scale", "add", "triad")
 TIMEOUT_S = 600.0
 CACHE_TIMES = 4  # STREAM's rule: each array at least 4 x the last-level caches

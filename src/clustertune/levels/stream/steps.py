@@ -5,19 +5,23 @@ section's bandwidth-against-ranks figure of the step's runs."""
 
 from __future__ import annotations
 
+import re
+
 from ...cluster import Cluster
 from ...errors import UserError
+from ...launch import mpi as mpi_flavours
 from ...results import Store
 from ...studies import kinds
 from ...units import parse_size
 from . import run, section
 
 PARAMS = frozenset({"np", "n", "cache", "ntimes", "timeout"})
+KERNEL_FLAG = re.compile(r"^ct-stream: --(?=[\w-]+: )")  # the flags are named as the keys
 
 
 def _point(v: dict) -> tuple[int, run.StreamSpec, float]:
-    """(np, spec, timeout) of a point, checked when the study file is read (the kernel checks
-    the ranges of n and ntimes again before its job)."""
+    """(np, spec, timeout) of a point, checked when the study file is read: the types here,
+    the ranges by the kernel itself (its --check-only, no MPI), as the command checks them."""
     cache = v.get("cache")
     timeout = v.get("timeout", run.TIMEOUT_S)
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not timeout > 0:
@@ -27,7 +31,12 @@ def _point(v: dict) -> tuple[int, run.StreamSpec, float]:
         cache=None if cache is None else str(kinds.reworded("cache", parse_size, str(cache))),
         ntimes=kinds.positive(v, "ntimes", 1) if "ntimes" in v else None,
     )
-    return kinds.positive(v, "np", 1), spec, float(timeout)
+    np = kinds.positive(v, "np", 1)
+    try:
+        run.check(spec, np, mpi_flavours.DEFAULT.name)
+    except UserError as exc:  # "ct-stream: --ntimes: expected ...": the study's field
+        raise UserError(KERNEL_FLAG.sub("", str(exc))) from None
+    return np, spec, float(timeout)
 
 
 def _stream(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:

@@ -648,6 +648,23 @@ def test_matrix_names_the_faulty_host_or_link_and_no_other(make_vcluster, store,
 
 
 @pytest.mark.root
+def test_one_packet_as_late_as_tcps_timeout_does_not_hide_a_lossy_host(
+    make_vcluster, store, monkeypatch
+):
+    """Review F21: host2 losing 1 % retransmits hundreds of segments in its links' loss
+    re-test; the pacers late (p99 850 µs) with one packet released 300 ms late explain
+    one retransmission, not those: host2's loss stands, whatever else is withheld."""
+    cluster = make_vcluster(hosts=3, link_bps=10**9, host_faults={"host2": {"loss": 0.01}})
+    monkeypatch.setattr(matrix, "worst_late_us", lambda b, a: {"p99_us": 850.0, "max_us": 3e5})
+    monkeypatch.setattr(matrix, "rto_late_packets", lambda before, after: 1)
+    doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    lossy = [f for f in doc["flagged"] if f["figure"] == "retransmissions"]
+    assert [f.get("host") for f in lossy] == ["host2"], doc["flagged"]
+    assert lossy[0]["value"] > 10, lossy
+    assert not any(n.startswith("withheld") and "retransmissions" in n for n in doc["notes"])
+
+
+@pytest.mark.root
 def test_matrix_names_a_flapping_host_and_no_other(make_vcluster, store):
     """host2's port down 300 ms of every second: host2 is named flapping, on its NIC's
     carrier counter, and nothing else; what its links met (a check that failed, pairs that

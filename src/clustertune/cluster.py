@@ -36,7 +36,7 @@ class Host:
 @dataclass(frozen=True)
 class Site:
     name: str
-    launcher: str  # a name in the launcher registry (clustertune.launch)
+    launcher: str  # a launcher's name (clustertune.launch.launchers)
     wan_bps: int | None = None  # the site's link to the other sites; None = unshaped / unknown
     settings: dict = field(default_factory=dict)  # the launcher's, e.g. {"partition": "debug"}
 
@@ -117,7 +117,7 @@ _SLURM_KEYS = {"partition"}
 
 def load_cluster_file(path: Path, launchers: Collection[str]) -> Cluster:
     """Read and validate a cluster file; ``launchers`` are the launcher names it may use
-    (the caller asks the launcher registry: this module must not import it)."""
+    (the caller asks clustertune.launch.launchers: this module must not import it)."""
     name = str(path)
     doc, _, fail = tomlfile.read(path, "cluster file")
 

@@ -1,6 +1,6 @@
 """A grid description: a TOML file naming the sites, each with its hosts, scheduler and
 contact, and the links between sites. The same file describes a real multi-site setup;
-``--cluster FILE.grid.toml`` reads it (the grid level registers :class:`GridFile`).
+``--cluster FILE.grid.toml`` reads it (the grid level's manifest names :class:`GridFile` among its cluster sources).
 
     name = "two-campuses"
     mpi = ["openmpi", "mpich"]

@@ -1,4 +1,4 @@
-"""A virtual grid: a virtual cluster with sites (vcluster.py) plus a scheduler per site,
+"""A virtual grid: a virtual cluster with sites (clustertune.vcluster) plus a scheduler per site,
 started inside that site's namespaces. ``up`` builds the cluster, then the site daemons;
 ``down`` stops the daemons, then removes the cluster; nothing is left behind.
 

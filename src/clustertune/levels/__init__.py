@@ -22,7 +22,7 @@ for it with :meth:`Level.part`, so reading every manifest is cheap and has no si
         section="section:render",           # render(records) -> HTML fragment
         summary="summary:rows",             # rows(records) -> [clustertune.summary.Row]
         demo="demo:step",                   # step(cluster, store) -> records
-        study_kinds="study:KINDS",          # (clustertune.studies.kinds.Kind, ...)
+        study_kinds="steps:KINDS",          # (clustertune.studies.kinds.Kind, ...)
         cluster_sources="sources:SOURCES",  # ((source, before), ...): see clustertune.sources
         launchers="launchers:LAUNCHERS",    # (Launcher class, ...): see clustertune.launch
     )
@@ -65,8 +65,8 @@ class Kernel:
 class Level:
     name: str  # the records' "level" field; also the report section's anchor
     title: str  # heading of the report section
-    # the level whose section and demo step come just before this one's ("": the first);
-    # clustertune.catalog turns these into one order
+    # the level this one's section and demo step come after ("": the first); levels sort
+    # by the length of that chain, then by name (clustertune.catalog.ordered)
     after: str
     kernels: tuple[Kernel, ...] = ()
     # parts: "module:attribute" in this level's package, imported by part() when asked for

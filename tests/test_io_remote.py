@@ -54,6 +54,18 @@ def foreign_ca(tmp_path_factory) -> Path:
     return foreign
 
 
+def serving(argv: list[str], lifetime: float = 120):
+    """ct-io-server as ``argv`` runs it, a service on this host (ready: its port line)."""
+    return launcher_for(local_cluster()).service(
+        local_cluster().hosts[0].name,
+        argv,
+        ready=remote.READY,
+        env=remote.server_env(),
+        lifetime=lifetime,
+        stop_grace=0.5,
+    )
+
+
 @pytest.fixture(scope="module")
 def server(ca, tmp_path_factory):
     """A running ct-io-server (2 ranks) on this host; yields (port, export, its log). Its
@@ -64,15 +76,7 @@ def server(ca, tmp_path_factory):
     (outside / "precious").write_text("not the server's to touch")
     (export / "escape").symlink_to(outside)
     argv = remote.server_argv(2, export, ca, idle_timeout=5, handshake_timeout=HANDSHAKE_S)
-    service = launcher_for(local_cluster()).service(
-        local_cluster().hosts[0].name,
-        argv,
-        ready=remote.READY,
-        env=remote.server_env(),
-        lifetime=600,
-        stop_grace=0.5,
-    )
-    with service as s:
+    with serving(argv, lifetime=600) as s:
         yield int(s.ready_match.group(1)), export, s
     assert s.completed is not None
 
@@ -154,15 +158,7 @@ def test_rounds_and_store_and_forward_with_aggregation(ca, tmp_path, round_bytes
     export = tmp_path / "export"
     export.mkdir()
     argv = remote.server_argv(1, export, ca, idle_timeout=5, round_bytes=round_bytes)
-    service = launcher_for(local_cluster()).service(
-        local_cluster().hosts[0].name,
-        argv,
-        ready=remote.READY,
-        env=remote.server_env(),
-        lifetime=120,
-        stop_grace=0.5,
-    )
-    with service as s:
+    with serving(argv) as s:
         port = int(s.ready_match.group(1))
         record = measure(port, ca, db=tmp_path / "r.db", sizes=[25], mpi="openmpi", directory=".")
         assert record["status"] == "ok", f"{record['error']}\n{log_of(s)}"
@@ -573,14 +569,7 @@ def own_server(ca: Path, export: Path, **options: str):
     argv = remote.server_argv(1, export, ca, idle_timeout=5, handshake_timeout=HANDSHAKE_S)
     for option, value in options.items():
         argv = with_option(argv, "--" + option.replace("_", "-"), value)
-    return launcher_for(local_cluster()).service(
-        local_cluster().hosts[0].name,
-        argv,
-        ready=remote.READY,
-        env=remote.server_env(),
-        lifetime=120,
-        stop_grace=0.5,
-    )
+    return serving(argv)
 
 
 def test_a_grid_mapfile_spoilt_while_serving_refuses_everyone_until_fixed(ca, tmp_path) -> None:

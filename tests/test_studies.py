@@ -120,6 +120,16 @@ def test_quick_variants_keep_the_papers_link_rates():
             )
 
 
+# a finding on a mid-size figure: MPI's saturation point above TCP's
+SATURATION = {
+    "id": "s",
+    "text": "t",
+    "check": "greater",
+    "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
+    "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"},
+}
+
+
 def _on_wire(rid: int, layer: str, figures: dict, wire: str | None) -> dict:
     record = _fake("pp", {"layer": layer}, figures, rid)
     record["meta"]["cluster"] = {"name": f"st{rid}", "wire": wire, "link_bps": {"host0": 10**8}}
@@ -128,28 +138,21 @@ def _on_wire(rid: int, layer: str, figures: dict, wire: str | None) -> dict:
 
 
 def test_a_mid_size_finding_is_judged_only_on_a_paced_wire_or_a_real_link():
-    sat = {
-        "id": "s",
-        "text": "t",
-        "check": "greater",
-        "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
-        "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"},
-    }
     figures = (
         {"saturation_point_bytes": 300, "latency_us": 90.0},
         {"saturation_point_bytes": 150, "latency_us": 50.0},
     )
     for wire in ("paced", None):
         records = [_on_wire(1, "mpi", figures[0], wire), _on_wire(2, "tcp", figures[1], wire)]
-        assert findings.evaluate(sat, records)["status"] == "reproduced", wire
+        assert findings.evaluate(SATURATION, records)["status"] == "reproduced", wire
     mixed = [_on_wire(1, "mpi", figures[0], "tbf"), _on_wire(2, "tcp", figures[1], "paced")]
-    got = findings.evaluate(sat, mixed)
+    got = findings.evaluate(SATURATION, mixed)
     assert got["status"] == "not judged" and got["measured"] is None
     assert "tbf wire (runs 1)" in got["evidence"] and got["runs"] == [1, 2]
     latency = {
-        **sat,
-        "a": {**sat["a"], "figure": "latency_us"},
-        "b": {**sat["b"], "figure": "latency_us"},
+        **SATURATION,
+        "a": {**SATURATION["a"], "figure": "latency_us"},
+        "b": {**SATURATION["b"], "figure": "latency_us"},
     }
     assert findings.evaluate(latency, mixed)["status"] == "reproduced"  # not a mid-size figure
     shown = page._wires(mixed)
@@ -163,13 +166,6 @@ def test_a_mid_size_finding_is_judged_only_on_a_paced_wire_or_a_real_link():
 def test_a_mid_size_finding_on_an_old_virtual_record_without_its_wire_is_not_judged():
     """Records made before meta "wire" were on tbf virtual links (the old default): their
     mid-size figures are not judged; a real cluster's record (no wire key) still is."""
-    sat = {
-        "id": "s",
-        "text": "t",
-        "check": "greater",
-        "a": {"step": "pp", "where": {"layer": "mpi"}, "figure": "saturation_point_bytes"},
-        "b": {"step": "pp", "where": {"layer": "tcp"}, "figure": "saturation_point_bytes"},
-    }
     records = [
         _on_wire(1, "mpi", {"saturation_point_bytes": 300}, "paced"),
         _on_wire(2, "tcp", {"saturation_point_bytes": 150}, "paced"),
@@ -177,11 +173,11 @@ def test_a_mid_size_finding_on_an_old_virtual_record_without_its_wire_is_not_jud
     for record, source in zip(records, ("vcluster:st1", "localhost"), strict=True):
         del record["meta"]["cluster"]["wire"]
         record["meta"]["cluster"]["source"] = source
-    got = findings.evaluate(sat, records)
+    got = findings.evaluate(SATURATION, records)
     assert got["status"] == "not judged" and got["measured"] is None
     assert "wire not recorded (runs 1)" in got["evidence"]
     records[0]["meta"]["cluster"]["source"] = "/etc/lab.toml"  # a real cluster's file
-    assert findings.evaluate(sat, records)["status"] == "reproduced"
+    assert findings.evaluate(SATURATION, records)["status"] == "reproduced"
 
 
 def test_finished_rules():

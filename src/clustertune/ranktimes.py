@@ -107,6 +107,15 @@ def text(record: dict) -> str:
     return "\n".join(lines)
 
 
+def text_end(record: dict) -> list[str]:
+    """The lines a level's text of one run ends with: the per-rank times (text), then
+    the run's error if it has one."""
+    lines = [times] if (times := text(record)) else []
+    if record["error"]:
+        lines.append(f"  error: {record['error']}")
+    return lines
+
+
 def section_part(records: list[dict], what: str) -> str:
     """A report section's table of CPU/wall per rank of its runs (the flagged in view),
     and one line per flagged rank."""

@@ -49,36 +49,14 @@ def compare(
             "blas": {"name": blas.label, "directory": str(blas.directory), "key": blas.key},
             "compare": batch,
         }
-        kargs = run.gemm_args(str(gemm_n), nb, "d", 1, True, 1, np)
-        records.append(
-            run.run_gemm(
-                cluster,
-                store,
-                np,
-                mpi,
-                kargs,
-                timeout=timeout,
-                env=env,
-                params=params,
-                derive=library_check(blas),
-                hosts=hosts,
-            )
-        )
-        kargs = ["-N", str(n), "--nb", str(nb), "-P", str(p), "-Q", str(q), "--hpl-out", "-"]
-        records.append(
-            run.run_linpack(
-                cluster,
-                store,
-                np,
-                mpi,
-                kargs,
-                timeout=timeout,
-                env=env,
-                params=params,
-                derive=library_check(blas, run.derive),
-                hosts=hosts,
-            )
-        )
+        gemm = run.gemm_args(str(gemm_n), nb, "d", 1, True, 1, np)
+        lu = ["-N", str(n), "--nb", str(nb), "-P", str(p), "-Q", str(q), "--hpl-out", "-"]
+        for job, kargs, derive in (
+            (run.run_gemm, gemm, library_check(blas)),
+            (run.run_linpack, lu, library_check(blas, run.derive)),
+        ):
+            options = {"timeout": timeout, "env": env, "params": params, "hosts": hosts}
+            records.append(job(cluster, store, np, mpi, kargs, derive=derive, **options))
     return records
 
 

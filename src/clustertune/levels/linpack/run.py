@@ -19,10 +19,10 @@ from ...commands import Output, cluster_of, open_store, record_output
 from ...errors import UserError
 from ...hostinfo import memory_bytes
 from ...results import Store
-from ...runner import Derive
 from . import GEMM_KERNEL, LINPACK_KERNEL, choice, jobs
 from . import blas as blaslib
-from .jobs import TIMEOUT_S, derive, gemm_args, machines
+from .jobs import TIMEOUT_S as TIMEOUT_S  # the commands' default, named here too
+from .jobs import derive, gemm_args, machines
 
 # what every result line carries (the issue's JSON contract)
 RESULT_KEYS = ("variant", "n", "nb", "p", "q", "time_s", "gflops", "residual", "passed")
@@ -130,10 +130,7 @@ def text(record: dict) -> str:
         lines.append(f"  skipped: {skipped}")
     for warning in record["detail"].get("warnings", []):
         lines.append(f"  warning: {warning}")
-    if times := ranktimes.text(record):
-        lines.append(times)
-    if record["error"]:
-        lines.append(f"  error: {record['error']}")
+    lines += ranktimes.text_end(record)
     return "\n".join(lines)
 
 
@@ -145,35 +142,19 @@ def run_blas_kernel(
     mpi: str,
     kargs: list[str],
     *,
-    timeout: float = TIMEOUT_S,
-    env: dict[str, str] | None = None,
-    params: dict | None = None,
-    derive: Derive | None = None,
-    hosts: list[str] | None = None,
     blas: str = "auto",
     chosen: dict | None = None,
+    **options,
 ) -> dict:
     """``kernel`` (ct-linpack or ct-gemm) with ``kargs`` on ``np`` ranks, one BLAS thread
     per rank, after the kernel's own argument check; the stored record. The BLAS is
-    ``blas`` (blas_choice) unless ``env`` or the caller's environment names a library or
-    an OpenBLAS core; ``chosen`` is a choice the caller resolved already."""
+    ``blas`` (blas_choice) unless ``options["env"]`` or the caller's environment names a
+    library or an OpenBLAS core; ``chosen`` is a choice the caller resolved already.
+    ``options``: jobs.run_job's (timeout, env, params, derive, hosts)."""
     kernels.check_args(kernel, np, mpi, kargs)
-    if chosen is None and not choice.told(env):
-        chosen = blas_choice(cluster, store, np, mpi, hosts, blas)
-    return jobs.run_job(
-        kernel,
-        cluster,
-        store,
-        np,
-        mpi,
-        kargs,
-        timeout=timeout,
-        env=env,
-        params=params,
-        derive=derive,
-        hosts=hosts,
-        chosen=chosen,
-    )
+    if chosen is None and not choice.told(options.get("env")):
+        chosen = blas_choice(cluster, store, np, mpi, options.get("hosts"), blas)
+    return jobs.run_job(kernel, cluster, store, np, mpi, kargs, chosen=chosen, **options)
 
 
 def blas_choice(

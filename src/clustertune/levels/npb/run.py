@@ -157,10 +157,7 @@ def text(record: dict) -> str:
                 f" s (max over ranks); {f['messages_per_iteration']:.0f} messages, "
                 f"{f['bytes_per_iteration']:.0f} bytes per iteration (all ranks)"
             )
-    if times := ranktimes.text(record):
-        lines.append(times)
-    if record["error"]:
-        lines.append(f"  error: {record['error']}")
+    lines += ranktimes.text_end(record)
     return "\n".join(lines)
 
 

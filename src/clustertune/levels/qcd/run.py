@@ -219,10 +219,7 @@ def text(record: dict, series_lines: int = 12) -> str:
             f"  checks: |UU+ - 1| {number(f['unitarity_error'], '.2g')}, |det U - 1| "
             f"{number(f['det_error'], '.2g')}, gauge invariance {number(f['gauge_invariance_error'], '.2g')}",
         ]
-    if times := ranktimes.text(record):
-        lines.append(times)
-    if record["error"]:
-        lines.append(f"  error: {record['error']}")
+    lines += ranktimes.text_end(record)
     return "\n".join(lines)
 
 

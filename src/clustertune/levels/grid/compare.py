@@ -153,32 +153,7 @@ def shaped_min_size(state: dict, placement: str) -> int:
 
 
 def linpack_args(case: Case) -> list[str]:
-    return [
-        "-N",
-        str(case.n),
-        "--nb",
-        str(case.nb),
-        "-P",
-        "1",
-        "-Q",
-        str(case.ranks),
-        "--depth",
-        "1",
-        "--bcast",
-        "1",
-        "--pfact",
-        "R",
-        "--rfact",
-        "C",
-        "--nbmin",
-        "4",
-        "--ndiv",
-        "2",
-        "--seed",
-        "1",
-        "--hpl-out",
-        "-",
-    ]
+    return linpack.fixed_lu_args(case.n, case.nb, 1, case.ranks, "--seed", "1")
 
 
 def run_case(state: dict, store: Store, case: Case, timeout: float = 300.0) -> dict:

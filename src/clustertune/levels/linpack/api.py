@@ -6,7 +6,7 @@ Import it as ``from ..linpack import api as linpack``; the level's other modules
 from . import GEMM_KERNEL, LINPACK_KERNEL
 from .blas import Blas, core_variants, environment, failure, installed, library_check, select
 from .choice import DEFAULT_BLOCK, available_blas, nb_candidates, network_n_half
-from .jobs import BLAS_THREADS, TIMEOUT_S, derive, gemm_args, machines
+from .jobs import BLAS_THREADS, TIMEOUT_S, derive, fixed_lu_args, gemm_args, machines
 from .run import n_for_memory, run_gemm, run_linpack
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "derive",
     "environment",
     "failure",
+    "fixed_lu_args",
     "gemm_args",
     "installed",
     "library_check",

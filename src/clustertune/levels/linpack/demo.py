@@ -6,7 +6,7 @@ from __future__ import annotations
 from ...cluster import Cluster
 from ...launch.mpi import default_of
 from ...results import Store
-from . import run
+from . import jobs, run
 
 DEMO_NP = 4
 DEMO_N = 2016  # 21 blocks of 96
@@ -17,30 +17,7 @@ DEMO_TIMEOUT_S = 120.0
 
 def demo(cluster: Cluster, store: Store) -> list[dict]:
     mpi = default_of(cluster.mpi)
-    lu = [
-        "-N",
-        str(DEMO_N),
-        "--nb",
-        str(DEMO_NB),
-        "-P",
-        "2",
-        "-Q",
-        "2",
-        "--depth",
-        "1",
-        "--bcast",
-        "1",
-        "--pfact",
-        "R",
-        "--rfact",
-        "C",
-        "--nbmin",
-        "4",
-        "--ndiv",
-        "2",
-        "--hpl-out",
-        "-",
-    ]
+    lu = jobs.fixed_lu_args(DEMO_N, DEMO_NB, 2, 2)
     summa = run.gemm_args(str(DEMO_GEMM_N), DEMO_NB, "sdcz", 1, False, 2, 2)
     peak = run.gemm_args(str(DEMO_GEMM_N), DEMO_NB, "d", 1, True, 1, DEMO_NP)
     return [

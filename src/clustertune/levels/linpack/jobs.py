@@ -46,6 +46,20 @@ def gemm_args(n: str, nb: int, dtypes: str, repeat: int, local: bool, p: int, q:
     return kargs + (["--local"] if local else ["-P", str(p), "-Q", str(q)])
 
 
+# One LU variant, fixed, for runs that compare machines or show the level (the grid
+# comparison, the demo): their times then differ by what the machines do, not by which
+# variant the kernel's defaults pick.
+FIXED_VARIANT = {"depth": "1", "bcast": "1", "pfact": "R", "rfact": "C", "nbmin": "4", "ndiv": "2"}
+
+
+def fixed_lu_args(n: int, nb: int, p: int, q: int, *extra: str) -> list[str]:
+    """ct-linpack's arguments for an N, NB, P x Q LU of FIXED_VARIANT, its HPL.out on
+    stdout; ``extra`` (e.g. a seed) before that."""
+    shape = ["-N", str(n), "--nb", str(nb), "-P", str(p), "-Q", str(q)]
+    variant = [a for flag, value in FIXED_VARIANT.items() for a in (f"--{flag}", value)]
+    return [*shape, *variant, *extra, "--hpl-out", "-"]
+
+
 def chosen_environment(choice: dict) -> dict[str, str]:
     """The environment a run with ``choice`` gets (its library first on the path, its
     OpenBLAS core named)."""

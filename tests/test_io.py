@@ -14,19 +14,11 @@ from pathlib import Path
 import netCDF4
 import numpy as np
 import pytest
+from clirun import cli
 
 from clustertune import kernels
 from clustertune.cluster import local_cluster
 from clustertune.levels.io import netcdf, section, validate
-
-
-def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "clustertune.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture(scope="module")

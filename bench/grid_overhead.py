@@ -39,10 +39,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import clustertune.levels.grid  # noqa: E402, F401
-from clustertune import runner, vcluster  # noqa: E402
+from clustertune import vcluster  # noqa: E402
 from clustertune.grid import jobs, virtual  # noqa: E402
 from clustertune.grid.source import cluster_from_grid  # noqa: E402
 from clustertune.levels.grid import compare  # noqa: E402
+from clustertune.levels.probe.run import probe_job  # noqa: E402
 from clustertune.results import Store  # noqa: E402
 from clustertune.units import parse_rate  # noqa: E402
 
@@ -51,17 +52,7 @@ HOSTS = ["host0", "host1", "host2", "host3"]
 
 def probe_s(cluster, store, mpi: str) -> float:
     begin = time.monotonic()
-    record = runner.run_kernel(
-        cluster,
-        store,
-        level="probe",
-        kernel="ct-probe",
-        np=4,
-        mpi=mpi,
-        hosts=HOSTS,
-        params={},
-        timeout=120,
-    )
+    record = probe_job(cluster, store, 4, mpi, hosts=HOSTS, params={}, timeout=120)
     if record["status"] != "ok":
         raise SystemExit(f"probe failed: {record['error']}")
     return time.monotonic() - begin

@@ -22,7 +22,7 @@ import pytest
 from conftest import unique_name
 
 import clustertune.levels.grid  # noqa: F401  (registers the grid sources)
-from clustertune import kernels, runner
+from clustertune import kernels
 from clustertune.errors import ConfigError, UserError
 from clustertune.grid import coalloc, daemons, heartbeat, jobs, slurm, ssh, staging, virtual
 from clustertune.grid import info as grid_info
@@ -30,6 +30,7 @@ from clustertune.grid.coalloc import FAIL_SWITCH, coallocate_jobs
 from clustertune.grid.jobs import NEVER_START
 from clustertune.grid.source import cluster_from_grid
 from clustertune.levels.grid import compare, section
+from clustertune.levels.probe.run import probe_job
 from clustertune.results import Store
 from clustertune.sources import resolve_cluster
 from clustertune.units import payload_rate_bps
@@ -331,17 +332,7 @@ def grid():
 def test_probe_across_two_slurm_sites(grid, store, mpi):
     cluster = cluster_from_grid(grid)
     hosts = ["host0", "host1", "host2", "host3"]
-    record = runner.run_kernel(
-        cluster,
-        store,
-        level="probe",
-        kernel="ct-probe",
-        np=4,
-        mpi=mpi,
-        hosts=hosts,
-        params={},
-        timeout=60,
-    )
+    record = probe_job(cluster, store, 4, mpi, hosts=hosts, params={}, timeout=60)
     assert record["status"] == "ok", record["error"]
     assert sorted(s["host"] for s in record["samples"]) == hosts
     site_of = {h.name: h.site for h in cluster.hosts}
@@ -361,16 +352,8 @@ def test_probe_across_two_slurm_sites(grid, store, mpi):
 @needs_tools
 def test_probe_across_slurm_and_ssh_sites(grid, store):
     cluster = cluster_from_grid(grid)
-    record = runner.run_kernel(
-        cluster,
-        store,
-        level="probe",
-        kernel="ct-probe",
-        np=2,
-        mpi="openmpi",
-        hosts=["host1", "host5"],
-        params={},
-        timeout=60,
+    record = probe_job(
+        cluster, store, 2, "openmpi", hosts=["host1", "host5"], params={}, timeout=60
     )
     assert record["status"] == "ok", record["error"]
     assert sorted(s["host"] for s in record["samples"]) == ["host1", "host5"]
@@ -382,13 +365,11 @@ def test_coallocation_all_or_none(grid, store, monkeypatch):
     """site1's allocation cannot be granted: site0's is cancelled, no rank starts."""
     monkeypatch.setenv(FAIL_SWITCH, "site1")
     cluster = cluster_from_grid(grid)
-    record = runner.run_kernel(
+    record = probe_job(
         cluster,
         store,
-        level="probe",
-        kernel="ct-probe",
-        np=4,
-        mpi="openmpi",
+        4,
+        "openmpi",
         hosts=["host0", "host1", "host2", "host3"],
         params={},
         timeout=60,

@@ -23,11 +23,12 @@ import pytest
 from conftest import unique_name
 from test_grid import kill_daemon_mid_sweep
 
-from clustertune import runner, security
+from clustertune import security
 from clustertune.errors import UserError
 from clustertune.grid import gram, jobs, slurm, virtual
 from clustertune.grid.source import cluster_from_grid
 from clustertune.levels.grid import compare
+from clustertune.levels.probe.run import probe_job
 
 pytestmark = [
     pytest.mark.root,
@@ -85,16 +86,8 @@ def test_probe_pingpong_linpack_across_two_gram_sites(grid, store, mpi):
     """One MPI_COMM_WORLD over host1 (site0) and host2 (site1), each site's MPI daemon a
     GRAM job of its gatekeeper; co-allocation's grant at a GRAM site is GSI's."""
     jobs_before = [_jobs_at(s) for s in grid["sites"][:2]]
-    probe = runner.run_kernel(
-        cluster_from_grid(grid),
-        store,
-        level="probe",
-        kernel="ct-probe",
-        np=2,
-        mpi=mpi,
-        hosts=list(ACROSS),
-        params={},
-        timeout=90,
+    probe = probe_job(
+        cluster_from_grid(grid), store, 2, mpi, hosts=list(ACROSS), params={}, timeout=90
     )
     assert probe["status"] == "ok", probe["error"]
     assert {s["host"]: s["site"] for s in probe["samples"]} == {"host1": "site0", "host2": "site1"}
@@ -123,16 +116,8 @@ def test_probe_across_a_gram_and_a_slurm_site(grid, store, mpi):
     """host1 (GRAM site0: its daemon a GRAM job) and host4 (Slurm site2: srun --jobid in
     its co-allocated allocation): one MPI_COMM_WORLD."""
     before = _jobs_at(grid["sites"][0])
-    probe = runner.run_kernel(
-        cluster_from_grid(grid),
-        store,
-        level="probe",
-        kernel="ct-probe",
-        np=2,
-        mpi=mpi,
-        hosts=["host1", "host4"],
-        params={},
-        timeout=90,
+    probe = probe_job(
+        cluster_from_grid(grid), store, 2, mpi, hosts=["host1", "host4"], params={}, timeout=90
     )
     assert probe["status"] == "ok", probe["error"]
     assert {s["host"]: s["site"] for s in probe["samples"]} == {"host1": "site0", "host4": "site2"}

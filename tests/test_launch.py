@@ -14,15 +14,14 @@ from clustertune.launch import mpi
 from clustertune.launch.base import Job
 from clustertune.launch.launchers import launcher_for
 from clustertune.launch.process import job_pids
+from clustertune.levels.probe.run import probe_job
 from clustertune.results import Store
 
 MPIS = ("openmpi", "mpich")
 
 
 def probe(cluster, store, mpi, np, **kwargs):
-    return runner.run_kernel(
-        cluster, store, level="probe", kernel="ct-probe", np=np, mpi=mpi, timeout=90, **kwargs
-    )
+    return probe_job(cluster, store, np, mpi, timeout=90, **kwargs)
 
 
 @pytest.mark.parametrize("mpi", MPIS)

@@ -10,11 +10,12 @@ import json
 
 import pytest
 
-from clustertune import cli, ranktimes, runner
+from clustertune import cli, ranktimes
 from clustertune.cluster import local_cluster
 from clustertune.levels.linpack import section as linpack_section
 from clustertune.levels.npb import run as npbrun
 from clustertune.levels.npb import section as npb_section
+from clustertune.levels.probe.run import probe_job
 from clustertune.levels.qcd import run as qcdrun
 from clustertune.levels.qcd import section as qcd_section
 
@@ -147,8 +148,6 @@ def test_linpack_records_and_shows_cpu_and_wall_per_rank(capsys) -> None:
 
 
 def test_the_probe_writes_its_rank_lines_too(store) -> None:
-    record = runner.run_kernel(
-        local_cluster(), store, level="probe", kernel="ct-probe", np=2, mpi="mpich", timeout=60
-    )
+    record = probe_job(local_cluster(), store, 2, "mpich", timeout=60)
     assert record["status"] == "ok", record["error"]
     rank_times(record, 2)

@@ -14,9 +14,9 @@ import pytest
 import slurm_loopback
 from test_interrupt import assert_stopped_and_stored, start_hung_probe, wait_for_nothing_left
 
-from clustertune import runner
 from clustertune.grid import slurm as grid_slurm
 from clustertune.launch.launchers import launcher_for
+from clustertune.levels.probe.run import probe_job
 from clustertune.sources import resolve_cluster
 
 pytestmark = pytest.mark.skipif(
@@ -116,16 +116,7 @@ def command(pid: int) -> str:
 @pytest.mark.parametrize("mpi", ("openmpi", "mpich"))
 def test_probe_through_srun(slurm, cluster_file, store, mpi):
     cluster = resolve_cluster(str(cluster_file))
-    record = runner.run_kernel(
-        cluster,
-        store,
-        level="probe",
-        kernel="ct-probe",
-        np=4,
-        mpi=mpi,
-        env=MPI_ENV[mpi],
-        timeout=30,
-    )
+    record = probe_job(cluster, store, 4, mpi, env=MPI_ENV[mpi], timeout=30)
     assert (record["status"], record["verification"]) == ("ok", "passed"), record["error"]
     assert record["figures"]["ranks"] == 4
     assert record["meta"]["commands"][0][0] == "srun"
@@ -139,17 +130,7 @@ def test_probe_through_srun(slurm, cluster_file, store, mpi):
 def test_hung_job_is_killed_and_leaves_nothing(slurm, cluster_file, store, mpi):
     cluster = resolve_cluster(str(cluster_file))
     begin = time.monotonic()
-    record = runner.run_kernel(
-        cluster,
-        store,
-        level="probe",
-        kernel="ct-probe",
-        np=4,
-        mpi=mpi,
-        args=["--hang"],
-        env=MPI_ENV[mpi],
-        timeout=5,
-    )
+    record = probe_job(cluster, store, 4, mpi, args=["--hang"], env=MPI_ENV[mpi], timeout=5)
     assert time.monotonic() - begin < 15
     assert record["status"] == "failed" and "time" in (record["error"] or "").lower()
     assert store.get(record["id"])["status"] == "failed"

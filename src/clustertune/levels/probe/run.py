@@ -10,20 +10,28 @@ import argparse
 from collections import Counter
 
 from ... import render, runner
+from ...cluster import Cluster
 from ...commands import Output, add_job_options, cluster_of, open_store, record_output
+from ...results import Store
 from . import KERNEL, LEVEL
 
 TIMEOUT_S = 120.0
 
 
+def probe_job(cluster: Cluster, store: Store, np: int, mpi: str, **options) -> dict:
+    """ct-probe on ``np`` ranks through the runner, its stored record; ``options``:
+    runner.run_kernel's (args, params, hosts, env, timeout)."""
+    return runner.run_kernel(
+        cluster, store, level=LEVEL.name, kernel=KERNEL, np=np, mpi=mpi, **options
+    )
+
+
 def run_probe(args: argparse.Namespace) -> Output:
-    record = runner.run_kernel(
+    record = probe_job(
         cluster_of(args),
         open_store(args),
-        level=LEVEL.name,
-        kernel=KERNEL,
-        np=args.np,
-        mpi=args.mpi,
+        args.np,
+        args.mpi,
         hosts=args.hosts,
         params={"np": args.np, "hosts": args.hosts},
         timeout=args.timeout,
@@ -94,15 +102,6 @@ def demo(cluster, store) -> list[dict]:
     """Both MPIs across every host of the demo cluster."""
     np = len(cluster.hosts)
     return [
-        runner.run_kernel(
-            cluster,
-            store,
-            level=LEVEL.name,
-            kernel=KERNEL,
-            np=np,
-            mpi=mpi,
-            params={"np": np, "hosts": None},
-            timeout=TIMEOUT_S,
-        )
+        probe_job(cluster, store, np, mpi, params={"np": np, "hosts": None}, timeout=TIMEOUT_S)
         for mpi in cluster.mpi
     ]

@@ -6,6 +6,9 @@ the study page marks every finding and contains no external resource."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -419,28 +422,22 @@ def test_sample_selectors_filter_and_nest():
     assert findings.select([rec], {"step": "io", "figure": "w.*"}) == (1.5, [1])
 
 
+def quick_study_process(name: str, db: Path):
+    """``clustertune study run NAME --quick --db DB`` as a process of its own (to be
+    signalled mid-way), its stderr a pipe to read the progress from."""
+    argv = [sys.executable, "-m", "clustertune.cli", "study", "run", name, "--quick"]
+    return subprocess.Popen([*argv, "--db", str(db)], stderr=subprocess.PIPE, text=True)
+
+
 @pytest.mark.root
 def test_study_killed_by_a_signal_then_rerun_finishes_without_redoing(tmp_path):
     import collections
     import signal
-    import subprocess
-    import sys
 
     from clustertune.results import Store
 
     db = tmp_path / "k.db"
-    argv = [
-        sys.executable,
-        "-m",
-        "clustertune.cli",
-        "study",
-        "run",
-        "npb-qcd",
-        "--quick",
-        "--db",
-        str(db),
-    ]
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    proc = quick_study_process("npb-qcd", db)
     oks = 0
     for line in proc.stderr:
         oks += ": ok (run" in line
@@ -491,24 +488,11 @@ def test_remote_netcdf_quick_killed_mid_way_then_rerun_and_rendered(tmp_path):
     finished points, runs the rest, and the page shows local and remote points."""
     import collections
     import signal
-    import subprocess
-    import sys
 
     from clustertune.results import Store
 
     db = tmp_path / "r.db"
-    argv = [
-        sys.executable,
-        "-m",
-        "clustertune.cli",
-        "study",
-        "run",
-        "remote-netcdf-io",
-        "--quick",
-        "--db",
-        str(db),
-    ]
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+    proc = quick_study_process("remote-netcdf-io", db)
     for line in proc.stderr:
         if "remote/sizes=16,np=2,session=job" in line and "running on" in line:
             proc.send_signal(signal.SIGKILL)  # mid-point: no record, nothing cleaned up

@@ -40,6 +40,12 @@ from pathlib import Path
 
 from ..errors import UserError
 
+IO_DRIVERS = ("romio", "ompio")  # the MPI-IO implementations a run may ask for (--driver)
+OPENMPI_IO_COMPONENTS = {
+    "romio": "romio321",
+    "ompio": "ompio",
+}  # its MCA io components; MPICH: ROMIO
+
 # (a built file's name, flavour) -> its path: clustertune.kernels.kernel_path, passed in
 # by the caller since the kernel finder sits above this module
 Locate = Callable[[str, str], Path]
@@ -116,6 +122,11 @@ class Flavour(ABC):
         """srun's flags that start this MPI's ranks (its PMI plug-in)."""
         return [f"--mpi={self.pmi_plugin}"]
 
+    def io_driver_env(self, driver: str) -> dict[str, str]:
+        """The variables that pin MPI-IO to ``driver`` (one of IO_DRIVERS): none where the
+        MPI has one driver only."""
+        return {}
+
     def tcp_buffer_env(self, size: int) -> dict[str, str]:
         """Its TCP socket buffers, send and receive alike, at ``size`` bytes."""
         return dict.fromkeys(self.tcp_buffer_vars, str(size))
@@ -123,6 +134,9 @@ class Flavour(ABC):
 
 @dataclass(frozen=True)
 class OpenMPIFlavour(Flavour):
+    def io_driver_env(self, driver):
+        return {"OMPI_MCA_io": OPENMPI_IO_COMPONENTS[driver]}
+
     def mca(self, interface: str | None, shared_memory: bool, tcp: bool = True) -> dict[str, str]:
         """Its MCA parameters: transport pinned, yield when idle, on ``interface``;
         ``tcp``: ranks talk TCP (several hosts, or no shared memory): the event library

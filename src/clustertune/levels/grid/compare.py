@@ -24,6 +24,7 @@ from ...cluster import Cluster
 from ...errors import UserError
 from ...grid import virtual
 from ...grid.source import cluster_from_grid
+from ...launch import mpi as mpi_flavours
 from ...netns import tbf_burst_bytes
 from ...results import Store
 from ...runner import Run
@@ -52,7 +53,7 @@ class Case:
     kernel: str  # "linpack" | "pingpong"
     placement: str  # "within" | "across"
     path: str = "grid"  # "plain": the vcluster launcher; "grid": the grid launcher
-    mpi: str = "openmpi"
+    mpi: str = mpi_flavours.DEFAULT.name
     ranks: int = 2
     n: int = 2000  # Linpack
     nb: int = 64

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...commands import add_job_options
+from ...launch import mpi as mpi_flavours
 from . import commands as commands_io
 from . import netcdf, remote
 
@@ -24,7 +25,7 @@ def add_commands(sub, common) -> None:
     n.add_argument("--reps", type=int, default=netcdf.REPS, help="repetitions (min, median)")
     n.add_argument(
         "--driver",
-        choices=tuple(netcdf.DRIVERS),
+        choices=mpi_flavours.IO_DRIVERS,
         default="romio",
         help="OpenMPI's MPI-IO component (default romio: OMPIO is slow on small files)",
     )
@@ -80,7 +81,7 @@ def add_commands(sub, common) -> None:
         help="seconds a connection has for its TLS handshake and HELLO",
     )
     s.add_argument("--lifetime", type=float, help="stop after this many seconds")
-    s.add_argument("--driver", choices=tuple(netcdf.DRIVERS), default="romio")
+    s.add_argument("--driver", choices=mpi_flavours.IO_DRIVERS, default="romio")
     s.add_argument(
         "--round",
         metavar="BYTES",

@@ -23,6 +23,7 @@ from ... import kernels, security
 from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store
 from ...errors import UserError
+from ...launch import mpi as mpi_flavours
 from ...launch.base import Job
 from ...results import Store
 from ...runner import Run
@@ -36,7 +37,6 @@ MODES = ("collective", "independent", "both")
 OPS = ("write", "read")
 FORMATS = ("cdf1", "cdf2", "cdf5")
 VARIANTS = ("netcdf", "raw", "rawswap")  # the format; the same bytes raw; raw + byte swap
-DRIVERS = {"romio": "romio321", "ompio": "ompio"}  # --driver -> OMPI_MCA_io
 REPS = 20
 TIMEOUT_S = 1800.0
 CHECK_TIMEOUT_S = 120.0
@@ -109,7 +109,7 @@ def kernel_args(
 
 def driver_env(mpi: str, driver: str) -> dict[str, str]:
     """The MPI-IO driver pinned for the job (MPICH has ROMIO only)."""
-    return {"OMPI_MCA_io": DRIVERS[driver]} if mpi == "openmpi" else {}
+    return mpi_flavours.flavour(mpi).io_driver_env(driver)
 
 
 # a result's times and rates; an invalid result has none (it is reported failed)

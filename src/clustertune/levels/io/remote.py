@@ -42,7 +42,7 @@ _held: dict[Path, int] = {}  # this process's export areas, each with the fd hol
 
 def server_env(driver: str = "romio") -> dict[str, str]:
     """The server's mpirun's environment: its MPI-IO driver (and what Open MPI needs as root)."""
-    return SERVER_MPI.launcher_env({"OMPI_MCA_io": "romio321" if driver == "romio" else "ompio"})
+    return SERVER_MPI.launcher_env(SERVER_MPI.io_driver_env(driver))
 
 
 def server_argv(

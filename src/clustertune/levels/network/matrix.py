@@ -28,6 +28,7 @@ import numpy as np
 from ... import vcluster
 from ...cluster import Cluster
 from ...errors import UserError
+from ...launch import mpi as mpi_flavours
 from ...launch.launchers import launcher_for
 from ...results import Store
 from ...runner import WIRE_LATE_P99_US, Run, wire_state
@@ -273,7 +274,7 @@ def run_matrix(
     cluster: Cluster,
     store: Store,
     layer: str = "tcp",
-    mpi: str = "openmpi",
+    mpi: str = mpi_flavours.DEFAULT.name,
     size: int = DEFAULT_SIZE,
     hosts: list[str] | None = None,
     timeout: float | None = None,

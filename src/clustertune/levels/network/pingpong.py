@@ -18,6 +18,7 @@ from ... import kernels
 from ...cluster import Cluster
 from ...errors import UserError
 from ...kernels import SERIAL, KernelOutput
+from ...launch import mpi as mpi_flavours
 from ...launch.base import Launcher
 from ...launch.launchers import launcher_for
 from ...netns import tbf_burst_bytes
@@ -300,7 +301,7 @@ class PingpongSpec:
     a: str
     b: str
     mode: str = "pingpong"
-    mpi: str = "openmpi"
+    mpi: str = mpi_flavours.DEFAULT.name
     max_size: int = DEFAULT_MAX_SIZE
     sockbuf: int | None = None
     nagle: bool = False

@@ -171,6 +171,17 @@ def test_report_section_and_first_screen(runs):
     assert healthy[0].verdict == "all 2 verified" and healthy[0].state == summary.GOOD
 
 
+def test_first_screen_compares_a_sweep_only_with_a_sweep_of_the_same_rank_counts(runs):
+    """The report's "change since run N" reads an earlier row of the same key: the first
+    part of one sweep (np 1 of 1-2) must not be taken for an earlier run of the whole."""
+    whole = [runs["np1"], runs["np2"]]
+    (part,) = streamsummary.rows(whole[:1])
+    (full,) = streamsummary.rows(whole)
+    (again,) = streamsummary.rows(runs["demo"][:2])
+    assert part.key != full.key
+    assert again.key == full.key  # the demo's np 1-2 on the same host: comparable
+
+
 def test_demo_step_sweeps_the_cores_of_localhost(runs):
     records = runs["demo"]
     assert [r["figures"]["ranks"] for r in records] == list(range(1, (os.cpu_count() or 1) + 1))

@@ -24,12 +24,14 @@ def rows(records: list[dict]) -> list[summary.Row]:
         small = not points
         points = points or by_ranks(group, cache_too=True).get((cluster, mpi), {})
         nps = sorted({r["figures"]["ranks"] for r in group})
+        span = f"{nps[0]}{f'-{nps[-1]}' if len(nps) > 1 else ''}"
         row = summary.Row(
-            f"Triad, {mpi}, np {nps[0]}{f'-{nps[-1]}' if len(nps) > 1 else ''} ({cluster})",
+            f"Triad, {mpi}, np {span} ({cluster})",
             "no verified run",
             run=group[-1]["id"],
             unit="STREAM Triad",
-            key=f"stream {cluster} {mpi}",
+            # the same rank counts: an earlier part of this sweep (np 1-3 of 1-4) is no "change"
+            key=f"stream {cluster} {mpi} np {span}",
             verdict=f"{bad} of {len(group)} FAILED" if bad else f"all {len(group)} verified",
             state=summary.BAD if bad else summary.GOOD,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from statistics import median
 
 from ... import summary
+from ...ceiling import slowest_link_bps
 from ...runner import mid_size_not_judged
 from ...units import above_payload_ceiling, format_rate, payload_rate_bps
 
@@ -30,13 +31,6 @@ def judge_bandwidth(row: summary.Row, mbps: float, nominal_bps: float, what: str
         row.verdict, row.state = "in line", summary.GOOD
     else:
         row.verdict, row.state = f"below {IN_LINE_SHARE:.0%} of payload", summary.WARN
-
-
-def nominal_bps(record: dict) -> int | None:
-    """The slowest nominal link among the run's hosts (None: unshaped)."""
-    links = record["meta"]["cluster"].get("link_bps", {})
-    rates = [links.get(h) for h in record["meta"]["hosts"] if links.get(h)]
-    return min(rates) if rates else None
 
 
 def layer(record: dict) -> str:
@@ -77,7 +71,7 @@ def pingpong_row(cluster: str, name: str, pair: str, r: dict) -> summary.Row:
         unit=f"{name} bandwidth",
         key=f"pp {cluster} {name} {pair}",
     )
-    nominal = nominal_bps(r)
+    nominal = slowest_link_bps(r)
     if nominal is None:
         row.reference, row.verdict, row.state = "unshaped: no nominal rate", "", summary.NONE
     elif bandwidth is None:

@@ -3,7 +3,7 @@ kernels and runs, the BLAS candidates and checks, and the NB candidates of a def
 Import it as ``from ..linpack import api as linpack``; the level's other modules are its own.
 """
 
-from . import GEMM_KERNEL, LINPACK_KERNEL
+from . import LINPACK_KERNEL
 from .blas import Blas, core_variants, environment, failure, installed, library_check, select
 from .choice import DEFAULT_BLOCK, available_blas, nb_candidates, network_n_half
 from .jobs import BLAS_THREADS, TIMEOUT_S, derive, fixed_lu_args, gemm_args, machines
@@ -12,7 +12,6 @@ from .run import n_for_memory, run_gemm, run_linpack
 __all__ = [
     "BLAS_THREADS",
     "DEFAULT_BLOCK",
-    "GEMM_KERNEL",
     "LINPACK_KERNEL",
     "TIMEOUT_S",
     "Blas",

@@ -303,6 +303,27 @@ class Run:
         self._late_before: dict[str, dict] = {}
         self._evidence: tuple[list[dict], list[dict]] | None = None  # see rests_on
 
+    @classmethod
+    def for_job(
+        cls,
+        cluster: Cluster,
+        store: Store,
+        *,
+        level: str,
+        kernel: str,
+        np: int,
+        mpi: str,
+        hosts: list[str] | None = None,
+        **options,
+    ) -> Run:
+        """The run of one MPI job of ``np`` ranks: its record names the hosts the launch
+        will place them on (``hosts``, else the cluster's first ones it needs)."""
+        job = Job(kernel=Path(kernel), args=[], np=np, mpi=mpi, hosts=hosts)
+        used = job.hosts_used(cluster)
+        return cls(
+            cluster, store, level=level, kernel=kernel, hosts=used, np=np, mpi=mpi, **options
+        )
+
     # ----------------------------------------------------------------- launching
 
     def mpi(
@@ -568,16 +589,15 @@ def run_kernel(
     derive: Derive | None = None,
 ) -> dict:
     """Run an MPI kernel on ``cluster`` and store its record, whatever the outcome."""
-    job_hosts = Job(kernel=Path(kernel), args=[], np=np, mpi=mpi, hosts=hosts).hosts_used(cluster)
-    with Run(
+    with Run.for_job(
         cluster,
         store,
         level=level,
         kernel=kernel,
-        params=params,
-        hosts=job_hosts,
         np=np,
         mpi=mpi,
+        hosts=hosts,
+        params=params,
         env=env,
         derive=derive,
     ) as run:

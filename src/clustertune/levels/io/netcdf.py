@@ -24,7 +24,6 @@ from ...cluster import Cluster
 from ...commands import Output, cluster_of, open_store
 from ...errors import UserError
 from ...launch import mpi as mpi_flavours
-from ...launch.base import Job
 from ...results import Store
 from ...runner import Run
 from ...units import format_rate, parse_size
@@ -221,7 +220,6 @@ def measure(
             hosts = hosts or client_hosts
         raw = False
     kernel = FORWARD_KERNEL if remote else NETCDF_KERNEL
-    job_hosts = Job(kernel=Path(), args=[], np=np, mpi=mpi, hosts=hosts).hosts_used(cluster)
     made = directory is None and not address
     if site:
         workdir = str(fwd.export_dir())
@@ -259,21 +257,21 @@ def measure(
         return derive(samples, result, files)
 
     try:
-        with Run(
+        with Run.for_job(
             cluster,
             store,
             level=LEVEL.name,
             kernel=kernel,
-            params=params,
-            hosts=job_hosts,
             np=np,
             mpi=mpi,
+            hosts=hosts,
+            params=params,
             env=env,
             derive=ratios,
         ) as run:
             if not remote:
                 step = run.mpi(kernel, np=np, mpi=mpi, hosts=hosts, timeout=timeout, args=args)
-                files.update(check_files(run, job_hosts[0], step.output.samples))
+                files.update(check_files(run, run.record["meta"]["hosts"][0], step.output.samples))
                 run.figures["files"] = files
             elif address:
                 client = fwd.client_env(creds, address, batch, session)

@@ -290,6 +290,30 @@ def test_heartbeat_watches_the_jobs_daemons_only():
     ]
 
 
+def test_abort_at_the_barrier_writes_the_exit_file_whole(tmp_path):
+    """A subjob told to abort at the start barrier leaves exit status 98, written aside
+    and renamed; a reader of an exit file caught empty or partial sees no status (the
+    race that once raised in the middle of a co-allocation's clean-up and left the
+    other site's job held)."""
+    barrier, d = tmp_path / "barrier", tmp_path / "job"
+    barrier.mkdir(), d.mkdir()
+    (barrier / "abort").touch()
+    job = jobs.GridJob("/bin/true")
+    job.barrier = str(barrier)
+    grid = {"dir": str(tmp_path), "sites": []}
+    script = jobs.Backend(grid, {"name": "s", "hosts": []}).script(job, d, ["/bin/true"], {})
+    assert "> " + str(d / "exit") + ";" not in script  # never written in place
+    ran = subprocess.run(["sh", "-c", script], capture_output=True, timeout=10)
+    assert ran.returncode == 98 and (d / "exit").read_text().strip() == "98"
+    assert not (d / "exit.tmp").exists() and (barrier / f"ready.{d.name}").exists()
+    assert jobs.exit_status(d) == 98 and jobs.exit_state(d) == "failed"
+    for partial in ("", "9\n8x"):
+        (d / "exit").write_text(partial)
+        assert jobs.exit_status(d) is None and jobs.exit_state(d) == "failed"
+    (d / "exit").write_text("0\n")
+    assert jobs.exit_status(d) == 0 and jobs.exit_state(d) == "done"
+
+
 def test_info_free_cpus():
     probe = grid_info._parse_probe(
         "cores 4\nmodel name\t: CPU X\nMemTotal: 1024 kB\nload 1.6 1.0 0.5\n"

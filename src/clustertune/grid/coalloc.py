@@ -225,10 +225,11 @@ def coallocate_jobs(
             why = f"heartbeat: {lost}; every subjob still running was cancelled"
     else:
         (d / "abort").touch()
-        for e in entries:
-            if "handle" in e:
-                e["backend"].cancel(e["handle"])
-                e["result"] = jobs.wait(e["backend"], e["handle"], 20)
+        submitted = [e for e in entries if "handle" in e]
+        for e in submitted:  # all cancelled before any is waited for
+            e["backend"].cancel(e["handle"])
+        for e in submitted:
+            e["result"] = jobs.wait(e["backend"], e["handle"], 20)
     return {
         "started": started,
         "error": why,

@@ -87,10 +87,23 @@ class Result:
     stderr: str
 
 
+def write_exit(d: Path, status: str) -> str:
+    """The shell line that records a job's exit status: written aside, then renamed, so
+    that a reader never sees the file created but not yet written."""
+    return f"echo {status} > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit"
+
+
+def exit_status(d: Path) -> int | None:
+    """The status the job's exit file holds; None while there is none (or not a number)."""
+    try:
+        return int((d / "exit").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def exit_state(d: Path) -> str:
     """done when the job's exit file says 0; failed otherwise (also: no exit file)."""
-    exit_file = d / "exit"
-    return "done" if exit_file.is_file() and exit_file.read_text().strip() == "0" else "failed"
+    return "done" if exit_status(d) == 0 else "failed"
 
 
 class Backend:
@@ -126,15 +139,17 @@ class Backend:
             b = shlex.quote(job.barrier)
             lines += [
                 f"touch {b}/ready.{d.name}",
-                f"while [ ! -e {b}/go ]; do if [ -e {b}/abort ]; then echo 98 > {d}/exit; "
+                f"while [ ! -e {b}/go ]; do if [ -e {b}/abort ]; then {write_exit(d, '98')}; "
                 "exit 98; fi; sleep 0.1; done",
             ]
         if job.directory:
-            lines.append(f"cd {shlex.quote(job.directory)} || {{ echo 127 > {d}/exit; exit 127; }}")
+            lines.append(
+                f"cd {shlex.quote(job.directory)} || {{ {write_exit(d, '127')}; exit 127; }}"
+            )
         lines += [
             shlex.join(launch) + (' "$@"' if passed else ""),
             "rc=$?",
-            f"echo $rc > {d}/exit.tmp && mv {d}/exit.tmp {d}/exit",
+            write_exit(d, "$rc"),
             "exit $rc",
         ]
         return "\n".join(lines) + "\n"
@@ -151,8 +166,7 @@ class Backend:
     def result(self, handle: Handle) -> Result:
         d = Path(handle.dir)
         state = self.poll(handle)
-        exit_file = d / "exit"
-        status = int(exit_file.read_text()) if exit_file.is_file() else None
+        status = exit_status(d)
 
         def read(name: str) -> str:
             p = d / name

@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, replace
-from functools import cache
 from pathlib import Path
 
 from ... import hostinfo
@@ -90,27 +89,49 @@ print(json.dumps(out))
 """
 
 
-@cache
+# what each library said of itself (library_facts), read once per process
+_FACTS_READ: dict[Path, dict] = {}
+
+
 def library_facts(library: Path) -> dict:
     """What a library says of itself, read in a child process without OPENBLAS_CORETYPE:
     ``core`` the OpenBLAS core it picks on this CPU (an empty value is not the same as
     none: 0.3.21 then runs Haswell kernels), ``version`` OpenBLAS's configuration string
     or BLIS's version; the file name (which carries the version of the others, such as
     libblas.so.3.11.0) when it says nothing."""
+    read_facts([library])
+    return _FACTS_READ[library]
+
+
+def read_facts(libraries: list[Path]) -> None:
+    """library_facts of several libraries, one child each, run side by side: each child
+    starts a Python (0.1-0.3 s), and every choice's key reads all the installed ones."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _FACTS, str(library)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        facts = json.loads(done.stdout) if done.returncode == 0 else {}
-    except (OSError, subprocess.TimeoutExpired, ValueError):
+    children: dict[Path, subprocess.Popen | None] = {}
+    for library in dict.fromkeys(lib for lib in libraries if lib not in _FACTS_READ):
+        try:
+            children[library] = subprocess.Popen(
+                [sys.executable, "-c", _FACTS, str(library)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+        except OSError:
+            children[library] = None
+    for library, child in children.items():
         facts = {}
-    facts.setdefault("version", library.resolve().name)
-    return facts
+        if child is not None:
+            try:
+                out, _ = child.communicate(timeout=60)
+                facts = json.loads(out) if child.returncode == 0 else {}
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.communicate()
+            except ValueError:
+                pass
+        facts.setdefault("version", library.resolve().name)
+        _FACTS_READ[library] = facts
 
 
 def own_core(library: Path) -> str | None:
@@ -129,6 +150,12 @@ def core_variants(blas: Blas) -> list[Blas]:
     forced = [c for c, needs in FORCED_CORES.items() if isa.issuperset(needs)]
     cores = [own, *(c for c in forced if c.lower() != own.lower())]
     return [replace(blas, coretype=c) for c in cores]
+
+
+def variants(blases: list[Blas]) -> list[Blas]:
+    """The candidates of several libraries (core_variants), their facts read at once."""
+    read_facts([b.library for b in blases])
+    return [v for b in blases for v in core_variants(b)]
 
 
 def alternatives() -> list[Path]:

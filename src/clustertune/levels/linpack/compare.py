@@ -14,13 +14,13 @@ from . import choice, run
 from .blas import (
     LIBDIR,
     Blas,
-    core_variants,
     environment,
     failure,
     grid,
     installed,
     library_check,
     select,
+    variants,
 )
 
 
@@ -43,7 +43,7 @@ def compare(
     batch = uuid.uuid4().hex[:12]
     p, q = grid(np)
     records = []
-    for blas in (v for b in blases for v in core_variants(b)):
+    for blas in variants(blases):
         env = environment(blas)
         params = {
             "blas": {"name": blas.label, "directory": str(blas.directory), "key": blas.key},

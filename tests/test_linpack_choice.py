@@ -17,6 +17,8 @@ from clustertune.cluster import local_cluster
 from clustertune.levels.linpack import blas as blaslib
 from clustertune.levels.linpack import choice, jobs, section
 from clustertune.levels.linpack import run as linpack
+from clustertune.levels.linpack import summary as linpack_summary
+from clustertune.levels.tune import summary as tune_summary
 from clustertune.results import Store
 
 # a "BLAS" that returns at once without computing: the fastest of all, and wrong
@@ -99,6 +101,48 @@ def test_a_wrong_blas_is_never_chosen_and_the_choice_is_reused_until_its_key_cha
     assert len(json.loads((tmp_path / "cache" / "blas-choice.json").read_text())) == 2
 
 
+# a BLAS whose DGEMM is right (OpenBLAS's, through its CBLAS interface) and whose
+# triangular solve does nothing: its DGEMM passes every check, only a solve can catch it
+WRONG_SOLVE_BLAS = """
+enum { COL_MAJOR = 102, NO_TRANS = 111, TRANS = 112 };
+void cblas_dgemm(int, int, int, int, int, int, double, const double *, int,
+                 const double *, int, double, double *, int);
+static int op(const char *t) { return *t == 'N' || *t == 'n' ? NO_TRANS : TRANS; }
+void dgemm_(const char *ta, const char *tb, const int *m, const int *n, const int *k,
+            const double *alpha, const double *a, const int *lda, const double *b,
+            const int *ldb, const double *beta, double *c, const int *ldc) {
+    cblas_dgemm(COL_MAJOR, op(ta), op(tb), *m, *n, *k, *alpha, a, *lda, b, *ldb, *beta, c, *ldc);
+}
+void dtrsm_(void) {}
+"""
+OPENBLAS_SO = Path("/usr/lib/x86_64-linux-gnu/libopenblas.so.0")
+REFERENCE_BLAS = Path("/usr/lib/x86_64-linux-gnu/blas")
+
+
+def test_a_blas_whose_dgemm_passes_but_whose_lu_fails_its_residual_is_never_chosen(
+    small, monkeypatch, tmp_path, store
+) -> None:
+    """The fast candidate computes DGEMM right (its rate is OpenBLAS's) but solves wrong;
+    the only correct one is the reference BLAS, 10x slower. Only the LU's scaled-residual
+    check stands between the wrong one and the choice."""
+    if not OPENBLAS_SO.exists() or not (REFERENCE_BLAS / "libblas.so.3").exists():
+        pytest.skip("needs Debian's libopenblas0 and libblas3")
+    where = tmp_path / "wrong-solve"
+    where.mkdir()
+    (where / "wrong.c").write_text(WRONG_SOLVE_BLAS)
+    library, source = where / "libblas.so.3", where / "wrong.c"
+    build = ["cc", "-shared", "-fPIC", "-o", str(library), str(source), str(OPENBLAS_SO)]
+    subprocess.run(build, check=True)
+    wrong, reference = blaslib.Blas("wrong solve", where), blaslib.Blas("reference", REFERENCE_BLAS)
+    monkeypatch.setattr(choice, "candidates", lambda: [wrong, reference])
+    chosen = choice.resolve(local_cluster(), store, 2, "openmpi", None, log=lambda _: None)
+    assert chosen is not None and chosen["directory"] == str(REFERENCE_BLAS)
+    # its DGEMM passed and ranked first; its LU failed the residual check
+    screen = chosen["rates"]["screen"]
+    assert screen[wrong.key] > screen[reference.key]
+    assert chosen["excluded"][wrong.key].startswith("ct-linpack: ")
+
+
 def stored_choice(rank_k: dict[str, float], core: str) -> dict:
     """A choice as a measurement stores it, for this host's current key."""
     found = choice.candidates()
@@ -154,6 +198,9 @@ def test_a_default_linpack_runs_the_stored_choice_and_takes_nb_and_grid_from_it(
     assert "SkylakeX" in text and f"nb {nb}: rank-K DGEMM" in text and "grid [1, 2]" in text
     # the report's LU table names the core that ran and that it was the host's default
     assert "(SkylakeX), host default" in section.lu_table([record], {})
+    # and so does the first screen's Linpack row
+    (row,) = linpack_summary.rows([record])
+    assert row.measure.endswith("core SkylakeX (host default)") and row.state == "good"
 
 
 def test_nb_weighs_the_update_rate_against_the_panel_at_n() -> None:
@@ -201,3 +248,83 @@ def test_the_suite_never_writes_the_users_blas_choice(tmp_path_factory):
     user's, so a test run leaves ~/.cache/clustertune as it found it."""
     cache = hostinfo.blas_cache_dir()
     assert cache.is_relative_to(tmp_path_factory.getbasetemp()), cache
+
+
+def lu_record(rid: int, gflops: float, core: str, choice_: dict | None, tune: bool = False) -> dict:
+    """An LU record as a run stores it: one passing 1 x 2 sample, the core that ran."""
+    library = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3"
+    sample = {"variant": "WR11C2R4", "n": 2016, "nb": 96, "p": 1, "q": 2, "time_s": 1.0}
+    sample |= {"gflops": gflops, "residual": 0.004, "passed": True, "phases": {}}
+    return {
+        "id": rid,
+        "kernel": "ct-linpack",
+        "status": "ok",
+        "verification": "passed",
+        "meta": {"cluster": {"name": "demo"}, "np": 2},
+        "params": ({"blas_choice": choice_} if choice_ else {}) | ({"tune": "s1"} if tune else {}),
+        "detail": {"blas": {"library": library, "core": core}},
+        "samples": [sample],
+    }
+
+
+DEFAULT = {"name": "OpenBLAS", "coretype": "SkylakeX", "how": "stored"}
+
+
+@pytest.mark.parametrize(
+    ("core", "said", "measure_end", "state"),
+    [
+        ("SkylakeX", DEFAULT, "OpenBLAS core SkylakeX (host default)", "good"),
+        # a default run that ran another core than its choice named is not the host's best
+        ("Haswell", DEFAULT, "OpenBLAS core Haswell", "warn"),
+        (
+            "Haswell",
+            DEFAULT | {"how": "named", "coretype": "Haswell"},
+            "core Haswell (named)",
+            "good",
+        ),
+        ("Haswell", None, "openblas-pthread core Haswell", "good"),  # the system's own
+    ],
+)
+def test_the_first_screen_names_the_blas_core_the_lu_ran_with(core, said, measure_end, state):
+    (row,) = linpack_summary.rows([lu_record(1, 50.0, core, said)])
+    assert row.measure.startswith("LU N=2016 1x2 (demo), ") and row.measure.endswith(measure_end)
+    assert row.state == state
+    assert ("not the host default's core SkylakeX" in row.verdict) == (state == "warn")
+
+
+def test_the_lu_table_shows_the_newest_default_run_beside_a_faster_tuner_trial() -> None:
+    """make demo stores dozens of tuner trials; the best of them (another core) is not the
+    level's own figure: the demo's LU and the core it ran stay in view, outside the fold."""
+    trials = [lu_record(i, 90.0 + i, "Haswell", None, tune=True) for i in range(1, 15)]
+    html = section.lu_table([*trials, lu_record(20, 40.0, "SkylakeX", DEFAULT)], {})
+    in_view = html.split("<details>")[0]
+    assert "(SkylakeX), host default" in in_view and "104.000" in in_view  # trial 14: best
+    assert ">20<" in in_view
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        (
+            {"label": "OpenBLAS (SkylakeX kernels)", "directory": "/o", "coretype": "SkylakeX"},
+            "; BLAS = host default",
+        ),
+        ({"label": "BLIS", "directory": "/b", "coretype": None}, "; host default BLAS BLIS"),
+        ({"label": None, "directory": None, "coretype": None}, ""),  # none measured here
+    ],
+)
+def test_the_tuned_linpack_row_names_its_blas_and_the_host_default(host, said) -> None:
+    detail = {
+        "config": {"p": 1, "q": 2, "nb": 192},
+        "n_confirm": 4096,
+        "gflops_confirm": 90.0,
+        "dgemm_gflops": 100.0,
+        "runs": [1, 2],
+        "blas": "OpenBLAS (SkylakeX kernels)",
+        "blas_directory": "/o",
+        "blas_coretype": "SkylakeX",
+        "host_blas": host,
+    }
+    row = tune_summary.linpack_row(detail, "demo")
+    assert row.measure.endswith("(demo), OpenBLAS (SkylakeX kernels)")
+    assert row.verdict == "HPL.dat written, 2 runs" + said

@@ -67,13 +67,24 @@ def blas_text(record: dict) -> str:
     }.get(how, "")
 
 
+def trial(record: dict) -> bool:
+    """A run of a tuner's search or of a BLAS comparison, not one of the level's own."""
+    return bool(record["params"].get("tune") or record["params"].get("compare"))
+
+
 def lu_table(records: list[dict], peaks: dict[tuple, float]) -> str:
-    """Every LU result (a tuner's search adds dozens): the best and the failed in view,
+    """Every LU result (a tuner's search adds dozens): the best, the failed and the best of
+    the newest run of the level's own (the first screen's, with the BLAS it ran) in view,
     all of them in a fold."""
     points = lu_points(records)
     failed = [i for i, (_, s) in enumerate(points) if s["passed"] is not True]
     passed = [i for i, (_, s) in enumerate(points) if s["passed"] is True]
     shown = failed + ([max(passed, key=lambda i: points[i][1]["gflops"])] if passed else [])
+    own = [i for i in passed if not trial(points[i][0])]
+    if own:
+        newest = points[own[-1]][0]["id"]
+        mine = [i for i in own if points[i][0]["id"] == newest]
+        shown.append(max(mine, key=lambda i: points[i][1]["gflops"]))
     rows = []
     for r, s in points:
         pct = percent_of_peak(r, s, peaks) if s["passed"] is True else None
@@ -161,10 +172,11 @@ def gemm_table(records: list[dict]) -> str:
             r["meta"]["np"],
             run.measured(bool(s["passed"]), s["gflops"], ".3f"),
             run.verdict(bool(s["passed"])),
+            blas_text(r),
         ]
         for r, s in points
     ]
-    headers = ["run", "type", "mode", "N", "PxQ", "np", "Gflops", "check"]
+    headers = ["run", "type", "mode", "N", "PxQ", "np", "Gflops", "check", "BLAS (core that ran)"]
     failed = [i for i, (_, s) in enumerate(points) if not s["passed"]]
     dgemm = [i for i, (_, s) in enumerate(points) if s["passed"] and s["dtype"] == "d"]
     shown = failed + ([max(dgemm, key=lambda i: points[i][1]["gflops"])] if dgemm else [])

@@ -30,6 +30,25 @@ def comparable_key(record: dict, best: dict) -> str:
     )
 
 
+def blas_named(record: dict) -> tuple[str, str | None]:
+    """The BLAS an LU ran with as the first screen names it: the library and the OpenBLAS
+    core that ran (the kernel's own record), and whether that is the host's measured
+    default (choice.py); with the core the default named when another one ran."""
+    lib = record["detail"].get("blas", {})
+    said = record["params"].get("blas_choice") or {}
+    name = said.get("name") or lib.get("library", "").rsplit("/", 2)[-2:][0] or "BLAS"
+    core = lib.get("core")
+    text = name + (f" core {core}" if core else "")
+    if said.get("how") == "named":
+        return text + " (named)", None
+    if said.get("how") not in ("measured", "stored"):
+        return text, None
+    wanted = said.get("coretype")
+    if wanted and (core or "").lower() != wanted.lower():
+        return text, wanted
+    return text + " (host default)", None
+
+
 def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
     cluster = record["meta"]["cluster"]["name"]
     passed = [s for s in record["samples"] if "variant" in s and s["passed"] is True]
@@ -39,7 +58,8 @@ def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
         row.verdict, row.state = record["status"] + ", residual check not passed", summary.BAD
         return row
     best = max(passed, key=lambda s: s["gflops"])
-    row.measure = f"LU N={best['n']} {best['p']}x{best['q']} ({cluster})"
+    blas, other_core = blas_named(record)
+    row.measure = f"LU N={best['n']} {best['p']}x{best['q']} ({cluster}), {blas}"
     row.figure, row.value = f"{best['gflops']:.2f} Gflop/s", best["gflops"]
     row.key = comparable_key(record, best)
     pct = section.percent_of_peak(record, best, peaks)
@@ -49,6 +69,9 @@ def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
         row.ratio = pct / 100.0
         row.reference = f"best DGEMM {best['gflops'] / row.ratio:.2f} Gflop/s"
     row.verdict = "residual passed"
+    if other_core:  # the default run did not run the core the host's choice names
+        row.verdict += f"; not the host default's core {other_core}"
+        row.state = summary.WARN
     return row
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ...cluster import Cluster
 from ...errors import UserError
-from ...hostinfo import memory_bytes
+from ...hostinfo import blas_choice, memory_bytes
 from ...results import Store
 from ..linpack import api as linpack
 from . import hpldat, space
@@ -578,6 +578,11 @@ class Tuner:
             "blas": blas.label,
             "blas_directory": str(blas.directory),
             "blas_coretype": blas.coretype,
+            # the host's measured default (linpack/choice.py), if any, that the report
+            # sets the tuner's own BLAS judgement beside
+            "host_blas": {
+                k: (blas_choice() or {}).get(k) for k in ("label", "directory", "coretype")
+            },
             "env": env,
             "n": n_out,
             "n_search": n_small,

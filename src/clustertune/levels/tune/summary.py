@@ -9,14 +9,26 @@ from ...units import format_rate
 from ..qcd import api as qcd
 
 
+def host_default_text(d: dict) -> str:
+    """The tuner's BLAS set beside the host's measured default (linpack/choice.py): the
+    tuner judges the BLAS by its own runs, at its N."""
+    host = d.get("host_blas") or {}
+    if not host.get("directory"):
+        return ""
+    same = host["directory"] == d.get("blas_directory") and (
+        (host.get("coretype") or "").lower() == (d.get("blas_coretype") or "").lower()
+    )
+    return "; BLAS = host default" if same else f"; host default BLAS {host['label']}"
+
+
 def linpack_row(d: dict, cluster: str) -> summary.Row:
     c = d["config"]
     return summary.Row(
-        f"tuned Linpack N={d['n_confirm']} {c['p']}x{c['q']} NB {c['nb']} ({cluster})",
+        f"tuned Linpack N={d['n_confirm']} {c['p']}x{c['q']} NB {c['nb']} ({cluster}), {d['blas']}",
         f"{d['gflops_confirm']:.1f} Gflop/s",
         f"best DGEMM {d['dgemm_gflops']:.1f} Gflop/s",
         ratio=d["gflops_confirm"] / d["dgemm_gflops"] if d.get("dgemm_gflops") else None,
-        verdict=f"HPL.dat written, {len(d['runs'])} runs",
+        verdict=f"HPL.dat written, {len(d['runs'])} runs" + host_default_text(d),
         value=d["gflops_confirm"],
         unit="tuned Linpack",
         key=f"tune linpack {cluster}",

@@ -409,6 +409,84 @@ def finish_write(s: ssl.SSLSocket, n: int) -> int:
     return status
 
 
+def send_data(s: ssl.SSLSocket, data: bytes) -> None:
+    """A put's data as DATA frames of at most 1 MiB (the protocol's chunk)."""
+    for at in range(0, len(data), 1 << 20):
+        s.sendall(frame(15, data[at : at + (1 << 20)]))
+
+
+def get_data(s: ssl.SSLSocket, nbytes: int) -> tuple[int, bytes]:
+    """A get's status and, when it succeeded, its ``nbytes`` of DATA frames."""
+    status = reply(s)
+    data = bytearray()
+    while status == 0 and len(data) < nbytes:
+        head = recv_exactly(s, 12)
+        assert head[:4] == b"CTIO" and struct.unpack("<H", head[6:8])[0] == 15
+        data += recv_exactly(s, struct.unpack("<I", head[8:12])[0])
+    return status, bytes(data)
+
+
+def peak_resident_bytes(export: Path) -> int:
+    """VmHWM of the one ct-io-server process serving ``export``."""
+    (status,) = [
+        (entry / "status").read_text()
+        for entry in Path("/proc").iterdir()
+        if entry.name.isdigit()
+        and (argv := (entry / "cmdline").read_bytes().split(b"\0"))[0].endswith(b"ct-io-server")
+        and str(export).encode() in argv
+    ]
+    return int(re.search(r"VmHWM:\s+(\d+) kB", status)[1]) * 1024
+
+
+def test_a_server_rank_holds_one_round_per_client_within_its_memory_budget(ca, tmp_path) -> None:
+    """Review F15: a rank allocated every client's whole request before any data moved (up to
+    --max-request, 2 GiB, per client, 64 clients), even when --round streams it, so one
+    session could exhaust the host. Now it holds one round per client, all within
+    --max-session-memory: a 64 MiB put and get pass through a 1 MiB budget in 256 KiB rounds
+    without the server growing by the block, and a request whose single row exceeds the
+    budget is NC_ENOMEM (a put's data read and dropped), the session and the server going on."""
+    n = 16 << 20  # ints: a 64 MiB block
+    argv = remote.server_argv(
+        1, tmp_path, ca, idle_timeout=10, round_bytes=256 << 10, max_session_memory=1 << 20
+    )
+    with serving(argv) as service:
+        port = int(service.ready_match.group(1))
+        s = start_write(ca, port, "big.nc", n)
+        before = peak_resident_bytes(tmp_path)
+        block = np.arange(n, dtype="<i4").tobytes()
+        send_data(s, block)
+        assert reply(s) == 0
+        s.sendall(frame(14, struct.pack("<iiBIqq", 0, 0, 1, 1, 0, n)))
+        assert get_data(s, len(block)) == (0, block)
+        grown = peak_resident_bytes(tmp_path) - before
+        assert grown < 16 << 20, f"the server grew by {grown} bytes for a 64 MiB block"
+        # a 2 x 512Ki variable: one row is 2 MiB, above the budget whatever the round
+        for request in (
+            frame(2, struct.pack("<ii", 1, 0) + text("rows.nc")),
+            frame(5, struct.pack("<i", 1) + text("y") + struct.pack("<q", 2)),
+            frame(5, struct.pack("<i", 1) + text("x") + struct.pack("<q", 1 << 19)),
+            frame(6, struct.pack("<i", 1) + text("v") + struct.pack("<iIii", NC_INT, 2, 0, 1)),
+            frame(7, struct.pack("<i", 1)),
+        ):
+            s.sendall(request)
+            assert reply(s) == 0
+        rows = struct.pack("<iiBIqqqq", 1, 0, 1, 2, 0, 2, 0, 1 << 19)
+        s.sendall(frame(13, rows))
+        send_data(s, bytes(4 << 20))
+        assert reply(s) == NC_ENOMEM
+        s.sendall(frame(14, rows))
+        assert get_data(s, 4 << 20) == (NC_ENOMEM, b"")
+        for handle in (1, 0):
+            s.sendall(frame(16, struct.pack("<i", handle)))
+            assert reply(s) == 0
+        s.sendall(frame(17))
+        s.close()
+        assert "above --max-session-memory 1048576" in log_of(service, until="above --max")
+        assert alice_answered_in(ca, port) < HANDSHAKE_S  # the next session is served
+    with netCDF4.Dataset(tmp_path / "big.nc") as ds:
+        assert np.array_equal(ds["data"][:], np.arange(n, dtype="<i4"))
+
+
 def header_file(path: Path, reply_bytes: int) -> None:
     """A netCDF file whose OPEN reply holds exactly ``reply_bytes`` after its status: no
     dimension and n scalar variables (u32 ndims, u32 nvars, then per variable a u32 length,

@@ -398,7 +398,8 @@ int main(int argc, char **argv)
 
     static server s;
     s.rank = 0, s.size = 1;
-    s.o = (options){.idle = 5, .handshake = 5, .max_request = 1 << 20, .round = 0};
+    s.o = (options){.idle = 5, .handshake = 5, .max_request = 1 << 20, .round = 0,
+                    .max_memory = 1 << 20};
     if (!realpath(exp, s.export_real))
         ct_mpi_fail("realpath: %s", strerror(errno));
     s.export_fd = open(s.export_real, O_PATH | O_DIRECTORY | O_CLOEXEC);

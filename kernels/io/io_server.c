@@ -6,7 +6,7 @@
  *   mpirun -np S ct-io-server --export DIR --cert C --key K --ca CA --gridmap FILE
  *                             [--crl FILE] [--port P] [--idle-timeout 60]
  *                             [--handshake-timeout 10] [--sessions N] [--max-request B]
- *                             [--round 4M]
+ *                             [--max-session-memory B] [--round 4M]
  *
  * Rank 0 listens on --port (0: any; the ready line on stderr says which), every other rank on
  * a port of its own. A session: client rank 0 says HELLO on rank 0's port; the grid-mapfile
@@ -28,7 +28,10 @@
  * (create/def/enddef/open/close collectively on the server ranks, puts and gets as one
  * non-blocking request per client completed by wait_all, so S < P aggregates; in rounds of
  * --round bytes per client, received or sent while the other rounds travel, so the link
- * stays busy: see transfer()). A malformed,
+ * stays busy: see transfer()). A rank holds one round of each client's block at a time (the
+ * whole block with --round 0), at most --max-session-memory bytes in all (default: half the
+ * host's memory shared by the ranks on it): a request needing more is NC_ENOMEM for every
+ * client, and the session goes on. A malformed,
  * truncated or oversized frame, a refused path, a client that stops talking for
  * --idle-timeout seconds or disconnects with a file open, ends that session only: its files
  * are aborted, and the server takes the next session. Every reply is built in one bounded
@@ -79,6 +82,7 @@
 #define MAX_PENDING 64 /* connections in their handshake or HELLO at once, per rank */
 #define GRIDMAP_LINE 4096
 #define HELLO_BYTES 16
+#define MEMORY_DEFAULT UINT64_MAX /* --max-session-memory not given: see default_memory() */
 #define PARTIAL ".ct-partial-"
 #define REPLACE ".ct-replace-"
 
@@ -87,7 +91,8 @@ typedef struct {
     int port, sessions, help;
     double idle, handshake;
     uint64_t max_request;
-    uint64_t round; /* bytes per client per round of a put/get; 0: whole requests */
+    uint64_t round;      /* bytes per client per round of a put/get; 0: whole requests */
+    uint64_t max_memory; /* request buffers one rank holds at once; MEMORY_DEFAULT: not given */
 } options;
 
 typedef struct {
@@ -719,8 +724,9 @@ static file_slot *slot(server *s, int32_t handle)
     return handle >= 0 && handle < MAX_FILES && s->files[handle].used ? &s->files[handle] : NULL;
 }
 
-/* The transfer arguments of a PUT/GET; its data for a PUT. 0, or -1 with why. */
-static int read_transfer(server *s, ncfwd_conn *c, request *q, char *why, size_t whylen)
+/* The transfer arguments of a PUT/GET (its data, and the buffer for them, are transfer()'s).
+ * 0, or -1 with why. */
+static int read_transfer(server *s, request *q, char *why, size_t whylen)
 {
     ncfwd_rd r;
     ncfwd_rd_init(&r, q->buf, q->len);
@@ -745,16 +751,7 @@ static int read_transfer(server *s, ncfwd_conn *c, request *q, char *why, size_t
         snprintf(why, whylen, "malformed or oversized %s request", ncfwd_op_name(q->op));
         return -1;
     }
-    q->data = malloc(q->bytes ? q->bytes : 1);
-    if (!q->data) {
-        snprintf(why, whylen, "no memory for %llu bytes", (unsigned long long)q->bytes);
-        return -1;
-    }
-    q->frame_left = 0;
-    if (q->op == NCFWD_PUT && s->o.round == 0 && ncfwd_recv_data(c, q->data, q->bytes)) {
-        snprintf(why, whylen, "%s", c->error);
-        return -1;
-    }
+    q->data = NULL, q->frame_left = 0;
     return 0;
 }
 
@@ -1068,6 +1065,26 @@ static MPI_Offset rows_of(const request *q, MPI_Offset per_round, int r, MPI_Off
     return rows - *first < per_round ? rows - *first : per_round;
 }
 
+/* Reads and drops the next `want` bytes of a put's DATA stream: a refused put's client sends
+ * its data all the same, and the stream must stay in step for its next request. */
+static int skip_data(ncfwd_conn *c, request *q, uint64_t want, uint64_t total_left)
+{
+    static unsigned char sink[64 * 1024];
+    while (want > 0) {
+        uint64_t n = want < sizeof sink ? want : sizeof sink;
+        if (ncfwd_recv_data_part(c, sink, n, &q->frame_left, total_left))
+            return -1;
+        want -= n, total_left -= n;
+    }
+    return 0;
+}
+
+static void free_data(server *s, request *q)
+{
+    for (int i = 0; i < s->nconn; i++)
+        free(q[i].data), q[i].data = NULL;
+}
+
 /* Puts or gets of every client of this rank, collectively over the server ranks, in rounds:
  * each round takes the next --round bytes (whole rows) of every client's block, one
  * non-blocking PnetCDF request per client completed by wait_all (collective) or wait
@@ -1075,9 +1092,12 @@ static MPI_Offset rows_of(const request *q, MPI_Offset per_round, int r, MPI_Off
  * a get's round sent just after it is read, so the server's file I/O overlaps the transfer
  * of the other rounds on the link (the kernel's socket buffers carry them meanwhile); with
  * --round 0 the whole block crosses the link before (put) or after (get) one call, as the
- * paper's servers did. The status goes back before a get's data and after a put's. 0, or -1
- * when a client's stream failed (malformed, truncated, gone): the session must end, on every
- * rank (agreed here); who and why name the client on the rank that saw it. */
+ * paper's servers did. Memory: one round per client (the whole block with --round 0), the
+ * buffer reused from round to round, and all of this rank's within --max-session-memory, or
+ * the request is NC_ENOMEM for every client (agreed, like every other check) before any data
+ * moves. The status goes back before a get's data and after a put's. 0, or -1 when a client's
+ * stream failed (malformed, truncated, gone): the session must end, on every rank (agreed
+ * here); who and why name the client on the rank that saw it. */
 static int transfer(server *s, int op, request *q, int *who, char *why, size_t whylen)
 {
     int collective = 1, handle = -1;
@@ -1106,6 +1126,35 @@ static int transfer(server *s, int op, request *q, int *who, char *why, size_t w
         if (ncmpi_inq_varndims(f->ncid, q[i].varid, &nd) != NC_NOERR || nd != (int)q[i].ndims)
             status = NC_EINVAL;
     }
+    /* rounds of whole rows (slices along the first dimension), one row at least */
+    MPI_Offset per_round[MAX_CLIENTS];
+    uint64_t row[MAX_CLIENTS], need = 0;
+    int rounds = 1, streamed = s->o.round > 0;
+    for (int i = 0; i < s->nconn; i++) {
+        MPI_Offset rows = q[i].ndims ? q[i].count[0] : 1;
+        row[i] = rows ? q[i].bytes / (uint64_t)rows : 0;
+        per_round[i] = rows;
+        if (streamed && row[i] > 0 && rows > 0) {
+            uint64_t k = (uint64_t)s->o.round / row[i];
+            per_round[i] = k < 1 ? 1 : k < (uint64_t)rows ? (MPI_Offset)k : rows;
+        }
+        int r = rows ? (int)((rows + per_round[i] - 1) / per_round[i]) : 1;
+        rounds = r > rounds ? r : rounds;
+        need += (uint64_t)per_round[i] * row[i];
+    }
+    if (!streamed)
+        rounds = 1;
+    if (status == NC_NOERR && need > s->o.max_memory) {
+        refused(s->subject, "%s needing %llu bytes at once on server rank %d: above "
+                "--max-session-memory %llu", ncfwd_op_name(op), (unsigned long long)need,
+                s->rank, (unsigned long long)s->o.max_memory);
+        status = NC_ENOMEM;
+    }
+    for (int i = 0; i < s->nconn && status == NC_NOERR; i++) {
+        uint64_t bytes = (uint64_t)per_round[i] * row[i];
+        if (!(q[i].data = malloc(bytes ? bytes : 1)))
+            status = NC_ENOMEM;
+    }
     /* every rank must take the same way: begin/end_indep are collective, and every client
      * gets the same status (NC errors are negative: the minimum is any rank's error) */
     int agreed;
@@ -1117,24 +1166,10 @@ static int transfer(server *s, int op, request *q, int *who, char *why, size_t w
         else if (collective && f->indep)
             status = ncmpi_end_indep_data(f->ncid), f->indep = 0;
     }
-    /* rounds: every rank takes part in as many as the longest block needs */
-    MPI_Offset per_round[MAX_CLIENTS];
-    int rounds = 1, streamed = s->o.round > 0;
-    for (int i = 0; i < s->nconn; i++) {
-        MPI_Offset rows = q[i].ndims ? q[i].count[0] : 1;
-        uint64_t row = rows ? q[i].bytes / (uint64_t)rows : 0;
-        per_round[i] = rows;
-        if (streamed && row > 0 && rows > 0) {
-            uint64_t k = (uint64_t)s->o.round / row;
-            per_round[i] = k < 1 ? 1 : k < (uint64_t)rows ? (MPI_Offset)k : rows;
-        }
-        int r = rows ? (int)((rows + per_round[i] - 1) / per_round[i]) : 1;
-        rounds = r > rounds ? r : rounds;
-    }
-    if (!streamed)
-        rounds = 1;
     int all_rounds;
     CT_MPI_CHECK(MPI_Allreduce(&rounds, &all_rounds, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+    if (op == NCFWD_GET && status != NC_NOERR)
+        all_rounds = 1; /* refused (agreed): its status alone, no data to send */
     int failed = 0;
     for (int r = 0; r < all_rounds; r++) {
         int reqs[MAX_CLIENTS], stats[MAX_CLIENTS], n = 0;
@@ -1143,13 +1178,13 @@ static int transfer(server *s, int op, request *q, int *who, char *why, size_t w
             rows[i] = rows_of(&q[i], per_round[i], r, &first[i]);
             if (failed || rows[i] == 0)
                 continue;
-            uint64_t row = q[i].ndims && q[i].count[0] ? q[i].bytes / (uint64_t)q[i].count[0]
-                                                       : q[i].bytes;
-            unsigned char *at = (unsigned char *)q[i].data + (uint64_t)first[i] * row;
+            uint64_t bytes = (uint64_t)rows[i] * row[i];
+            uint64_t left = q[i].bytes - (uint64_t)first[i] * row[i];
             /* a put's data are read off the stream even when the put fails (status) */
-            if (op == NCFWD_PUT && streamed &&
-                ncfwd_recv_data_part(&s->conn[i], at, (uint64_t)rows[i] * row, &q[i].frame_left,
-                                     q[i].bytes - (uint64_t)first[i] * row)) {
+            if (op == NCFWD_PUT &&
+                (q[i].data ? ncfwd_recv_data_part(&s->conn[i], q[i].data, bytes,
+                                                  &q[i].frame_left, left)
+                           : skip_data(&s->conn[i], &q[i], bytes, left))) {
                 snprintf(why, whylen, "%s", s->conn[i].error);
                 *who = i, failed = 1;
                 continue;
@@ -1162,9 +1197,9 @@ static int transfer(server *s, int op, request *q, int *who, char *why, size_t w
             if (q[i].ndims)
                 start[0] += first[i], count[0] = rows[i];
             status = op == NCFWD_PUT
-                         ? ncmpi_iput_vara_int(f->ncid, q[i].varid, start, count, (int *)at,
+                         ? ncmpi_iput_vara_int(f->ncid, q[i].varid, start, count, q[i].data,
                                                &reqs[n])
-                         : ncmpi_iget_vara_int(f->ncid, q[i].varid, start, count, (int *)at,
+                         : ncmpi_iget_vara_int(f->ncid, q[i].varid, start, count, q[i].data,
                                                &reqs[n]);
             if (status == NC_NOERR)
                 n++;
@@ -1196,15 +1231,11 @@ static int transfer(server *s, int op, request *q, int *who, char *why, size_t w
         for (int i = 0; i < s->nconn; i++) { /* a client gone shows at its next request */
             if (r == 0)
                 send_status(&s->conn[i], status);
-            if (status == NC_NOERR && rows[i] > 0) {
-                uint64_t row = q[i].ndims && q[i].count[0]
-                                   ? q[i].bytes / (uint64_t)q[i].count[0]
-                                   : q[i].bytes;
-                ncfwd_send_data(&s->conn[i], (unsigned char *)q[i].data + (uint64_t)first[i] * row,
-                                (uint64_t)rows[i] * row);
-            }
+            if (status == NC_NOERR && rows[i] > 0)
+                ncfwd_send_data(&s->conn[i], q[i].data, (uint64_t)rows[i] * row[i]);
         }
     }
+    free_data(s, q);
     int any_failed;
     CT_MPI_CHECK(MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
     if (any_failed)
@@ -1261,7 +1292,6 @@ static void serve(server *s)
         char why[300] = "";
         int who = -1;
         for (int i = 0; i < s->nconn && ok; i++) {
-            q[i].data = NULL;
             if (ncfwd_recv(&s->conn[i], &q[i].op, q[i].buf, sizeof q[i].buf, &q[i].len)) {
                 snprintf(why, sizeof why, "%s", s->conn[i].error), who = i, ok = 0;
                 break;
@@ -1272,7 +1302,7 @@ static void serve(server *s)
                 break;
             }
             if ((q[i].op == NCFWD_PUT || q[i].op == NCFWD_GET) &&
-                read_transfer(s, &s->conn[i], &q[i], why, sizeof why)) {
+                read_transfer(s, &q[i], why, sizeof why)) {
                 who = i, ok = 0;
                 break;
             }
@@ -1295,8 +1325,6 @@ static void serve(server *s)
             else if (who < 0 && !agreed[0] && -agreed[1] != op)
                 refused(s->subject, "client ranks sent different requests; session ended");
             abort_files(s);
-            for (int i = 0; i < s->nconn; i++)
-                free(q[i].data);
             break;
         }
         if (op == NCFWD_BYE) { /* a file not closed by then was never completed */
@@ -1334,8 +1362,6 @@ static void serve(server *s)
             if (s->replaced[0])
                 unlink_behind(s);
         }
-        for (int i = 0; i < s->nconn; i++)
-            free(q[i].data), q[i].data = NULL;
     }
     end_session(s);
 }
@@ -1345,7 +1371,7 @@ static void serve(server *s)
 static int parse_options(int argc, char **argv, options *o, char *err, size_t errlen)
 {
     *o = (options){.idle = 60.0, .handshake = 10.0, .max_request = (uint64_t)1 << 31,
-                   .round = 4 << 20};
+                   .round = 4 << 20, .max_memory = MEMORY_DEFAULT};
     const ct_opt table[] = {
         {"--export", CT_OPT_STRING, .dest = &o->export_dir},
         {"--cert", CT_OPT_STRING, .dest = &o->cert},
@@ -1359,6 +1385,8 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"--idle-timeout", CT_OPT_SECONDS, .dest = &o->idle, .max = 86400},
         {"--max-request", CT_OPT_BYTES, .dest = &o->max_request, .max = (double)((uint64_t)1 << 40)},
         {"--round", CT_OPT_BYTES, .dest = &o->round, .max = (double)((uint64_t)1 << 40)},
+        {"--max-session-memory", CT_OPT_BYTES, .dest = &o->max_memory,
+         .max = (double)((uint64_t)1 << 50)},
         {"--help", CT_OPT_FLAG, .dest = &o->help},
         {.type = CT_OPT_END},
     };
@@ -1370,14 +1398,36 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         snprintf(err, errlen, "%s: %s: required", ct_basename(argv[0]), missing);
         return -1;
     }
+    if (o->max_memory == 0) {
+        snprintf(err, errlen, "%s: --max-session-memory: a byte count above 0",
+                 ct_basename(argv[0]));
+        return -1;
+    }
     return 0;
+}
+
+/* --max-session-memory's default: half of this host's memory, shared by the server ranks on
+ * the host (collective). A client may ask up to --max-request per request, and a rank serves
+ * up to MAX_CLIENTS clients: without a bound, one session could make the host swap or the
+ * OOM killer end the service for everyone. */
+static uint64_t default_memory(void)
+{
+    MPI_Comm host;
+    int here = 1;
+    CT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                                     &host));
+    CT_MPI_CHECK(MPI_Comm_size(host, &here));
+    CT_MPI_CHECK(MPI_Comm_free(&host));
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    uint64_t ram = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : (uint64_t)1 << 32;
+    return ram / 2 / (uint64_t)here;
 }
 
 static void usage(void)
 {
     printf("usage: ct-io-server --export DIR --cert C --key K --ca CA --gridmap FILE [--crl FILE] "
            "[--port P] [--sessions N] [--idle-timeout S] [--handshake-timeout S] "
-           "[--max-request BYTES] [--round BYTES]\n");
+           "[--max-request BYTES] [--max-session-memory BYTES] [--round BYTES]\n");
 }
 
 /* The export and the grid-mapfile, which this process reads itself: refused before MPI
@@ -1427,6 +1477,8 @@ int main(int argc, char **argv)
     int status = ct_mpi_start(&start, &argc, &argv, &s.rank, &s.size);
     if (status != CT_MPI_RUN)
         return status;
+    if (s.o.max_memory == MEMORY_DEFAULT)
+        s.o.max_memory = default_memory();
     s.ctx = ncfwd_tls_context(1, s.o.cert, s.o.key, s.o.ca, err, sizeof err);
     if (!s.ctx)
         ct_mpi_fail("TLS: %s", err);
@@ -1437,7 +1489,8 @@ int main(int argc, char **argv)
     uint16_t port = (uint16_t)s.port, ports[NCFWD_MAX_SERVERS];
     CT_MPI_CHECK(MPI_Allgather(&port, 1, MPI_UINT16_T, ports, 1, MPI_UINT16_T, MPI_COMM_WORLD));
     if (s.rank == 0)
-        say("listening on port %d (%d ranks, export %s)", s.port, s.size, s.export_real);
+        say("listening on port %d (%d ranks, export %s, %llu bytes of requests per rank)",
+            s.port, s.size, s.export_real, (unsigned long long)s.o.max_memory);
     for (int done = 0; s.o.sessions == 0 || done < s.o.sessions;) {
         if (!open_session(&s, ports))
             continue;

@@ -88,6 +88,12 @@ def add_commands(sub, common) -> None:
         help="put/get bytes per client per round "
         "(default 4M; 0: each block crosses whole, then one PnetCDF call)",
     )
+    s.add_argument(
+        "--max-session-memory",
+        metavar="BYTES",
+        help="request buffers one server rank may hold at once; a put/get needing more is "
+        "refused (default: half the host's memory shared by the ranks on it)",
+    )
     s.add_argument("--ca-dir", help="CA directory with server.pem/key and the grid-mapfile")
     s.set_defaults(func=commands_io.cmd_serve)
 

@@ -16,6 +16,16 @@ def ca_dir_of(args: argparse.Namespace) -> Path:
     return Path(args.ca_dir) if args.ca_dir else security.default_dir()
 
 
+def session_memory(text: str | None) -> int | None:
+    """--max-session-memory's bytes (None: the server's default); 0 is refused here, before
+    a server starts."""
+    if text is None:
+        return None
+    if (size := parse_size(text)) <= 0:
+        raise UserError(f"--max-session-memory {text!r}: a byte count above 0")
+    return size
+
+
 def cmd_serve(args: argparse.Namespace) -> Output:
     if args.np < 1:
         raise UserError(f"--np {args.np}: must be at least 1")
@@ -36,6 +46,7 @@ def cmd_serve(args: argparse.Namespace) -> Output:
         driver=args.driver,
         handshake_timeout=args.handshake_timeout,
         round_bytes=None if args.round is None else parse_size(args.round),
+        max_session_memory=session_memory(args.max_session_memory),
     )
     return Output({"host": host, "status": status}, f"ct-io-server on {host} ended", status)
 

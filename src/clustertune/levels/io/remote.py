@@ -56,11 +56,13 @@ def server_argv(
     env: dict[str, str] | None = None,
     round_bytes: int | None = None,
     handshake_timeout: float = HANDSHAKE_S,
+    max_session_memory: int | None = None,
 ) -> list[str]:
     """mpirun of ct-io-server's ranks on one host (an I/O node), its certificate and the CA's
     CRL from ca_dir. ``round_bytes``: a put's or get's bytes per client per round (the
     server's default, 4 MiB, when None; 0: each block crosses the link whole before its write
-    or after its read)."""
+    or after its read). ``max_session_memory``: the request buffers one server rank may hold
+    (the server's default, half the host's memory shared by its ranks, when None)."""
     creds = security.credentials(ca_dir, SERVER_NAME)
     head = SERVER_MPI.argv(np, env or server_env())
     return (
@@ -89,6 +91,11 @@ def server_argv(
             f"{handshake_timeout:g}",
         ]
         + (["--round", str(round_bytes)] if round_bytes is not None else [])
+        + (
+            ["--max-session-memory", str(max_session_memory)]
+            if max_session_memory is not None
+            else []
+        )
     )
 
 
@@ -215,6 +222,7 @@ def serve(
     driver: str = "romio",
     round_bytes: int | None = None,
     handshake_timeout: float = HANDSHAKE_S,
+    max_session_memory: int | None = None,
 ) -> int:
     """``clustertune io serve``: the server in the foreground until it ends (after
     ``sessions``), ``lifetime`` passes, or Ctrl-C. Its exit status."""
@@ -234,6 +242,7 @@ def serve(
         env=server_env(driver),
         round_bytes=round_bytes,
         handshake_timeout=handshake_timeout,
+        max_session_memory=max_session_memory,
     )
     launcher = launcher_for(cluster)
     service = launcher.service(

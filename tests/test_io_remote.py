@@ -734,6 +734,40 @@ def test_more_silent_connections_than_slots_lock_no_one_out(server, ca, tmp_path
     assert measure(port, ca, db=tmp_path / "r.db", sizes=[16], directory="sub")["status"] == "ok"
 
 
+def test_sessions_that_come_while_one_forms_wait_their_turn(ca, tmp_path) -> None:
+    """Review F16: while a session waited for its other client ranks, the first HELLO of
+    another session was refused ("does not belong to the session") instead of queued; and a
+    connection accepted then, whose HELLO came while the session was served, was dropped
+    afterwards for the server's own delay ("no TLS handshake and HELLO within 2 s"). Now the
+    HELLO waits for its turn, and a connection's clock stops while a session is served."""
+    with own_server(ca, tmp_path, idle_timeout="10") as service:
+        port = int(service.ready_match.group(1))
+        token = random.getrandbits(64)
+        first = tls(ca, "alice", port)
+        first.sendall(frame(1, struct.pack("<IIQ", 0, 2, token)))
+        assert reply_frame(first)[0] == 0  # the session forms: client rank 1 still to come
+        queued = tls(ca, "reader", port)
+        queued.sendall(frame(1, struct.pack("<IIQ", 0, 1, random.getrandbits(64))))
+        late = tls(ca, "reader", port)  # its HELLO comes once the session is served
+        time.sleep(0.3)
+        second = tls(ca, "alice", port)
+        second.sendall(frame(1, struct.pack("<IIQ", 1, 2, token)))
+        assert reply(second) == 0
+        late.sendall(frame(1, struct.pack("<IIQ", 0, 1, random.getrandbits(64))))
+        time.sleep(HANDSHAKE_S + 1)  # the session lasts longer than a handshake may
+        for c in (first, second):
+            c.sendall(frame(17))
+            c.close()
+        for c in (queued, late):  # in the order they came, each answered in its turn
+            c.settimeout(10)
+            assert reply(c) == 0
+            c.sendall(frame(17))
+            c.close()
+        log = log_of(service, until="session 3 ended")
+        assert "session 3 ended" in log
+        assert "does not belong" not in log and "no TLS handshake" not in log, log
+
+
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "clustertune.cli", *args],

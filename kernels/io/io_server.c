@@ -12,12 +12,15 @@
  * a port of its own. A session: client rank 0 says HELLO on rank 0's port; the grid-mapfile
  * must name its certificate's subject; rank 0 answers with every rank's port and tells the
  * other ranks; client rank r then connects to server rank r*S/P with the session's token and
- * the same subject. One session at a time, in the order they come; then the next.
+ * the same subject. One session at a time, in the order they come; then the next: a HELLO
+ * that opens another session while one forms (its client rank 0, another token) waits in
+ * the queue for its turn (at most 64 HELLOs wait per rank; more are refused).
  *
  * Connections: each rank takes every connection as it comes and runs the TLS handshakes and
  * HELLOs of all of them at once (non-blocking), each with a hard deadline of
- * --handshake-timeout from its accept (while a session is served, new connections wait in
- * the kernel's backlog): a peer that stays silent, or trickles its bytes, is dropped at its
+ * --handshake-timeout from its accept, its clock stopped while a session is served (new
+ * connections then wait in the kernel's backlog, accepted ones unread): a peer that stays
+ * silent, or trickles its bytes, is dropped at its
  * deadline and holds up nobody else meanwhile; when 64 are in progress, the oldest is dropped
  * for the newest. The CRL (--crl) is re-read
  * whenever its file changes; a revoked or expired certificate is refused at the handshake,
@@ -504,16 +507,27 @@ static int advance(server *s, int i)
     return 1;
 }
 
-/* The next HELLO on this rank's port, in the order they completed: every connection's TLS
- * handshake and HELLO run at once, each with a hard deadline --handshake-timeout after its
- * connect, so a silent or slow peer delays nobody else. 0 with the HELLO, or -1 when `until`
- * (ct_now() seconds) passes first. */
-static int next_hello(server *s, double until, hello_msg *out)
+/* Whether, while the session of s->token forms, h opens a later session (its client rank 0
+ * on rank 0's port, another token): it keeps its place in the queue, answered in its turn. */
+static int later_session(const server *s, const hello_msg *h)
+{
+    return s->rank == 0 && h->rank == 0 && h->token != s->token;
+}
+
+/* The next HELLO on this rank's port, in the order they completed (while a session forms,
+ * the next that may belong to it: later_session), or -1 when `until` (ct_now() seconds)
+ * passes first. Every connection's TLS handshake and HELLO run at once, each with a hard
+ * deadline --handshake-timeout after its accept (the clock stopped while a session is served:
+ * resume_clocks), so a silent or slow peer delays nobody else. */
+static int next_hello(server *s, double until, int forming, hello_msg *out)
 {
     for (;;) {
-        if (s->nready) {
-            *out = s->ready[0];
-            memmove(s->ready, s->ready + 1, (size_t)--s->nready * sizeof s->ready[0]);
+        for (int k = 0; k < s->nready; k++) {
+            if (forming && later_session(s, &s->ready[k]))
+                continue;
+            *out = s->ready[k];
+            s->nready--;
+            memmove(s->ready + k, s->ready + k + 1, (size_t)(s->nready - k) * sizeof *out);
             return 0;
         }
         double now = ct_now();
@@ -568,6 +582,14 @@ static int next_hello(server *s, double until, hello_msg *out)
             advance(s, s->npend - 1);
         }
     }
+}
+
+/* A connection's handshake deadline does not run while a session is served (nothing reads
+ * it meanwhile): the `served` seconds are given back to every connection still pending. */
+static void resume_clocks(server *s, double served)
+{
+    for (int i = 0; i < s->npend; i++)
+        s->pend[i].deadline += served;
 }
 
 static void end_session(server *s)
@@ -642,7 +664,7 @@ static int open_session(server *s, const uint16_t *ports)
         hello_msg h;
         char area[PATH_MAX];
         int ro = 0;
-        if (next_hello(s, 1e300, &h) == 0 && admit(s, &h, area, sizeof area, &ro)) {
+        if (next_hello(s, 1e300, 0, &h) == 0 && admit(s, &h, area, sizeof area, &ro)) {
             sh.ok = 1, sh.token = h.token, sh.clients = h.size, sh.read_only = ro;
             snprintf(sh.subject, sizeof sh.subject, "%s", h.c.peer);
             snprintf(sh.area, sizeof sh.area, "%s", area);
@@ -675,7 +697,7 @@ static int open_session(server *s, const uint16_t *ports)
     double deadline = ct_now() + s->o.idle;
     while (ok && s->nconn < expect) {
         hello_msg h;
-        if (next_hello(s, deadline, &h)) {
+        if (next_hello(s, deadline, 1, &h)) {
             refused(NULL, "session of %s: client ranks missing after %.0f s", s->subject,
                     s->o.idle);
             ok = 0;
@@ -1494,7 +1516,9 @@ int main(int argc, char **argv)
     for (int done = 0; s.o.sessions == 0 || done < s.o.sessions;) {
         if (!open_session(&s, ports))
             continue;
+        double started = ct_now();
         serve(&s);
+        resume_clocks(&s, ct_now() - started);
         done++;
         if (s.rank == 0)
             say("session %d ended", done);

@@ -4,12 +4,13 @@ before launch, NPB's text from the record, the report section and the demo step.
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
 from clirun import assert_refused_before_launch
 
-from clustertune import report
+from clustertune import kernels, report
 from clustertune.cluster import local_cluster
 from clustertune.errors import UserError
 from clustertune.levels.npb import paper, section
@@ -122,12 +123,33 @@ def test_bad_class_and_unavailable_benchmark_are_user_errors() -> None:
         (["ep", "--class", "S", "--np", "300"], "EP.S runs on 1-256 ranks"),
         (["ep", "--class", "Z"], "--class"),
         (["lu", "--class", "S", "--np", "5"], "LU.S runs on"),
-        (["lu", "--class", "S", "--dt", "0"], "--dt"),
+        (["lu", "--class", "S", "--dt", "0"], "--dt: expected a positive number (the time step)"),
         (["ep", "--class", "S", "--dt", "0.5"], "--dt"),  # EP has no time step
     ],
 )
 def test_bad_input_is_one_line_before_anything_launches(tmp_path, args, named) -> None:
     assert_refused_before_launch(["npb", *args], tmp_path / "r.db", named)
+
+
+@pytest.mark.parametrize("kernel", ["ct-npb-lu", "ct-npb-bt"])
+def test_dt_is_a_positive_number_not_a_duration(kernel) -> None:
+    """Review F19: --dt was parsed as a duration ("a number of seconds"), though NPB's time
+    step has no unit; 0, a negative, a suffix or nan is one error line, exit 2."""
+    for mpi in MPIS:
+        path = str(kernels.kernel_path(kernel, mpi))
+        for text in ("0", "-1", "1m", "nan"):
+            out = subprocess.run(
+                [path, "--class", "S", "--dt", text, "--check-only", "--np", "1"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert out.returncode == 2, out
+            assert out.stderr == (
+                f"{kernel}: --dt: expected a positive number (the time step), got '{text}'\n"
+            )
+        ok = [path, "--class", "S", "--dt", "0.5", "--check-only", "--np", "1"]
+        assert subprocess.run(ok, capture_output=True, timeout=30).returncode == 0
 
 
 def compared(record: dict) -> dict[str, dict]:

@@ -60,6 +60,20 @@ static int check_np(void *opts, int np, const char *prog, char *err, size_t errl
                : 0;
 }
 
+/* --dt: the time step, a plain positive number (not a duration: it has no unit in NPB's
+ * input file, so no suffix such as "1m" and no 0 standing for "the class's"). */
+static int positive_step(const ct_opt *opt, const char *text, char *expected, size_t len)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !isfinite(v) || v <= 0.0) {
+        snprintf(expected, len, "a positive number (the time step)");
+        return -1;
+    }
+    *(double *)opt->dest = v;
+    return 0;
+}
+
 int npb_start(int *argc, char ***argv, const npb_rule *rule, npb_options *o, int *np, int *me)
 {
     const char *prog = ct_basename((*argv)[0]);
@@ -73,7 +87,7 @@ int npb_start(int *argc, char ***argv, const npb_rule *rule, npb_options *o, int
         {"--inject-fault", CT_OPT_FLAG, .dest = &o->fault},
         {"--help", CT_OPT_FLAG, .dest = &help},
         {.type = CT_OPT_TABLE, .table = check},
-        rule->takes_dt ? (ct_opt){"--dt", CT_OPT_SECONDS, .dest = &o->dt, .max = 1e6}
+        rule->takes_dt ? (ct_opt){"--dt", CT_OPT_CUSTOM, .dest = &o->dt, .parse = positive_step}
                        : (ct_opt){.type = CT_OPT_END},
         {.type = CT_OPT_END},
     };

@@ -571,6 +571,34 @@ def test_tune_tcp_exits_1_naming_the_run_when_its_session_failed_verification(
     assert "session failed" not in capsys.readouterr().out
 
 
+def test_tune_tcp_exits_1_when_its_first_pingpong_failed(monkeypatch, capsys) -> None:
+    """A failed measurement exits 1 (README: a run that is not ok), not 2 (bad input): the
+    default-buffer ping-pong that gave no bandwidth was a UserError, exit 2."""
+    from clustertune import cli
+    from clustertune.cluster import Cluster, Host, Site
+    from clustertune.levels.tune import cli as tune_cli
+    from clustertune.runner import new_record
+
+    cluster = Cluster("fpair", (Host("a"), Host("b")), (Site("site0", "local"),))
+    store = Store()  # the private database the CLI below uses too
+
+    def failed_pingpong(cluster_, store_, spec):
+        record = new_record("network", "ct-tcp-pingpong", cluster, {}, ["a", "b"])
+        record.update(status="failed", error="ct-tcp-pingpong: connection refused\nmore")
+        record["id"] = store.save(record)
+        return record
+
+    monkeypatch.setattr(tune_cli, "cluster_of", lambda args: cluster)
+    monkeypatch.setattr(tcp.network, "bandwidth_min_size", lambda *a: None)
+    monkeypatch.setattr(tcp.network, "run_pingpong", failed_pingpong)
+    assert cli.main(["tune", "tcp"]) == 1
+    run = store.list("network")[-1]["id"]
+    assert capsys.readouterr().out.strip() == (
+        f"tune tcp: the default-buffer ping-pong (run {run}) gave no bandwidth: "
+        "ct-tcp-pingpong: connection refused"
+    )
+
+
 @pytest.mark.root
 def test_tune_tcp_on_a_slow_long_link(make_vcluster, store) -> None:
     """100 Mbit/s with 0.5 ms each way: each candidate buffer is applied at both ends, the

@@ -179,7 +179,12 @@ def cmd_tcp(args: argparse.Namespace) -> Output:
     if a == b:
         raise UserError("tune tcp needs two hosts (--cluster with two or more, or --between)")
     store = open_store(args)
-    summary = tcp.tune(cluster, store, a, b, args.timeout)
+    try:
+        summary = tcp.tune(cluster, store, a, b, args.timeout)
+    except tcp.BaseFailed as failed:
+        return Output(
+            {"error": str(failed), "runs": [failed.record["id"]]}, f"tune tcp: {failed}", 1
+        )
     record = store_tcp(cluster, store, summary)
     return session_output(summary, record, tcp_text(summary, record))
 

@@ -67,7 +67,7 @@ def tune(cluster: Cluster, store: Store, a: str, b: str, timeout: float | None) 
     base = network.run_pingpong(cluster, store, spec)
     f = base["figures"]
     if base["status"] != "ok" or not f.get("bandwidth_mbps") or not f.get("latency_us"):
-        raise_failed(base)
+        raise BaseFailed(base)
     nominal = network.pair_rate_bps(cluster, a, b)
     rate_bps = max(f["bandwidth_mbps"] * 1e6, nominal or 0)
     rtt_s = 2 * f["latency_us"] * 1e-6
@@ -125,10 +125,13 @@ def tune(cluster: Cluster, store: Store, a: str, b: str, timeout: float | None) 
     }
 
 
-def raise_failed(record: dict) -> None:
-    from ...errors import UserError
+class BaseFailed(Exception):
+    """The default-buffer ping-pong failed: a failed measurement (the command exits 1, as
+    any run that is not ok), not bad input (exit 2)."""
 
-    raise UserError(
-        f"the default-buffer ping-pong (run {record['id']}) gave no bandwidth: "
-        f"{(record['error'] or record['status']).splitlines()[0]}"
-    )
+    def __init__(self, record: dict):
+        self.record = record
+        super().__init__(
+            f"the default-buffer ping-pong (run {record['id']}) gave no bandwidth: "
+            f"{(record['error'] or record['status']).splitlines()[0]}"
+        )

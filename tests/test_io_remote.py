@@ -608,6 +608,56 @@ def test_the_grid_mapfile_is_read_strictly(tmp_path, line, why) -> None:
     assert security.gridmap_entries(good) == {security.dn_of("a"): ("sub", "ro")}
 
 
+# (the file's bytes, the number of the line both parsers refuse or None): review F14
+GRIDMAP_CASES = [
+    (b'"CN=a,O=b" . rw\r\n"CN=c,O=b" sub ro\r\n', None),  # CRLF line ends
+    (b'\r\n\t# note\r\n"CN=a" . rw\n', None),
+    (b'"CN=a"sub rw\n', 1),  # no blank after the subject
+    (b'"CN=a\\"b,O=c" . rw\n', None),  # RFC 2253's escaped quote inside a value
+    (b'"CN=a\\" . rw\n', 1),  # the closing quote escaped: none left
+    ('"CN=a"\u00a0. rw\n'.encode(), 1),  # blanks are spaces and tabs only
+    ('"CN=a" a\u00a0b rw\n'.encode(), None),
+    (b'"CN=a" . rw\n"CN=b" . ro\n"CN=a" sub ro\n', 3),  # a second line for a subject
+    (b'"CN=' + b"x" * 4100 + b'" . rw\n', 1),
+    (b'"CN=a" . rw extra\n', 1),
+    (b'"CN=a" sub/../.. rw\n', 1),
+    (b'"CN=a" . wr\n', 1),
+    (b"\x0b\n", 1),
+    (b'"" . rw\n', 1),
+    (b'"CN=\xff" . ro', None),  # not UTF-8, no final newline
+]
+
+
+@pytest.mark.parametrize(("content", "bad"), GRIDMAP_CASES)
+def test_the_tools_and_the_server_read_the_grid_mapfile_alike(tmp_path, content, bad) -> None:
+    """Review F14: security.py (io ca grant, --remote's checks) and ct-io-server parsed the
+    grid-mapfile differently (CRLF, blanks after the subject, escaped quotes, duplicates),
+    so a file the tools passed could make the server refuse everyone. The same bytes to both."""
+    from clustertune.errors import UserError
+
+    path = tmp_path / "gm"
+    path.write_bytes(content)
+    server = kernels.kernel_path("ct-io-server", "openmpi")
+    argv = [str(server), "--export", str(tmp_path), "--gridmap", str(path), "--check-only"]
+    argv += ["--cert", "-", "--key", "-", "--ca", "-"]  # not read by --check-only
+    out = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=30)
+    if bad is None:
+        assert (out.returncode, out.stderr) == (0, ""), out
+        assert len(security.gridmap_entries(path)) == content.count(b'" ')
+    else:
+        assert out.returncode == 2, out
+        assert out.stderr.startswith(f"ct-io-server: --gridmap {path}:{bad}: "), out.stderr
+        with pytest.raises(UserError, match=rf"^{re.escape(str(path))}:{bad}: "):
+            security.gridmap_entries(path)
+
+
+def test_an_escaped_quote_stays_in_the_subject_as_written(tmp_path) -> None:
+    subject = 'CN=a\\"b,O=c'  # RFC 2253 form of a CN holding a quote
+    assert security.check_dn(subject) == subject
+    path = gridmap_lines(tmp_path / "gm", f'"{subject}" . rw')
+    assert security.gridmap_entries(path) == {subject: (".", "rw")}
+
+
 def test_the_server_refuses_to_start_on_a_bad_grid_mapfile(ca, tmp_path) -> None:
     bad = gridmap_lines(tmp_path / "gm", f'"{security.dn_of("alice")}" .')
     creds = security.credentials(ca, remote.SERVER_NAME)

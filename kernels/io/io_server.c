@@ -91,7 +91,7 @@
 
 typedef struct {
     const char *export_dir, *cert, *key, *ca, *gridmap, *crl;
-    int port, sessions, help;
+    int port, sessions, help, check_only;
     double idle, handshake;
     uint64_t max_request;
     uint64_t round;      /* bytes per client per round of a put/get; 0: whole requests */
@@ -188,23 +188,36 @@ static int relative_below(const char *path)
     return 1;
 }
 
-/* One line of the grid-mapfile: 1 an entry (subject, area, ro), 0 blank or a comment, -1 an
- * error (why). Strict: "SUBJECT" AREA RIGHT, RIGHT rw or ro, nothing after. */
+/* One line of the grid-mapfile (its "\n" or "\r\n" end included or not): 1 an entry (subject,
+ * area, ro), 0 blank or a comment, -1 an error (why). The grammar, the same as
+ * security.gridmap_entries' (docs/io.md, tested on the same lines from both sides):
+ *   [ \t]* "SUBJECT" [ \t]+ AREA [ \t]+ RIGHT [ \t]*     RIGHT rw or ro, nothing after
+ * where a backslash in SUBJECT escapes the next character (kept as written: RFC 2253's
+ * escapes, e.g. \" inside a value) and an unescaped " ends it; AREA is a path relative to
+ * the export without a ".." component; blanks are spaces and tabs only. */
 static int gridmap_line(char *line, char **subject, char **area, int *ro, char *why, size_t len)
 {
+    size_t n = strlen(line);
+    if (n && line[n - 1] == '\n')
+        line[--n] = '\0';
+    if (n && line[n - 1] == '\r')
+        line[--n] = '\0';
     char *p = line + strspn(line, " \t");
-    if (*p == '\0' || *p == '\n' || *p == '#')
+    if (*p == '\0' || *p == '#')
         return 0;
-    char *end = *p == '"' ? strchr(p + 1, '"') : NULL;
-    if (!end || end == p + 1) {
+    char *end = NULL;
+    if (*p == '"')
+        for (end = p + 1; *end && *end != '"'; end++)
+            end += end[0] == '\\' && end[1];
+    if (!end || *end != '"' || end == p + 1 || (end[1] != ' ' && end[1] != '\t')) {
         snprintf(why, len, "expected \"SUBJECT\" AREA rw|ro");
         return -1;
     }
     *end = '\0';
     *subject = p + 1;
     char *save = NULL, *right;
-    *area = strtok_r(end + 1, " \t\n", &save);
-    right = *area ? strtok_r(NULL, " \t\n", &save) : NULL;
+    *area = strtok_r(end + 1, " \t", &save);
+    right = *area ? strtok_r(NULL, " \t", &save) : NULL;
     if (!*area || !right) {
         snprintf(why, len, "subject %s without %s", *subject, *area ? "a right (rw or ro)"
                                                                     : "an area and a right");
@@ -214,7 +227,7 @@ static int gridmap_line(char *line, char **subject, char **area, int *ro, char *
         snprintf(why, len, "right %.20s: rw or ro", right);
         return -1;
     }
-    if (strtok_r(NULL, " \t\n", &save)) {
+    if (strtok_r(NULL, " \t", &save)) {
         snprintf(why, len, "text after the right");
         return -1;
     }
@@ -227,7 +240,8 @@ static int gridmap_line(char *line, char **subject, char **area, int *ro, char *
 }
 
 /* Reads the whole grid-mapfile strictly: 0 (found: whether subject has a line; its area and
- * right), or -1 with why naming FILE:LINE. The first bad line makes the whole file bad. */
+ * right), or -1 with why naming FILE:LINE. The first bad line makes the whole file bad, a
+ * second line for any subject too (whichever line the server took would be a guess). */
 static int gridmap_read(const char *path, const char *subject, char *area, size_t arealen,
                         int *ro, int *found, char *why, size_t whylen)
 {
@@ -238,6 +252,8 @@ static int gridmap_read(const char *path, const char *subject, char *area, size_
         return -1;
     }
     char line[GRIDMAP_LINE], bad[300];
+    char **seen = NULL; /* the subjects so far */
+    size_t nseen = 0;
     int rc = 0;
     for (int n = 1; rc == 0 && fgets(line, sizeof line, f); n++) {
         char *subj, *a;
@@ -248,18 +264,30 @@ static int gridmap_read(const char *path, const char *subject, char *area, size_
         } else {
             r = gridmap_line(line, &subj, &a, &line_ro, bad, sizeof bad);
         }
+        for (size_t k = 0; r == 1 && k < nseen; k++)
+            if (strcmp(seen[k], subj) == 0) {
+                snprintf(bad, sizeof bad, "a second line for %.200s", subj);
+                r = -1;
+            }
+        char **more = r == 1 ? realloc(seen, (nseen + 1) * sizeof *seen) : seen;
+        if (r == 1 && (!more || !(more[nseen] = strdup(subj)))) {
+            seen = more ? more : seen;
+            snprintf(bad, sizeof bad, "out of memory");
+            r = -1;
+        } else if (r == 1) {
+            seen = more, nseen++;
+        }
         if (r < 0) {
             snprintf(why, whylen, "%s:%d: %s", path, n, bad);
             rc = -1;
         } else if (r == 1 && strcmp(subj, subject) == 0) {
-            if (*found) {
-                snprintf(why, whylen, "%s:%d: a second line for %s", path, n, subject);
-                rc = -1;
-            }
             *found = 1, *ro = line_ro;
             snprintf(area, arealen, "%s", a);
         }
     }
+    for (size_t k = 0; k < nseen; k++)
+        free(seen[k]);
+    free(seen);
     fclose(f);
     return rc;
 }
@@ -1410,6 +1438,7 @@ static int parse_options(int argc, char **argv, options *o, char *err, size_t er
         {"--max-session-memory", CT_OPT_BYTES, .dest = &o->max_memory,
          .max = (double)((uint64_t)1 << 50)},
         {"--help", CT_OPT_FLAG, .dest = &o->help},
+        {"--check-only", CT_OPT_FLAG, .dest = &o->check_only},
         {.type = CT_OPT_END},
     };
     if (ct_opt_parse(table, argc, argv, err, errlen))
@@ -1449,7 +1478,8 @@ static void usage(void)
 {
     printf("usage: ct-io-server --export DIR --cert C --key K --ca CA --gridmap FILE [--crl FILE] "
            "[--port P] [--sessions N] [--idle-timeout S] [--handshake-timeout S] "
-           "[--max-request BYTES] [--max-session-memory BYTES] [--round BYTES]\n");
+           "[--max-request BYTES] [--max-session-memory BYTES] [--round BYTES] [--check-only]\n"
+           "  --check-only: check the options, the export and the grid-mapfile, then exit\n");
 }
 
 /* The export and the grid-mapfile, which this process reads itself: refused before MPI
@@ -1492,6 +1522,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return CT_EXIT_USAGE;
     }
+    if (!bad && !s.o.help && s.o.check_only)
+        return 0; /* nothing started: the files a server would refuse to start on are fine */
     s.replaced_dir = -1;
     signal(SIGPIPE, SIG_IGN); /* a client gone mid-reply is an error to handle, not our death */
     ct_mpi_start_args start = {.parse_failed = bad, .help = s.o.help, .usage = usage,

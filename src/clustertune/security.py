@@ -17,7 +17,8 @@ Subjects in the grid-mapfile are full RFC 2253 distinguished names
 compares it, every special character escaped); ``subject_of`` gives OpenSSL's one-line form
 for ``openssl req -subj`` and GSI's grid-mapfile (the GRAM sites). The grid-mapfile is read
 strictly: a line that is not ``"SUBJECT" AREA rw|ro`` (blank lines and # comments aside) is an
-error naming FILE:LINE, here and in the server. Keys are made with the ``openssl`` command
+error naming FILE:LINE, here and in the server, with one grammar (``gridmap_entries``, tested on
+the same lines from both sides). Keys are made with the ``openssl`` command
 (Debian's), mode 0600:
 EC P-256 by default (remote I/O), RSA 2048 with ``rsa=True`` (GSI: the Grid Community
 Toolkit's proxies are RSA and signed by the user's key; the grid's GRAM sites use it).
@@ -265,14 +266,16 @@ def revoke(directory: Path, name: str) -> Path:
 
 
 def check_area(area: str) -> str:
-    if area.startswith("/") or ".." in Path(area).parts or not area or re.search(r'[\s"]', area):
+    """An area to grant: the server's rule, and no blank or quote (the line must parse)."""
+    if not area or not relative_below(area) or re.search(r'[\s"]', area):
         raise UserError(f"area {area!r}: a directory relative to the export ('.' for all of it)")
     return area
 
 
 def check_dn(subject: str) -> str:
     """An RFC 2253 subject for the grid-mapfile (not the legacy one-line /C=../CN=.. form)."""
-    if subject.startswith("/") or '"' in subject or "\n" in subject or "=" not in subject:
+    escaped = re.fullmatch(r'(?:[^"\\\n]|\\.)+', subject)  # a quote only escaped (RFC 2253)
+    if subject.startswith("/") or not escaped or "=" not in subject:
         raise UserError(f"subject {subject!r}: an RFC 2253 name, e.g. {dn_of('alice')}")
     return subject
 
@@ -305,27 +308,44 @@ def _map(path: Path, subject: str, rest: str) -> Path:
     return path
 
 
-GRIDMAP_LINE = re.compile(r'^\s*"([^"]+)"\s+(\S+)\s+(\S+)\s*$')
+# The grid-mapfile's grammar, the server's (io_server.c gridmap_line; docs/io.md): blanks are
+# spaces and tabs only; a backslash in SUBJECT escapes the next character (RFC 2253's \"
+# inside a value), kept as written; lines end at "\n" or "\r\n" and hold at most
+# GRIDMAP_LINE_BYTES bytes. tests/test_io_remote.py feeds the same lines to both parsers.
+GRIDMAP_LINE = re.compile(r'[ \t]*"((?:[^"\\]|\\.)+)"[ \t]+([^ \t]+)[ \t]+([^ \t]+)[ \t]*')
+GRIDMAP_LINE_BYTES = 4094  # the server reads a line into 4096 bytes, "\n" and NUL included
+
+
+def relative_below(area: str) -> bool:
+    """The server's rule for an area: relative, and no ".." component."""
+    return not area.startswith("/") and ".." not in area.split("/")
 
 
 def gridmap_entries(path: Path) -> dict[str, tuple[str, str]]:
-    """subject -> (area, right), read as strictly as the server reads the file: a line that
-    is not blank, a # comment or ``"SUBJECT" AREA rw|ro`` is a user error naming FILE:LINE."""
+    """subject -> (area, right), read with the server's grammar (above): a line that is not
+    blank, a # comment or ``"SUBJECT" AREA rw|ro``, or a second line for a subject, is a user
+    error naming FILE:LINE, as the server refuses to start on it."""
     entries: dict[str, tuple[str, str]] = {}
-    for n, line in enumerate(path.read_text().splitlines() if path.is_file() else [], 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        m = GRIDMAP_LINE.match(line)
+    # bytes as the server reads them: a subject that is not UTF-8 matches nobody, no crash
+    text = path.read_bytes().decode("utf-8", "surrogateescape") if path.is_file() else ""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the newline ending the last line
+    for n, line in enumerate(lines, 1):
         where = f"{path}:{n}"
+        if len(line.encode("utf-8", "surrogateescape")) > GRIDMAP_LINE_BYTES:
+            raise UserError(f"{where}: line longer than {GRIDMAP_LINE_BYTES} bytes")
+        line = line.removesuffix("\r")
+        if not line.strip(" \t") or line.lstrip(" \t").startswith("#"):
+            continue
+        m = GRIDMAP_LINE.fullmatch(line)
         if not m:
             raise UserError(f'{where}: expected "SUBJECT" AREA rw|ro, got {line.strip()!r}')
         subject, area, right = m.groups()
         if right not in RIGHTS:
             raise UserError(f"{where}: right {right!r}: one of {', '.join(RIGHTS)}")
-        try:
-            check_area(area)
-        except UserError as exc:
-            raise UserError(f"{where}: {exc}") from None
+        if not relative_below(area):
+            raise UserError(f"{where}: area {area!r}: a directory relative to the export")
         if subject in entries:
             raise UserError(f"{where}: a second line for {subject}")
         entries[subject] = (area, right)

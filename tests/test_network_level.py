@@ -16,6 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from clirun import cli
+from netclusters import SharedClusters, faulted
 
 from clustertune import kernels, netns, runner, vcluster
 from clustertune.cluster import Cluster, Host, Site, local_cluster
@@ -231,16 +232,31 @@ def test_a_pair_across_sites_is_held_to_the_wan_rate(launcher):
 # --------------------------------------------------------------------------- virtual clusters
 
 
+@pytest.fixture(scope="module")
+def shared():
+    """Virtual clusters kept for this module, for the tests that leave theirs as they
+    found it (faults set with ``faulted`` are cleared after the test)."""
+    clusters = SharedClusters()
+    yield clusters
+    clusters.down()
+
+
 def sweep(cluster, store, layer: str, max_size: int, **kw) -> dict:
     spec = pingpong.PingpongSpec(layer, "host0", "host1", max_size=max_size, **kw)
     record = pingpong.run_pingpong(cluster, store, spec)
     assert record["status"] == "ok", record["error"]
-    return record["figures"]
+    return record
+
+
+# The base sizes only (no base +- 3 B): a third of a sweep's points, and the same figures
+# for what these tests read (the latency plateau of sizes <= 64 B, the bandwidth of the
+# largest sizes).
+BASE_SIZES = ("--perturbation", "0")
 
 
 @pytest.mark.root
 @pytest.mark.parametrize("rate, max_size", [(100 * MBIT, 1 << 20), (10**9, 4 << 20)])
-def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, rate, max_size):
+def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(shared, store, rate, max_size):
     """Issue 3's done-when: bandwidth near the link's payload ceiling (issue 19: on the
     paced wire at most 1448/1538 of nominal, 1 % for clocks; at least 85 % of it, TCP's
     start and a loaded CPU), and MPI latency >= TCP latency on the same pair, for both MPIs. Both MPI libraries busy-poll the socket (strace:
@@ -249,13 +265,27 @@ def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, 
     wake-up per message, MPICH comes out faster (docs/network.md). The TCP baseline is the
     best of three short busy-polling runs (sizes <= 64 B: all the latency reads; a whole
     sweep for it cost 17 s at 100 Mbit), so a slow TCP run on a busy machine cannot make
-    MPI look good; MPI still fails the check if it beats the best the TCP layer did."""
-    cluster = make_vcluster(hosts=2, link_bps=rate)
-    tcp = sweep(cluster, store, "tcp", max_size)
-    mpis = {name: sweep(cluster, store, "mpi", max_size, mpi=name) for name in ("openmpi", "mpich")}
+    MPI look good; MPI still fails the check if it beats the best the TCP layer did.
+
+    No figure may exceed the ceiling, whatever the load. The floors (85 % of it, MPI above
+    TCP) are judged as the product judges a run: not on a machine so loaded that its
+    busy-polling ranks starve (``section.starved``, the CLI's "not judged" rule): at load
+    14-17 on 2 CPUs the 1 Gbit case failed its floor."""
+    cluster = shared.get(hosts=2, link_bps=rate)
+    tcp = sweep(cluster, store, "tcp", max_size, extra_args=BASE_SIZES)
+    mpis = {
+        name: sweep(cluster, store, "mpi", max_size, mpi=name, extra_args=BASE_SIZES)
+        for name in ("openmpi", "mpich")
+    }
     ceiling = payload_rate_bps(rate) / MBIT
-    for figures in (tcp, *mpis.values()):
-        assert 0.85 * ceiling <= figures["bandwidth_mbps"] <= 1.01 * ceiling, (ceiling, figures)
+    judged = True
+    for record in (tcp, *mpis.values()):
+        figures = record["figures"]
+        assert figures["bandwidth_mbps"] <= 1.01 * ceiling, (ceiling, figures)
+        if section.starved(record) is None:
+            assert 0.85 * ceiling <= figures["bandwidth_mbps"], (ceiling, figures)
+        else:
+            judged = False
     poll = pingpong.PingpongSpec("tcp", "host0", "host1", wait="poll")
     assert pingpong._sweep_args(poll)[-2:] == ["--wait", "poll"]  # net pingpong --wait poll
     best_poll = float("inf")
@@ -267,16 +297,18 @@ def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(make_vcluster, store, 
         assert again.output.result["detail"]["wait"] == "poll"
         samples = analysis.curve_from_points(again.output.samples)
         best_poll = min(best_poll, analysis.latency_us(samples))
-    for name, figures in mpis.items():
-        assert figures["latency_us"] >= best_poll, (name, figures["latency_us"], best_poll)
+    for name, record in mpis.items():
+        latency = record["figures"]["latency_us"]
+        assert not judged or latency >= best_poll, (name, latency, best_poll)
 
 
 @pytest.mark.root
-def test_a_paced_wire_is_never_outrun(make_vcluster, store):
+def test_a_paced_wire_is_never_outrun(shared, store):
     """--wire paced: every host's pacer runs, and no message size of a ping-pong sweep gets
     through faster than the nominal rate (on the tbf wire mid sizes read up to twice it).
     An upper bound only: a busy machine slows the wire, it cannot speed it up."""
-    cluster = make_vcluster(hosts=2, link_bps=100 * MBIT, wire="paced")
+    cluster = shared.get(hosts=2, link_bps=100 * MBIT)
+    assert cluster.extra["wire"] == "paced"  # the default wire
     assert sorted(vcluster.load_state(cluster.name)["delay_pids"]) == ["host0", "host1"]
     spec = pingpong.PingpongSpec(
         "tcp", "host0", "host1", max_size=1 << 20, extra_args=("--perturbation", "0")
@@ -288,14 +320,16 @@ def test_a_paced_wire_is_never_outrun(make_vcluster, store):
 
 
 @pytest.mark.root
-def test_matrix_flags_the_slow_host_and_no_other(make_vcluster, store):
+def test_matrix_flags_the_slow_host_and_no_other(shared, store):
     """host2's 1 Gbit link carrying 50 Mbit (a rate fault; a host whose nominal link is
     slower is judged against that, see the test below): its 1 MiB messages take 0.17 s
     each, where at 10 Mbit (the test's first rate) they took 0.84 s, over its pairs' three
     measurements (matrix, re-test, loss re-test): 64 s then. The size stays 1 MiB: at
     256 KiB tbf's bucket makes healthy pairs read 1.3-1.6 Gbit/s, jagged enough to flag one."""
-    cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": {"rate_bps": 50 * MBIT}})
-    record = matrix.run_matrix(cluster, store, layer="tcp")
+    with faulted(
+        shared.get(hosts=4, link_bps=10**9), {"host2": {"rate_bps": 50 * MBIT}}
+    ) as cluster:
+        record = matrix.run_matrix(cluster, store, layer="tcp")
     assert record["status"] == "ok", record["error"]
     doc = matrix_output.matrix_json(record)
     bw = doc["bandwidth_mbps"]
@@ -360,8 +394,8 @@ def test_unreachable_host_is_a_user_error_in_bounded_time(make_vcluster, tmp_pat
     not (kernels.build_dir() / "serial" / "bin" / pingpong.PVM_KERNEL).is_file(),
     reason="ct-pvm-pingpong not built (needs pvm-dev)",
 )
-def test_pvm_pingpong_across_two_virtual_hosts_leaves_no_daemon(make_vcluster, store):
-    cluster = make_vcluster(hosts=2)
+def test_pvm_pingpong_across_two_virtual_hosts_leaves_no_daemon(shared, store):
+    cluster = shared.get(hosts=2)
     record = pingpong.run_pingpong(
         cluster, store, pingpong.PingpongSpec("pvm", "host0", "host1", max_size=1 << 20)
     )
@@ -402,8 +436,8 @@ def _pids_in_netns(namespace: str, needle: str) -> list[int]:
 
 
 @pytest.mark.root
-def test_peer_killed_mid_sweep_keeps_the_points(make_vcluster, store):
-    cluster = make_vcluster(hosts=2, link_bps=100 * MBIT)
+def test_peer_killed_mid_sweep_keeps_the_points(shared, store):
+    cluster = shared.get(hosts=2, link_bps=100 * MBIT)
     namespace = cluster.host("host1").namespace
     killed: list[int] = []
 
@@ -427,11 +461,9 @@ def test_peer_killed_mid_sweep_keeps_the_points(make_vcluster, store):
 
 
 @pytest.mark.root
-def test_corrupted_payload_is_stored_failed_by_pingpong_and_matrix(
-    make_vcluster, store, monkeypatch
-):
+def test_corrupted_payload_is_stored_failed_by_pingpong_and_matrix(shared, store, monkeypatch):
     """A run whose payload check failed is failed, whatever it measured, however it ran."""
-    cluster = make_vcluster(hosts=2)  # unshaped: no bandwidth floor on the sizes
+    cluster = shared.get(hosts=2)  # unshaped: no bandwidth floor on the sizes
     spec = pingpong.PingpongSpec(
         "mpi", "host0", "host1", max_size=64 << 10, extra_args=("--inject-fault",)
     )
@@ -630,15 +662,15 @@ FAULTS = {  # one fault on four 1 Gbit hosts: on host2, or on the link host1-hos
 
 @pytest.mark.root
 @pytest.mark.parametrize("kind", FAULTS)
-def test_matrix_names_the_faulty_host_or_link_and_no_other(make_vcluster, store, kind):
+def test_matrix_names_the_faulty_host_or_link_and_no_other(shared, store, kind):
     faults, named = FAULTS[kind]
-    cluster = make_vcluster(hosts=4, link_bps=10**9, **faults)
-    doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
-    if doc["not_judged"] is not None:
-        # an honest "not judged: the emulated wire was late": backed by the pacers' own
-        # lateness, and a second matrix must judge (a fault is never hidden run after run)
-        assert doc["wire_late_us"]["retests"]["p99_us"] > runner.WIRE_LATE_P99_US, doc
+    with faulted(shared.get(hosts=4, link_bps=10**9), **faults) as cluster:
         doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+        if doc["not_judged"] is not None:
+            # an honest "not judged: the emulated wire was late": backed by the pacers' own
+            # lateness, and a second matrix must judge (a fault is never hidden run after run)
+            assert doc["wire_late_us"]["retests"]["p99_us"] > runner.WIRE_LATE_P99_US, doc
+            doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
     flagged = [(f.get("host"), f.get("pair"), f["figure"]) for f in doc["flagged"]]
     evidence = {k: doc[k] for k in ("flagged", "not_judged", "wire_late_us", "latency_us", "notes")}
     assert named in flagged, evidence
@@ -648,16 +680,17 @@ def test_matrix_names_the_faulty_host_or_link_and_no_other(make_vcluster, store,
 
 
 @pytest.mark.root
-def test_one_packet_as_late_as_tcps_timeout_does_not_hide_a_lossy_host(
-    make_vcluster, store, monkeypatch
-):
+def test_one_packet_as_late_as_tcps_timeout_does_not_hide_a_lossy_host(shared, store, monkeypatch):
     """Review F21: host2 losing 1 % retransmits hundreds of segments in its links' loss
     re-test; the pacers late (p99 850 µs) with one packet released 300 ms late explain
-    one retransmission, not those: host2's loss stands, whatever else is withheld."""
-    cluster = make_vcluster(hosts=3, link_bps=10**9, host_faults={"host2": {"loss": 0.01}})
+    one retransmission, not those: host2's loss stands, whatever else is withheld.
+    Three hosts of the shared four."""
     monkeypatch.setattr(matrix, "worst_late_us", lambda b, a: {"p99_us": 850.0, "max_us": 3e5})
     monkeypatch.setattr(matrix, "rto_late_packets", lambda before, after: 1)
-    doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    hosts = ["host0", "host1", "host2"]
+    with faulted(shared.get(hosts=4, link_bps=10**9), {"host2": {"loss": 0.01}}) as cluster:
+        record = matrix.run_matrix(cluster, store, layer="tcp", hosts=hosts)
+    doc = matrix_output.matrix_json(record)
     lossy = [f for f in doc["flagged"] if f["figure"] == "retransmissions"]
     assert [f.get("host") for f in lossy] == ["host2"], doc["flagged"]
     assert lossy[0]["value"] > 10, lossy
@@ -665,19 +698,25 @@ def test_one_packet_as_late_as_tcps_timeout_does_not_hide_a_lossy_host(
 
 
 @pytest.mark.root
-def test_matrix_names_a_flapping_host_and_no_other(make_vcluster, store):
+def test_matrix_names_a_flapping_host_and_no_other(shared, store):
     """host2's port down 300 ms of every second: host2 is named flapping, on its NIC's
     carrier counter, and nothing else; what its links met (a check that failed, pairs that
     retransmitted or could not be measured) are notes. Its traffic alone missed it once in
-    two idle suites: the matrix's runs can fall between the down windows. ~30-50 s: a
-    connect that falls into a down window waits for the client's timeout."""
+    two idle suites: the matrix's runs can fall between the down windows. A connect into a
+    down window sends a new SYN within a second (it waited out the client's 10 s: the
+    kernel's own resends, 1 s and 3 s later, met down windows too)."""
     flap = {"flap": {"down_ms": 300, "period_ms": 1000}}
-    cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": flap})
-    doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
+    with faulted(shared.get(hosts=4, link_bps=10**9), {"host2": flap}) as cluster:
+        record = matrix.run_matrix(cluster, store, layer="tcp")
+    doc = matrix_output.matrix_json(record)
     flagged = doc["flagged"]
     assert [(f.get("host"), f["figure"]) for f in flagged] == [("host2", "flapping")], flagged
     assert "carrier changes: eth0" in flagged[0]["reason"], flagged
     assert flagged[0]["value"] >= 4  # two downs and ups at least: the matrix takes > 2 s
+    # its counter had moved by the end of the first round: none of its links is measured
+    # again (each re-test waited out the flap's timeouts: 20-35 s of a 45-65 s matrix)
+    retested = {(s["host_a"], s["host_b"]) for s in record["samples"] if s["retest"]}
+    assert not [p for p in retested if "host2" in p], retested
 
 
 class FakeHostLauncher:
@@ -712,9 +751,11 @@ def test_carrier_counters_of_the_traffic_nic_name_the_host_whose_link_went_down(
 
 
 @pytest.mark.root
-def test_a_healthy_cluster_comes_out_clean_run_after_run(make_vcluster, store):
+def test_a_healthy_cluster_comes_out_clean_run_after_run(shared, store):
+    """Five matrices at each rate; the 1 Gbit cluster is the one the fault tests above set
+    and cleared their faults on: clearing leaves it healthy."""
     for link in (10**9, 10**8):
-        cluster = make_vcluster(hosts=4, link_bps=link)
+        cluster = shared.get(hosts=4, link_bps=link)
         for _ in range(5):
             doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
             assert doc["status"] == "ok" and doc["flagged"] == [], doc["flagged"]

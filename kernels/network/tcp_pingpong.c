@@ -360,8 +360,19 @@ static int connect_once(const struct addrinfo *ai, const struct options *o, doub
     return fd;
 }
 
+/* Each connect attempt is one SYN, bounded by CONNECT_ATTEMPT_S (doubling per attempt up
+ * to CONNECT_ATTEMPT_MAX_S) plus a random part of it; then a new attempt sends a new SYN.
+ * Left to itself the kernel resends a lost SYN after 1, 3 and 7 s: on a link going down
+ * 300 ms of every second (a flapping port) each resend fell into a down window, and the
+ * matrix's connects into that host waited out their whole 10 s. The random part keeps the
+ * attempts off the period of any flap. A SYN-ACK takes well under a millisecond on a LAN
+ * and the peer's kernel answers it without waiting for the server process. */
+#define CONNECT_ATTEMPT_S 0.5
+#define CONNECT_ATTEMPT_MAX_S 2.0
+
 /* Connects within the time limit, retrying while the peer refuses (its server may still
- * be starting). Returns the fd or -1 after writing the error line. */
+ * be starting), is unreachable or does not answer. Returns the fd or -1 after writing the
+ * error line. */
 static int connect_peer(const struct options *o)
 {
     char spec[512];
@@ -379,19 +390,26 @@ static int connect_peer(const struct options *o)
         ct_report_error("cannot resolve %s: %s", o->connect, gai_strerror(gai));
         return -1;
     }
-    double deadline = ct_now() + o->connect_timeout;
+    double deadline = ct_now() + o->connect_timeout, attempt_s = CONNECT_ATTEMPT_S;
+    unsigned seed = (unsigned)getpid() ^ (unsigned)(ct_now() * 1e6);
     int fd = -1, err = ETIMEDOUT;
     while (fd < 0) {
         for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
             double remaining = deadline - ct_now();
             if (remaining <= 0)
                 break;
-            fd = connect_once(ai, o, remaining);
+            double bound = attempt_s * (1.0 + (double)rand_r(&seed) / RAND_MAX);
+            fd = connect_once(ai, o, remaining < bound ? remaining : bound);
             if (fd < 0)
                 err = errno;
         }
         if (fd >= 0 || ct_now() + 0.05 >= deadline)
             break;
+        if (err == ETIMEDOUT) { /* no answer: a new SYN at once, the next attempt longer */
+            attempt_s = 2 * attempt_s < CONNECT_ATTEMPT_MAX_S ? 2 * attempt_s
+                                                              : CONNECT_ATTEMPT_MAX_S;
+            continue;
+        }
         if (err != ECONNREFUSED && err != EHOSTUNREACH && err != ENETUNREACH)
             break;
         struct timespec pause = {0, 50 * 1000 * 1000};
@@ -551,20 +569,36 @@ static int accept_client(const struct options *o, char *peer, size_t peerlen)
     socklen_t len = sizeof a6;
     getsockname(lfd, (struct sockaddr *)&a6, &len);
     fprintf(stderr, "ct-tcp-pingpong: listening on port %u\n", ntohs(a6.sin6_port));
-    struct pollfd p = {lfd, POLLIN, 0};
-    if (poll(&p, 1, (int)(o->accept_timeout * 1000)) != 1) {
-        ct_report_error("no client connected to port %ld within %g s", o->port,
-                        o->accept_timeout);
-        close(lfd);
-        return -1;
+    double deadline = ct_now() + o->accept_timeout;
+    int fd = -1;
+    while (fd < 0) {
+        struct pollfd p = {lfd, POLLIN, 0};
+        double left = deadline - ct_now();
+        if (left <= 0 || poll(&p, 1, (int)(left * 1000) + 1) != 1) {
+            ct_report_error("no client connected to port %ld within %g s", o->port,
+                            o->accept_timeout);
+            close(lfd);
+            return -1;
+        }
+        len = sizeof a6;
+        fd = accept(lfd, (struct sockaddr *)&a6, &len);
+        if (fd < 0) {
+            ct_report_error("accept failed: %s", strerror(errno));
+            close(lfd);
+            return -1;
+        }
+        /* A client whose connect attempt ran out (connect_peer) closes it and sends a new
+         * SYN; one that completed just then reaches us closed before its hello: not our
+         * client, wait for the next. A live one's hello follows its connect at once. */
+        set_timeouts(fd, o->io_timeout);
+        char first;
+        ssize_t n = recv(fd, &first, 1, MSG_PEEK);
+        if (n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE))) {
+            close(fd);
+            fd = -1;
+        }
     }
-    len = sizeof a6;
-    int fd = accept(lfd, (struct sockaddr *)&a6, &len);
     close(lfd);
-    if (fd < 0) {
-        ct_report_error("accept failed: %s", strerror(errno));
-        return -1;
-    }
     char host[NI_MAXHOST] = "?";
     getnameinfo((struct sockaddr *)&a6, len, host, sizeof host, NULL, 0, NI_NUMERICHOST);
     snprintf(peer, peerlen, "client %s", host);
@@ -610,7 +644,6 @@ static int run_server(const struct options *o)
     struct conn c = {
         .fd = fd, .peer = peer, .io_timeout = o->io_timeout,
         .inject_fault = o->sweep.inject_fault};
-    set_timeouts(fd, o->io_timeout);
     unsigned char hello[HELLO_BYTES], reply[24] = {0};
     if (recv_all(&c, hello, sizeof hello) != 0)
         return 1;

@@ -158,6 +158,8 @@ def tcp_pairs(
     A pair starts as soon as a slot and both its hosts are free, in the order given (the
     circle method's rounds, flattened), so that with fewer slots than a round has pairs
     no round waits for its slowest pair before the next starts."""
+    if not pairs:
+        return {}
     largest = max([streams, *(r.hi for r in runs)])
     timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, largest) for a, b in pairs)
     slots = parallel_pairs(run.cluster, pairs)
@@ -317,6 +319,7 @@ def run_matrix(
 
         def measure(pairs: Sequence[Pair], retest: bool) -> list[dict]:
             found: dict[Pair, list[dict]] = {}
+            pairs = steady(pairs)
             if layer == "mpi" and not retest:
                 found = mpi_round_robin(run, live, mpi, size, timeout, {"retest": False})
             elif layer == "mpi":
@@ -334,7 +337,7 @@ def run_matrix(
                     # the one-way streams after every latency run, so that none shares the
                     # CPUs with a stream; their re-test is one_way_retest
                     tag = {"retest": False}
-                    order = [p for r in rounds(live) for p in r]
+                    order = steady([p for r in rounds(live) for p in r])
                     for pair, samples in tcp_pairs(run, order, [], timeout, tag, size).items():
                         found.setdefault(pair, []).extend(samples)
             result = []
@@ -344,6 +347,19 @@ def run_matrix(
                 except ValueError as exc:
                     run.problems.append(f"{a}-{b}: {exc}")
             return result
+
+        flapping: set[str] = set()
+
+        def steady(pairs: Sequence[Pair]) -> list[Pair]:
+            """The pairs touching no host whose link has gone down and up so far (its NIC's
+            counter, read afresh). Such a host is named for that whatever its links show,
+            and what they show is the flap, so none of them is measured further: with a
+            port down 300 ms a second, its streams and re-tests took 20-35 s of a 4-host
+            matrix's 45-65 s, each run waiting out TCP's timeouts."""
+            if pairs:
+                downs = carrier_flags(carrier, carrier_changes(launcher, names))
+                flapping.update(f["host"] for f in downs)
+            return [p for p in pairs if not flapping & set(p)]
 
         curves: dict[Pair, analysis.Curve] = {}
         # a tbf bucket draws its own mid-size curve (up to twice nominal, jagged under load:
@@ -378,20 +394,23 @@ def run_matrix(
                 for h in f.get("pair") or [f["host"]]
             }
             lossy = loss.diagnose_loss(
-                names, first, lambda pairs: loss_retest(run, pairs, size, timeout), flapped
+                names,
+                first,
+                lambda pairs: loss_retest(run, steady(pairs), size, timeout),
+                flapped - flapping,
             )
             run.figures["flagged"], notes = loss.with_loss(run.figures["flagged"], lossy)
             run.figures["notes"] = run.figures.get("notes", []) + notes
             run.figures["one_way_mbps"] = asymmetry.one_way_grid(names, first)
             run.figures["flagged"] += asymmetry.diagnose_asymmetry(
-                names, first, lambda pairs: one_way_retest(run, pairs, size, timeout)
+                names, first, lambda pairs: one_way_retest(run, steady(pairs), size, timeout)
             )
         if judge_shapes and diagnosis is not None:
             found = shapes.diagnose_shapes(
                 names,
                 curves,
                 lambda pairs: sweep_curves(
-                    retest(run, pairs, sweeps(size)[1:-1], timeout, "shape")
+                    retest(run, steady(pairs), sweeps(size)[1:-1], timeout, "shape")
                 ),
             )
             kept, notes = blame.symptoms(run.figures["flagged"], found)

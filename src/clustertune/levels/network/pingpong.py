@@ -50,8 +50,8 @@ SERVER_START_S = 15.0  # the TCP server must say where it listens within this
 CONNECT_TIMEOUT_S = 10.0  # the client gives up on an unreachable server after this
 SERVER_EXIT_S = 5.0  # the server's grace to finish after its client left
 # The reachability check's connect bound: a listening peer on a LAN answers a SYN at once,
-# and 4 s leaves room for two retries of a lost one (after 1 s and 3 s: a link down for
-# up to 2 s) while a dead host costs 4 s a check, not 10.
+# and 4 s leaves room for three attempts (the client sends a new SYN after 0.5-1 s, then
+# 1-2 s: a link down for up to ~2 s) while a dead host costs 4 s a check, not 10.
 REACH_CONNECT_S = 4.0
 
 
@@ -250,6 +250,8 @@ def tcp_pair(
         port = int(server.ready_match.group(1))
         argv = pinned(tcp_client_argv(run.cluster, b, port, client_args, sockbuf), client_cpu)
         client = run.program(a, argv, timeout=timeout, what=what or f"client on {a}", tag=tag)
+        if unreachable(client.output):  # no client is coming: no grace for the server
+            server.stop(grace=0.0)
     served = service.step.output.result if service.step else None
     if client.output.result is not None and served is not None:
         detail = client.output.result.setdefault("detail", {})

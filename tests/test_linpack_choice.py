@@ -6,6 +6,7 @@ the grid from its measurement."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -358,3 +359,31 @@ def test_the_tuners_blas_stage_ranks_by_cpu_time_and_sizes_by_wall_clock(monkeyp
     assert (best.key, rate) == ("/x/ob#Zen", 11.5)
     assert tuner.blas_rates == cpu and tuner.blas_wall == wall
     assert "DGEMM 100.0 Gflop/s by CPU time (11.5 by wall clock)" in tuner.why["blas"]
+
+
+def test_library_facts_are_read_once_per_file_and_cpu(monkeypatch, tmp_path) -> None:
+    """Every run that names no BLAS needs the facts of every installed library (the
+    choice's key): read by a child once, then from the cache file, again only when the
+    file or the CPU changed."""
+    monkeypatch.setenv(hostinfo.BLAS_CACHE_ENV, str(tmp_path / "cache"))
+    lib, fake = openblas().library, fake_blas(tmp_path / "fake").library
+    changed = fake_blas(tmp_path / "changed", "void spare_(void) {}\n").library
+    monkeypatch.setattr(blaslib, "_FACTS_READ", {})
+    blaslib.read_facts([lib, fake])
+    first = blaslib.library_facts(lib)
+    assert first["core"] and first["version"].startswith("OpenBLAS")
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a child started")
+
+    monkeypatch.setattr(blaslib.subprocess, "Popen", no_child)
+    monkeypatch.setattr(blaslib, "_FACTS_READ", {})  # another process
+    assert blaslib.library_facts(lib) == first and blaslib.library_facts(fake)
+    monkeypatch.setattr(blaslib, "_FACTS_READ", {})
+    shutil.copy(changed, fake)  # the library changed
+    with pytest.raises(AssertionError, match="a child started"):
+        blaslib.library_facts(fake)
+    other = dict(hostinfo.cpu_info(), model="another CPU")
+    monkeypatch.setattr(hostinfo, "cpu_info", lambda: other)
+    with pytest.raises(AssertionError, match="a child started"):
+        blaslib.library_facts(lib)

@@ -12,6 +12,7 @@ failed record whose error says why.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -91,6 +92,10 @@ print(json.dumps(out))
 
 # what each library said of itself (library_facts), read once per process
 _FACTS_READ: dict[Path, dict] = {}
+# ... and kept between processes in the BLAS cache directory by facts_stamp: every run
+# that names no BLAS computes the choice's key from the facts of every installed
+# library, which cost it a Python child per library (~1 s in all at load 12)
+FACTS_FILE = "library-facts.json"
 
 
 def library_facts(library: Path) -> dict:
@@ -103,12 +108,38 @@ def library_facts(library: Path) -> dict:
     return _FACTS_READ[library]
 
 
+def facts_stamp(library: Path) -> str:
+    """What a library's facts depend on: its file, size and mtime, and the CPU (an
+    OpenBLAS picks its core from it; a home directory may be shared by other machines)."""
+    real = library.resolve()
+    stat = real.stat()
+    cpu = hostinfo.cpu_info()
+    said = [str(real), stat.st_size, stat.st_mtime_ns, cpu["model"], cpu["isa"]]
+    return hashlib.sha256(json.dumps(said).encode()).hexdigest()[:16]
+
+
 def read_facts(libraries: list[Path]) -> None:
-    """library_facts of several libraries, one child each, run side by side: each child
-    starts a Python (0.1-0.3 s), and every choice's key reads all the installed ones."""
+    """library_facts of several libraries: those stored for the same file and CPU from
+    the cache file, the others from one child each, run side by side, then stored."""
+    wanted = [lib for lib in dict.fromkeys(libraries) if lib not in _FACTS_READ]
+    if not wanted:
+        return
+    path = hostinfo.blas_cache_dir() / FACTS_FILE
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        stored = {}
+    stamps = {}
+    for library in wanted:
+        try:
+            stamps[library] = facts_stamp(library)
+        except OSError:  # no such file: the child says so (no facts)
+            continue
+        if stamps[library] in stored:
+            _FACTS_READ[library] = stored[stamps[library]]
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
     children: dict[Path, subprocess.Popen | None] = {}
-    for library in dict.fromkeys(lib for lib in libraries if lib not in _FACTS_READ):
+    for library in (lib for lib in wanted if lib not in _FACTS_READ):
         try:
             children[library] = subprocess.Popen(
                 [sys.executable, "-c", _FACTS, str(library)],
@@ -119,19 +150,31 @@ def read_facts(libraries: list[Path]) -> None:
             )
         except OSError:
             children[library] = None
+    learnt = {}
     for library, child in children.items():
-        facts = {}
+        facts, read = {}, False
         if child is not None:
             try:
                 out, _ = child.communicate(timeout=60)
-                facts = json.loads(out) if child.returncode == 0 else {}
+                read = child.returncode == 0
+                facts = json.loads(out) if read else {}
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.communicate()
             except ValueError:
-                pass
+                read = False
+        if read and library in stamps:  # a failed read is not kept
+            learnt[stamps[library]] = facts
         facts.setdefault("version", library.resolve().name)
         _FACTS_READ[library] = facts
+    if learnt:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(stored | learnt, indent=1, sort_keys=True))
+            os.replace(tmp, path)
+        except OSError:
+            pass  # a cache: the next run reads them again
 
 
 def own_core(library: Path) -> str | None:

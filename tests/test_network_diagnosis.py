@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from netclusters import SharedClusters, faulted
 
 from clustertune import vcluster
 from clustertune.cluster import Cluster, Host, Site, load_cluster_file
@@ -289,21 +290,35 @@ def test_one_way_grid_is_row_sending_to_column():
     assert asymmetry.one_way_grid(["h0", "h1"], [{"pair": ["h0", "h1"]}]) is None  # MPI: none
 
 
+@pytest.fixture(scope="module")
+def shared():
+    """Virtual clusters kept for this module (tests/netclusters.py)."""
+    clusters = SharedClusters()
+    yield clusters
+    clusters.down()
+
+
 @pytest.mark.root
-def test_matrix_names_the_host_whose_one_direction_is_slow(make_vcluster, store):
-    cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": {"tx_rate_bps": 10**8}})
-    for side, faults in (("transmit", None), ("receive", ["tx-rate=off", "rx-rate=100mbit"])):
-        if faults:
-            vcluster.set_faults(cluster.name, "host2", faults)
-        doc = matrix_output.matrix_json(matrix.run_matrix(cluster, store, layer="tcp"))
-        asym = [f for f in doc["flagged"] if f["figure"] == "asymmetric"]
-        assert [f.get("host") for f in asym] == ["host2"], doc["flagged"]
-        assert f"host2's {side} side is slow on 3 of its 3 links" in asym[0]["reason"]
-        # the rest is host2's slow links, seen by the ping-pong: nothing on another host
-        assert {f.get("host") for f in doc["flagged"]} == {"host2"}, doc["flagged"]
-        grid = doc["one_way_mbps"]
-        slow = [grid[2][j] if side == "transmit" else grid[j][2] for j in (0, 1, 3)]
-        assert max(slow) < 110, grid
+def test_matrix_names_the_host_whose_one_direction_is_slow(shared, store):
+    slow_tx = {"host2": {"tx_rate_bps": 10**8}}
+    with faulted(shared.get(hosts=4, link_bps=10**9), slow_tx) as cluster:
+        for side, faults in (("transmit", None), ("receive", ["tx-rate=off", "rx-rate=100mbit"])):
+            if faults:
+                vcluster.set_faults(cluster.name, "host2", faults)
+            check_one_way_slow(matrix.run_matrix(cluster, store, layer="tcp"), side)
+
+
+def check_one_way_slow(record: dict, side: str) -> None:
+    """host2 named for its slow ``side``, and nobody else named."""
+    doc = matrix_output.matrix_json(record)
+    asym = [f for f in doc["flagged"] if f["figure"] == "asymmetric"]
+    assert [f.get("host") for f in asym] == ["host2"], doc["flagged"]
+    assert f"host2's {side} side is slow on 3 of its 3 links" in asym[0]["reason"]
+    # the rest is host2's slow links, seen by the ping-pong: nothing on another host
+    assert {f.get("host") for f in doc["flagged"]} == {"host2"}, doc["flagged"]
+    grid = doc["one_way_mbps"]
+    slow = [grid[2][j] if side == "transmit" else grid[j][2] for j in (0, 1, 3)]
+    assert max(slow) < 110, grid
 
 
 def test_a_pairs_streams_are_its_one_way_figures_not_its_bandwidth():
@@ -365,11 +380,15 @@ def test_a_cluster_file_says_whether_its_hosts_share_cpus(tmp_path):
 
 
 @pytest.mark.root
-def test_a_late_wire_is_re_tested_and_then_not_judged(make_vcluster, store, monkeypatch):
+def test_a_late_wire_is_re_tested_and_then_not_judged(shared, store, monkeypatch):
     """host2 delayed 500 µs, found on re-test: with the pacers later than that excess all
     along, the matrix says the wire was late instead of naming host2 (text, JSON,
     record); on time, host2."""
-    cluster = make_vcluster(hosts=4, link_bps=10**9, host_faults={"host2": {"delay_us": 500}})
+    with faulted(shared.get(hosts=4, link_bps=10**9), {"host2": {"delay_us": 500}}) as cluster:
+        late_then_on_time(cluster, store, monkeypatch)
+
+
+def late_then_on_time(cluster, store, monkeypatch) -> None:
     retested = []
     measure = matrix.tcp_pairs
 

@@ -22,7 +22,7 @@ import pytest
 from conftest import unique_name
 
 import clustertune.levels.grid  # noqa: F401  (registers the grid sources)
-from clustertune import kernels
+from clustertune import kernels, runner
 from clustertune.errors import ConfigError, UserError
 from clustertune.grid import coalloc, daemons, heartbeat, jobs, slurm, ssh, staging, virtual
 from clustertune.grid import info as grid_info
@@ -843,6 +843,14 @@ def test_cli_submit_stages_and_stores_the_job(grid, tmp_path, capsys):
     assert record["figures"]["exit_status"] == 0 and record["params"]["site"] == "site1"
     timeline = record["meta"]["coalloc"]["sites"]["site1"]
     assert timeline["requested"] <= timeline["started"] <= timeline["ended"]
+    # what the run's own fields mean (review2 G6, docs/grid.md): it spans the request to
+    # the result; the site's scheduler launched the job (no command of this process); the
+    # load at both ends and the wire's lateness are those of the job's time
+    assert record["started"] == runner.iso(timeline["requested"])
+    assert record["elapsed_s"] >= timeline["ended"] - timeline["requested"] - 1
+    assert record["meta"]["commands"] == []
+    assert record["meta"]["load"]["start"] and record["meta"]["load"]["end"]
+    assert "wire_late" in record["meta"]  # a virtual grid's paced wire
     html = section.render([record])
     assert f"<td>{record['id']}</td><td>grid-job</td><td>submitted</td><td>site1</td>" in html
 

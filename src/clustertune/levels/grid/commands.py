@@ -92,31 +92,51 @@ def _mtime(path: Path) -> float | None:
     return path.stat().st_mtime if path.exists() else None
 
 
-def store_job(
-    args: argparse.Namespace,
-    state: dict,
-    job: jobs.GridJob,
-    handle: jobs.Handle,
-    result: jobs.Result,
-    staged: list,
-    requested: float,
-) -> dict:
-    """The submitted job as a record of the grid level (kernel ``grid-job``): its RSL
-    attributes, the site's answer and its timeline (submitted, started, ended from the
-    job's own files), so the report lists it beside the co-allocated runs. A composite
-    run: the site's scheduler launched the job, the run records it from its request on."""
+def job_run(
+    args: argparse.Namespace, state: dict, job: jobs.GridJob, handle: jobs.Handle, requested: float
+) -> Run:
+    """The submitted job's run (level grid, kernel ``grid-job``; docs/grid.md says what its
+    fields mean): a composite run, launched by the site's scheduler (no command of its
+    own), from the job's request (``started``) to its result. Opened as soon as the site took
+    the job, so the load at its start and end and, on a virtual grid, the wire's lateness
+    (meta ``wire_late``) cover the job, not the moment its record is stored."""
     from ...grid.source import cluster_from_grid
 
-    d = Path(handle.dir)
-    site = next(s for s in state["sites"] if s["name"] == handle.site)
     params = {
         "job": {k: v for k, v in asdict(job).items() if k != "barrier"},
         "site": handle.site,
         "backend": handle.backend,
         "grid": compare.grid_summary(state),
     }
+    site = next(s for s in state["sites"] if s["name"] == handle.site)
+    return Run(
+        cluster_from_grid(state),
+        open_store(args),
+        level=LEVEL.name,
+        kernel="grid-job",
+        params=params,
+        hosts=job.hosts or [h["name"] for h in site["hosts"]],
+        composite=True,
+        since=requested,
+    )
+
+
+def record_job(
+    run: Run,
+    state: dict,
+    job: jobs.GridJob,
+    handle: jobs.Handle,
+    result: jobs.Result,
+    staged: list,
+    requested: float,
+) -> None:
+    """The job's answer in its run: its RSL attributes' outcome and its timeline
+    (requested, started, ended from the job's own files), so the report lists it beside the
+    co-allocated runs."""
+    d = Path(handle.dir)
+    site = next(s for s in state["sites"] if s["name"] == handle.site)
     started, ended = _mtime(d / "started"), _mtime(d / "exit")
-    coalloc = {
+    run.record["meta"]["coalloc"] = {
         "sites": {
             handle.site: {
                 "scheduler": site["scheduler"],
@@ -131,30 +151,18 @@ def store_job(
         "started": started is not None,
         "error": None,
     }
-    with Run(
-        cluster_from_grid(state),
-        open_store(args),
-        level=LEVEL.name,
-        kernel="grid-job",
-        params=params,
-        hosts=job.hosts or [h["name"] for h in site["hosts"]],
-        composite=True,
-        since=requested,
-    ) as run:
-        run.record["meta"]["coalloc"] = coalloc
-        run.result = {
-            "verification": "not-verified",
-            "figures": {
-                "exit_status": result.exit_status,
-                "job_s": round(ended - started, 3) if started and ended else None,
-            },
-            "detail": {"staged": staging.as_dicts(staged)},
-        }
-        if result.state != "done":
-            run.problems.append(
-                f"{result.state}, exit status {result.exit_status}\n{result.stderr[-2000:]}".strip()
-            )
-    return run.record
+    run.result = {
+        "verification": "not-verified",
+        "figures": {
+            "exit_status": result.exit_status,
+            "job_s": round(ended - started, 3) if started and ended else None,
+        },
+        "detail": {"staged": staging.as_dicts(staged)},
+    }
+    if result.state != "done":
+        run.problems.append(
+            f"{result.state}, exit status {result.exit_status}\n{result.stderr[-2000:]}".strip()
+        )
 
 
 def cmd_submit(args: argparse.Namespace) -> Output:
@@ -188,15 +196,17 @@ def cmd_submit(args: argparse.Namespace) -> Output:
     handle = backend.submit(job)
     if args.no_wait:
         return Output(asdict(handle), json.dumps(asdict(handle)))
-    try:
-        result = jobs.wait(backend, handle, args.timeout)
-        if args.stage_out and result.state == "done":
-            results = args.results or f"grid-results/{Path(handle.dir).name}"
-            staged += staging.stage_out(state, args.site, target, args.stage_out, results)
-    finally:
-        if target is not None:
-            staging.remove(state, args.site, target)
-    record = store_job(args, state, job, handle, result, staged, requested)
+    with job_run(args, state, job, handle, requested) as run:
+        try:
+            result = jobs.wait(backend, handle, args.timeout)
+            if args.stage_out and result.state == "done":
+                results = args.results or f"grid-results/{Path(handle.dir).name}"
+                staged += staging.stage_out(state, args.site, target, args.stage_out, results)
+        finally:
+            if target is not None:
+                staging.remove(state, args.site, target)
+        record_job(run, state, job, handle, result, staged, requested)
+    record = run.record
     payload = {
         "handle": asdict(handle),
         **asdict(result),

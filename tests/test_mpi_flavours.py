@@ -107,6 +107,23 @@ def test_a_ucx_setting_the_user_exported_wins(monkeypatch):
     assert mpi.MPICH.pinned_env("eth0", locate)["UCX_TLS"] == "tcp,self,sm"
 
 
+def test_grid_slurm_mpich_jobs_take_the_users_ucx_setting_as_the_launchers_do(monkeypatch):
+    """Review2 G2, decided: a UCX_TLS / UCX_NET_DEVICES the user exported wins for MPICH ranks
+    on virtual hosts wherever they start (mpiexec's -genv since 67af505, the grid's srun
+    since 95ac500, which used to force tcp,self), and the record's env knobs show it, so a
+    run says what it used; unset, the ranks stay on TCP over the virtual NIC (docs/grid.md:
+    sm or a device outside the namespace bypasses or misses the emulated wire)."""
+    from clustertune import runner
+
+    monkeypatch.setenv("UCX_TLS", "tcp")
+    monkeypatch.setenv("UCX_NET_DEVICES", "eth0")
+    _, env = jobs.srun_launch(jobs.GridJob("/k", count=2, jobtype="mpi", mpi="mpich"), None)
+    assert (env["UCX_TLS"], env["UCX_NET_DEVICES"]) == ("tcp", "eth0")
+    argv = mpi.MPICH.argv(2, {}, hostfile=Path("/w/hf"), interface="eth0", locate=locate)
+    assert " -genv UCX_TLS tcp " in " ".join(argv) + " "
+    assert runner.env_knobs()["UCX_TLS"] == "tcp"
+
+
 def test_root_needs_openmpis_variables_only(as_root):
     env = {"A": "1"}
     assert mpi.OPENMPI.launcher_env(env) == {

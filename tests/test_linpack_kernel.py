@@ -49,9 +49,9 @@ def binary(mpi: str, kernel: str = "ct-linpack") -> Path:
 
 
 def mpirun(
-    mpi: str, np: int, kernel: str, args: list[str], timeout: float
+    mpi: str, np: int, kernel: str, args: list[str], timeout: float, extra_env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", **(extra_env or {}))
     # a core every AVX2 machine runs correctly: these tests check the kernel, not the BLAS
     # (a run through clustertune gets the host's measured choice, levels/linpack/choice.py)
     env.setdefault("OPENBLAS_CORETYPE", "Haswell")
@@ -60,8 +60,10 @@ def mpirun(
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
 
 
-def launch(mpi: str, np: int, args: list[str], timeout: float) -> subprocess.CompletedProcess:
-    return mpirun(mpi, np, "ct-linpack", ["--hpl-out", "-", *args], timeout)
+def launch(
+    mpi: str, np: int, args: list[str], timeout: float, extra_env: dict | None = None
+) -> subprocess.CompletedProcess:
+    return mpirun(mpi, np, "ct-linpack", ["--hpl-out", "-", *args], timeout, extra_env)
 
 
 def records_of(proc: subprocess.CompletedProcess) -> list[dict]:
@@ -263,9 +265,11 @@ def test_combination_too_large_for_memory_is_skipped() -> None:
 NO_MPI = {"OMPI_MCA_pml": "no-such-pml", "MPIR_CVAR_DEFAULT_THREAD_LEVEL": "no-such-level"}
 
 
-def check_only(mpi: str, *args: str, kernel: str = "ct-linpack") -> subprocess.CompletedProcess:
+def check_only(
+    mpi: str, *args: str, kernel: str = "ct-linpack", extra_env: dict | None = None
+) -> subprocess.CompletedProcess:
     cmd = [str(binary(mpi, kernel)), "--check-only", *args]
-    env = dict(os.environ, **NO_MPI)
+    env = dict(os.environ, **NO_MPI, **(extra_env or {}))
     return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=30)
 
 
@@ -321,3 +325,28 @@ def test_check_only_names_the_bad_hpl_dat_line(mpi: str, tmp_path: Path) -> None
         assert proc.returncode == 2 and proc.stdout == ""
         lines = proc.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"ct-linpack: {dat}{where}"), lines
+
+
+@pytest.mark.parametrize("chunk", ["abc", "0", "-5", "12x", "", "99999999999"])
+def test_bad_update_chunk_is_refused(chunk: str) -> None:
+    # CT_LINPACK_CHUNK (columns per piece of a bulk update) was read with atoi: 'abc' ran
+    # with pieces of NB columns and said nothing
+    env = {"CT_LINPACK_CHUNK": chunk}
+    line = f"ct-linpack: CT_LINPACK_CHUNK: expected a number of columns >= 1, got '{chunk}'"
+    proc = check_only("openmpi", "--np", "2", "-N", "64", extra_env=env)
+    assert (proc.returncode, proc.stdout, proc.stderr.splitlines()) == (2, "", [line])
+    run_proc = launch("openmpi", 2, ["-N", "64", "--nb", "8", "-P", "1", "-Q", "2"], 120, env)
+    assert run_proc.returncode != 0 and not samples(records_of(run_proc))
+    assert line in run_proc.stderr
+
+
+def test_update_chunk_splits_the_bulk_update_and_keeps_the_solution() -> None:
+    # pieces of 8 columns on a 1 x 4 ring (where the bulk update is cut anyway) and on
+    # 1 x 2 (where it is one DGEMM unless the variable asks): same solution, every check passed
+    args = ["-N", "96", "--nb", "8", "-P", "1,1", "-Q", "4,2", "--bcast", "0"]
+    sums = []
+    for env in (None, {"CT_LINPACK_CHUNK": "8"}):
+        records = records_of(launch("openmpi", 4, args, 120, env))
+        assert_all_passed(records, 2)
+        sums += [s["x_sum"] for s in samples(records)]
+    assert agree(sums)

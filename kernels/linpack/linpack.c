@@ -43,6 +43,7 @@ typedef struct {
     char dat[512], hpl_out[512];
     long seed;
     int inject_fault, fail_alloc_rank;
+    int chunk; /* CT_LINPACK_CHUNK, columns per piece of a bulk update; 0: not set */
 } options;
 
 /* The command line as given (pointers into argv). */
@@ -158,6 +159,13 @@ static int parse_options(int argc, char **argv, options *o, cmdline *c, char *er
     }
     if (ct_check_only_validate(&c->check, prog, err, errlen))
         return -1;
+    const char *chunk = getenv("CT_LINPACK_CHUNK");
+    if (chunk && ct_parse_int_list(chunk, ',', NULL, 1, INT_MAX, &o->chunk, 1) != 1) {
+        snprintf(err, errlen,
+                 "%s: CT_LINPACK_CHUNK: expected a number of columns >= 1, got '%.100s'", prog,
+                 chunk);
+        return -1;
+    }
     return copy_path(o->dat, sizeof o->dat, c->dat, "--dat", err, errlen) ||
                    copy_path(o->hpl_out, sizeof o->hpl_out, c->hpl_out, "--hpl-out", err, errlen)
                ? -1
@@ -473,7 +481,8 @@ int main(int argc, char **argv)
                      .ndiv = p->ndiv.v[iv], .rfact = p->rfact.v[ir], .bcast = p->bcast.v[ib],
                      .depth = p->depth.v[id], .swap = p->swap, .swap_threshold = p->swap_threshold,
                      .threshold = p->threshold, .seed = (uint64_t)o.seed,
-                     .inject_fault = o.inject_fault, .fail_alloc_rank = o.fail_alloc_rank};
+                     .inject_fault = o.inject_fault, .fail_alloc_rank = o.fail_alloc_rank,
+                     .chunk = o.chunk};
         sum.total++;
         char reason[REASON_LEN] = "";
         const char *why = illegal(a.p, a.q, size);

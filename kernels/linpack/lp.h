@@ -75,6 +75,7 @@ typedef struct {
     uint64_t seed;
     int inject_fault;    /* corrupt the factorisation (tests) */
     int fail_alloc_rank; /* this world rank's panel allocation fails (tests); -1: none */
+    int chunk;           /* columns per piece of a bulk update (CT_LINPACK_CHUNK); 0: default */
 } lp_algo;
 
 void lp_variant_code(const lp_algo *a, char code[16]); /* e.g. WR11C2R4 */

@@ -2,7 +2,9 @@
 """ct-linpack beside HPL as shipped in Debian's hpcc, same N, NB, P x Q, variant and BLAS.
 
 Prints two ratios:
-  1. ct-linpack Gflops / hpcc HPL Gflops at --n (default 10000, NB 192, 1 x 2, WR11C2R4);
+  1. ct-linpack Gflops / hpcc HPL Gflops at each N of --n (default 2000,4000,8000,16000,
+     NB 192, 1 x 2, WR11C2R4): a table of the best and median ratio, the spread of the
+     per-round ratios and the load average around each N;
   2. ct-linpack Gflops at --peak-n as a percentage of the machine's measured DGEMM rate
      (ct-gemm --local: every rank multiplies its own matrices, one BLAS thread each).
 The issue's target for (2) is the largest N that fits --mem-fraction of memory
@@ -12,7 +14,7 @@ interleaved (--repeat rounds, the order alternating), the best of each is kept (
 median ratio is printed too), and the load average is printed with the result. DGEMM
 is measured before and after the peak run and the higher rate is the denominator.
 
-Usage: bench/linpack_vs_hpcc.py [--n 10000] [--nb 192] [-P 1 -Q 2] [--repeat 3]
+Usage: bench/linpack_vs_hpcc.py [--n 2000,4000,8000,16000] [--nb 192] [-P 1 -Q 2] [--repeat 3]
                                  [--peak-n max|N] [--skip-peak] [--json out.json]
 """
 
@@ -87,9 +89,16 @@ def environment() -> dict[str, str]:
     return env
 
 
+# hpcc sizes its other tests (RandomAccess, FFT, STREAM, PTRANS...) from this memory
+# instead of HPL's N, so that a round at N=16000 does not spend minutes on them; HPL
+# itself runs at the N of hpccinf.txt either way.
+HPCC_MEMORY = "Total=64\n"
+
+
 def run_hpcc(dat: str, np: int, env: dict[str, str], timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="ct-hpcc-") as tmp:
         Path(tmp, "hpccinf.txt").write_text(dat + HPCC_TAIL)
+        Path(tmp, "hpccmemf.txt").write_text(HPCC_MEMORY)
         launched(["hpcc"], np, env, timeout, cwd=tmp)
         return parse_hpcc_output(Path(tmp, "hpccoutf.txt").read_text(errors="replace"))
 
@@ -156,9 +165,83 @@ def run_dgemm(n: int, np: int, repeat: int, env: dict[str, str], timeout: float)
     return float(result["figures"]["best_dgemm_gflops"])
 
 
+def ratio_at(n: int, fields: dict, np: int, env: dict[str, str], args) -> dict:
+    """Interleaved rounds of hpcc and ct-linpack at one N; the figures of that N."""
+    dat = HPL_DAT.format(n=n, **fields)
+    load_before = load_average()
+    hpcc_runs, ct_runs, info = [], [], {}
+    for i in range(args.repeat):
+        # alternate who goes first, so that a drift in the machine's load favours neither
+        for tool in ("hpcc", "ct") if i % 2 == 0 else ("ct", "hpcc"):
+            if tool == "hpcc":
+                hpcc_runs.append(run_hpcc(dat, np, env, args.timeout))
+                gflops = hpcc_runs[-1]["gflops"]
+            else:
+                sample, result = run_ct_linpack(dat, np, env, args.timeout)
+                ct_runs.append(sample)
+                info = result["detail"]["blas"]
+                gflops = sample["gflops"]
+            name = "hpcc HPL  " if tool == "hpcc" else "ct-linpack"
+            print(f"N={n} round {i + 1}: {name} {gflops:8.2f} Gflops", flush=True)
+    ok = all(r.get("passed") for r in hpcc_runs) and all(r["passed"] is True for r in ct_runs)
+    # a rate whose residual failed is not a result, for either tool; a round counts in the
+    # spread only when both of its runs passed
+    rounds = [
+        c["gflops"] / h["gflops"]
+        for h, c in zip(hpcc_runs, ct_runs, strict=True)
+        if h.get("passed") and c["passed"] is True
+    ]
+    hpcc_runs = [r for r in hpcc_runs if r.get("passed")]
+    ct_runs = [r for r in ct_runs if r["passed"] is True]
+    if not hpcc_runs or not ct_runs:
+        sys.exit(f"N={n}: no run of " + ("hpcc" if not hpcc_runs else "ct-linpack") + " PASSED")
+    hpcc_best = max(hpcc_runs, key=lambda r: r["gflops"])
+    ct_best = max(ct_runs, key=lambda r: r["gflops"])
+    figures = {
+        "n": n,
+        **fields,
+        "variant": ct_best["variant"],
+        "hpcc_gflops": hpcc_best["gflops"],
+        "ct_linpack_gflops": ct_best["gflops"],
+        "hpcc_gflops_runs": [r["gflops"] for r in hpcc_runs],
+        "ct_linpack_gflops_runs": [r["gflops"] for r in ct_runs],
+        "ratio": ct_best["gflops"] / hpcc_best["gflops"],
+        "median_ratio": statistics.median(r["gflops"] for r in ct_runs)
+        / statistics.median(r["gflops"] for r in hpcc_runs),
+        "round_ratios": rounds,
+        "residuals_passed": ok,
+        "blas": info,
+        "load_average_before": load_before,
+        "load_average_after": load_average(),
+    }
+    print(
+        f"N={n} NB={args.nb} {args.P}x{args.Q} {ct_best['variant']}  BLAS core "
+        f"{info.get('core') or '?'} ({info.get('library')}): hpcc {hpcc_best['gflops']:.2f}, "
+        f"ct-linpack {ct_best['gflops']:.2f} Gflops, ratio {figures['ratio']:.3f} best, "
+        f"{figures['median_ratio']:.3f} median; residuals "
+        f"{'all PASSED' if ok else 'NOT all passed: the passed runs only'}",
+        flush=True,
+    )
+    return figures
+
+
+def table(rows: list[dict], repeat: int) -> str:
+    lines = [
+        f"ct-linpack / hpcc HPL, best and median of {repeat} interleaved rounds",
+        "     N   best  median  spread (per round)   load before-after",
+    ]
+    for r in rows:
+        spread = f"{min(r['round_ratios']):.3f}-{max(r['round_ratios']):.3f}"
+        lines.append(
+            f"{r['n']:6d}  {r['ratio']:.3f}  {r['median_ratio']:.3f}   {spread:18s}  "
+            f"{r['load_average_before']} - {r['load_average_after']}"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=10000)
+    ap.add_argument("--n", default="2000,4000,8000,16000", help="comma-separated Ns")
     ap.add_argument("--nb", type=int, default=192)
     ap.add_argument("-P", type=int, default=1)
     ap.add_argument("-Q", type=int, default=2)
@@ -179,6 +262,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=3600)
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
+    try:
+        ns = [int(x) for x in args.n.split(",")]
+    except ValueError:
+        ap.error(f"--n: expected comma-separated integers, got {args.n!r}")
     if shutil.which("hpcc") is None or shutil.which(LAUNCH[0]) is None:
         sys.exit("needs hpcc and mpirun.openmpi (Debian packages hpcc, openmpi-bin)")
     env = environment()
@@ -196,57 +283,11 @@ def main() -> int:
         swap=args.swap,
         swap_threshold=args.swap_threshold,
     )
-    dat = HPL_DAT.format(n=args.n, **fields)
     print(f"load average before: {load_average()}", flush=True)
-    hpcc_runs, ct_runs, info = [], [], {}
-    for i in range(args.repeat):
-        # alternate who goes first, so that a drift in the machine's load favours neither
-        for tool in ("hpcc", "ct") if i % 2 == 0 else ("ct", "hpcc"):
-            if tool == "hpcc":
-                hpcc_runs.append(run_hpcc(dat, np, env, args.timeout))
-                gflops = hpcc_runs[-1]["gflops"]
-            else:
-                sample, result = run_ct_linpack(dat, np, env, args.timeout)
-                ct_runs.append(sample)
-                info = result["detail"]["blas"]
-                gflops = sample["gflops"]
-            name = "hpcc HPL  " if tool == "hpcc" else "ct-linpack"
-            print(f"round {i + 1}: {name} {gflops:8.2f} Gflops", flush=True)
-    ok = all(r.get("passed") for r in hpcc_runs) and all(r["passed"] is True for r in ct_runs)
-    if not ok:  # a rate whose residual failed is not a result, for either tool
-        hpcc_runs = [r for r in hpcc_runs if r.get("passed")]
-        ct_runs = [r for r in ct_runs if r["passed"] is True]
-        if not hpcc_runs or not ct_runs:
-            sys.exit("no run of " + ("hpcc" if not hpcc_runs else "ct-linpack") + " PASSED")
-    hpcc_best = max(hpcc_runs, key=lambda r: r["gflops"])
-    ct_best = max(ct_runs, key=lambda r: r["gflops"])
-    ratio = ct_best["gflops"] / hpcc_best["gflops"]
-    median_ratio = statistics.median(r["gflops"] for r in ct_runs) / statistics.median(
-        r["gflops"] for r in hpcc_runs
-    )
-    figures: dict = {
-        "n": args.n,
-        **fields,
-        "variant": ct_best["variant"],
-        "hpcc_gflops": hpcc_best["gflops"],
-        "ct_linpack_gflops": ct_best["gflops"],
-        "hpcc_gflops_runs": [r["gflops"] for r in hpcc_runs],
-        "ct_linpack_gflops_runs": [r["gflops"] for r in ct_runs],
-        "ratio": ratio,
-        "median_ratio": median_ratio,
-        "residuals_passed": ok,
-        "blas": info,
-    }
-    print(
-        f"\nN={args.n} NB={args.nb} {args.P}x{args.Q} {ct_best['variant']}  BLAS core "
-        f"{info.get('core') or '?'} ({info.get('library')})"
-    )
-    print(f"hpcc HPL      {hpcc_best['gflops']:8.2f} Gflops  residual {hpcc_best['residual']:.4g}")
-    print(f"ct-linpack    {ct_best['gflops']:8.2f} Gflops  residual {ct_best['residual']:.4g}")
-    print(
-        f"ratio ct-linpack / hpcc = {ratio:.3f}  (best of {args.repeat}; median of runs "
-        f"{median_ratio:.3f}; residuals {'all PASSED' if ok else 'NOT all passed: best of the passed runs'})"
-    )
+    rows = [ratio_at(n, fields, np, env, args) for n in ns]
+    ok = all(r["residuals_passed"] for r in rows)
+    print("\n" + table(rows, args.repeat), flush=True)
+    figures: dict = {"ratios": rows}
     if not args.skip_peak:
         nmax = n_for_memory(args.mem_fraction, memory_bytes(), args.nb)
         if args.peak_n == "max":

@@ -94,6 +94,7 @@ def main() -> None:
     ap.add_argument("--referee-rounds", type=int, default=4)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="blas-choice-bench-"))
+    print(f"caches, databases and the old source in {work} (left for inspection)", flush=True)
     old = work / "old"
     old.mkdir()
     archive = subprocess.run(

@@ -78,6 +78,18 @@ def test_study_names_are_escaped_in_links(store):
     assert "a b&amp;&lt;c&gt;" in html and "<c>" not in html
 
 
+def test_demo_help_and_unknown_arguments_build_nothing(monkeypatch, capsys):
+    """``python -m clustertune.demo --help`` once started the whole demo; now it prints
+    the usage and an unknown argument is refused (exit 2), both before any cluster."""
+    monkeypatch.setattr(demo, "demo_cluster", lambda: pytest.fail("a cluster was built"))
+    for argv, code in ((["--help"], 0), (["--hosts", "8"], 2)):
+        with pytest.raises(SystemExit) as stop:
+            demo.main(argv)
+        assert stop.value.code == code
+    out = capsys.readouterr()
+    assert "virtual cluster" in out.out and "unrecognized arguments: --hosts 8" in out.err
+
+
 @pytest.mark.parametrize(
     ("stop", "code"),
     [(None, 1), (UserError("no such host"), 2), (Interrupted(signal.SIGTERM), 128 + 15)],

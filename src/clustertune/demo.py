@@ -9,6 +9,7 @@ ranks instead.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
@@ -82,7 +83,20 @@ def write_report(store: Store, run_ids: list[int]) -> list[int] | None:
     return failed
 
 
-def main() -> int:
+def parse_args(argv: list[str]) -> None:
+    """The demo takes no option: ``--help`` says what it does, anything else is refused
+    before a cluster is built or a run stored."""
+    argparse.ArgumentParser(
+        prog="python -m clustertune.demo",
+        description="Build a 4-host 1 Gbit virtual cluster, run every level's demo step, "
+        "tear the cluster down and write the HTML report of the runs stored "
+        f"({REPORT_PATH}); results go to CLUSTERTUNE_DB or the default database.",
+    ).parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``argv``: the demo's own arguments (none by default, not the caller's sys.argv)."""
+    parse_args(argv or [])
     stop_on_signals()
     store = Store()
     cluster, built = demo_cluster()
@@ -107,4 +121,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -36,7 +36,7 @@ from ...cluster import Cluster
 from ...errors import UserError
 from ...hostinfo import blas_choice, memory_bytes
 from ...results import Store
-from ..linpack import api as linpack
+from ..linpack import api as linpack_api  # the linpack level's; this module is tune's linpack
 from . import hpldat, space
 from .space import Config
 
@@ -75,7 +75,7 @@ class Tuner:
     mpi: str
     budget_s: float
     hosts: list[str] | None = None
-    timeout: float = linpack.TIMEOUT_S
+    timeout: float = linpack_api.TIMEOUT_S
     mem_fraction: float = 0.8
     n_search: int | None = None
     n_confirm: int | None = None
@@ -96,7 +96,7 @@ class Tuner:
     # the ok runs whose figures the search read, by id, with the configurations of their
     # passing samples (the session record's verification rests on them: evidence())
     kept: dict[int, tuple[dict, list[Config]]] = field(default_factory=dict)
-    _blases: dict[str, linpack.Blas] = field(default_factory=dict)
+    _blases: dict[str, linpack_api.Blas] = field(default_factory=dict)
     _t0: float = field(default_factory=time.monotonic)
 
     # ------------------------------------------------------------------ running
@@ -104,8 +104,8 @@ class Tuner:
     def left(self) -> float:
         return self.budget_s - (time.monotonic() - self._t0)
 
-    def env(self, cfg_blas: linpack.Blas, threads: int) -> dict[str, str]:
-        env = linpack.environment(cfg_blas)  # an OpenBLAS candidate names its core
+    def env(self, cfg_blas: linpack_api.Blas, threads: int) -> dict[str, str]:
+        env = linpack_api.environment(cfg_blas)  # an OpenBLAS candidate names its core
         t = str(threads)
         return env | {"OPENBLAS_NUM_THREADS": t, "OMP_NUM_THREADS": t, "BLIS_NUM_THREADS": t}
 
@@ -130,7 +130,7 @@ class Tuner:
         if os.environ.get(INJECT_ENV) in (blas.directory.name, blas.name):
             kargs.append("--inject-fault")
         began = time.monotonic()
-        record = linpack.run_linpack(
+        record = linpack_api.run_linpack(
             self.cluster,
             self.store,
             cfg.ranks,
@@ -149,7 +149,7 @@ class Tuner:
     def timed(self, stage: str, began: float) -> None:
         self.stage_s[stage] = self.stage_s.get(stage, 0.0) + time.monotonic() - began
 
-    def tag(self, stage: str, cfg: Config | None, blas: linpack.Blas) -> dict:
+    def tag(self, stage: str, cfg: Config | None, blas: linpack_api.Blas) -> dict:
         out = {
             "tune": self.session,
             "stage": stage,
@@ -194,22 +194,22 @@ class Tuner:
 
     # ------------------------------------------------------------------ stages
 
-    def candidates(self) -> list[linpack.Blas]:
-        chosen = linpack.select(self.blas_filter, linpack.available_blas())
+    def candidates(self) -> list[linpack_api.Blas]:
+        chosen = linpack_api.select(self.blas_filter, linpack_api.available_blas())
         if not chosen:
             raise UserError("no BLAS found (install libopenblas0 or run make setup)")
         # an OpenBLAS once with the core it picks itself, once with each forced core (Debian's
         # 0.3.21 needed Haswell on a CPU newer than it knows): measured, not assumed
-        chosen = [v for b in chosen for v in linpack.core_variants(b)]
+        chosen = [v for b in chosen for v in linpack_api.core_variants(b)]
         self._blases = {b.key: b for b in chosen}
         return chosen
 
-    def blas_of(self, key: str) -> linpack.Blas:
+    def blas_of(self, key: str) -> linpack_api.Blas:
         """A candidate by its key (Config.blas): the library's directory, ``#core`` for an
         OpenBLAS run with a named core."""
         return self._blases[key]
 
-    def choose_blas(self) -> tuple[linpack.Blas, float]:
+    def choose_blas(self) -> tuple[linpack_api.Blas, float]:
         """The fastest candidate whose DGEMM and small LU pass, ranked by the DGEMM's rate
         in CPU time (as the host's default, linpack/choice.py: at load 16 the wall-clock
         rates put BLIS 4 % above OpenBLAS, whose CPU-time rate is 10 % above BLIS's), with
@@ -224,7 +224,7 @@ class Tuner:
             lu = self.lu("blas", cfg, BLAS_LU_N)
             if gemm["status"] != "ok" or lu["status"] != "ok":
                 bad = gemm if gemm["status"] != "ok" else lu
-                excluded.append(f"{b.label} ({bad['kernel']}: {linpack.failure(bad)})")
+                excluded.append(f"{b.label} ({bad['kernel']}: {linpack_api.failure(bad)})")
                 continue
             rates[b.key], wall[b.key] = cpu_rate(gemm), gemm["figures"]["best_dgemm_gflops"]
         if not rates:
@@ -242,7 +242,7 @@ class Tuner:
                 rates[d] = max(rates[d], cpu_rate(again))
                 wall[d] = max(wall[d], again["figures"]["best_dgemm_gflops"])
             else:
-                excluded.append(f"{self.blas_of(d).label} (ct-gemm: {linpack.failure(again)})")
+                excluded.append(f"{self.blas_of(d).label} (ct-gemm: {linpack_api.failure(again)})")
                 del rates[d]
         if not rates:
             raise UserError("no BLAS passed its checks: " + "; ".join(excluded))
@@ -260,19 +260,19 @@ class Tuner:
         self.blas_rates, self.blas_wall = rates, wall
         return self.blas_of(best), wall[best]
 
-    def dgemm(self, b: linpack.Blas, repeat: int) -> dict:
+    def dgemm(self, b: linpack_api.Blas, repeat: int) -> dict:
         """Every rank its own DGEMM (the aggregate rate), checked against the library."""
         began = time.monotonic()
-        record = linpack.run_gemm(
+        record = linpack_api.run_gemm(
             self.cluster,
             self.store,
             self.np,
             self.mpi,
-            linpack.gemm_args(str(GEMM_N), 192, "d", repeat, True, 1, self.np),
+            linpack_api.gemm_args(str(GEMM_N), 192, "d", repeat, True, 1, self.np),
             timeout=self.timeout,
             env=self.env(b, 1),
             params=self.tag("blas", None, b),
-            derive=linpack.library_check(b),
+            derive=linpack_api.library_check(b),
             hosts=self.hosts,
         )
         self.timed("blas", began)
@@ -287,7 +287,7 @@ class Tuner:
     def layouts(self) -> list[tuple[int, int]]:
         return space.layouts(self.np, self.cores_per_host(), len(self.hosts or self.cluster.hosts))
 
-    def choose_layout(self, blas: linpack.Blas, n: int, nbs: list[int]) -> tuple[Config, float]:
+    def choose_layout(self, blas: linpack_api.Blas, n: int, nbs: list[int]) -> tuple[Config, float]:
         """Each (ranks, threads) with every NB candidate in one launch, in two rounds of
         alternating order (the second while 70 % of the budget is left). A layout is
         judged by its best NB's median over the rounds; another layout replaces all ranks
@@ -544,19 +544,19 @@ class Tuner:
         memory = memory_bytes()
         if memory is None:
             raise UserError("cannot read this host's memory size (/proc/meminfo)")
-        total = memory * linpack.machines(self.cluster, self.np)
-        return linpack.n_for_memory(self.mem_fraction, total, nb)
+        total = memory * linpack_api.machines(self.cluster, self.np)
+        return linpack_api.n_for_memory(self.mem_fraction, total, nb)
 
     def tune(self) -> dict:
         blas, dgemm = self.choose_blas()
-        n_mem = self.memory_n(linpack.DEFAULT_BLOCK)
-        step = 32 * linpack.DEFAULT_BLOCK // math.gcd(32, linpack.DEFAULT_BLOCK)
+        n_mem = self.memory_n(linpack_api.DEFAULT_BLOCK)
+        step = 32 * linpack_api.DEFAULT_BLOCK // math.gcd(32, linpack_api.DEFAULT_BLOCK)
         n_small = self.n_search or space.n_for_time(
             0.5 * dgemm, max(0.05, self.budget_s / 150), step // 2, n_mem, N_MIN
         )
         self.trials.clear()
-        n_half = linpack.network_n_half(self.store, self.cluster.name)
-        nbs = linpack.nb_candidates(linpack.DEFAULT_BLOCK, n_half, n_small)
+        n_half = linpack_api.network_n_half(self.store, self.cluster.name)
+        nbs = linpack_api.nb_candidates(linpack_api.DEFAULT_BLOCK, n_half, n_small)
         cfg, rate0 = self.choose_layout(blas, n_small, nbs)
         best, rate = self.descend(cfg, rate0, n_small, nbs)
         n_budget = space.n_for_time(
@@ -624,7 +624,7 @@ class Tuner:
             f"NB (searched at N={n_small}, confirmed at N={n_big})"
         )
         self.why["NB"] = (
-            f"{final.nb} among {nbs} (fractions of a {linpack.DEFAULT_BLOCK} DGEMM k-block; {net})"
+            f"{final.nb} among {nbs} (fractions of a {linpack_api.DEFAULT_BLOCK} DGEMM k-block; {net})"
         )
         self.why["PxQ"] = f"{final.p}x{final.q} among {space.grids(final.ranks)}"
         for dim in self.dimensions:
@@ -643,7 +643,7 @@ class Tuner:
 def cpu_rate(record: dict) -> float:
     """The best CPU-time rate of a passing ct-gemm --local DGEMM (linpack's cpu_rate),
     the wall-clock one of a record without samples."""
-    rates = [linpack.cpu_rate(s) for s in record.get("samples", []) if s.get("passed")]
+    rates = [linpack_api.cpu_rate(s) for s in record.get("samples", []) if s.get("passed")]
     return max(rates, default=record["figures"]["best_dgemm_gflops"])
 
 

@@ -9,7 +9,7 @@ agent: up and down), :mod:`.wire` (shaping and the packet daemons; ``vcluster se
 below.
 """
 
-from .build import down, up
+from .build import CPU_ENV_PREFIX, down, up
 from .faults import (
     FAULT_FIELDS,
     LINK_FAULT_FIELDS,
@@ -33,6 +33,7 @@ from .state import load_state, names, prefix, require_root, state_dir, validate_
 from .wire import WAN_QUEUE, set_faults, set_link_faults
 
 __all__ = [
+    "CPU_ENV_PREFIX",
     "DEFAULT_WIRE",
     "FAULT_FIELDS",
     "LATENESS_FIELDS",

@@ -40,6 +40,8 @@ from .wire import (
 )
 
 SUBNET_PREFIX = 16
+# The agent runs a host's commands on one CPU when the variable of that host is set.
+CPU_ENV_PREFIX = "CLUSTERTUNE_CPU_"
 
 
 def up(state: dict) -> dict:
@@ -111,9 +113,13 @@ def _write_agent(state: dict) -> None:
     It enters the host's namespace and a private UTS namespace named after the host, so
     gethostname(), OpenMPI session directories and shared-memory segment names differ
     per virtual host. Like ssh, it joins its arguments and runs them with ``sh -c``.
+    With ``CLUSTERTUNE_CPU_<host>`` in its environment it runs them on that CPU alone
+    (``taskset``): an MPI launcher passes its environment to the agents it starts, so a
+    job's rank on each host runs where asked (``net matrix``'s MPI re-test).
     """
     cases = "\n".join(
-        f"  {h['name']}|{h['address']}) ns={h['namespace']}; name={h['name']} ;;"
+        f"  {h['name']}|{h['address']}) ns={h['namespace']}; name={h['name']}; "
+        f"cpu=${{{CPU_ENV_PREFIX}{h['name']}:-}} ;;"
         for h in state["hosts"]
     )
     script = f"""#!/bin/sh
@@ -124,7 +130,7 @@ case "$1" in
   *) echo "clustertune agent: unknown host '$1' in virtual cluster {state["name"]}" >&2; exit 255 ;;
 esac
 shift
-exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$name" "$*"
+exec ${{cpu:+taskset -c $cpu}} ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec sh -c "$1"' "$name" "$*"
 """
     path = state_dir(state["name"]) / "agent"
     path.write_text(script)

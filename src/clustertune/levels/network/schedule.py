@@ -58,9 +58,16 @@ def sweeps(
     is slow in every run. With one placement (the scheduler's) that is the one byte twice."""
     top = min(SWEEP_MAX, size // 2)
     mid = [Sweep(SWEEP_MIN, top, SWEEP_ARGS)] if mid_sizes and top >= 2 * SWEEP_MIN else []
-    order = [*places[1:], places[0]] * 2 if retest else [places[0]]
+    order = retest_order(places) if retest else [places[0]]
     latency = [Sweep(LATENCY_SIZE, LATENCY_SIZE, (), p) for p in order]
     return [*latency, *mid, Sweep(size, size)]
+
+
+def retest_order(places: Sequence[Placement], times: int = 2) -> list[Placement]:
+    """Where a re-test measures a pair's latency, run by run: ``times`` under each
+    placement, the changed ones first (:func:`sweeps`; the MPI matrix's two-rank jobs,
+    which measure both sizes and cost seconds each under load, once)."""
+    return [*places[1:], places[0]] * times
 
 
 # Pairs measured at once per CPU on hosts that share CPUs. Every pair at once drove the
@@ -69,18 +76,20 @@ def sweeps(
 PAIRS_PER_CPU = 2
 
 
-def placements(cluster: Cluster, hosts: Sequence[str]) -> list[Placement]:
+def placements(cluster: Cluster, hosts: Sequence[str], apart: bool = False) -> list[Placement]:
     """Where the two ends of the latency runs go. On hosts that share CPUs, where the two
     ends happened to run decided a healthy pair's latency (2.1x the median on 2 cores,
     flagged): there both ends of every pair run on one CPU, the same for every pair, and
     the re-test moves them to another. One CPU rather than one each: at load 17 it kept a
     host delayed 500 µs 2.4x above every healthy run, one CPU each 1.6x, unpinned 1.9x
-    (docs/network.md). A real cluster: the scheduler's choice, [None]."""
+    (docs/network.md). ``apart``: one CPU each, then swapped, for ends that busy-poll
+    (MPI ranks): two of them on one CPU pay a scheduler tick per message (2-3.5 ms).
+    A real cluster: the scheduler's choice, [None]."""
     cpus = sorted(os.sched_getaffinity(0))
     if not shares_cpus(cluster, hosts) or len(cpus) < 2:
         return [None]
     a, b = str(cpus[0]), str(cpus[1])
-    return [(a, a), (b, b)]
+    return [(a, b), (b, a)] if apart else [(a, a), (b, b)]
 
 
 def parallel_pairs(cluster: Cluster, pairs: Sequence[Pair]) -> int:

@@ -799,23 +799,28 @@ def test_the_mpi_retest_pins_each_rank_and_swaps_their_cpus(monkeypatch):
 def test_mpi_matrix_on_shared_cpus_is_clean_and_still_names_a_slow_host(shared, store):
     """Issue 19 item 3 for the MPI matrix: on a virtual cluster a latency suspect is
     re-tested with its ranks pinned one CPU each, then swapped, against control links:
-    the healthy cluster comes out clean, host2 delayed 500 µs is named. Three hosts of the
-    shared four: each re-test job costs seconds under load."""
+    no healthy link is flagged for its latency, and host2 delayed 500 µs is named. Three
+    hosts of the shared four: each re-test job costs seconds under load. Above the
+    product's load rule (``section.starved``: busy-polling ranks starve) the bandwidths
+    are not judged (a healthy pair read 714 of 941 Mbit/s at load 22), and neither is
+    whether host2 is found; no latency flag may name a healthy link at any load."""
     cluster, hosts = shared.get(hosts=4, link_bps=10**9), ["host0", "host1", "host2"]
 
-    def mpi_matrix(cluster) -> dict:
-        return matrix_output.matrix_json(
-            matrix.run_matrix(cluster, store, layer="mpi", hosts=hosts)
-        )
+    def mpi_matrix(cluster) -> tuple[dict, bool]:
+        record = matrix.run_matrix(cluster, store, layer="mpi", hosts=hosts)
+        return matrix_output.matrix_json(record), section.starved(record) is None
 
-    doc = mpi_matrix(cluster)
-    assert doc["status"] == "ok" and doc["flagged"] == [], doc["flagged"]
+    doc, judged = mpi_matrix(cluster)
+    assert doc["status"] == "ok", doc["error"]
+    assert not [f for f in doc["flagged"] if f["figure"] == "latency_us"], doc["flagged"]
+    assert not judged or doc["flagged"] == [], doc["flagged"]
     with faulted(cluster, {"host2": DELAY}) as slow:
-        doc = mpi_matrix(slow)
-        if doc["not_judged"] is not None:  # an honest "the wire was late": once more
-            doc = mpi_matrix(slow)
-    # host2 alone; by its latency, or its bandwidth when the load lifts every link's
-    # latency (load 21-26: 637 of 941 Mbit/s, the 1 MiB ping-pong paying the delay)
-    flagged = {(f.get("host"), f["figure"]) for f in doc["flagged"]}
-    assert flagged and {h for h, _ in flagged} == {"host2"}, (doc["flagged"], doc["notes"])
-    assert {fig for _, fig in flagged} <= {"latency_us", "bandwidth_mbps"}, doc["flagged"]
+        doc, judged = mpi_matrix(slow)
+        if judged and doc["not_judged"] is not None:  # an honest "the wire was late"
+            doc, judged = mpi_matrix(slow)
+    latency = [f for f in doc["flagged"] if f["figure"] == "latency_us"]
+    assert all(f.get("host") == "host2" for f in latency), doc["flagged"]
+    if judged:  # host2 alone; by its latency, or its bandwidth (the ping-pong pays the delay)
+        flagged = {(f.get("host"), f["figure"]) for f in doc["flagged"]}
+        assert flagged and {h for h, _ in flagged} == {"host2"}, (doc["flagged"], doc["notes"])
+        assert {fig for _, fig in flagged} <= {"latency_us", "bandwidth_mbps"}, doc["flagged"]

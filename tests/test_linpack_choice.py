@@ -387,3 +387,16 @@ def test_library_facts_are_read_once_per_file_and_cpu(monkeypatch, tmp_path) -> 
     monkeypatch.setattr(hostinfo, "cpu_info", lambda: other)
     with pytest.raises(AssertionError, match="a child started"):
         blaslib.library_facts(lib)
+
+
+def test_a_facts_cache_of_another_shape_is_read_again(monkeypatch, tmp_path) -> None:
+    """A cache file that is JSON but not the facts map (a list, entries that are not
+    maps) is ignored and rewritten, never a TypeError in every run that names no BLAS."""
+    monkeypatch.setenv(hostinfo.BLAS_CACHE_ENV, str(tmp_path))
+    lib = openblas().library
+    cache = tmp_path / blaslib.FACTS_FILE
+    for content in ("[]", '{"stamp": 1}', "7"):
+        cache.write_text(content)
+        monkeypatch.setattr(blaslib, "_FACTS_READ", {})
+        assert blaslib.library_facts(lib)["core"]
+        assert all(isinstance(v, dict) for v in json.loads(cache.read_text()).values())

@@ -129,6 +129,9 @@ def read_facts(libraries: list[Path]) -> None:
         stored = json.loads(path.read_text())
     except (OSError, ValueError):
         stored = {}
+    if not isinstance(stored, dict):  # a cache file of another shape is not ours: start over
+        stored = {}
+    stored = {stamp: facts for stamp, facts in stored.items() if isinstance(facts, dict)}
     stamps = {}
     for library in wanted:
         try:

@@ -82,6 +82,9 @@ def referee(keys: list[str], n: int, rounds: int, work: Path) -> dict[str, list[
                 env=blaslib.environment(b),
                 derive=blaslib.library_check(b),
             )
+            if record["status"] != "ok" or record.get("verification") != "passed":
+                print(f"referee: {key} run {record.get('id')} failed: {record.get('error')}")
+                continue  # a failed launch is no rate
             rates[key].append(max(choice.cpu_rate(s) for s in record["samples"]))
     return rates
 
@@ -123,9 +126,12 @@ def main() -> None:
         )
     picks = sorted({r["pick"] for r in runs})
     rates = referee(picks, args.referee_n, args.referee_rounds, work)
-    top = max(max(v) for v in rates.values())
+    top = max((max(v) for v in rates.values() if v), default=0.0)
     print(f"referee: DGEMM N={args.referee_n}, 2 ranks, best CPU-time rate of each launch")
     for key, values in rates.items():
+        if not values:
+            print(f"  {key:<70} no launch passed")
+            continue
         chosen_by = sorted({r["tag"] for r in runs if r["pick"] == key})
         print(
             f"  {key:<70} best {max(values):6.1f} ({100 * max(values) / top:5.1f} %)"

@@ -269,8 +269,10 @@ def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(shared, store, rate, m
 
     No figure may exceed the ceiling, whatever the load. The floors (85 % of it, MPI above
     TCP) are judged as the product judges a run: not on a machine so loaded that its
-    busy-polling ranks starve (``section.starved``, the CLI's "not judged" rule): at load
-    14-17 on 2 CPUs the 1 Gbit case failed its floor."""
+    busy-polling ranks starve (``section.starved``, the CLI's "not judged" rule; at load
+    14-17 on 2 CPUs the 1 Gbit case failed its floor). The TCP run falls under the same
+    rule: its pacers and both ends share those CPUs, and a starved pacer slows the wire
+    (docs/network.md, "A late wire"). Not judged, the test says so as a skip."""
     cluster = shared.get(hosts=2, link_bps=rate)
     tcp = sweep(cluster, store, "tcp", max_size, extra_args=BASE_SIZES)
     mpis = {
@@ -278,8 +280,8 @@ def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(shared, store, rate, m
         for name in ("openmpi", "mpich")
     }
     ceiling = payload_rate_bps(rate) / MBIT
-    judged = True
-    for record in (tcp, *mpis.values()):
+    judged, runs = True, [tcp, *mpis.values()]
+    for record in runs:
         figures = record["figures"]
         assert figures["bandwidth_mbps"] <= 1.01 * ceiling, (ceiling, figures)
         if section.starved(record) is None:
@@ -300,6 +302,8 @@ def test_bandwidth_near_nominal_and_mpi_latency_above_tcp(shared, store, rate, m
     for name, record in mpis.items():
         latency = record["figures"]["latency_us"]
         assert not judged or latency >= best_poll, (name, latency, best_poll)
+    if not judged:  # a green run must not hide that only the ceiling was checked
+        pytest.skip("the floors: " + "; ".join(filter(None, map(section.starved, runs))))
 
 
 @pytest.mark.root
@@ -810,17 +814,19 @@ def test_mpi_matrix_on_shared_cpus_is_clean_and_still_names_a_slow_host(shared, 
         record = matrix.run_matrix(cluster, store, layer="mpi", hosts=hosts)
         return matrix_output.matrix_json(record), section.starved(record) is None
 
-    doc, judged = mpi_matrix(cluster)
+    doc, healthy_judged = mpi_matrix(cluster)
     assert doc["status"] == "ok", doc["error"]
     assert not [f for f in doc["flagged"] if f["figure"] == "latency_us"], doc["flagged"]
-    assert not judged or doc["flagged"] == [], doc["flagged"]
+    assert not healthy_judged or doc["flagged"] == [], doc["flagged"]
     with faulted(cluster, {"host2": DELAY}) as slow:
         doc, judged = mpi_matrix(slow)
         if judged and doc["not_judged"] is not None:  # an honest "the wire was late"
             doc, judged = mpi_matrix(slow)
     latency = [f for f in doc["flagged"] if f["figure"] == "latency_us"]
     assert all(f.get("host") == "host2" for f in latency), doc["flagged"]
-    if judged:  # host2 alone; by its latency, or its bandwidth (the ping-pong pays the delay)
-        flagged = {(f.get("host"), f["figure"]) for f in doc["flagged"]}
-        assert flagged and {h for h, _ in flagged} == {"host2"}, (doc["flagged"], doc["notes"])
-        assert {fig for _, fig in flagged} <= {"latency_us", "bandwidth_mbps"}, doc["flagged"]
+    if not (healthy_judged and judged):  # a green run must not hide what was not checked
+        pytest.skip("healthy-clean or host2-named not judged: the MPI ranks starved")
+    # host2 alone; by its latency, or its bandwidth (the ping-pong pays the delay)
+    flagged = {(f.get("host"), f["figure"]) for f in doc["flagged"]}
+    assert flagged and {h for h, _ in flagged} == {"host2"}, (doc["flagged"], doc["notes"])
+    assert {fig for _, fig in flagged} <= {"latency_us", "bandwidth_mbps"}, doc["flagged"]

@@ -393,8 +393,9 @@ def run_matrix(
             and what they show is the flap, so none of them is measured further: with a
             port down 300 ms a second, its streams and re-tests took 20-35 s of a 4-host
             matrix's 45-65 s, each run waiting out TCP's timeouts."""
-            if pairs:
-                downs = carrier_flags(carrier, carrier_changes(launcher, names))
+            if pairs:  # the hosts measured and not yet seen flapping (a dead one costs 10 s)
+                unseen = [h for h in live if h not in flapping]
+                downs = carrier_flags(carrier, carrier_changes(launcher, unseen))
                 flapping.update(f["host"] for f in downs)
             return [p for p in pairs if not flapping & set(p)]
 

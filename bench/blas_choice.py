@@ -85,7 +85,7 @@ def referee(keys: list[str], n: int, rounds: int, work: Path) -> dict[str, list[
             if record["status"] != "ok" or record.get("verification") != "passed":
                 print(f"referee: {key} run {record.get('id')} failed: {record.get('error')}")
                 continue  # a failed launch is no rate
-            rates[key].append(max(choice.cpu_rate(s) for s in record["samples"]))
+            rates[key].append(choice.best_cpu_rate(record))
     return rates
 
 

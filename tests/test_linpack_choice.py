@@ -331,36 +331,6 @@ def test_the_tuned_linpack_row_names_its_blas_and_the_host_default(host, said) -
     assert row.verdict == "HPL.dat written, 2 runs" + said
 
 
-def test_the_tuners_blas_stage_ranks_by_cpu_time_and_sizes_by_wall_clock(monkeypatch) -> None:
-    """At load 16 the tuner's wall-clock DGEMM put BLIS (12.0 Gflop/s) above OpenBLAS
-    (11.5), whose CPU-time rate was 10 % above BLIS's: the stage now ranks by CPU time
-    like the host's choice, and returns the wall-clock rate, which sizes the search."""
-    from clustertune.levels.tune import linpack as tuner_mod
-
-    cands = [blaslib.Blas("BLIS", Path("/x/blis")), blaslib.Blas("OpenBLAS", Path("/x/ob"), "Zen")]
-    wall = {"/x/blis": 12.0, "/x/ob#Zen": 11.5}
-    cpu = {"/x/blis": 90.0, "/x/ob#Zen": 100.0}
-
-    def candidates(self):
-        self._blases = {b.key: b for b in cands}
-        return cands
-
-    def dgemm(self, b, repeat):
-        sample = {"dtype": "d", "n": 1536, "passed": True, "gflops": wall[b.key]}
-        sample["cpu_gflops"] = cpu[b.key]
-        figures = {"best_dgemm_gflops": wall[b.key]}
-        return {"status": "ok", "kernel": "ct-gemm", "samples": [sample], "figures": figures}
-
-    monkeypatch.setattr(tuner_mod.Tuner, "candidates", candidates)
-    monkeypatch.setattr(tuner_mod.Tuner, "dgemm", dgemm)
-    monkeypatch.setattr(tuner_mod.Tuner, "lu", lambda self, *a, **k: {"status": "ok"})
-    tuner = tuner_mod.Tuner(None, None, 2, "openmpi", 600.0)
-    best, rate = tuner.choose_blas()
-    assert (best.key, rate) == ("/x/ob#Zen", 11.5)
-    assert tuner.blas_rates == cpu and tuner.blas_wall == wall
-    assert "DGEMM 100.0 Gflop/s by CPU time (11.5 by wall clock)" in tuner.why["blas"]
-
-
 def test_library_facts_are_read_once_per_file_and_cpu(monkeypatch, tmp_path) -> None:
     """Every run that names no BLAS needs the facts of every installed library (the
     choice's key): read by a child once, then from the cache file, again only when the

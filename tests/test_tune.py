@@ -14,6 +14,7 @@ import pytest
 
 from clustertune import kernels
 from clustertune.levels.linpack import choice, shim
+from clustertune.levels.linpack.blas import Blas
 from clustertune.levels.tune import hpldat, linpack, space, tcp
 from clustertune.levels.tune.space import Config
 from clustertune.results import Store
@@ -300,33 +301,45 @@ def test_sweep_decides_only_beyond_the_noise_and_records_what_it_did_not(monkeyp
     assert tuner.sweep("s", inc, 1000, "depth", [0, 1, 2]) is None
 
 
-def test_blas_choice_remeasures_an_openblas_other_core(monkeypatch) -> None:
-    """A load spike during the single product of one core of an OpenBLAS (below half the
-    best) does not decide the core: both cores of that library are measured again, best
-    of 3, and the faster on that evidence is chosen; a library far below is not."""
-    from pathlib import Path as P
+def gemm_record(wall: float, cpu: float | None = None) -> dict:
+    """A passing ct-gemm --local record of one product: its wall-clock and CPU-time rates."""
+    sample = {"dtype": "d", "n": 1536, "passed": True, "gflops": wall, "cpu_gflops": cpu or wall}
+    return {
+        "status": "ok",
+        "kernel": "ct-gemm",
+        "samples": [sample],
+        "figures": {"best_dgemm_gflops": wall},
+    }
 
-    from clustertune.levels.linpack.blas import Blas
 
-    lib, slow = P("/x/openblas-pthread"), P("/x/blas")
-    cands = [Blas("OpenBLAS", lib, "Zen"), Blas("OpenBLAS", lib, "Haswell"), Blas("ref", slow)]
-    first = {"/x/openblas-pthread#Zen": 20.0, "/x/openblas-pthread#Haswell": 45.0, "/x/blas": 2.0}
-    again = {"/x/openblas-pthread#Zen": 50.0, "/x/openblas-pthread#Haswell": 46.0, "/x/blas": 2.0}
-    calls: list[tuple[str, int]] = []
+def stub_blas_stage(monkeypatch, cands, dgemm) -> linpack.Tuner:
+    """A tuner whose candidates are ``cands`` and whose DGEMM is ``dgemm(blas, repeat)``."""
 
     def candidates(self):
         self._blases = {b.key: b for b in cands}
         return cands
 
-    def dgemm(self, b, repeat):
-        calls.append((b.key, repeat))
-        rate = (first if repeat == 1 else again)[b.key]
-        return {"status": "ok", "kernel": "ct-gemm", "figures": {"best_dgemm_gflops": rate}}
-
     monkeypatch.setattr(linpack.Tuner, "candidates", candidates)
-    monkeypatch.setattr(linpack.Tuner, "dgemm", dgemm)
+    monkeypatch.setattr(linpack.Tuner, "dgemm", lambda self, b, repeat: dgemm(b, repeat))
     monkeypatch.setattr(linpack.Tuner, "lu", lambda self, *a, **k: {"status": "ok"})
-    tuner = linpack.Tuner(None, None, 2, "openmpi", 600.0)
+    return linpack.Tuner(None, None, 2, "openmpi", 600.0)
+
+
+def test_blas_choice_remeasures_an_openblas_other_core(monkeypatch) -> None:
+    """A load spike during the single product of one core of an OpenBLAS (below half the
+    best) does not decide the core: both cores of that library are measured again, best
+    of 3, and the faster on that evidence is chosen; a library far below is not."""
+    lib, slow = Path("/x/openblas-pthread"), Path("/x/blas")
+    cands = [Blas("OpenBLAS", lib, "Zen"), Blas("OpenBLAS", lib, "Haswell"), Blas("ref", slow)]
+    first = {"/x/openblas-pthread#Zen": 20.0, "/x/openblas-pthread#Haswell": 45.0, "/x/blas": 2.0}
+    again = {"/x/openblas-pthread#Zen": 50.0, "/x/openblas-pthread#Haswell": 46.0, "/x/blas": 2.0}
+    calls: list[tuple[str, int]] = []
+
+    def dgemm(b, repeat):
+        calls.append((b.key, repeat))
+        return gemm_record((first if repeat == 1 else again)[b.key])
+
+    tuner = stub_blas_stage(monkeypatch, cands, dgemm)
     best, rate = tuner.choose_blas()
     assert (best.coretype, rate) == ("Zen", 50.0)
     assert sorted(k for k, r in calls if r == 3) == [
@@ -334,6 +347,22 @@ def test_blas_choice_remeasures_an_openblas_other_core(monkeypatch) -> None:
         "/x/openblas-pthread#Zen",
     ]
     assert "OpenBLAS (Zen kernels): DGEMM 50.0" in tuner.why["blas"]
+
+
+def test_the_tuners_blas_stage_ranks_by_cpu_time_and_sizes_by_wall_clock(monkeypatch) -> None:
+    """At load 16 the tuner's wall-clock DGEMM put BLIS (12.0 Gflop/s) above OpenBLAS
+    (11.5), whose CPU-time rate was 10 % above BLIS's: the stage now ranks by CPU time
+    like the host's choice, and returns the wall-clock rate, which sizes the search."""
+    cands = [Blas("BLIS", Path("/x/blis")), Blas("OpenBLAS", Path("/x/ob"), "Zen")]
+    wall = {"/x/blis": 12.0, "/x/ob#Zen": 11.5}
+    cpu = {"/x/blis": 90.0, "/x/ob#Zen": 100.0}
+    tuner = stub_blas_stage(
+        monkeypatch, cands, lambda b, repeat: gemm_record(wall[b.key], cpu[b.key])
+    )
+    best, rate = tuner.choose_blas()
+    assert (best.key, rate) == ("/x/ob#Zen", 11.5)
+    assert tuner.blas_rates == cpu and tuner.blas_wall == wall
+    assert "DGEMM 100.0 Gflop/s by CPU time (11.5 by wall clock)" in tuner.why["blas"]
 
 
 # ------------------------------------------------------------------ the shim

@@ -5,7 +5,7 @@ Import it as ``from ..linpack import api as linpack``; the level's other modules
 
 from . import LINPACK_KERNEL
 from .blas import Blas, core_variants, environment, failure, installed, library_check, select
-from .choice import DEFAULT_BLOCK, available_blas, cpu_rate, nb_candidates, network_n_half
+from .choice import DEFAULT_BLOCK, available_blas, best_cpu_rate, nb_candidates, network_n_half
 from .jobs import BLAS_THREADS, TIMEOUT_S, derive, fixed_lu_args, gemm_args, machines
 from .run import n_for_memory, run_gemm, run_linpack
 
@@ -16,8 +16,8 @@ __all__ = [
     "TIMEOUT_S",
     "Blas",
     "available_blas",
+    "best_cpu_rate",
     "core_variants",
-    "cpu_rate",
     "derive",
     "environment",
     "failure",

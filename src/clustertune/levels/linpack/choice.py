@@ -207,7 +207,7 @@ def measure(
         if record["status"] != "ok":
             excluded[b.key] = f"ct-gemm: {blaslib.failure(record)}"
             return None
-        return max(cpu_rate(s) for s in record["samples"])
+        return best_cpu_rate(record)
 
     started = time.monotonic()
     screen = {b.key: r for b in found if (r := rate(b, SCREEN_N, SCREEN_REPEAT)) is not None}
@@ -270,6 +270,11 @@ def cpu_rate(sample: dict) -> float:
     if not sample.get("passed"):
         return 0.0
     return sample.get("cpu_gflops") or sample["gflops"]
+
+
+def best_cpu_rate(record: dict) -> float:
+    """The best cpu_rate of a ct-gemm --local launch's products (0 when none passed)."""
+    return max((cpu_rate(s) for s in record.get("samples", [])), default=0.0)
 
 
 def rank_k_rates(record: dict) -> dict[str, float]:

@@ -226,7 +226,10 @@ class Tuner:
                 bad = gemm if gemm["status"] != "ok" else lu
                 excluded.append(f"{b.label} ({bad['kernel']}: {linpack_api.failure(bad)})")
                 continue
-            rates[b.key], wall[b.key] = cpu_rate(gemm), gemm["figures"]["best_dgemm_gflops"]
+            rates[b.key], wall[b.key] = (
+                linpack_api.best_cpu_rate(gemm),
+                gemm["figures"]["best_dgemm_gflops"],
+            )
         if not rates:
             raise UserError("no BLAS passed its checks: " + "; ".join(excluded))
         # the close ones (within half) again, best of 3 each, in reverse order: a load spike during
@@ -239,7 +242,7 @@ class Tuner:
         for d in close[::-1] if len(close) > 1 else []:
             again = self.dgemm(self.blas_of(d), 3)
             if again["status"] == "ok":
-                rates[d] = max(rates[d], cpu_rate(again))
+                rates[d] = max(rates[d], linpack_api.best_cpu_rate(again))
                 wall[d] = max(wall[d], again["figures"]["best_dgemm_gflops"])
             else:
                 excluded.append(f"{self.blas_of(d).label} (ct-gemm: {linpack_api.failure(again)})")
@@ -638,13 +641,6 @@ class Tuner:
         for key in ("layout", "confirm"):
             if key in self.noise and key in self.why:
                 self.why[key] += f"; {self.noise[key]}"
-
-
-def cpu_rate(record: dict) -> float:
-    """The best CPU-time rate of a passing ct-gemm --local DGEMM (linpack's cpu_rate),
-    the wall-clock one of a record without samples."""
-    rates = [linpack_api.cpu_rate(s) for s in record.get("samples", []) if s.get("passed")]
-    return max(rates, default=record["figures"]["best_dgemm_gflops"])
 
 
 def value(cfg: Config, dim: str):

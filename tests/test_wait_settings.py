@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_linpack_wait import PROGRAM as WAITER_PROGRAM
+from test_linpack_wait import build_waiter, run_waiter
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("CLUSTERTUNE_BUILD_DIR", ROOT / "build"))
@@ -29,8 +29,8 @@ KNOBS = ("CT_MPI_WAIT_SPIN_US", "CT_MPI_WAIT_NAP_US")
 
 def kernel(flavour: str, name: str) -> Path:
     path = BUILD / flavour / "bin" / name
-    if not path.is_file() or not shutil.which(LAUNCH[flavour][0]):
-        pytest.skip(f"{path} or {LAUNCH[flavour][0]} missing (make kernels)")
+    if not path.is_file() or not shutil.which(LAUNCH[flavour][0]):  # make setup builds both
+        pytest.fail(f"{path} or {LAUNCH[flavour][0]} missing (make setup)")
     return path
 
 
@@ -122,16 +122,7 @@ def test_check_only_refuses_a_bad_wait_setting() -> None:
 def waiter(tmp_path_factory) -> Path:
     """test_linpack_wait's program (rank 0 waits in ct_mpi_waitall for a late message and
     reports the wall and CPU time of the wait), linked with this tree's harness."""
-    libs = sorted(BUILD.glob("openmpi/**/libct_mpi.a"))
-    common = BUILD / "openmpi/libct_common.a"
-    if not libs or not common.exists() or not shutil.which("chrt"):
-        pytest.skip("the kernels' Open MPI harness is not built (make kernels)")
-    where = tmp_path_factory.mktemp("nap")
-    (where / "wait.c").write_text(WAITER_PROGRAM)
-    cc = ["mpicc.openmpi", "-std=c11", "-O2", f"-I{ROOT / 'kernels/common'}"]
-    out = [str(where / "wait"), str(where / "wait.c"), str(libs[0]), str(common), "-lm"]
-    subprocess.run([*cc, "-o", *out], check=True)
-    return where / "wait"
+    return build_waiter(tmp_path_factory.mktemp("nap"))
 
 
 def test_a_nap_of_a_second_or_more_naps(waiter) -> None:
@@ -139,17 +130,6 @@ def test_a_nap_of_a_second_or_more_naps(waiter) -> None:
     (1.05 s), and those of a second or more must nap too. nanosleep refuses a tv_nsec of a
     second or more; the old wait then polled without pause from 1.05 s to 2.5 s (CPU 1.4 s
     under chrt). The wait ends at most one nap after the message."""
-    argv = ["chrt", "-f", "1", "mpirun.openmpi", "--oversubscribe", "-np", "2", str(waiter)]
-    done = subprocess.run(
-        [*argv, "2500"],
-        capture_output=True,
-        text=True,
-        env=environment(CT_MPI_WAIT_NAP_US="1500000"),
-        timeout=60,
-    )
-    if "chrt" in done.stderr and done.returncode != 0:
-        pytest.skip(f"cannot run real-time: {done.stderr.strip()[-200:]}")
-    assert done.returncode == 0, done.stderr[-1000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = run_waiter(waiter, 2500, environment(CT_MPI_WAIT_NAP_US="1500000"))
     assert got["value"] == 42 and 2.45 <= got["wall_s"] <= 2.5 + 1.5 + 0.5, got
     assert got["cpu_s"] < 0.25, got

@@ -1,5 +1,5 @@
 /* ct_mpi.c - the MPI half of the kernel harness (see ct_mpi.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "ct_mpi.h"
 
 #include <errno.h>
@@ -22,6 +22,9 @@ static int result_written; /* rank 0: the run got as far as its result line */
 /* wall time this rank spent in ct_mpi_waitall, for its rank line: a wait naps, so CPU/wall
  * alone would read a rank that waits longer than its peers as one that lost its core */
 static double waited;
+/* this host's ranks outnumber the cores they may run on (until ct_mpi_init says: assume so,
+ * the wait that never holds a core another rank needs) */
+static int cores_shared = 1;
 #define ABORT_WAIT_MS 500
 
 /* Aborts every rank, wait_ms after the error line went out: launchers forward output
@@ -44,6 +47,24 @@ static int world_rank(void)
 static int wait_settings_read(const char *prog, char *err, size_t errlen);
 static int refused_by_any(int bad, const char *err);
 
+/* Collective: whether this host's ranks outnumber the cores they may run on (the union of
+ * their affinity masks), for ct_mpi_waitall. */
+static int host_cores_shared(void)
+{
+    MPI_Comm host;
+    CT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
+                                     &host));
+    int ranks;
+    CT_MPI_CHECK(MPI_Comm_size(host, &ranks));
+    cpu_set_t mine, all;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) /* unknown: as if one core */
+        CPU_SET(0, &mine);
+    CT_MPI_CHECK(MPI_Allreduce(&mine, &all, (int)sizeof mine, MPI_BYTE, MPI_BOR, host));
+    CT_MPI_CHECK(MPI_Comm_free(&host));
+    return ranks > CPU_COUNT(&all);
+}
+
 void ct_mpi_init(int *argc, char ***argv)
 {
     program = ct_basename((*argv)[0]);
@@ -62,6 +83,7 @@ void ct_mpi_init(int *argc, char ***argv)
         (MPI_Finalize)();
         exit(CT_EXIT_USAGE);
     }
+    cores_shared = host_cores_shared();
     since.wall = ct_now();
     ct_cpu_times(&since.user, &since.system);
     since.started = 1;
@@ -223,15 +245,26 @@ void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f)
 }
 
 /* How ct_mpi_waitall waits (ct_mpi.h): polls for up to spin_us, then polls with naps
- * between polls that double from NAP_FIRST_NS up to nap_us. Set by CT_MPI_WAIT_SPIN_US and
- * CT_MPI_WAIT_NAP_US (A/B measurements; a spin of -1 polls and yields for ever, the old
- * way), read and checked once (wait_settings_read). Defaults measured in docs/linpack.md
- * ("Waiting"). */
-#define WAIT_SPIN_US 50
+ * between polls that double from NAP_FIRST_NS up to nap_us. How it polls depends on whether
+ * this host's ranks have a core each (cores_shared, found in ct_mpi_init):
+ *   a core each: MPI_Test without pause for up to WAIT_SPIN_OWN_US. The sender is running,
+ *     or gets its core back within a scheduler slice or two (a busy neighbour took it);
+ *     the poll takes nothing any rank needs, where a yield (the wait before issue 23) or a
+ *     nap handed this core to the neighbour for a whole slice at every short wait: 4-5x
+ *     slower beside one busy loop on 8^4 QCD where MILC lost 3-4x (docs/qcd.md, "Beside a
+ *     busy neighbour");
+ *   more ranks than cores: sched_yield between polls, for WAIT_SPIN_SHARED_US only, since
+ *     the sender may need this very core.
+ * CT_MPI_WAIT_SPIN_US (either case; -1 polls and yields for ever, the old way) and
+ * CT_MPI_WAIT_NAP_US set the bounds for A/B measurements, read and checked once
+ * (wait_settings_read). */
+#define WAIT_SPIN_OWN_US 5000
+#define WAIT_SPIN_SHARED_US 50
 #define WAIT_NAP_US 200
 #define WAIT_MAX_US 10000000L /* 10 s: more is no wait tuning, and would overflow below */
 #define NAP_FIRST_NS 1000L
 #define NS_PER_S 1000000000L
+#define WAIT_SPIN_DEFAULT (-2) /* no CT_MPI_WAIT_SPIN_US: by cores_shared */
 
 static struct {
     int read;
@@ -264,7 +297,7 @@ static int wait_settings_read(const char *prog, char *err, size_t errlen)
 {
     if (wait_settings.read)
         return 0;
-    if (wait_knob(prog, "CT_MPI_WAIT_SPIN_US", -1, WAIT_SPIN_US, &wait_settings.spin_us, err,
+    if (wait_knob(prog, "CT_MPI_WAIT_SPIN_US", -1, WAIT_SPIN_DEFAULT, &wait_settings.spin_us, err,
                   errlen) ||
         wait_knob(prog, "CT_MPI_WAIT_NAP_US", 0, WAIT_NAP_US, &wait_settings.nap_us, err, errlen))
         return -1;
@@ -278,6 +311,9 @@ void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void))
     if (wait_settings_read(program, err, sizeof err)) /* a program without ct_mpi_init */
         ct_mpi_fail("%s", err);
     long spin_us = wait_settings.spin_us, nap_max_ns = 1000L * wait_settings.nap_us;
+    if (spin_us == WAIT_SPIN_DEFAULT)
+        spin_us = cores_shared ? WAIT_SPIN_SHARED_US : WAIT_SPIN_OWN_US;
+    int yield = cores_shared || spin_us < 0;
     double entered = MPI_Wtime();
     double spin_until = entered + 1e-6 * (double)spin_us;
     long nap_ns = NAP_FIRST_NS;
@@ -297,7 +333,8 @@ void ct_mpi_waitall(int n, MPI_Request *reqs, void (*progress)(void))
         if (progress)
             progress();
         if (spin_us < 0 || MPI_Wtime() < spin_until) {
-            sched_yield();
+            if (yield)
+                sched_yield();
             continue;
         }
         /* a napping rank leaves its core to whatever else wants it, and its CPU time shows

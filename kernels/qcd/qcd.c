@@ -356,7 +356,10 @@ static measurement measure(run *r, double unit_err, double det_err)
     mine[4] = r->halo.fault_seen;
     memcpy(&mine[5], &unit_err, sizeof unit_err);
     memcpy(&mine[6], &det_err, sizeof det_err);
-    CT_MPI_CHECK(MPI_Allgather(mine, 8, MPI_INT64_T, all, 8, MPI_INT64_T, lat->comm));
+    /* non-blocking: the kernels' wait, not the library's (which spins or yields) */
+    MPI_Request rq;
+    CT_MPI_CHECK(MPI_Iallgather(mine, 8, MPI_INT64_T, all, 8, MPI_INT64_T, lat->comm, &rq));
+    ct_mpi_waitall(1, &rq, NULL);
     __int128 s = 0, t = 0;
     measurement m = {0};
     for (int k = 0; k < lat->size; k++) { /* integers: the order does not matter */

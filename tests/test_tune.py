@@ -365,6 +365,33 @@ def test_the_tuners_blas_stage_ranks_by_cpu_time_and_sizes_by_wall_clock(monkeyp
     assert "DGEMM 100.0 Gflop/s by CPU time (11.5 by wall clock)" in tuner.why["blas"]
 
 
+def test_demo_step_goes_on_when_the_default_pingpong_failed(monkeypatch, capsys) -> None:
+    """A failed default-buffer ping-pong (tune tcp exits 1 for it) is said by the demo's
+    tuning step, which returns the runs so far and the failed one for the report."""
+    from types import SimpleNamespace
+
+    from clustertune.levels.tune import demo
+
+    failed = {"id": 9, "status": "failed", "error": "no bytes came back\nmore"}
+    qcd_summary = {"runs": [1]}
+
+    def base_failed(*args):
+        raise tcp.BaseFailed(failed)
+
+    monkeypatch.setattr(demo.qcd, "tune", lambda *a, **k: qcd_summary)
+    monkeypatch.setattr(demo.cli, "store_qcd", lambda *a: {"id": 2})
+    monkeypatch.setattr(demo.cli, "qcd_text", lambda *a: "qcd tuned")
+    monkeypatch.setattr(demo, "tune_linpack", lambda *a: [{"id": 3}])
+    monkeypatch.setattr(demo.tcp, "tune", base_failed)
+    store = SimpleNamespace(get=lambda i: {"id": i})
+    hosts = [SimpleNamespace(name="host0"), SimpleNamespace(name="host1")]
+    cluster = SimpleNamespace(mpi=["openmpi"], hosts=hosts)
+    assert [r["id"] for r in demo.demo(cluster, store)] == [1, 2, 3, 9]
+    assert "tune tcp: the default-buffer ping-pong (run 9) gave no bandwidth: no bytes" in (
+        capsys.readouterr().err
+    )
+
+
 # ------------------------------------------------------------------ the shim
 
 

@@ -625,6 +625,8 @@ GRIDMAP_CASES = [
     (b"\x0b\n", 1),
     (b'"" . rw\n', 1),
     (b'"CN=\xff" . ro', None),  # not UTF-8, no final newline
+    (b'"CN=a" . rw\n"CN=b" \x00 rw\n', 2),  # a NUL byte: no C string reads past it
+    (b'"CN=a\x00" . rw\n', 1),
 ]
 
 

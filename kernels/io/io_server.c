@@ -255,10 +255,15 @@ static int gridmap_read(const char *path, const char *subject, char *area, size_
     char **seen = NULL; /* the subjects so far */
     size_t nseen = 0;
     int rc = 0;
-    for (int n = 1; rc == 0 && fgets(line, sizeof line, f); n++) {
+    long start = ftell(f); /* where the line began: -1 where the file cannot tell */
+    for (int n = 1; rc == 0 && fgets(line, sizeof line, f); n++, start = ftell(f)) {
         char *subj, *a;
         int r, line_ro = 0;
-        if (!strchr(line, '\n') && !feof(f)) {
+        /* the bytes fgets took against the string's length: a NUL would end the line early */
+        if (start >= 0 && ftell(f) - start != (long)strlen(line)) {
+            snprintf(bad, sizeof bad, "a NUL byte");
+            r = -1;
+        } else if (!strchr(line, '\n') && !feof(f)) {
             snprintf(bad, sizeof bad, "line longer than %d bytes", GRIDMAP_LINE - 2);
             r = -1;
         } else {

@@ -333,6 +333,8 @@ def gridmap_entries(path: Path) -> dict[str, tuple[str, str]]:
         lines.pop()  # the newline ending the last line
     for n, line in enumerate(lines, 1):
         where = f"{path}:{n}"
+        if "\x00" in line:  # the server's C strings would end the line there
+            raise UserError(f"{where}: a NUL byte")
         if len(line.encode("utf-8", "surrogateescape")) > GRIDMAP_LINE_BYTES:
             raise UserError(f"{where}: line longer than {GRIDMAP_LINE_BYTES} bytes")
         line = line.removesuffix("\r")

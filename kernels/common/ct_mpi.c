@@ -22,7 +22,7 @@ static int result_written; /* rank 0: the run got as far as its result line */
 /* wall time this rank spent in ct_mpi_waitall, for its rank line: a wait naps, so CPU/wall
  * alone would read a rank that waits longer than its peers as one that lost its core */
 static double waited;
-/* this host's ranks outnumber the cores they may run on (until ct_mpi_init says: assume so,
+/* this host's ranks may share cores (until ct_mpi_init says: assume so,
  * the wait that never holds a core another rank needs) */
 static int cores_shared = 1;
 #define ABORT_WAIT_MS 500
@@ -47,22 +47,25 @@ static int world_rank(void)
 static int wait_settings_read(const char *prog, char *err, size_t errlen);
 static int refused_by_any(int bad, const char *err);
 
-/* Collective: whether this host's ranks outnumber the cores they may run on (the union of
- * their affinity masks), for ct_mpi_waitall. */
+/* Collective: whether this host's ranks may share cores, for ct_mpi_waitall: no only when
+ * each is bound to CPUs of its own (their affinity masks do not overlap), as Open MPI binds
+ * 2 ranks; unbound ranks (MPICH's default) may be put on one core by the scheduler, where
+ * a rank polling without pause holds the core its sender needs (measured with MPICH:
+ * 8^4 beside a busy loop 4x slower than with the yield). */
 static int host_cores_shared(void)
 {
     MPI_Comm host;
     CT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL,
                                      &host));
-    int ranks;
-    CT_MPI_CHECK(MPI_Comm_size(host, &ranks));
     cpu_set_t mine, all;
     CPU_ZERO(&mine);
     if (sched_getaffinity(0, sizeof mine, &mine) != 0) /* unknown: as if one core */
         CPU_SET(0, &mine);
+    int count = CPU_COUNT(&mine), counted;
     CT_MPI_CHECK(MPI_Allreduce(&mine, &all, (int)sizeof mine, MPI_BYTE, MPI_BOR, host));
+    CT_MPI_CHECK(MPI_Allreduce(&count, &counted, 1, MPI_INT, MPI_SUM, host));
     CT_MPI_CHECK(MPI_Comm_free(&host));
-    return ranks > CPU_COUNT(&all);
+    return counted != CPU_COUNT(&all); /* some CPU is in two ranks' masks */
 }
 
 void ct_mpi_init(int *argc, char ***argv)
@@ -246,14 +249,14 @@ void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f)
 
 /* How ct_mpi_waitall waits (ct_mpi.h): polls for up to spin_us, then polls with naps
  * between polls that double from NAP_FIRST_NS up to nap_us. How it polls depends on whether
- * this host's ranks have a core each (cores_shared, found in ct_mpi_init):
+ * this host's ranks are bound to cores of their own (cores_shared, found in ct_mpi_init):
  *   a core each: MPI_Test without pause for up to WAIT_SPIN_OWN_US. The sender is running,
  *     or gets its core back within a scheduler slice or two (a busy neighbour took it);
  *     the poll takes nothing any rank needs, where a yield (the wait before issue 23) or a
  *     nap handed this core to the neighbour for a whole slice at every short wait: 4-5x
  *     slower beside one busy loop on 8^4 QCD where MILC lost 3-4x (docs/qcd.md, "Beside a
  *     busy neighbour");
- *   more ranks than cores: sched_yield between polls, for WAIT_SPIN_SHARED_US only, since
+ *   ranks that may share a core (unbound, or more ranks than cores): sched_yield between polls, for WAIT_SPIN_SHARED_US only, since
  *     the sender may need this very core.
  * CT_MPI_WAIT_SPIN_US (either case; -1 polls and yields for ever, the old way) and
  * CT_MPI_WAIT_NAP_US set the bounds for A/B measurements, read and checked once

@@ -135,10 +135,10 @@ void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f);
 
 /* Waits for n requests (any may be MPI_REQUEST_NULL): polls for a bounded time, then polls
  * with growing naps in between, so that a long wait leaves the core to other work. Where
- * this host's ranks have a core each (ct_mpi_init finds out) it polls without pause for up
+ * this host's ranks are bound to cores of their own (ct_mpi_init finds out) it polls without pause for up
  * to 5 ms: the sender is running or gets its core back within a scheduler slice, and a
  * yield or nap would hand this core to a busy neighbour at every short wait. Where ranks
- * outnumber their cores it yields between polls for 50 us, since the sender may need this
+ * may share a core (unbound, or more ranks than cores) it yields between polls for 50 us, since the sender may need this
  * core. progress (may be NULL) runs between polls. CT_MPI_WAIT_SPIN_US (-1: poll and yield
  * for ever) and CT_MPI_WAIT_NAP_US override the bounds: integers up to 10 s, checked at the
  * start (ct_mpi_init, and --check-only in ct_mpi_start): a bad value is bad input. */

@@ -39,26 +39,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from qcd_vs_milc import ensure_peers, json_lines, run_milc
+from qcd_vs_milc import MPIRUN, ensure_peers, json_lines, run_milc
 
 from clustertune.hostinfo import load_average
 from clustertune.levels.qcd import run as qcd
 
 ROOT = Path(__file__).resolve().parents[1]
 BUSY_LOOP = ["sh", "-c", "while :; do :; done"]
-# the launchers qcd_vs_milc.py runs MILC with (Open MPI's blocking calls yield when idle)
-LAUNCH = {
-    "openmpi": [
-        "mpirun.openmpi",
-        "--allow-run-as-root",
-        "--oversubscribe",
-        "--mca",
-        "mpi_yield_when_idle",
-        "1",
-        "-np",
-    ],
-    "mpich": ["mpiexec.mpich", "-n"],
-}
+# the launchers MILC runs with (qcd_vs_milc.py's; Open MPI's blocking calls yield when idle)
+LAUNCH = {"openmpi": MPIRUN, "mpich": ["mpiexec.mpich", "-n"]}
 # trajectories per run by lattice volume: a timed loop of about 1-2 s idle (both programs),
 # 5-15 s under a load of 5-10
 TRAJECTORIES = {8**4: 40, 16**4: 6}

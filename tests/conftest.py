@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -46,6 +49,19 @@ def private_blas_cache(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(hostinfo.BLAS_CACHE_ENV, str(cache))
         yield cache
+
+
+def run_test_without_build(test: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """One test run by a pytest of its own whose kernels' build directory is empty: a
+    missing build must fail that test (an error), never turn it into a skip."""
+    env = os.environ | {"CLUSTERTUNE_BUILD_DIR": str(tmp_path / "no-build")}
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts="]
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [*argv, test], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 1 and "1 error" in out.stdout and "skipped" not in out.stdout, out
+    return out
 
 
 def unique_name(stem: str) -> str:

@@ -5,9 +5,7 @@ must fail (a corrupted value, a corrupt file), and bad input refused before a la
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import netCDF4
 import numpy as np
 import pytest
 from clirun import cli
+from conftest import run_test_without_build
 
 from clustertune import kernels
 from clustertune.cluster import local_cluster
@@ -328,15 +327,5 @@ def test_section_shows_valid_results_only_and_no_empty_legend() -> None:
 def test_missing_kernels_fail_the_io_tests_never_skip_them(tmp_path, test) -> None:
     """Issue 20 item 9: the I/O suites' fixtures turned any exception of kernel_path (a
     kernel not built, or a bug) into a skip, so the whole security suite could vanish."""
-    root = Path(__file__).resolve().parents[1]
-    env = os.environ | {"CLUSTERTUNE_BUILD_DIR": str(tmp_path / "no-build")}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", test],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 1 and "1 error" in out.stdout and "skipped" not in out.stdout, out
+    out = run_test_without_build(test, tmp_path)
     assert "not built" in out.stdout

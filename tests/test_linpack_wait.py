@@ -10,11 +10,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import run_test_without_build
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = Path(os.environ.get("CLUSTERTUNE_BUILD_DIR", ROOT / "build"))
@@ -173,15 +173,6 @@ def test_real_time_refused_runs_the_wait_under_the_normal_policy(waiter, tmp_pat
 def test_a_missing_harness_fails_the_wait_tests_never_skips_them(tmp_path) -> None:
     """Review F18: without the built harness these tests vanished as skips (exit 0); `make
     setup` builds it, so its absence is an error."""
-    env = os.environ | {"CLUSTERTUNE_BUILD_DIR": str(tmp_path / "no-build")}
     test = "tests/test_linpack_wait.py::test_a_long_wait_gives_the_core_away_and_a_short_one_ends_at_once"
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", test],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert out.returncode == 1 and "1 error" in out.stdout and "skipped" not in out.stdout, out
+    out = run_test_without_build(test, tmp_path)
     assert "harness is not built" in out.stdout

@@ -201,7 +201,8 @@ def test_a_default_linpack_runs_the_stored_choice_and_takes_nb_and_grid_from_it(
     assert "(SkylakeX), host default" in section.lu_table([record], {})
     # and so does the first screen's Linpack row
     (row,) = linpack_summary.rows([record])
-    assert row.measure.endswith("core SkylakeX (host default)") and row.state == "good"
+    assert row.figure.endswith("Gflop/s, SkylakeX core") and row.state == "good"
+    assert row.verdict == "residual passed, host default BLAS"
 
 
 def test_nb_weighs_the_update_rate_against_the_panel_at_n() -> None:
@@ -251,7 +252,9 @@ def test_the_suite_never_writes_the_users_blas_choice(tmp_path_factory):
     assert cache.is_relative_to(tmp_path_factory.getbasetemp()), cache
 
 
-def lu_record(rid: int, gflops: float, core: str, choice_: dict | None, tune: bool = False) -> dict:
+def lu_record(
+    rid: int, gflops: float, core: str | None, choice_: dict | None, tune: bool = False
+) -> dict:
     """An LU record as a run stores it: one passing 1 x 2 sample, the core that ran."""
     library = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3"
     sample = {"variant": "WR11C2R4", "n": 2016, "nb": 96, "p": 1, "q": 2, "time_s": 1.0}
@@ -272,25 +275,26 @@ DEFAULT = {"name": "OpenBLAS", "coretype": "SkylakeX", "how": "stored"}
 
 
 @pytest.mark.parametrize(
-    ("core", "said", "measure_end", "state"),
+    ("core", "said", "figure_end", "whose", "state"),
     [
-        ("SkylakeX", DEFAULT, "OpenBLAS core SkylakeX (host default)", "good"),
+        ("SkylakeX", DEFAULT, "SkylakeX core", ", host default BLAS", "good"),
         # a default run that ran another core than its choice named is not the host's best
-        ("Haswell", DEFAULT, "OpenBLAS core Haswell", "warn"),
+        ("Haswell", DEFAULT, "Haswell core", "; not the host default's core SkylakeX", "warn"),
         (
             "Haswell",
             DEFAULT | {"how": "named", "coretype": "Haswell"},
-            "core Haswell (named)",
+            "Haswell core",
+            ", BLAS named",
             "good",
         ),
-        ("Haswell", None, "openblas-pthread core Haswell", "good"),  # the system's own
+        ("Haswell", None, "Haswell core", "", "good"),  # the system's own
+        (None, None, "openblas-pthread", "", "good"),  # a library that says no core
     ],
 )
-def test_the_first_screen_names_the_blas_core_the_lu_ran_with(core, said, measure_end, state):
+def test_the_first_screen_names_the_blas_core_the_lu_ran_with(core, said, figure_end, whose, state):
     (row,) = linpack_summary.rows([lu_record(1, 50.0, core, said)])
-    assert row.measure.startswith("LU N=2016 1x2 (demo), ") and row.measure.endswith(measure_end)
-    assert row.state == state
-    assert ("not the host default's core SkylakeX" in row.verdict) == (state == "warn")
+    assert row.measure == "LU N=2016 1x2 (demo)" and row.figure == f"50.00 Gflop/s, {figure_end}"
+    assert row.state == state and row.verdict == "residual passed" + whose
 
 
 def test_the_lu_table_shows_the_newest_default_run_beside_a_faster_tuner_trial() -> None:
@@ -327,7 +331,8 @@ def test_the_tuned_linpack_row_names_its_blas_and_the_host_default(host, said) -
         "host_blas": host,
     }
     row = tune_summary.linpack_row(detail, "demo")
-    assert row.measure.endswith("(demo), OpenBLAS (SkylakeX kernels)")
+    assert row.measure == "tuned Linpack N=4096 1x2 NB 192 (demo)"
+    assert row.figure == "90.0 Gflop/s, SkylakeX core"
     assert row.verdict == "HPL.dat written, 2 runs" + said
 
 

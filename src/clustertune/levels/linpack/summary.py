@@ -30,23 +30,24 @@ def comparable_key(record: dict, best: dict) -> str:
     )
 
 
-def blas_named(record: dict) -> tuple[str, str | None]:
-    """The BLAS an LU ran with as the first screen names it: the library and the OpenBLAS
-    core that ran (the kernel's own record), and whether that is the host's measured
-    default (choice.py); with the core the default named when another one ran."""
+def blas_named(record: dict) -> tuple[str, str, str | None]:
+    """The BLAS an LU ran with as the first screen names it: the OpenBLAS core that ran
+    (the kernel's own record; the library where no core is known, "" when neither is),
+    whose choice it was (the host's measured default, choice.py, or the user's), and the
+    core the default named when another one ran."""
     lib = record["detail"].get("blas", {})
     said = record["params"].get("blas_choice") or {}
-    name = said.get("name") or lib.get("library", "").rsplit("/", 2)[-2:][0] or "BLAS"
+    name = said.get("name") or lib.get("library", "").rsplit("/", 2)[-2:][0]
     core = lib.get("core")
-    text = name + (f" core {core}" if core else "")
+    text = f"{core} core" if core else name
     if said.get("how") == "named":
-        return text + " (named)", None
+        return text, "BLAS named", None
     if said.get("how") not in ("measured", "stored"):
-        return text, None
+        return text, "", None
     wanted = said.get("coretype")
     if wanted and (core or "").lower() != wanted.lower():
-        return text, wanted
-    return text + " (host default)", None
+        return text, "", wanted
+    return text, "host default BLAS", None
 
 
 def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
@@ -58,9 +59,11 @@ def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
         row.verdict, row.state = record["status"] + ", residual check not passed", summary.BAD
         return row
     best = max(passed, key=lambda s: s["gflops"])
-    blas, other_core = blas_named(record)
-    row.measure = f"LU N={best['n']} {best['p']}x{best['q']} ({cluster}), {blas}"
-    row.figure, row.value = f"{best['gflops']:.2f} Gflop/s", best["gflops"]
+    blas, whose, other_core = blas_named(record)
+    # the BLAS beside the figure, briefly: the first screen's columns size to their text
+    row.measure = f"LU N={best['n']} {best['p']}x{best['q']} ({cluster})"
+    row.figure = f"{best['gflops']:.2f} Gflop/s" + (f", {blas}" if blas else "")
+    row.value = best["gflops"]
     row.key = comparable_key(record, best)
     pct = section.percent_of_peak(record, best, peaks)
     if pct is None:
@@ -68,7 +71,7 @@ def lu_row(record: dict, peaks: dict[tuple, float]) -> summary.Row:
     else:
         row.ratio = pct / 100.0
         row.reference = f"best DGEMM {best['gflops'] / row.ratio:.2f} Gflop/s"
-    row.verdict = "residual passed"
+    row.verdict = "residual passed" + (f", {whose}" if whose else "")
     if other_core:  # the default run did not run the core the host's choice names
         row.verdict += f"; not the host default's core {other_core}"
         row.state = summary.WARN

@@ -24,8 +24,9 @@ def host_default_text(d: dict) -> str:
 def linpack_row(d: dict, cluster: str) -> summary.Row:
     c = d["config"]
     return summary.Row(
-        f"tuned Linpack N={d['n_confirm']} {c['p']}x{c['q']} NB {c['nb']} ({cluster}), {d['blas']}",
-        f"{d['gflops_confirm']:.1f} Gflop/s",
+        f"tuned Linpack N={d['n_confirm']} {c['p']}x{c['q']} NB {c['nb']} ({cluster})",
+        f"{d['gflops_confirm']:.1f} Gflop/s, "
+        + (f"{d['blas_coretype']} core" if d.get("blas_coretype") else d["blas"]),
         f"best DGEMM {d['dgemm_gflops']:.1f} Gflop/s",
         ratio=d["gflops_confirm"] / d["dgemm_gflops"] if d.get("dgemm_gflops") else None,
         verdict=f"HPL.dat written, {len(d['runs'])} runs" + host_default_text(d),

@@ -23,7 +23,7 @@ static int result_written; /* rank 0: the run got as far as its result line */
 /* wall time this rank spent in ct_mpi_waitall, for its rank line: a wait naps, so CPU/wall
  * alone would read a rank that waits longer than its peers as one that lost its core */
 static double waited;
-/* this host's ranks may share cores (until ct_mpi_init says: assume so,
+/* this machine's ranks may share cores (until ct_mpi_init says: assume so,
  * the wait that never holds a core another rank needs) */
 static int cores_shared = 1;
 #define ABORT_WAIT_MS 500
@@ -72,18 +72,18 @@ static int machine_colour(void)
  * Open MPI binds 2 ranks; unbound ranks (MPICH's default) may be put on one core by the
  * scheduler, where a rank polling without pause holds the core its sender needs
  * (measured with MPICH: 8^4 beside a busy loop 4x slower than with the yield). */
-static int host_cores_shared(void)
+static int machine_cores_shared(void)
 {
-    MPI_Comm host;
-    CT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, machine_colour(), 0, &host));
+    MPI_Comm machine;
+    CT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, machine_colour(), 0, &machine));
     cpu_set_t mine, all;
     CPU_ZERO(&mine);
     if (sched_getaffinity(0, sizeof mine, &mine) != 0) /* unknown: as if one core */
         CPU_SET(0, &mine);
     int count = CPU_COUNT(&mine), counted;
-    CT_MPI_CHECK(MPI_Allreduce(&mine, &all, (int)sizeof mine, MPI_BYTE, MPI_BOR, host));
-    CT_MPI_CHECK(MPI_Allreduce(&count, &counted, 1, MPI_INT, MPI_SUM, host));
-    CT_MPI_CHECK(MPI_Comm_free(&host));
+    CT_MPI_CHECK(MPI_Allreduce(&mine, &all, (int)sizeof mine, MPI_BYTE, MPI_BOR, machine));
+    CT_MPI_CHECK(MPI_Allreduce(&count, &counted, 1, MPI_INT, MPI_SUM, machine));
+    CT_MPI_CHECK(MPI_Comm_free(&machine));
     return counted != CPU_COUNT(&all); /* some CPU is in two ranks' masks */
 }
 
@@ -105,7 +105,7 @@ void ct_mpi_init(int *argc, char ***argv)
         (MPI_Finalize)();
         exit(CT_EXIT_USAGE);
     }
-    cores_shared = host_cores_shared();
+    cores_shared = machine_cores_shared();
     since.wall = ct_now();
     ct_cpu_times(&since.user, &since.system);
     since.started = 1;
@@ -268,15 +268,15 @@ void ct_mpi_agree(MPI_Comm comm, const ct_alloc_failure *f)
 
 /* How ct_mpi_waitall waits (ct_mpi.h): polls for up to spin_us, then polls with naps
  * between polls that double from NAP_FIRST_NS up to nap_us. How it polls depends on whether
- * this host's ranks are bound to cores of their own (cores_shared, found in ct_mpi_init):
+ * this machine's ranks are bound to cores of their own (cores_shared, found in ct_mpi_init):
  *   a core each: MPI_Test without pause for up to WAIT_SPIN_OWN_US. The sender is running,
  *     or gets its core back within a scheduler slice or two (a busy neighbour took it);
  *     the poll takes nothing any rank needs, where a yield (the wait before issue 23) or a
  *     nap handed this core to the neighbour for a whole slice at every short wait: 4-5x
  *     slower beside one busy loop on 8^4 QCD where MILC lost 3-4x (docs/qcd.md, "Beside a
  *     busy neighbour");
- *   ranks that may share a core (unbound, or more ranks than cores): sched_yield between polls, for WAIT_SPIN_SHARED_US only, since
- *     the sender may need this very core.
+ *   ranks that may share a core (unbound, or more ranks than cores): sched_yield between
+ *     polls, for WAIT_SPIN_SHARED_US only, since the sender may need this very core.
  * CT_MPI_WAIT_SPIN_US (either case; -1 polls and yields for ever, the old way) and
  * CT_MPI_WAIT_NAP_US set the bounds for A/B measurements, read and checked once
  * (wait_settings_read). */

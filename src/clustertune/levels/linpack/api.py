@@ -4,7 +4,7 @@ Import it as ``from ..linpack import api as linpack``; the level's other modules
 """
 
 from . import LINPACK_KERNEL
-from .blas import Blas, core_variants, environment, failure, installed, library_check, select
+from .blas import Blas, environment, failure, installed, library_check, select, variants
 from .choice import DEFAULT_BLOCK, available_blas, best_cpu_rate, nb_candidates, network_n_half
 from .jobs import BLAS_THREADS, TIMEOUT_S, derive, fixed_lu_args, gemm_args, machines
 from .run import n_for_memory, run_gemm, run_linpack
@@ -17,7 +17,6 @@ __all__ = [
     "Blas",
     "available_blas",
     "best_cpu_rate",
-    "core_variants",
     "derive",
     "environment",
     "failure",
@@ -32,4 +31,5 @@ __all__ = [
     "run_gemm",
     "run_linpack",
     "select",
+    "variants",
 ]

@@ -5,7 +5,7 @@ and ``params.stage``:
 
 1. BLAS: every installed libblas.so.3 and the PyPI OpenBLAS (linpack/shim.py), an OpenBLAS once
    with the core it picks itself and once with each forced core it did not pick
-   (blas.core_variants), runs the local DGEMM (ct-gemm --local) and a small LU; a candidate whose either run is not ok
+   (blas.variants), runs the local DGEMM (ct-gemm --local) and a small LU; a candidate whose either run is not ok
    (verification failed, wrong library loaded, could not start) is excluded; the fastest
    DGEMM of the rest is chosen.
 2. Ranks x BLAS threads: the layouts of space.layouts, each a small LU.
@@ -200,7 +200,7 @@ class Tuner:
             raise UserError("no BLAS found (install libopenblas0 or run make setup)")
         # an OpenBLAS once with the core it picks itself, once with each forced core (Debian's
         # 0.3.21 needed Haswell on a CPU newer than it knows): measured, not assumed
-        chosen = [v for b in chosen for v in linpack_api.core_variants(b)]
+        chosen = linpack_api.variants(chosen)
         self._blases = {b.key: b for b in chosen}
         return chosen
 

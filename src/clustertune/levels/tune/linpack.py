@@ -7,7 +7,7 @@ and ``params.stage``:
    with the core it picks itself and once with each forced core it did not pick
    (blas.variants), runs the local DGEMM (ct-gemm --local) and a small LU; a candidate whose either run is not ok
    (verification failed, wrong library loaded, could not start) is excluded; the fastest
-   DGEMM of the rest is chosen.
+   DGEMM of the rest by CPU time is chosen.
 2. Ranks x BLAS threads: the layouts of space.layouts, each a small LU.
 3. Coordinate descent at a small N (a trial of ~budget/150 s): NB, P x Q, then DEPTH,
    BCAST, SWAP, PFACT, RFACT, NBMIN, one dimension per launch (the kernel runs the lists'

@@ -286,6 +286,16 @@ def test_mpi_sweep_verifies(mode: str) -> None:
 
 
 @pytest.mark.parametrize("flavour", ["openmpi", "mpich"])
+def test_help_under_the_launcher_is_printed_once(flavour: str) -> None:
+    """--help reads no MPI (it must work without a launcher), yet a job of 3 prints it once."""
+    if not MPI[flavour].is_file():
+        pytest.skip(f"{flavour} kernels not built")
+    run = mpirun(flavour, 3, "--help", timeout=30)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("usage: mpirun -np N ct-mpi-pingpong") == 1, run.stdout
+
+
+@pytest.mark.parametrize("flavour", ["openmpi", "mpich"])
 @pytest.mark.parametrize(
     "args", [["--mode", "blocking"], ["--mode", "bidir"], ["--pairs-round-robin"]]
 )

@@ -162,11 +162,25 @@ static int refused_by_any(int bad, const char *err)
     return first != INT_MAX;
 }
 
+/* This process's rank as its launcher says before MPI starts (Open MPI, Hydra, PMIx); 0 when
+ * run alone. Only for --help, which must not start MPI but is printed once per job. */
+static long launcher_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return strtol(v, NULL, 10);
+    }
+    return 0;
+}
+
 int ct_mpi_start(const ct_mpi_start_args *a, int *argc, char ***argv, int *rank, int *size)
 {
     const char *prog = ct_basename((*argv)[0]);
     if (a->help) {
-        a->usage();
+        if (launcher_rank() == 0)
+            a->usage();
         return 0;
     }
     if (a->check_only && a->check_only->on) {

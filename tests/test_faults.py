@@ -173,19 +173,24 @@ def test_plan_keys_a_link_by_its_hosts_in_order_and_merges_repeats():
 
 
 def test_a_seed_of_zero_and_a_delay_of_zero_stay_while_a_loss_of_zero_is_no_fault():
-    """0 is a valid seed (and a link's delay of 0 overrides its hosts' delay); only a loss
-    or jitter of 0 means "no such fault", on a host and on a link alike."""
+    """0 is a valid seed (and a delay of 0 overrides the cluster's, a link's its hosts');
+    only a loss or jitter of 0 means "no such fault", on a host and on a link alike."""
     state = vcluster.plan(
         "ok",
-        2,
+        3,
         10**9,
+        delay_us=500,
         host_faults={"host1": {"seed": 0, "loss": 0.0, "delay_us": 0}},
         link_faults={"host0-host1": {"loss": 0.01, "seed": 0, "delay_us": 0, "jitter_us": 0}},
     )
     assert state["hosts"][1]["faults"] == {"seed": 0, "delay_us": 0}
     assert state["link_faults"] == {"host0-host1": {"loss": 0.01, "seed": 0, "delay_us": 0}}
     params = vcluster.wire.link_params(state, 0, 1, state["link_faults"]["host0-host1"], seed=7)
-    assert params["seed"] == 0 and params["delay_us"] == 0
+    assert params["seed"] == 0 and params["loss"] == pytest.approx(0.01)
+    # (delay_us, jitter_us, seed) of what the first host sends to the second
+    assert vcluster.wire.sent_delay(state, 0, 1) == (0, 0, 0)  # the link's
+    assert vcluster.wire.sent_delay(state, 0, 2) == (500, 0, 1)  # the cluster's
+    assert vcluster.wire.sent_delay(state, 1, 2) == (0, 0, 0)  # host1's own
 
 
 # --- on a cluster (root) --------------------------------------------------------------
@@ -206,13 +211,13 @@ def test_link_fault_hits_only_its_pair_both_ways_and_composes_with_a_host_fault(
     state, key = vcluster.set_link_faults(cluster.name, "host1-host0", ["delay=off", "loss=50%"])
     assert key == "host0-host1" and state["link_faults"] == {key: {"loss": 0.5}}
     got, rtts = ping(cluster, "host0", "host1", 200, 0.005)
-    # 50 % each way; the link's daemon keeps host0's own 1 ms delay on what host0 sends
+    # 50 % each way; the switch still holds what host0 sends for host0's own 1 ms
     assert 20 <= len(got) <= 80 and min(rtts) >= 0.9, (len(got), min(rtts))
     pids = [pid for end, pid in state["delay_pids"].items() if ">" in end]
     assert len(pids) == 2
     vcluster.set_link_faults(cluster.name, "host0-host1", ["clear"])
     state = vcluster.load_state(cluster.name)
-    assert state["link_faults"] == {} and list(state["delay_pids"]) == ["host0"]
+    assert state["link_faults"] == {} and list(state["delay_pids"]) == ["host0@sw"]
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
     for host in cluster.hosts[:2]:
         rules = netns.run(
@@ -310,10 +315,9 @@ def test_set_adds_loss_mid_run_and_clear_removes_daemon_and_rule(make_vcluster):
     pid = vcluster.load_state(cluster.name)["delay_pids"]["host1"]
     set_faults(cluster, "host1", "clear")
     assert not Path(f"/proc/{pid}").exists() and not vcluster.load_state(cluster.name)["delay_pids"]
-    rules = netns.run(
-        "ip", "netns", "exec", cluster.hosts[1].namespace, "iptables", "-t", "mangle", "-S"
-    ).stdout
-    assert "NFQUEUE" not in rules
+    for ns in (cluster.hosts[1].namespace, f"{vcluster.prefix(cluster.name)}sw"):  # loss, delay
+        rules = netns.run("ip", "netns", "exec", ns, "iptables", "-t", "mangle", "-S").stdout
+        assert "NFQUEUE" not in rules, rules
     got, rtts = ping(cluster, "host0", "host1", 100, 0.005)
     assert len(got) == 100 and max(rtts) < 1
 
@@ -352,8 +356,9 @@ def test_down_with_every_fault_is_fast_and_leaves_nothing(make_vcluster):
     cluster = make_vcluster(hosts=3, link_bps=10**9, host_faults={"host1": faults, "host2": faults})
     state = vcluster.load_state(cluster.name)
     pids = [*state["delay_pids"].values(), *state["flap_pids"].values()]
-    # a pacer per host, a receive pacer for each host slowed below host0's rate, 2 flappers
-    assert len(pids) == 7
+    # a pacer per host, a receive pacer for each host slowed below host0's rate, the
+    # switch's delay daemons of host1 and host2, 2 flappers
+    assert len(pids) == 9
     start = time.monotonic()
     assert vcluster.down(cluster.name) is True
     assert time.monotonic() - start < 2

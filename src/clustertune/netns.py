@@ -155,26 +155,42 @@ def cap_gso(ns: str, dev: str, bits_per_second: int | None) -> None:
     )
 
 
+def bridge(ns: str, name: str) -> None:
+    """A bridge, up, whose IPv4 packets pass iptables (br_netfilter's per-bridge
+    nf_call_iptables, whatever the namespace's bridge-nf-call-iptables says): a wire
+    daemon can hold what enters the switch from one port (:func:`nfqueue` ``port``)."""
+    run("ip", "-n", ns, "link", "add", name, "type", "bridge", "nf_call_iptables", "1")
+    run("ip", "-n", ns, "link", "set", name, "up")
+
+
 INGRESS = "<in"  # nfqueue's dest for the packets arriving on eth0
 
 
-def nfqueue(ns: str, on: bool, queue: int = 0, dest: str | None = None) -> None:
-    """Send (or stop sending) IPv4 packets leaving the namespace's eth0 to an NFQUEUE:
-    all of them to queue 0, or (``dest``) those to one address or subnet (``!SUBNET``:
-    those not to it) to their own queue, ahead of the rule for all; ``dest`` INGRESS:
-    those arriving on eth0 instead. ``--queue-bypass`` lets packets through while no
-    daemon listens."""
+def nfqueue(
+    ns: str, on: bool, queue: int = 0, dest: str | None = None, port: str | None = None
+) -> None:
+    """Send (or stop sending) IPv4 packets to an NFQUEUE: those leaving the namespace's
+    eth0, all of them to queue 0, or (``dest``) those to one address or subnet
+    (``!SUBNET``: those not to it) to their own queue, ahead of the rule for all; ``dest``
+    INGRESS: those arriving on eth0 instead. ``port`` (in a switch namespace): those its
+    bridge takes in from that port instead (``dest`` as above), seen by iptables through
+    br_netfilter (:func:`bridge`) and matched by physdev. ``--queue-bypass`` lets packets
+    through while no daemon listens."""
     target = ("-j", "NFQUEUE", "--queue-num", str(queue), "--queue-bypass")
     if dest == INGRESS:
         rule = ("-A" if on else "-D", "PREROUTING", "-i", "eth0", *target)
         run("ip", "netns", "exec", ns, "iptables", "-t", "mangle", *rule)
         return
     negate = ("!",) if dest and dest.startswith("!") else ()
-    match = ("-o", "eth0", *((*negate, "-d", dest.removeprefix("!")) if dest else ()))
+    to = (*negate, "-d", dest.removeprefix("!")) if dest else ()
+    if port is None:
+        chain, match = "POSTROUTING", ("-o", "eth0", *to)
+    else:
+        chain, match = "PREROUTING", ("-m", "physdev", "--physdev-in", port, *to)
     if not on:
-        where: tuple[str, ...] = ("-D", "POSTROUTING")
+        where: tuple[str, ...] = ("-D", chain)
     else:  # a rule for one address goes first, or the rule for all would take its packets
-        where = ("-I", "POSTROUTING", "1") if dest else ("-A", "POSTROUTING")
+        where = ("-I", chain, "1") if dest else ("-A", chain)
     run("ip", "netns", "exec", ns, "iptables", "-t", "mangle", *where, *match, *target)
 
 

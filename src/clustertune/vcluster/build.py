@@ -31,6 +31,7 @@ from .state import (
     validate_name,
 )
 from .wire import (
+    apply_delays,
     apply_flap,
     apply_link_faults,
     apply_packet_faults,
@@ -72,8 +73,7 @@ def _build(state: dict) -> None:
     sw = state["switch_ns"]
     netns.add(sw)
     for site in range(state["sites"]):
-        netns.run("ip", "-n", sw, "link", "add", f"br{site}", "type", "bridge")
-        netns.run("ip", "-n", sw, "link", "set", f"br{site}", "up")
+        netns.bridge(sw, f"br{site}")
     if state["sites"] > 1:
         netns.run("ip", "-n", sw, "link", "add", "wan", "type", "bridge")
         netns.run("ip", "-n", sw, "link", "set", "wan", "up")
@@ -104,6 +104,8 @@ def _build(state: dict) -> None:
         started |= apply_rx_pacer(state, i)
     for key in state.get("link_faults", {}):
         started |= apply_link_faults(state, key)
+    for i in range(len(state["hosts"])):
+        started |= apply_delays(state, i)
     check_started(started)
 
 

@@ -82,10 +82,11 @@ def fresh_stats(daemons: dict[str, tuple[Path, int]]) -> dict[str, dict]:
 def wire_lateness(state: dict) -> dict[str, dict]:
     """How late each running ct-nfq-delay of the cluster has released packets so far:
     ``{daemon: {"packets", "p50_us", "p99_us", "max_us", "hist"}}``, the daemon named by
-    its host ("host3"; its WAN pacer "host3>wan", its receive pacer "host3<rx", a link
-    fault's daemon "host1>host2"). Hosts without a daemon (an
-    unshaped link without faults, or the tbf wire without faults) are left out. Pass two
-    of these to :func:`lateness_delta` for an interval."""
+    its host ("host3"; its WAN pacer "host3>wan", its receive pacer "host3<rx", a lossy
+    link's "host1>host2"; in the switch, holding the delay of what host3 sends, "host3@sw",
+    and of a link's direction "host1>host2@sw").
+    Hosts without a daemon (an unshaped link without faults, or the tbf wire without
+    faults) are left out. Pass two of these to :func:`lateness_delta` for an interval."""
     daemons = {
         key: (daemon_files(state, key)[1], pid) for key, pid in state.get("delay_pids", {}).items()
     }

@@ -2,17 +2,23 @@
 and changed on a running one (``vcluster set``).
 
 Links are shaped with tbf on *both* veth ends (egress shaping limits one direction).
-Per-packet delay (netem does not exist on these kernels) comes from one ct-nfq-delay
-daemon per host behind an iptables NFQUEUE rule on its eth0; with ``wire="paced"`` that
-daemon also paces every packet at the link rate (each frame its serialisation time, so
-no message size outruns the wire, as the token bucket lets mid-size ping-pong do), and
-tbf remains the limit of what a host takes from several senders at once.
+Everything else comes from ct-nfq-delay daemons (netem does not exist on these kernels)
+behind iptables NFQUEUE rules. On a host's egress (eth0) one drops its lost packets and,
+with ``wire="paced"``, paces every packet at the link rate (each frame its serialisation
+time, so no message size outruns the wire, as the token bucket lets mid-size ping-pong
+do); tbf remains the limit of what a host takes from several senders at once. In the
+switch, one per host holds what enters from that host's port for its propagation delay
+and jitter. Held on the sender's egress, as it was before issue 19, a packet still
+counted against the sending socket's small-queue limit (TCP lets ~1 ms of its pacing rate
+wait in its host's queues), which capped one TCP flow at ~2 packets per delay: 20 Mbit/s
+on a 100 Mbit link with 2 ms each way. Daemons change their parameters on SIGHUP.
 
-Faults (docs/faults.md) are per host: loss, delay and jitter through that host's daemon
-(parameters changed on SIGHUP), a rate below nominal through the pacer and tbf, and a
-flapping link through a small process that takes the host's switch port down and up.
-Per link (one pair of hosts, e.g. a bad route between them): loss, delay and jitter
-through one more daemon on each end, on its own queue, for the packets to the other end.
+Faults (docs/faults.md) are per host: loss through that host's egress daemon, delay and
+jitter through its daemon in the switch, a rate below nominal through the pacer and tbf,
+and a flapping link through a small process that takes the host's switch port down and
+up. Per link (one pair of hosts, e.g. a bad route between them): loss through one more
+egress daemon on each end, delay and jitter through one more daemon per direction in
+the switch, each on its own queue, for the packets to the other end.
 """
 
 from __future__ import annotations
@@ -62,18 +68,48 @@ def shape_host(state: dict, index: int) -> None:
 
 
 def daemon_params(state: dict, index: int) -> dict:
-    """What a host's ct-nfq-delay applies: its wire's rate (the pacer; 0 on an unshaped
-    link), its faults over the cluster-wide delay."""
+    """What a host's egress ct-nfq-delay applies: its wire's rate (the pacer; 0 on an
+    unshaped link) and its loss. The delay and jitter of what it sends are held in the
+    switch (:func:`apply_delays`)."""
     host = state["hosts"][index]
     faults = host["faults"]
     paced = state.get("wire") == "paced"
     return {
         "rate_bps": (direction_rate(host, "tx") or 0) if paced else 0,
-        "delay_us": faults.get("delay_us", state["delay_us"]),
-        "jitter_us": faults.get("jitter_us", 0),
+        "delay_us": 0,
+        "jitter_us": 0,
         "loss": faults.get("loss", 0.0),
         "seed": faults.get("seed", index + 1),
     }
+
+
+def _link_seed(sender: int, peer: int) -> int:
+    """The default seed of one direction of a faulty link's loss and jitter."""
+    return 1000 * (sender + 1) + peer + 1
+
+
+def host_delay(state: dict, sender: int) -> tuple[int, int, int]:
+    """(delay_us, jitter_us, seed of the jitter) of what ``sender`` sends: its faults over
+    the cluster-wide delay."""
+    faults = state["hosts"][sender]["faults"]
+    return (
+        faults.get("delay_us", state["delay_us"]),
+        faults.get("jitter_us", 0),
+        faults.get("seed", sender + 1),
+    )
+
+
+def sent_delay(state: dict, sender: int, receiver: int) -> tuple[int, int, int]:
+    """:func:`host_delay` of the packets ``sender`` sends to ``receiver``: their link's
+    delay and jitter where it sets either, over the sender's."""
+    hosts = state["hosts"]
+    key = "-".join(hosts[i]["name"] for i in sorted((sender, receiver)))
+    link = state.get("link_faults", {}).get(key, {})
+    delay, jitter, seed = host_delay(state, sender)
+    if "delay_us" in link or "jitter_us" in link:
+        seed = link.get("seed", _link_seed(sender, receiver))
+        return link.get("delay_us", delay), link.get("jitter_us", jitter), seed
+    return delay, jitter, seed
 
 
 _NEEDS_DAEMON = ("rate_bps", "delay_us", "jitter_us", "loss")
@@ -135,9 +171,41 @@ def apply_rx_pacer(state: dict, index: int) -> dict[str, int]:
     )
 
 
+# The propagation delay and jitter of what host i sends are held in the switch, as its
+# packets enter from port vh<i> (key "<host>@sw", NFQUEUE i of the switch namespace); a
+# faulty link's, for the packets to its peer j, by one more daemon ("<host>><peer>@sw",
+# queue SWITCH_LINK_QUEUE + 256 i + j, rule ahead of the host's). There the packet no
+# longer counts against its socket's small-queue limit (measured: docs/network.md,
+# "Delay"). A cluster without delay or jitter has none.
+SWITCH_LINK_QUEUE = 4096
+
+
+def _delay_params(delay_us: int, jitter_us: int, seed: int) -> dict:
+    return dict.fromkeys(_NEEDS_DAEMON, 0) | {
+        "delay_us": delay_us,
+        "jitter_us": jitter_us,
+        "seed": seed,
+    }
+
+
+def apply_delays(state: dict, index: int) -> dict[str, int]:
+    """Start, retune or stop the switch's daemon holding what host ``index`` sends."""
+    host = state["hosts"][index]
+    return _apply_daemon(
+        state,
+        f"{host['name']}@sw",
+        state["switch_ns"],
+        index,
+        None,
+        _delay_params(*host_delay(state, index)),
+        f"delay daemon of {host['name']}",
+        port=f"vh{index}",
+    )
+
+
 def apply_packet_faults(state: dict, index: int) -> dict[str, int]:
-    """Start, retune or stop the host's daemon (queue 0, every packet it sends) so it
-    applies daemon_params, and on a paced wire with sites its WAN daemon; returns what
+    """Start, retune or stop the host's egress daemon (queue 0, every packet it sends) so
+    it applies daemon_params, and on a paced wire with sites its WAN daemon; returns what
     it started, for :func:`check_started`."""
     host = state["hosts"][index]
     params = daemon_params(state, index)
@@ -159,12 +227,10 @@ def apply_packet_faults(state: dict, index: int) -> dict[str, int]:
 
 
 def link_params(state: dict, sender: int, peer: int, faults: dict, seed: int) -> dict:
-    """What the daemon for one direction of a faulty link applies: the sender's own
-    daemon's parameters (its packets to that peer no longer pass that daemon), the
-    link's delay and jitter in place of the host's, and both losses."""
+    """What the egress daemon for one direction of a lossy link applies: the sender's own
+    egress daemon's parameters (its packets to that peer no longer pass that daemon) and
+    both losses. Its delay and jitter are held in the switch (:func:`apply_link_faults`)."""
     params = daemon_params(state, sender)
-    for key in ("delay_us", "jitter_us"):
-        params[key] = faults.get(key, params[key])
     params["loss"] = 1 - (1 - params["loss"]) * (1 - faults.get("loss", 0.0))
     params["seed"] = faults.get("seed", seed)
     if (
@@ -176,18 +242,19 @@ def link_params(state: dict, sender: int, peer: int, faults: dict, seed: int) ->
 
 
 def apply_link_faults(state: dict, key: str) -> dict[str, int]:
-    """Start, retune or stop the two daemons of link ``key``: one per end, on queue
-    1 + the peer's index, for the packets to the peer."""
+    """Start, retune or stop the daemons of link ``key``, for the packets from each end
+    to the other: its loss on the sender's egress (queue 1 + the peer's index), its delay
+    and jitter in the switch (:data:`SWITCH_LINK_QUEUE`)."""
     index = {h["name"]: i for i, h in enumerate(state["hosts"])}
     faults = state.get("link_faults", {}).get(key)
     started: dict[str, int] = {}
     a, b = key.split("-")
     for src, dst in ((a, b), (b, a)):
         i, j = index[src], index[dst]
-        if faults is None:
+        if not (faults or {}).get("loss"):
             params = dict.fromkeys(_NEEDS_DAEMON, 0)
         else:
-            params = link_params(state, i, j, faults, seed=1000 * (i + 1) + j + 1)
+            params = link_params(state, i, j, faults, seed=_link_seed(i, j))
         started |= _apply_daemon(
             state,
             f"{src}>{dst}",
@@ -197,16 +264,39 @@ def apply_link_faults(state: dict, key: str) -> dict[str, int]:
             params,
             f"fault daemon of link {key} on {src}",
         )
+        # a link's delay or jitter, even 0, replaces its hosts' for the packets between them
+        held = faults is not None and bool({"delay_us", "jitter_us"} & set(faults))
+        started |= _apply_daemon(
+            state,
+            f"{src}>{dst}@sw",
+            state["switch_ns"],
+            SWITCH_LINK_QUEUE + 256 * i + j,
+            state["hosts"][j]["address"],
+            _delay_params(*sent_delay(state, i, j)),
+            f"delay daemon of link {key} from {src}",
+            port=f"vh{i}",
+            needed=held,
+        )
     return started
 
 
 def _apply_daemon(
-    state: dict, key: str, namespace: str, queue: int, dest: str | None, params: dict, what: str
+    state: dict,
+    key: str,
+    namespace: str,
+    queue: int,
+    dest: str | None,
+    params: dict,
+    what: str,
+    port: str | None = None,
+    needed: bool | None = None,
 ) -> dict[str, int]:
-    """One ct-nfq-delay (state["delay_pids"][key]) behind its NFQUEUE rule: started when
-    ``params`` need it, retuned by SIGHUP, stopped with its rule when they no longer do.
-    Returns what it started, for :func:`check_started`."""
-    needed = any(params[k] for k in _NEEDS_DAEMON)
+    """One ct-nfq-delay (state["delay_pids"][key]) behind its NFQUEUE rule
+    (:func:`netns.nfqueue`): started when it is ``needed`` (by default: when ``params``
+    do anything), retuned by SIGHUP, stopped with its rule when no longer. Returns what
+    it started, for :func:`check_started`."""
+    if needed is None:
+        needed = any(params[k] for k in _NEEDS_DAEMON)
     pid = state["delay_pids"].get(key)
     params_file, stats_file = daemon_files(state, key)
     if pid is not None and needed:
@@ -214,7 +304,7 @@ def _apply_daemon(
         os.kill(pid, signal.SIGHUP)
         return {}
     if pid is not None:
-        netns.nfqueue(namespace, False, queue, dest)
+        netns.nfqueue(namespace, False, queue, dest, port)
         daemons.stop([pid], grace_s=2)
         del state["delay_pids"][key]
         save_state(state)
@@ -225,7 +315,7 @@ def _apply_daemon(
         raise UserError(
             "a shaped link, delay, jitter and loss need iptables (NFQUEUE): install it with 'make setup'"
         )
-    netns.nfqueue(namespace, True, queue, dest)
+    netns.nfqueue(namespace, True, queue, dest, port)
     daemon = kernels.kernel_path("ct-nfq-delay", "serial")
     options = {
         "--rate-bps": params["rate_bps"],
@@ -310,7 +400,7 @@ def set_faults(name: str, host_name: str, items: list[str]) -> dict:
         for i in range(len(state["hosts"])):  # who needs a receive pacer may have changed
             started |= apply_rx_pacer(state, i)
     if changed & {*RATE_KEYS, "delay_us", "jitter_us", "loss", "seed"}:
-        started |= apply_packet_faults(state, index)
+        started |= apply_packet_faults(state, index) | apply_delays(state, index)
         for key in state.get("link_faults", {}):  # they build on the host's own
             if host_name in key.split("-"):
                 started |= apply_link_faults(state, key)

@@ -163,7 +163,7 @@ def tcp_pairs(
         return {}
     largest = max([streams, *(r.hi for r in runs)])
     timeout = timeout or max(_pair_timeout_s(run.cluster, a, b, largest) for a, b in pairs)
-    slots = parallel_pairs(run.cluster, pairs)
+    slots = parallel_pairs(run.cluster, pairs, retest=bool(tag.get("retest")))
     waiting, busy, found = list(pairs), set(), {}
     with ThreadPoolExecutor(max_workers=slots) as pool:
         running: dict[Future, Pair] = {}

@@ -92,10 +92,15 @@ def placements(cluster: Cluster, hosts: Sequence[str], apart: bool = False) -> l
     return [(a, b), (b, a)] if apart else [(a, a), (b, b)]
 
 
-def parallel_pairs(cluster: Cluster, pairs: Sequence[Pair]) -> int:
+def parallel_pairs(cluster: Cluster, pairs: Sequence[Pair], retest: bool = False) -> int:
     """How many of a round's pairs run at once: all of them on a real cluster (each host
-    its own CPUs), PAIRS_PER_CPU per CPU on hosts that share them."""
+    its own CPUs), PAIRS_PER_CPU per CPU on hosts that share them, and there one at a
+    time for a re-test: a re-test run beside other pairs meets the load of the first
+    round that raised the suspicion (the matrix's own pairs drove a 32-host one to load
+    14, healthy curves dipped, and their re-test, 4 at once, confirmed 4 false `dips`)."""
     hosts = sorted({h for p in pairs for h in p})
     if not shares_cpus(cluster, hosts):
         return len(pairs)
+    if retest:
+        return 1
     return max(1, min(len(pairs), PAIRS_PER_CPU * len(os.sched_getaffinity(0))))

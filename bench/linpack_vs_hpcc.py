@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
 """ct-linpack beside HPL as shipped in Debian's hpcc, same N, NB, P x Q, variant and BLAS.
 
-Prints two ratios:
+Prints two ratios and where ct-linpack's time goes:
   1. ct-linpack Gflops / hpcc HPL Gflops at each N of --n (default 2000,4000,8000,16000,
      NB 192, 1 x 2, WR11C2R4): a table of the best and median ratio, the spread of the
      per-round ratios and the load average around each N;
   2. ct-linpack Gflops at --peak-n as a percentage of the machine's measured DGEMM rate
      (ct-gemm --local: every rank multiplies its own matrices, one BLAS thread each).
+For the best ct-linpack run at each N, a second table gives its phases in seconds (mean
+over ranks; the kernel's JSON sample has every rank's): panel factorisation, row swaps,
+the update's DTRSM and DGEMM, the owner's look-ahead (bringing the next panel's block up
+to date), waiting, the solve, the LU's time not in any phase, the LU's wall and CPU
+time; then the update DGEMM's rate per rank (Gflop/s), to set beside ct-gemm's square
+DGEMM.
 The issue's target for (2) is the largest N that fits --mem-fraction of memory
 (`--peak-n max`); that run takes long on a small machine, so the default is capped at
 --peak-cap (20000). On a shared machine the numbers move with the load: runs are
@@ -210,6 +216,8 @@ def ratio_at(n: int, fields: dict, np: int, env: dict[str, str], args) -> dict:
         / statistics.median(r["gflops"] for r in hpcc_runs),
         "round_ratios": rounds,
         "residuals_passed": ok,
+        "ct_linpack_phases": phase_means(ct_best),
+        "ct_linpack_update_dgemm_gflops": ct_best["update_dgemm_gflops"],
         "blas": info,
         "load_average_before": load_before,
         "load_average_after": load_average(),
@@ -235,6 +243,35 @@ def table(rows: list[dict], repeat: int) -> str:
         lines.append(
             f"{r['n']:6d}  {r['ratio']:.3f}  {r['median_ratio']:.3f}   {spread:18s}  "
             f"{r['load_average_before']} - {r['load_average_after']}"
+        )
+    return "\n".join(lines)
+
+
+# The columns of the phase table: the kernel's disjoint phases, the parts inside the
+# update, and the LU time no phase covers ("untimed").
+PHASE_COLUMNS = ("pfact", "swap", "dtrsm", "dgemm", "lookahead", "wait", "bcast", "solve")
+
+
+def phase_means(sample: dict) -> dict[str, float]:
+    """Seconds per phase, mean over ranks, of one ct-linpack sample."""
+    per_rank = {**sample["phases"], **sample["phase_parts"]}
+    means = {name: statistics.fmean(values) for name, values in per_rank.items()}
+    means["untimed"] = means["lu"] - sum(statistics.fmean(v) for v in sample["phases"].values())
+    return means
+
+
+def phase_table(rows: list[dict]) -> str:
+    names = (*PHASE_COLUMNS, "untimed", "lu", "lu_cpu")
+    lines = [
+        "ct-linpack's best run per N: seconds, mean over ranks (dtrsm and dgemm are the "
+        "update; lookahead holds swaps and update of the next panel's block)",
+        "     N " + "".join(f"{name:>10s}" for name in names) + "   update DGEMM Gflop/s per rank",
+    ]
+    for r in rows:
+        t = r["ct_linpack_phases"]
+        rates = " ".join(f"{g:.1f}" for g in r["ct_linpack_update_dgemm_gflops"])
+        lines.append(
+            f"{r['n']:6d} " + "".join(f"{t[name]:10.3f}" for name in names) + f"   {rates}"
         )
     return "\n".join(lines)
 
@@ -287,6 +324,7 @@ def main() -> int:
     rows = [ratio_at(n, fields, np, env, args) for n in ns]
     ok = all(r["residuals_passed"] for r in rows)
     print("\n" + table(rows, args.repeat), flush=True)
+    print("\n" + phase_table(rows), flush=True)
     figures: dict = {"ratios": rows}
     if not args.skip_peak:
         nmax = n_for_memory(args.mem_fraction, memory_bytes(), args.nb)

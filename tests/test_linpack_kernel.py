@@ -242,6 +242,34 @@ def test_phase_stats_summarise_the_ranks() -> None:
     assert "MPICH" in result(records)["detail"]["mpi_library"]
 
 
+@pytest.mark.parametrize("np,p,q", [(2, 1, 2), (4, 2, 2)])
+def test_phase_parts_account_for_the_update(np: int, p: int, q: int) -> None:
+    """The parts of the update (issue 23 item 4's breakdown) cover every trailing-update
+    DGEMM exactly once (its flops summed over ranks are the LU's update flops), lie inside
+    the update, and the disjoint phases fit inside each rank's LU time."""
+    n, nb = 300, 32  # a partial last block
+    records, err = run("openmpi", np, ["-N", str(n), "--nb", str(nb), "-P", str(p), "-Q", str(q)])
+    sample = samples(records)[0]
+    assert sample["passed"] is True, err
+    parts = sample["phase_parts"]
+    assert set(parts) == {"dtrsm", "dgemm", "lookahead", "lu", "lu_cpu"}
+    expected = 0.0
+    for jj in range(0, n, nb):
+        below = n - min(jj + nb, n)  # rows below the panel; the b column is updated too
+        expected += 2.0 * below * (below + 1) * min(nb, n - jj)
+    assert sum(sample["update_dgemm_flops"]) == pytest.approx(expected, rel=1e-12)
+    for r in range(np):
+        phases = {name: per_rank[r] for name, per_rank in sample["phases"].items()}
+        assert parts["dtrsm"][r] + parts["dgemm"][r] <= phases["update"] + 1e-9
+        assert sum(phases.values()) <= parts["lu"][r] + 1e-9
+        assert parts["lu"][r] <= sample["time_s"] + 1e-9
+        assert sample["update_dgemm_gflops"][r] > 0
+        assert parts["lu_cpu"][r] > 0
+    # with look-ahead depth 1 (the default) every panel after the first is factored by a
+    # process column that first brought its block up to date
+    assert all(parts["lookahead"][r] > 0 for r in range(np))
+
+
 @pytest.mark.parametrize("np,grid", [(2, ["-P", "1", "-Q", "2"]), (4, ["-P", "2", "-Q", "2"])])
 @pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
 def test_failed_allocation_stops_every_rank(mpi: str, np: int, grid: list[str]) -> None:

@@ -224,7 +224,7 @@ static void barrier(MPI_Comm comm)
 typedef struct {
     double time_s, gflops, resid, norms[4], xsum;
     int passed, checked;
-    ct_phase_summary phases, traffic; /* per rank, on rank 0 */
+    ct_phase_summary phases, parts, counts; /* per rank, on rank 0 */
 } outcome;
 
 /* The grid's communicators, kept from one combination to the next while P, Q and PMAP
@@ -313,7 +313,8 @@ static int run_one(const lp_algo *al, outcome *out, char *reason, size_t rlen)
     for (int i = 0; i < al->n; i++)
         out->xsum += pb.x[i];
     ct_phases_reduce(&lp_phases, grid.all, 0, &out->phases);
-    ct_phases_reduce(&lp_traffic, grid.all, 0, &out->traffic);
+    ct_phases_reduce(&lp_parts, grid.all, 0, &out->parts);
+    ct_phases_reduce(&lp_counts, grid.all, 0, &out->counts);
     lp_problem_free(&pb);
     return 0;
 }
@@ -368,15 +369,32 @@ static void json_sample(const lp_algo *a, const outcome *o)
     ct_json_close_object(&j);
     ct_json_number(&j, "x_sum", o->xsum);
     ct_json_bool(&j, "fault_injected", a->inject_fault);
-    /* per-rank phases (seconds) and their spread, traffic, and the load imbalance */
+    /* per-rank phases (seconds) and their spread, the parts inside them (lp.h), the
+     * update DGEMM's rate, traffic, and the load imbalance */
     ct_phases_json_per_rank(&j, "phases", &o->phases);
     ct_phases_json_stats(&j, "phase_stats", &o->phases);
+    ct_phases_json_per_rank(&j, "phase_parts", &o->parts);
+    int n = o->phases.nranks;
+    const double *count = o->counts.per_rank, *part = o->parts.per_rank;
+    /* the update DGEMM's flops and rate on each rank, to set beside a square DGEMM's
+     * (ct-gemm --local) */
+    ct_json_open_array(&j, "update_dgemm_flops");
+    for (int r = 0; r < n; r++)
+        ct_json_number(&j, NULL, count[(size_t)r * LP_C_NCOUNT + LP_C_DGEMM_FLOPS]);
+    ct_json_close_array(&j);
+    ct_json_open_array(&j, "update_dgemm_gflops");
+    for (int r = 0; r < n; r++) {
+        double s = part[(size_t)r * LP_P_NPART + LP_P_DGEMM];
+        double flops = count[(size_t)r * LP_C_NCOUNT + LP_C_DGEMM_FLOPS];
+        ct_json_number(&j, NULL, s > 0 ? flops / s / 1e9 : 0.0);
+    }
+    ct_json_close_array(&j);
     ct_json_open_array(&j, "bytes_sent");
     double total = 0.0, busy_max = 0.0, busy_sum = 0.0;
-    int n = o->phases.nranks;
     for (int r = 0; r < n; r++) {
-        ct_json_number(&j, NULL, o->traffic.per_rank[r]);
-        total += o->traffic.per_rank[r];
+        double sent = count[(size_t)r * LP_C_NCOUNT + LP_C_BYTES_SENT];
+        ct_json_number(&j, NULL, sent);
+        total += sent;
         const double *t = o->phases.per_rank + (size_t)r * LP_T_NPHASE;
         double busy = t[LP_T_PFACT] + t[LP_T_UPDATE];
         busy_sum += busy;
@@ -515,7 +533,8 @@ int main(int argc, char **argv)
                 sum.best = oc.gflops;
         }
         ct_phase_summary_free(&oc.phases);
-        ct_phase_summary_free(&oc.traffic);
+        ct_phase_summary_free(&oc.parts);
+        ct_phase_summary_free(&oc.counts);
         barrier(MPI_COMM_WORLD);
     }
 

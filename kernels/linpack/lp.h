@@ -111,9 +111,18 @@ static inline uint64_t lp_mix64(uint64_t z)
  * (seed, N, i, j) only, so every P x Q and NB sees the same system. */
 void lp_matgen(const lp_grid *g, int n, int nb, uint64_t seed, double *a, int lda);
 
-/* Per-rank phase times (seconds) and traffic (bytes sent) of the running combination. */
+/* Per-rank figures of the running combination (JSON "phases", "phase_parts", ...):
+ *   lp_phases  disjoint phase times (seconds);
+ *   lp_parts   what lies inside them: the update's DTRSM and DGEMM, the owner's
+ *              look-ahead (bringing the next panel's block up to date before factoring
+ *              it: its swaps, DTRSM and DGEMM) and the whole LU, so that the LU's time
+ *              not covered by lp_phases shows, and the process's CPU time in the LU
+ *              (a rate by it moves less with other jobs' load than the wall time);
+ *   lp_counts  bytes sent and the update DGEMM's flops (its rate: flops / dgemm time). */
 enum { LP_T_PFACT, LP_T_BCAST, LP_T_SWAP, LP_T_UPDATE, LP_T_WAIT, LP_T_SOLVE, LP_T_NPHASE };
-extern ct_phases lp_phases, lp_traffic;
+enum { LP_P_DTRSM, LP_P_DGEMM, LP_P_LOOKAHEAD, LP_P_LU, LP_P_LU_CPU, LP_P_NPART };
+enum { LP_C_BYTES_SENT, LP_C_DGEMM_FLOPS, LP_C_NCOUNT };
+extern ct_phases lp_phases, lp_parts, lp_counts;
 void lp_stats_reset(void);
 void lp_count_send(double bytes);
 

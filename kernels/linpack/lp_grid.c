@@ -1,18 +1,21 @@
 /* lp_grid.c - the P x Q process grid, block-cyclic counts and the matrix generator. */
 #include "lp.h"
 
-ct_phases lp_phases, lp_traffic;
+ct_phases lp_phases, lp_parts, lp_counts;
 
 void lp_stats_reset(void)
 {
     static const char *const phases[LP_T_NPHASE] = {"pfact", "bcast", "swap",
                                                     "update", "wait", "solve"};
-    static const char *const traffic[1] = {"bytes_sent"};
+    static const char *const parts[LP_P_NPART] = {"dtrsm", "dgemm", "lookahead", "lu",
+                                                  "lu_cpu"};
+    static const char *const counts[LP_C_NCOUNT] = {"bytes_sent", "dgemm_flops"};
     ct_phases_init(&lp_phases, LP_T_NPHASE, phases);
-    ct_phases_init(&lp_traffic, 1, traffic);
+    ct_phases_init(&lp_parts, LP_P_NPART, parts);
+    ct_phases_init(&lp_counts, LP_C_NCOUNT, counts);
 }
 
-void lp_count_send(double bytes) { ct_phase_add(&lp_traffic, 0, bytes); }
+void lp_count_send(double bytes) { ct_phase_add(&lp_counts, LP_C_BYTES_SENT, bytes); }
 
 int lp_grid_init(lp_grid *g, MPI_Comm comm, int p, int q, int colmajor)
 {

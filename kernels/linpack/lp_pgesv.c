@@ -223,6 +223,9 @@ void lp_pgesv(lp_problem *pb)
     int depth = al->depth;
     int nslots = pb->nslots;
     lp_panel *slot = pb->slot;
+    double user0, system0, user1, system1;
+    ct_cpu_times(&user0, &system0);
+    ct_phase_start(&lp_parts, LP_P_LU);
     lp_progress_register(slot, nslots);
     int fault_panel = al->inject_fault ? np / 2 : -1;
     for (int j = -depth; j < np; j++) {
@@ -236,7 +239,9 @@ void lp_pgesv(lp_problem *pb)
                 for (int k = t - depth > 0 ? t - depth : 0; k < t; k++) {
                     lp_panel *pk = &slot[k % nslots];
                     wait_data(pk);
+                    ct_phase_start(&lp_parts, LP_P_LOOKAHEAD);
                     lp_update(pb, pk, pn->lcol, lc1, 0);
+                    ct_phase_stop(&lp_parts, LP_P_LOOKAHEAD);
                 }
                 lp_pfact(pb, pn);
                 lp_bcast_start(pn, pb);
@@ -261,4 +266,7 @@ void lp_pgesv(lp_problem *pb)
         wait_finished(&slot[i]);
     lp_progress_register(NULL, 0);
     back_substitution(pb);
+    ct_phase_stop(&lp_parts, LP_P_LU);
+    ct_cpu_times(&user1, &system1);
+    ct_phase_add(&lp_parts, LP_P_LU_CPU, user1 - user0 + system1 - system0);
 }

@@ -27,6 +27,11 @@ Prints three ratios:
   3. tuned Linpack / hpcc (Debian's hpcc, its default BLAS, the tuned HPL.dat: same N,
      NB, P x Q, variant, ranks and BLAS threads), alternating, --peak-repeat rounds;
      hpcc also runs its other tests, so its round takes longer than ours.
+--default, instead of the tuner: issue 23's untuned figure, `clustertune linpack --np NP
+--mem-fraction F` as a user runs it (no HPL.dat: the host's BLAS choice, its NB and
+grid) / the best correct DGEMM of the host (ct-gemm --local on NP ranks, --dgemm-n, 5
+products, with every BLAS whose DGEMM passed the host's choice at half the best's rate
+or more, before the run; the best of them again after; the higher): target >= 0.92.
 The machine is shared: the load average is printed before and after, and the whole
 bench's time at the end.
 
@@ -34,6 +39,8 @@ Usage: bench/tune_linpack.py [--np 2] [--n 1024] [--space quick|full] [--budget 
                              [--peak-n auto|memory|N] [--peak-minutes 1] [--repeat 3]
                              [--peak-repeat 1] [--growth N,N,..] [--memory-run]
                              [--skip-peak] [--json out]
+       bench/tune_linpack.py --default [--np 2] [--mem-fraction 0.8] [--dgemm-n 4000]
+                             [--json out]
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -53,7 +61,7 @@ import linpack_vs_hpcc as hpcc  # noqa: E402  (the hpcc runner and HPL.dat helpe
 from clustertune.cluster import local_cluster  # noqa: E402
 from clustertune.hostinfo import load_average  # noqa: E402
 from clustertune.levels.linpack import blas as blaslib  # noqa: E402
-from clustertune.levels.linpack import choice  # noqa: E402
+from clustertune.levels.linpack import choice, jobs  # noqa: E402
 from clustertune.levels.tune import hpldat, linpack, space  # noqa: E402
 from clustertune.levels.tune.space import Config  # noqa: E402
 from clustertune.results import Store  # noqa: E402
@@ -61,6 +69,8 @@ from clustertune.results import Store  # noqa: E402
 # Linpack at a large N runs at about this share of the DGEMM rate (0.90-0.94 measured
 # here): the rate the --peak-n auto N is sized with
 PEAK_OF_DGEMM = 0.9
+# what names a BLAS in the environment (choice.told): not set for a default run
+NAMES_BLAS = ("LD_LIBRARY_PATH", "OPENBLAS_CORETYPE")
 # the quick space: BCAST and SWAP whole, the factorisations' two usual choices each
 QUICK = {"depth": (0, 1), "bcast": (0, 1, 2, 3, 4, 5), "swap": (0, 1, 2), "pfact": (1, 2),
          "rfact": (1, 2), "nbmin": (4,)}  # fmt: skip
@@ -143,6 +153,12 @@ def main() -> int:
         " for --mem-fraction of memory (hpcc is not run there)",
     )
     ap.add_argument("--skip-peak", action="store_true")
+    ap.add_argument(
+        "--default",
+        action="store_true",
+        help="no tuner: the default `clustertune linpack --np NP --mem-fraction F` against"
+        " the best correct DGEMM of the host",
+    )
     ap.add_argument("--timeout", type=float, default=7200)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -157,6 +173,8 @@ def main() -> int:
         ap.error(f"--growth: comma-separated numbers, not {args.growth!r}")
     started = time.monotonic()
     print(f"load average before: {load_average()}", flush=True)
+    if args.default:
+        return finish(args, default_vs_dgemm(args), started)
     with tempfile.TemporaryDirectory(prefix="ct-tune-bench-") as tmp:
         store = Store(Path(tmp) / "results.db")
         dims = QUICK if args.space == "quick" else dict(space.DIMENSIONS)
@@ -244,6 +262,12 @@ def main() -> int:
         }
         if not args.skip_peak:
             figures |= peak(args, tuner, scaled, summary)
+    return finish(args, figures, started)
+
+
+def finish(args: argparse.Namespace, figures: dict, started: float) -> int:
+    """The load after and the bench's time printed and added to ``figures``, written to
+    --json."""
     figures["load_average_after"] = load_average()
     figures["bench_s"] = time.monotonic() - started
     print(
@@ -253,6 +277,86 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0
+
+
+def default_vs_dgemm(args: argparse.Namespace) -> dict:
+    """`clustertune linpack --np NP --mem-fraction F` as a user runs it, against the best
+    correct DGEMM of the host (module docstring, --default)."""
+    # no BLAS named in the environment (else the run would not take the host's choice)
+    plain = {k: v for k, v in hpcc.environment().items() if k not in NAMES_BLAS}
+    with tempfile.TemporaryDirectory(prefix="ct-default-bench-") as tmp:
+        store = Store(Path(tmp) / "r.db")
+        # the host's choice: stored, or measured now as a first run would
+        host = choice.resolve(local_cluster(), store, args.np, "openmpi", None)
+        store.close()
+    if host is None:
+        sys.exit("no BLAS of this host passed its checks")
+    print(f"host's BLAS choice ({host['how']}): {host['label']}", flush=True)
+    # its candidates that passed every check they ran, at half the best's rate or more
+    screen = {k: r for k, r in host["rates"]["screen"].items() if k not in host["excluded"]}
+    correct = [
+        b for b in choice.candidates() if screen.get(b.key, 0.0) >= 0.5 * max(screen.values())
+    ]
+
+    def dgemm(b: blaslib.Blas) -> float:
+        env = plain | jobs.BLAS_THREADS | blaslib.environment(b)
+        return hpcc.run_dgemm(args.dgemm_n, args.np, 5, env, args.timeout)
+
+    before = {b.label: dgemm(b) for b in correct}
+    print(
+        "DGEMM before " + ", ".join(f"{k} {v:.2f}" for k, v in before.items()) + " Gflop/s",
+        flush=True,
+    )
+    run = default_linpack(args, plain)
+    best = max(correct, key=lambda b: before[b.label])
+    after = dgemm(best)
+    top = max(*before.values(), after)
+    ratio = run["gflops"] / top
+    print(
+        f"RATIO default Linpack N={run['n']} ({args.mem_fraction:.0%} of memory) / best "
+        f"correct DGEMM ({best.label}, {args.np} ranks, higher of before/after {top:.2f}): "
+        f"{ratio:.3f} (target >= 0.92)",
+        flush=True,
+    )
+    return {"default_run": run, "dgemm_before": before, "dgemm_after": after, "vs_dgemm": ratio}
+
+
+def default_linpack(args: argparse.Namespace, env: dict[str, str]) -> dict:
+    """One `clustertune linpack --np NP --mem-fraction F` (its own database): its best
+    passing result (0 Gflop/s when none passed), what it picked and the BLAS it ran."""
+    with tempfile.TemporaryDirectory(prefix="ct-default-run-") as tmp:
+        argv = [sys.executable, "-m", "clustertune.cli", "linpack", "--np", str(args.np)]
+        argv += ["--mem-fraction", str(args.mem_fraction), "--timeout", str(args.timeout)]
+        argv += ["--json", "--db", f"{tmp}/r.db"]
+        began = time.monotonic()
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=args.timeout)
+        wall = time.monotonic() - began
+    if done.returncode not in (0, 1):  # 1: stored, its check failed (a rate of 0 below)
+        sys.exit(f"clustertune linpack: exit {done.returncode}: {done.stderr[-2000:]}")
+    record = json.loads(done.stdout)
+    if not record["results"]:
+        sys.exit(f"clustertune linpack: no result: {record['error']}")
+    passed = [r for r in record["results"] if r["passed"] is True]
+    best = max(passed, key=lambda r: r["gflops"], default=record["results"][0])
+    said = record["params"].get("blas_choice") or {}
+    run = {
+        "n": best["n"],
+        "nb": best["nb"],
+        "grid": f"{best['p']}x{best['q']}",
+        "gflops": best["gflops"] if passed else 0.0,
+        "residual": best["residual"],
+        "blas": said.get("label"),
+        "core_that_ran": record["detail"].get("blas", {}).get("core"),
+        "defaults": record["params"].get("defaults", {}),
+        "wall_s": wall,
+    }
+    print(
+        f"default Linpack N={run['n']} NB {run['nb']} {run['grid']} [{run['blas']}, core that "
+        f"ran {run['core_that_ran']}]: {run['gflops']:.2f} Gflop/s, residual "
+        f"{run['residual']} {'PASSED' if passed else 'FAILED'} ({wall:.0f} s wall)",
+        flush=True,
+    )
+    return run
 
 
 def peak_n(args: argparse.Namespace, tuned: Config, n_memory: int, dgemm: float) -> tuple[int, str]:

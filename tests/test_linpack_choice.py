@@ -5,6 +5,8 @@ the grid from its measurement."""
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -14,9 +16,10 @@ import pytest
 from clirun import cli
 
 from clustertune import hostinfo
+from clustertune.cli import build_parser
 from clustertune.cluster import local_cluster
 from clustertune.levels.linpack import blas as blaslib
-from clustertune.levels.linpack import choice, jobs, section
+from clustertune.levels.linpack import choice, compare, jobs, section
 from clustertune.levels.linpack import run as linpack
 from clustertune.levels.linpack import summary as linpack_summary
 from clustertune.levels.tune import summary as tune_summary
@@ -55,7 +58,8 @@ def small(monkeypatch, tmp_path):
     monkeypatch.setattr(choice, "FINAL_N", 320)
     monkeypatch.setattr(choice, "SHAPE_N", 320)
     monkeypatch.setattr(choice, "SHAPE_KS", (32, 64))
-    monkeypatch.setattr(choice, "CHECK_LU", ("-N", "256", "--nb", "32"))
+    monkeypatch.setattr(choice, "CHECK_N", 256)
+    monkeypatch.setattr(choice, "CHECK_NB", 32)
 
 
 def test_a_wrong_blas_is_never_chosen_and_the_choice_is_reused_until_its_key_changes(
@@ -120,21 +124,25 @@ OPENBLAS_SO = Path("/usr/lib/x86_64-linux-gnu/libopenblas.so.0")
 REFERENCE_BLAS = Path("/usr/lib/x86_64-linux-gnu/blas")
 
 
+def wrong_solve_and_reference(where: Path) -> tuple[blaslib.Blas, blaslib.Blas]:
+    """WRONG_SOLVE_BLAS built in ``where``, and the reference BLAS."""
+    if not OPENBLAS_SO.exists() or not (REFERENCE_BLAS / "libblas.so.3").exists():
+        pytest.skip("needs Debian's libopenblas0 and libblas3")
+    where.mkdir()
+    (where / "wrong.c").write_text(WRONG_SOLVE_BLAS)
+    library, source = where / "libblas.so.3", where / "wrong.c"
+    build = ["cc", "-shared", "-fPIC", "-o", str(library), str(source), str(OPENBLAS_SO)]
+    subprocess.run(build, check=True)
+    return blaslib.Blas("wrong solve", where), blaslib.Blas("reference", REFERENCE_BLAS)
+
+
 def test_a_blas_whose_dgemm_passes_but_whose_lu_fails_its_residual_is_never_chosen(
     small, monkeypatch, tmp_path, store
 ) -> None:
     """The fast candidate computes DGEMM right (its rate is OpenBLAS's) but solves wrong;
     the only correct one is the reference BLAS, 10x slower. Only the LU's scaled-residual
     check stands between the wrong one and the choice."""
-    if not OPENBLAS_SO.exists() or not (REFERENCE_BLAS / "libblas.so.3").exists():
-        pytest.skip("needs Debian's libopenblas0 and libblas3")
-    where = tmp_path / "wrong-solve"
-    where.mkdir()
-    (where / "wrong.c").write_text(WRONG_SOLVE_BLAS)
-    library, source = where / "libblas.so.3", where / "wrong.c"
-    build = ["cc", "-shared", "-fPIC", "-o", str(library), str(source), str(OPENBLAS_SO)]
-    subprocess.run(build, check=True)
-    wrong, reference = blaslib.Blas("wrong solve", where), blaslib.Blas("reference", REFERENCE_BLAS)
+    wrong, reference = wrong_solve_and_reference(tmp_path / "wrong-solve")
     monkeypatch.setattr(choice, "candidates", lambda: [wrong, reference])
     chosen = choice.resolve(local_cluster(), store, 2, "openmpi", None, log=lambda _: None)
     assert chosen is not None and chosen["directory"] == str(REFERENCE_BLAS)
@@ -142,6 +150,85 @@ def test_a_blas_whose_dgemm_passes_but_whose_lu_fails_its_residual_is_never_chos
     screen = chosen["rates"]["screen"]
     assert screen[wrong.key] > screen[reference.key]
     assert chosen["excluded"][wrong.key].startswith("ct-linpack: ")
+
+
+def test_blas_compare_stores_the_choice_it_implies_and_never_a_wrong_solve(
+    small, monkeypatch, tmp_path
+) -> None:
+    """Issue 23.1: `blas compare` measures as the host's choice does, the LU of every
+    candidate too, and stores the choice this implies: the next run that names no BLAS
+    (and `info`) takes it without measuring. The fastest candidate solves wrong: its row
+    FAILED, never the choice. A comparison of some libraries only (--blas) stores none."""
+    wrong, reference = wrong_solve_and_reference(tmp_path / "wrong-solve")
+    monkeypatch.setattr(choice, "available_blas", lambda: [wrong, reference])
+    monkeypatch.setattr(choice, "candidates", lambda: [wrong, reference])
+    db = tmp_path / "r.db"
+
+    def blas_compare(*more: str):
+        argv = ["blas", "compare", "--np", "2", "-N", "256", "--nb", "32", "--db", str(db)]
+        return compare.cmd_compare(build_parser().parse_args([*argv, *more]))
+
+    subset = blas_compare("--blas", "blas")  # the reference BLAS's directory
+    assert not subset.payload["stored"] and "not stored (--blas named a subset)" in subset.text
+    assert hostinfo.blas_choices() == {}
+
+    out = blas_compare()
+    table = {row["directory"]: row for row in out.payload["blas"]}
+    bad, good = table[str(wrong.directory)], table[str(REFERENCE_BLAS)]
+    assert bad["dgemm_cpu_gflops"] > good["dgemm_cpu_gflops"] and bad["check"] == "FAILED"
+    assert good["check"] == "PASSED" and good["lu_gflops"] > 0
+    assert out.status == 1  # a library failed: said by the exit status
+    assert out.payload["stored"] and "chosen: reference, stored" in out.text
+
+    def no_run(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(jobs, "gemm_job", no_run)
+    monkeypatch.setattr(jobs, "linpack_job", no_run)
+    again = choice.resolve(local_cluster(), Store(db), 2, "openmpi", None)
+    assert again["how"] == "stored" and again["directory"] == str(REFERENCE_BLAS)
+    assert again["excluded"][wrong.key].startswith("ct-linpack: ")
+    assert again["rank_k_gflops"].keys() == {"32", "64"}  # a default run's NB comes from it
+    assert hostinfo.blas_choice()["directory"] == str(REFERENCE_BLAS)  # what info shows
+
+
+def load_bench(name: str):
+    """A bench script as a module (bench/ is not a package)."""
+    path = Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_default_linpack_bench_sets_it_against_the_best_correct_dgemm(
+    monkeypatch, store
+) -> None:
+    """bench/tune_linpack.py --default (issue 23: the untuned `clustertune linpack --np 2
+    --mem-fraction 0.8` over the best correct DGEMM of the host), the run itself at a tiny
+    N; the DGEMM launches (hpcc.run_dgemm, a kernel run of its own) stubbed: every library
+    whose DGEMM passed the host's choice at half the best's rate or more before the run,
+    the best again after, the ratio over the higher."""
+    bench = load_bench("tune_linpack")
+    calls: list[str] = []
+
+    def run_dgemm(n, np, repeat, env, timeout):
+        key = env["LD_LIBRARY_PATH"] + (f"#{c}" if (c := env.get("OPENBLAS_CORETYPE")) else "")
+        calls.append(key)
+        return 50.0 + len(calls)  # the later, the faster: the run after is the highest
+
+    monkeypatch.setattr(bench.hpcc, "run_dgemm", run_dgemm)
+    args = argparse.Namespace(np=2, mem_fraction=0.00002, dgemm_n=256, timeout=300.0)
+    figures = bench.default_vs_dgemm(args)
+    host = choice.resolve(local_cluster(), store, 2, "openmpi", None)  # stored by now
+    screen = {k: r for k, r in host["rates"]["screen"].items() if k not in host["excluded"]}
+    measured = [k for k, r in screen.items() if r >= 0.5 * max(screen.values())]
+    assert sorted(calls[:-1]) == sorted(measured) and calls[-1] in measured
+    run = figures["default_run"]
+    assert run["gflops"] > 0 and run["blas"] == host["label"]  # the host's choice ran
+    assert run["defaults"]["grid"]["value"] == [1, 2]  # as a default run picks it
+    assert figures["dgemm_after"] == 50.0 + len(calls)
+    assert figures["vs_dgemm"] == pytest.approx(run["gflops"] / figures["dgemm_after"])
 
 
 def stored_choice(rank_k: dict[str, float], core: str) -> dict:

@@ -17,6 +17,7 @@ from clustertune.cluster import Cluster, Host, Site, local_cluster
 from clustertune.errors import UserError
 from clustertune.levels.linpack import blas, compare, section
 from clustertune.levels.linpack import run as linpack
+from clustertune.levels.linpack import summary as linpack_summary
 from clustertune.results import Store
 
 
@@ -210,6 +211,40 @@ def test_percent_of_peak_uses_the_dgemm_of_the_same_blas_on_the_grid_ranks() -> 
     assert section.percent_of_peak(other, grid_sample(1, 2, 1.0), peaks) is None
 
 
+def demo_like(cpus: int, summa_ns: tuple[int, ...]) -> list[dict]:
+    """make demo's Linpack records: an LU of 4 ranks on a 2 x 2 grid of a virtual cluster
+    (the ranks on ``cpus`` CPUs), the local DGEMM of its 4 ranks and SUMMA DGEMMs on its
+    grid at ``summa_ns`` (as stored at 5ba0a8d, the rates rounded)."""
+    ob = "/o/libblas.so.3"
+    lu = lu_record("demo", 4, ob, "SkylakeX", 4.78)
+    lu["samples"][0] |= {"n": 2016, "p": 2, "q": 2}
+    summa = gemm_record(4, ob, "SkylakeX", [])
+    summa["samples"] = [
+        {"dtype": "d", "mode": "summa", "n": n, "p": 2, "q": 2, "gflops": g, "passed": True}
+        for n, g in zip(summa_ns, (16.71, 33.40), strict=False)
+    ]
+    records = [lu, summa, gemm_record(4, ob, "SkylakeX", [("d", "local", 101.36)])]
+    for r in records:
+        r["id"] = 8
+        r["meta"] |= {"cluster": {"name": "demo", "launcher": "vcluster"}, "cpus": {"usable": cpus}}
+    return records
+
+
+def test_an_lu_whose_ranks_shared_cpus_is_not_read_against_the_local_dgemm() -> None:
+    """make demo's 4 ranks on 2 CPUs: the local DGEMM's ranks never wait for a message,
+    the LU's wait a scheduler slice for each, so the first screen read 0.05 of DGEMM; it
+    reads the LU against the SUMMA DGEMM of the same grid and order (the same ranks,
+    hosts and messages), or gives no ratio and says why; a CPU per rank: the local DGEMM."""
+    (row,) = linpack_summary.rows(demo_like(2, (1000, 2016)))
+    assert row.ratio == pytest.approx(4.78 / 33.40)
+    assert row.reference == "SUMMA DGEMM 33.40 Gflop/s (4 ranks, 2 CPUs)"
+    (row,) = linpack_summary.rows(demo_like(2, (1000,)))  # no SUMMA at the LU's order
+    assert row.ratio is None and row.reference == "no ratio: 4 ranks on 2 CPUs"
+    (row,) = linpack_summary.rows(demo_like(4, (1000, 2016)))
+    assert row.ratio == pytest.approx(4.78 / 101.36)
+    assert row.reference == "best DGEMM 101.36 Gflop/s"
+
+
 def test_installed_blas_found_by_directory(tmp_path) -> None:
     for d in ("atlas", "openblas-pthread", "blas", "blis-openmp", "mkl-like"):
         (tmp_path / d).mkdir()
@@ -279,11 +314,17 @@ def test_blas_compare_runs_the_selected_library(directory: str, tmp_path) -> Non
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     variants = blas.core_variants(chosen)  # an OpenBLAS: one row per core it can run
-    table = json.loads(proc.stdout)["blas"]
+    out = json.loads(proc.stdout)
+    table = out["blas"]
     assert [row["blas"] for row in table] == [v.label for v in variants]
+    # measured as the host's choice is (screened, the fastest again, each one's LU), the
+    # best of these named but not stored: --blas compared a subset
+    assert out["choice"]["label"] in [v.label for v in variants] and not out["stored"]
     store = Store(db)
-    records = [store.get(i) for i in json.loads(proc.stdout)["runs"]]
-    assert [r["kernel"] for r in records] == ["ct-gemm", "ct-linpack"] * len(variants)
+    records = [store.get(i) for i in out["runs"]]
+    stages = [r["params"]["blas_stage"] for r in records]
+    assert stages.count("screen") == stages.count("lu") == len(variants)
+    assert "shape" not in stages and {r["kernel"] for r in records} == {"ct-gemm", "ct-linpack"}
     for row, variant in zip(table, variants, strict=True):
         assert row["check"] == "PASSED" and not row["failed"]
         assert Path(row["library"]).parent == chosen.library.resolve().parent
@@ -309,7 +350,7 @@ def test_blas_missing_a_symbol_is_recorded_failed(tmp_path, store) -> None:
     (tmp_path / "stub.c").write_text("void ct_not_a_blas(void) {}\n")
     cmd = ["cc", "-shared", "-fPIC", "-o", str(stub / "libblas.so.3"), str(tmp_path / "stub.c")]
     subprocess.run(cmd, check=True)
-    records = compare.compare(
+    records, chosen = compare.compare(
         local_cluster(),
         store,
         [blas.Blas("stub", stub)],
@@ -320,10 +361,11 @@ def test_blas_missing_a_symbol_is_recorded_failed(tmp_path, store) -> None:
         gemm_n=32,
         timeout=60,
     )
-    assert [r["status"] for r in records] == ["failed", "failed"]
+    # its DGEMM failed: no LU, no choice
+    assert [r["status"] for r in records] == ["failed"] and chosen is None
     (row,) = compare.rows(records)
-    assert row["check"] == "FAILED" and len(row["failed"]) == 2
-    assert all("missing from the library" in reason for reason in row["failed"]), row["failed"]
+    assert row["check"] is None and len(row["failed"]) == 1
+    assert "missing from the library" in row["failed"][0], row["failed"]
     assert "FAILED" in compare.text([row])
 
 
@@ -348,6 +390,17 @@ def test_demo_step_on_the_4_host_cluster(make_vcluster, store) -> None:
     pct = section.percent_of_peak(records[0], records[0]["samples"][0], peaks)
     assert pct == pytest.approx(100 * lu_rate / dgemm)
     assert f"<td>{pct:.1f}</td>" in html  # the LU row carries its % of DGEMM
+    # the first screen: where the 4 ranks share CPUs, against the SUMMA DGEMM of its
+    # grid at its order, run beside it
+    (row,) = linpack_summary.rows(records)
+    if section.shared_cpus(records[0]):
+        summa = section.summa_rate(
+            records[0], records[0]["samples"][0], section.summa_rates(records)
+        )
+        assert summa and row.ratio == pytest.approx(lu_rate / summa)
+        assert row.reference.startswith("SUMMA DGEMM")
+    else:
+        assert row.ratio == pytest.approx(lu_rate / dgemm)
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,8 @@ alternating rounds (the machine may be shared); the fastest is then run through 
 LU with the full scaled-residual check, and the next one taken if that fails. With the
 chosen library the rank-K update (ct-gemm --local --k) is measured for the NB candidates:
 the DGEMM shape the LU's trailing update runs, from which a default run picks NB.
+``clustertune blas compare`` measures the same way (remeasure: every candidate's LU
+too, for its table, into the user's database) and stores the choice this implies.
 
 The choice is a fact of the host, so it is stored per user, not per results database
 (hostinfo.blas_cache_dir(): blas-choice.json, the measuring runs in blas-choice.db
@@ -28,6 +30,8 @@ import math
 import os
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -52,7 +56,8 @@ FINAL_REPEAT = 1
 FINAL_SHARE = 0.8
 FINALISTS = 3
 FINAL_ROUNDS = 2
-CHECK_LU = ("-N", "1152", "--nb", "128")
+# the LU that checks a candidate's solve (its scaled residual)
+CHECK_N, CHECK_NB = 1152, 128
 # the rank-K update of the LU's trailing matrix: an order-SHAPE_N product of depth K
 SHAPE_N = 2048
 SHAPE_KS = (64, 96, 128, 192, 256)
@@ -129,33 +134,72 @@ def resolve(
     if not found:
         return None
     key = key_of(cluster, found)
-    path = cache_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked() as path:
         stored = hostinfo.blas_choices().get(digest(key))
         if stored is not None:
             return stored | {"how": "stored"}
         (log or _stderr)(f"measuring the BLAS candidates of this host ({len(found)}), once")
         measuring = Store(path.with_suffix(".db"))
         try:
-            chosen = measure(cluster, measuring, found, np, mpi, hosts)
+            return _measure_and_store(key, cluster, measuring, found, np, mpi, hosts)
         finally:
             measuring.close()
-        if chosen is None:
-            return None
-        chosen |= {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        write(hostinfo.blas_choices() | {digest(key): chosen})
-        return chosen | {"how": "measured"}
+
+
+def remeasure(
+    cluster: Cluster,
+    store: Store,
+    np: int,
+    mpi: str,
+    hosts: list[str] | None,
+    **how,
+) -> dict | None:
+    """Every candidate measured now into ``store`` (``blas compare``: the caller's
+    database) and the choice this implies stored for the current key, replacing the
+    stored one; ``how``: measure()'s options. None when no candidate passed."""
+    found = candidates()
+    if not found:
+        return None
+    with _locked():
+        return _measure_and_store(
+            key_of(cluster, found), cluster, store, found, np, mpi, hosts, **how
+        )
+
+
+@contextmanager
+def _locked() -> Iterator[Path]:
+    """The choice file's lock held (one measurement at a time); the file's path."""
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield path
+
+
+def _measure_and_store(
+    key: dict,
+    cluster: Cluster,
+    store: Store,
+    found: list[blaslib.Blas],
+    np: int,
+    mpi: str,
+    hosts: list[str] | None,
+    **how,
+) -> dict | None:
+    """measure(), its choice stored under ``key``; the caller holds the lock."""
+    chosen = measure(cluster, store, found, np, mpi, hosts, **how)
+    if chosen is None:
+        return None
+    chosen |= {"key": key, "measured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write(hostinfo.blas_choices() | {digest(key): chosen})
+    return chosen | {"how": "measured"}
 
 
 def forget(cluster: Cluster) -> None:
     """Drop the stored choice for the current key (``blas choose --again``)."""
-    path = cache_file()
-    if not path.exists():
+    if not cache_file().exists():
         return
-    with open(path.with_suffix(".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with _locked():
         rest = hostinfo.blas_choices()
         rest.pop(digest(key_of(cluster, candidates())), None)
         write(rest)
@@ -180,37 +224,54 @@ def measure(
     np: int,
     mpi: str,
     hosts: list[str] | None,
+    *,
+    every_lu: bool = False,
+    final_n: int | None = None,
+    lu_n: int | None = None,
+    lu_nb: int | None = None,
+    tag: dict | None = None,
+    timeout: float | None = None,
+    runs: list[dict] | None = None,
+    rank_k: bool = True,
 ) -> dict | None:
     """The fastest candidate whose DGEMM and LU pass their checks, with its version, the
-    rates of all and the rank-K rates; None when none passed."""
+    rates of all and the rank-K rates; None when none passed. ``blas compare`` measures
+    the same way with ``every_lu`` (the LU of every candidate whose DGEMM passed, for its
+    table, not only until one passes), its own orders (``final_n`` the final DGEMM's,
+    ``lu_n`` and ``lu_nb`` the LU's), ``tag`` (more params of every run: its comparison's id),
+    and ``runs``, to which every record measured is appended; without ``rank_k`` (a
+    choice not to be stored) the rank-K rates are not measured."""
+    final_n = final_n or FINAL_N
+    screen_n = min(SCREEN_N, final_n)
+    lu_args = ["-N", str(lu_n or CHECK_N), "--nb", str(lu_nb or CHECK_NB)]
+    timeout = timeout or MEASURE_TIMEOUT_S
+    made = runs if runs is not None else []
     # the ranks of one machine fill its cores at most (a DGEMM rank per core)
     ranks = min(np, os.cpu_count() or np) if jobs.machines(cluster, np) == 1 else np
     excluded: dict[str, str] = {}
 
-    def dgemm(b: blaslib.Blas, n: int, repeat: int, extra: list[str] | None = None) -> dict:
-        kargs = jobs.gemm_args(str(n), 192, "d", repeat, True, 1, ranks) + (extra or [])
-        return jobs.gemm_job(
-            cluster,
-            store,
-            ranks,
-            mpi,
-            kargs,
-            timeout=MEASURE_TIMEOUT_S,
-            env=blaslib.environment(b),
-            params={"blas_measure": b.key},
-            derive=blaslib.library_check(b),
-            hosts=hosts,
-        )
+    def job(run, b: blaslib.Blas, stage: str, kargs: list[str], derive) -> dict:
+        said = {"name": b.label, "directory": str(b.directory), "key": b.key}
+        params = {"blas_measure": b.key, "blas_stage": stage, "blas": said, **(tag or {})}
+        options = {"timeout": timeout, "env": blaslib.environment(b), "hosts": hosts}
+        made.append(run(cluster, store, ranks, mpi, kargs, params=params, derive=derive, **options))
+        return made[-1]
 
-    def rate(b: blaslib.Blas, n: int, repeat: int) -> float | None:
-        record = dgemm(b, n, repeat)
+    def dgemm(b: blaslib.Blas, stage: str, n: int, repeat: int, *extra: str) -> dict:
+        kargs = jobs.gemm_args(str(n), 192, "d", repeat, True, 1, ranks) + [*extra]
+        return job(jobs.gemm_job, b, stage, kargs, blaslib.library_check(b))
+
+    def rate(b: blaslib.Blas, stage: str, n: int, repeat: int) -> float | None:
+        record = dgemm(b, stage, n, repeat)
         if record["status"] != "ok":
             excluded[b.key] = f"ct-gemm: {blaslib.failure(record)}"
             return None
         return best_cpu_rate(record)
 
     started = time.monotonic()
-    screen = {b.key: r for b in found if (r := rate(b, SCREEN_N, SCREEN_REPEAT)) is not None}
+    screen = {
+        b.key: r for b in found if (r := rate(b, "screen", screen_n, SCREEN_REPEAT)) is not None
+    }
     by_key = {b.key: b for b in found}
     top = max(screen.values(), default=0.0)
     finalists = sorted(
@@ -221,46 +282,45 @@ def measure(
         for k in finalists if round_ % 2 == 0 else finalists[::-1]:
             if k in excluded:
                 continue
-            r = rate(by_key[k], FINAL_N, FINAL_REPEAT)
+            r = rate(by_key[k], "final", final_n, FINAL_REPEAT)
             if r is not None:
                 final[k] = max(final.get(k, 0.0), r)
-    order = sorted(final or screen, key=lambda k: -(final or screen)[k])
-    order = [k for k in order if k not in excluded]
-    for k in order:
+    # the finalists by their final rate, then the others by their screening rate: the
+    # first whose LU passes is the choice
+    order = sorted(final, key=lambda k: -final[k])
+    order += sorted((k for k in screen if k not in final), key=lambda k: -screen[k])
+    winner: tuple[blaslib.Blas, dict] | None = None  # the choice and its passing LU
+    for k in (k for k in order if k not in excluded):
+        if winner is not None and not every_lu:
+            break
         b = by_key[k]
-        lu = jobs.linpack_job(
-            cluster,
-            store,
-            ranks,
-            mpi,
-            [*CHECK_LU, "-P", "1", "-Q", str(ranks), "--hpl-out", "-"],
-            timeout=MEASURE_TIMEOUT_S,
-            env=blaslib.environment(b),
-            params={"blas_measure": k},
-            derive=blaslib.library_check(b, jobs.derive),
-            hosts=hosts,
-        )
-        if lu["status"] != "ok":
-            excluded[k] = f"ct-linpack: {blaslib.failure(lu)}"
-            continue
-        shape = dgemm(b, SHAPE_N, SHAPE_REPEAT, ["--k", ",".join(map(str, SHAPE_KS))])
-        facts = blaslib.library_facts(b.library)
-        return {
-            "name": b.name,
-            "label": b.label,
-            "directory": str(b.directory),
-            "coretype": b.coretype,
-            "version": facts.get("version"),
-            "library": str(b.library.resolve()),
-            "ranks": ranks,
-            "dgemm_cpu_gflops": (final or screen)[k],
-            "rates": {"screen_n": SCREEN_N, "final_n": FINAL_N, "screen": screen, "final": final},
-            "rank_k_gflops": rank_k_rates(shape),
-            "excluded": excluded,
-            "runs": {"db": str(store.path), "lu": lu["id"], "shape": shape["id"]},
-            "seconds": round(time.monotonic() - started, 1),
-        }
-    return None
+        lu_kargs = [*lu_args, "-P", "1", "-Q", str(ranks), "--hpl-out", "-"]
+        lu_run = job(jobs.linpack_job, b, "lu", lu_kargs, blaslib.library_check(b, jobs.derive))
+        if lu_run["status"] != "ok":
+            excluded[k] = f"ct-linpack: {blaslib.failure(lu_run)}"
+        elif winner is None:
+            winner = b, lu_run
+    if winner is None:
+        return None
+    chosen, checked = winner
+    ks = ",".join(map(str, SHAPE_KS))
+    shape = dgemm(chosen, "shape", SHAPE_N, SHAPE_REPEAT, "--k", ks) if rank_k else None
+    rates = {"screen_n": screen_n, "final_n": final_n, "screen": screen, "final": final}
+    return {
+        "name": chosen.name,
+        "label": chosen.label,
+        "directory": str(chosen.directory),
+        "coretype": chosen.coretype,
+        "version": blaslib.library_facts(chosen.library).get("version"),
+        "library": str(chosen.library.resolve()),
+        "ranks": ranks,
+        "dgemm_cpu_gflops": final.get(chosen.key, screen[chosen.key]),
+        "rates": rates,
+        "rank_k_gflops": rank_k_rates(shape) if shape else {},
+        "excluded": excluded,
+        "runs": {"db": str(store.path), "lu": checked["id"], "shape": shape and shape["id"]},
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def cpu_rate(sample: dict) -> float:

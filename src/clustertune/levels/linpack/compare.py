@@ -1,5 +1,6 @@
-"""``clustertune blas compare``: DGEMM and the LU with each installed BLAS (seeds/002 fig.
-12), and ``clustertune blas choose``: the host's default BLAS (choice.py)."""
+"""``clustertune blas compare``: DGEMM and the LU with each BLAS (seeds/002 fig. 12),
+measured as the host's choice measures them (choice.measure), the choice they imply
+stored; and ``clustertune blas choose``: the host's default BLAS (choice.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +12,7 @@ from ...commands import Output, add_job_options, cluster_of, open_store
 from ...errors import UserError
 from ...results import Store
 from . import choice, run
-from .blas import (
-    LIBDIR,
-    Blas,
-    environment,
-    failure,
-    grid,
-    installed,
-    library_check,
-    select,
-    variants,
-)
+from .blas import LIBDIR, Blas, failure, select, variants
 
 
 def compare(
@@ -36,34 +27,41 @@ def compare(
     gemm_n: int,
     timeout: float = run.TIMEOUT_S,
     hosts: list[str] | None = None,
-) -> list[dict]:
-    """DGEMM (every rank its own product: the aggregate rate, the LU's peak) and the LU
-    with each BLAS, an OpenBLAS with each of its cores (core_variants); one stored
-    record per BLAS x kernel, returned in that order."""
-    batch = uuid.uuid4().hex[:12]
-    p, q = grid(np)
-    records = []
-    for blas in variants(blases):
-        env = environment(blas)
-        params = {
-            "blas": {"name": blas.label, "directory": str(blas.directory), "key": blas.key},
-            "compare": batch,
-        }
-        gemm = run.gemm_args(str(gemm_n), nb, "d", 1, True, 1, np)
-        lu = ["-N", str(n), "--nb", str(nb), "-P", str(p), "-Q", str(q), "--hpl-out", "-"]
-        for job, kargs, derive in (
-            (run.run_gemm, gemm, library_check(blas)),
-            (run.run_linpack, lu, library_check(blas, run.derive)),
-        ):
-            options = {"timeout": timeout, "env": env, "params": params, "hosts": hosts}
-            records.append(job(cluster, store, np, mpi, kargs, derive=derive, **options))
-    return records
+    store_choice: bool = False,
+) -> tuple[list[dict], dict | None]:
+    """Each of ``blases`` (an OpenBLAS once per core) measured as the host's choice
+    measures the candidates (choice.measure: the checked DGEMM by CPU time, screened,
+    the fastest again at order ``gemm_n``), with the LU (order ``n``, NB ``nb``, its
+    residual checked) of every one whose DGEMM passed. The records, in the order run
+    (params ``blas``, ``blas_stage`` and ``compare``, this comparison's id), and the choice
+    they imply (the first by DGEMM rate whose LU passed; None when none did), which
+    ``store_choice`` (``blases`` are every available BLAS) stores as the host's choice."""
+    runs: list[dict] = []
+    how = {
+        "every_lu": True,
+        "final_n": gemm_n,
+        "lu_n": n,
+        "lu_nb": nb,
+        "tag": {"compare": uuid.uuid4().hex[:12]},
+        "timeout": timeout,
+        "runs": runs,
+        "rank_k": store_choice,  # what a default run's NB needs, only for a stored choice
+    }
+    if store_choice:
+        chosen = choice.remeasure(cluster, store, np, mpi, hosts, **how)
+    else:
+        chosen = choice.measure(cluster, store, variants(blases), np, mpi, hosts, **how)
+    return runs, chosen
 
 
 def rows(records: list[dict]) -> list[dict]:
-    """One row per BLAS: library, kernel name, DGEMM and LU rates, residual verdict."""
+    """One row per BLAS: library, kernel name, DGEMM rate at the largest order measured
+    (by the wall clock, as the LU's; and by CPU time, the rate the choice ranks by), LU
+    rate, residual verdict."""
     table: dict[str, dict] = {}
     for r in records:
+        if r["params"].get("blas_stage") == "shape":  # the rank-K products, for NB
+            continue
         blas = r["params"]["blas"]
         row = table.setdefault(
             blas.get("key", blas["directory"]),
@@ -73,6 +71,8 @@ def rows(records: list[dict]) -> list[dict]:
                 "library": None,
                 "core": None,
                 "dgemm_gflops": None,
+                "dgemm_cpu_gflops": None,
+                "dgemm_n": 0,
                 "lu_gflops": None,
                 "residual": None,
                 "check": None,
@@ -85,9 +85,14 @@ def rows(records: list[dict]) -> list[dict]:
         if r["status"] != "ok":
             row["failed"].append(f"{r['kernel']}: {failure(r)}")
         if r["kernel"] == "ct-gemm":
-            row["dgemm_gflops"] = (
-                r["figures"].get("best_dgemm_gflops") if r["status"] == "ok" else None
-            )
+            order = max((s.get("n", 0) for s in r["samples"]), default=0)
+            if r["status"] == "ok" and order >= row["dgemm_n"]:
+                wall = max((s["gflops"] for s in r["samples"] if s.get("passed")), default=0.0)
+                rates = {"dgemm_gflops": wall, "dgemm_cpu_gflops": choice.best_cpu_rate(r)}
+                for field, rate in rates.items():
+                    same = order == row["dgemm_n"] and row[field] is not None
+                    row[field] = max(rate, row[field]) if same else rate
+                row["dgemm_n"] = order
         else:
             lu = run.results(r)
             if lu:
@@ -104,8 +109,9 @@ def text(table: list[dict]) -> str:
     def num(v: float | None) -> str:
         return f"{v:.2f}" if v is not None else "-"
 
+    wide = max([18, *(len(row["blas"]) for row in table)])  # labels name the core
     lines = [
-        f"{'BLAS':<18} {'library':<58} {'kernel':<12} {'DGEMM Gflops':>12} "
+        f"{'BLAS':<{wide}} {'library':<58} {'kernel':<12} {'DGEMM Gflops':>12} {'by CPU':>7} "
         f"{'LU Gflops':>10} {'% DGEMM':>8}  residual"
     ]
     for row in table:
@@ -116,8 +122,9 @@ def text(table: list[dict]) -> str:
         )
         resid = f"{row['residual']:.4g} " if row["residual"] is not None else ""
         lines.append(
-            f"{row['blas']:<18} {row['library'] or str(row['directory']):<58} "
-            f"{row['core'] or '-':<12} {num(row['dgemm_gflops']):>12} {num(row['lu_gflops']):>10} "
+            f"{row['blas']:<{wide}} {row['library'] or str(row['directory']):<58} "
+            f"{row['core'] or '-':<12} {num(row['dgemm_gflops']):>12} "
+            f"{num(row['dgemm_cpu_gflops']):>7} {num(row['lu_gflops']):>10} "
             f"{num(pct):>8}  {resid}{row['check'] or 'FAILED'}"
         )
         lines += [f"    failed: {reason}" for reason in row["failed"]]
@@ -126,10 +133,13 @@ def text(table: list[dict]) -> str:
 
 def cmd_compare(args: argparse.Namespace) -> Output:
     cluster = cluster_of(args)
-    blases = select(args.blas, installed())
+    available = choice.available_blas()
+    blases = select(args.blas, available)
     if not blases:
         raise UserError(f"no libblas.so.3 found under {LIBDIR} (install libopenblas0, ...)")
-    records = compare(
+    # only a comparison of every candidate says which is the host's best
+    complete = set(blases) == set(available)
+    records, chosen = compare(
         cluster,
         open_store(args),
         blases,
@@ -140,11 +150,24 @@ def cmd_compare(args: argparse.Namespace) -> Output:
         gemm_n=args.gemm_n,
         timeout=args.timeout,
         hosts=args.hosts,
+        store_choice=complete,
     )
     table = rows(records)
     failed = any(row["failed"] for row in table)
-    payload = {"blas": table, "runs": [r["id"] for r in records]}
-    return Output(payload, text(table), 1 if failed else 0)
+    lines = [text(table)]
+    if chosen is None:
+        lines.append("no BLAS passed its checks: no choice stored")
+    elif complete:
+        lines.append(f"chosen: {chosen['label']}, stored as this host's default BLAS (--blas auto)")
+    else:
+        lines.append(f"best of these: {chosen['label']}; not stored (--blas named a subset)")
+    payload = {
+        "blas": table,
+        "runs": [r["id"] for r in records],
+        "choice": chosen,
+        "stored": bool(chosen) and complete,
+    }
+    return Output(payload, "\n".join(lines), 1 if failed else 0)
 
 
 def cmd_choose(args: argparse.Namespace) -> Output:
@@ -172,12 +195,25 @@ def cmd_choose(args: argparse.Namespace) -> Output:
 def add_commands(sub, common) -> None:
     b = sub.add_parser("blas", help="BLAS libraries: compare, choose")
     bsub = b.add_subparsers(dest="blas_command", required=True)
-    c = bsub.add_parser("compare", parents=[common], help="DGEMM and LU with every installed BLAS")
+    c = bsub.add_parser(
+        "compare",
+        parents=[common],
+        help="DGEMM and LU with every BLAS; stores the host's choice they imply",
+    )
     add_job_options(c, timeout=run.TIMEOUT_S)
-    c.add_argument("-N", dest="n", type=int, default=4000, help="LU order")
-    c.add_argument("--nb", type=int, default=192)
-    c.add_argument("--gemm-n", type=int, default=2000, help="order of each rank's DGEMM")
-    c.add_argument("--blas", help="only these (names or directories, comma-separated)")
+    c.add_argument("-N", dest="n", type=int, default=choice.CHECK_N, help="LU order")
+    c.add_argument("--nb", type=int, default=choice.CHECK_NB)
+    c.add_argument(
+        "--gemm-n",
+        type=int,
+        default=choice.FINAL_N,
+        help="order of each rank's DGEMM (the fastest again; screened at the smaller of "
+        f"{choice.SCREEN_N} and this)",
+    )
+    c.add_argument(
+        "--blas",
+        help="only these (names or directories, comma-separated; no choice is stored)",
+    )
     c.set_defaults(func=cmd_compare)
     h = bsub.add_parser(
         "choose",

@@ -19,10 +19,15 @@ PHASES = ("pfact", "bcast", "swap", "update", "wait", "solve")
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "BLIS_NUM_THREADS": "1"}
 
 
+# launchers whose hosts are all this machine (a virtual cluster's and grid's are its
+# namespaces)
+ONE_MACHINE = ("local", "vcluster", "grid")
+
+
 def machines(cluster: Cluster, np: int) -> int:
     """Physical machines whose memory the ranks share: one for this host, a virtual
     cluster or a virtual grid (namespaces of one machine), else the hosts the ranks land on."""
-    if cluster.launcher in ("local", "vcluster", "grid"):
+    if cluster.launcher in ONE_MACHINE:
         return 1
     return max(1, min(np, len(cluster.hosts)))
 

@@ -8,32 +8,37 @@ from ...render import folded_table, pyplot, svg, table
 from . import compare, jobs, run
 
 
-def blas_key(record: dict, ranks: int) -> tuple:
-    """What makes a DGEMM peak comparable with an LU: cluster, ranks computing, BLAS
-    library and kernel."""
+def blas_key(record: dict, ranks: int | tuple[int, ...]) -> tuple:
+    """What makes a DGEMM rate comparable with an LU: cluster, ranks computing (for a
+    SUMMA product its grid and order), BLAS library and kernel."""
     lib = record["detail"].get("blas", {})
     return (record["meta"]["cluster"]["name"], ranks, lib.get("library"), lib.get("core"))
 
 
-def dgemm_peaks(records: list[dict]) -> dict[tuple, float]:
-    """Best aggregate DGEMM rate (ct-gemm --local, verified) per blas_key."""
-    peaks: dict[tuple, float] = {}
+def best_dgemm(records: list[dict], mode: str, key) -> dict[tuple, float]:
+    """Best verified double-precision ct-gemm rate of ``mode`` (local, summa) per
+    ``key(record, sample)``."""
+    best: dict[tuple, float] = {}
     for r in records:
         if r["kernel"] != "ct-gemm" or r["status"] != "ok":
             continue
-        # square products only: a --k one (the update's shape, choice.py) is not the peak
-        rates = [
-            s["gflops"]
-            for s in r["samples"]
-            if s.get("dtype") == "d"
-            and s.get("mode") == "local"
-            and s.get("passed")
-            and s.get("k", s.get("n")) == s.get("n")
-        ]
-        if rates:
-            key = blas_key(r, r["meta"]["np"])
-            peaks[key] = max(peaks.get(key, 0.0), *rates)
-    return peaks
+        for s in r["samples"]:
+            # square products only: a --k one (the update's shape, choice.py) is not the peak
+            square = s.get("k", s.get("n")) == s.get("n")
+            if s.get("dtype") == "d" and s.get("mode") == mode and s.get("passed") and square:
+                k = key(r, s)
+                best[k] = max(best.get(k, 0.0), s["gflops"])
+    return best
+
+
+def dgemm_peaks(records: list[dict]) -> dict[tuple, float]:
+    """Best aggregate DGEMM rate (ct-gemm --local, verified) per blas_key."""
+    return best_dgemm(records, "local", lambda r, s: blas_key(r, r["meta"]["np"]))
+
+
+def summa_rates(records: list[dict]) -> dict[tuple, float]:
+    """Best SUMMA DGEMM rate (verified) per blas_key of its P x Q grid and order."""
+    return best_dgemm(records, "summa", lambda r, s: blas_key(r, (s["p"], s["q"], s["n"])))
 
 
 def percent_of_peak(record: dict, sample: dict, peaks: dict[tuple, float]) -> float | None:
@@ -41,6 +46,23 @@ def percent_of_peak(record: dict, sample: dict, peaks: dict[tuple, float]) -> fl
     as many ranks as the LU's P x Q grid (ranks launched beyond the grid do not compute)."""
     peak = peaks.get(blas_key(record, sample["p"] * sample["q"]))
     return 100.0 * sample["gflops"] / peak if peak else None
+
+
+def summa_rate(record: dict, sample: dict, summas: dict[tuple, float]) -> float | None:
+    """The SUMMA DGEMM rate of the same BLAS on the LU's cluster, grid and order."""
+    return summas.get(blas_key(record, (sample["p"], sample["q"], sample["n"])))
+
+
+def shared_cpus(record: dict) -> tuple[int, int] | None:
+    """(ranks, CPUs) when a run's ranks outnumber the usable CPUs of the one machine they
+    all ran on (this host, a virtual cluster or grid); None when each had a CPU, or when
+    the record cannot say (ranks on other machines)."""
+    meta = record["meta"]
+    launchers = set(meta["cluster"].get("launcher", "").split(", "))
+    ranks, cpus = meta.get("np"), (meta.get("cpus") or {}).get("usable")
+    if not launchers <= set(jobs.ONE_MACHINE) or not ranks or not cpus or ranks <= cpus:
+        return None
+    return ranks, cpus
 
 
 def lu_points(records: list[dict]) -> list[tuple[dict, dict]]:

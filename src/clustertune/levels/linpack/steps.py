@@ -64,25 +64,27 @@ def _gemm(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
 
 
 def _blas(cluster: Cluster, store: Store, v: dict, mpi: str) -> list[dict]:
-    from . import blas, compare
+    from . import blas, choice, compare
 
-    chosen = blas.select(v.get("blas"), blas.installed())
-    return compare.compare(
+    records, _ = compare.compare(
         cluster,
         store,
-        chosen,
+        blas.select(v.get("blas"), choice.available_blas()),
         np=kinds.integer(v, "np", 2),
         mpi=mpi,
         n=kinds.integer(v, "n", 2000),
         nb=kinds.integer(v, "nb", 128),
         gemm_n=kinds.integer(v, "gemm_n", 1000),
     )
+    return records
 
 
 def _blas_count(v: dict) -> int:
-    from . import blas
+    """At least one record per library (its screening DGEMM); how many more depends on
+    the rates (which are measured again, which LUs run)."""
+    from . import blas, choice
 
-    return 2 * len(blas.select(v.get("blas"), blas.installed()))
+    return len(blas.select(v.get("blas"), choice.available_blas()))
 
 
 KINDS = (

@@ -136,7 +136,8 @@ def pinned(argv: list[str], cpu: str | None) -> list[str]:
 def netpipe_tcp(launcher, workdir: Path, max_size: int, pin: Pin = None) -> Curve:
     out = workdir / "nptcp.out"
     cpu0, cpu1 = pin or (None, None)
-    receiver = pinned(["NPtcp", "-o", str(workdir / "nptcp.rx")], cpu1)
+    # the receiver stops at its own upper bound (NetPIPE's default 8 MiB): give it ours
+    receiver = pinned(["NPtcp", "-u", str(max_size), "-o", str(workdir / "nptcp.rx")], cpu1)
     # NPtcp's receiver says nothing when ready and its transmitter does not retry a
     # refused connect: the loop below waits for it; it is killed when the block ends
     with launcher.service("host1", receiver, ready=lambda: True, stop_grace=0.0):

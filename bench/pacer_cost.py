@@ -1,8 +1,9 @@
 """The paced wire's CPU cost: the CPU time (utime + stime, /proc/PID/stat) its ct-nfq-delay
 daemons spend on a known bulk TCP transfer between the two hosts of a 2-host virtual
 cluster, per GB moved (docs/network.md, "Cost and scale of the paced wire"). Root.
+With --delay-us, the switch's delay daemons (issue 19) are counted too.
 
-    .venv/bin/python bench/pacer_cost.py --link 1gbit --bytes 300M --runs 3
+    .venv/bin/python bench/pacer_cost.py --link 1gbit --bytes 300M --runs 3 [--delay-us 0]
 """
 
 from __future__ import annotations
@@ -34,11 +35,12 @@ def main() -> int:
     ap.add_argument("--bytes", default="300M", help="bytes per transfer")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--wire", choices=vcluster.WIRES, default=vcluster.DEFAULT_WIRE)
+    ap.add_argument("--delay-us", type=int, default=0, help="delay of every packet each way")
     ap.add_argument("--name", default="pacecost")
     args = ap.parse_args()
     link, nbytes = parse_rate(args.link), parse_size(args.bytes)
     vcluster.down(args.name)
-    state = vcluster.up(vcluster.plan(args.name, 2, link, wire=args.wire))
+    state = vcluster.up(vcluster.plan(args.name, 2, link, wire=args.wire, delay_us=args.delay_us))
     cluster = vcluster.cluster_from_state(state)
     pids = list(state["delay_pids"].values())
     try:
@@ -47,7 +49,8 @@ def main() -> int:
             rate = measure_rate(cluster, "host0", "host1", nbytes)
             elapsed, used = time.monotonic() - start, cpu_seconds(pids) - before
             print(
-                f"{args.link} {args.wire}: {nbytes / 1e6:g} MB at {rate / 1e6:.1f} Mbit/s in "
+                f"{args.link} {args.wire} delay {args.delay_us} us, {len(pids)} daemons: "
+                f"{nbytes / 1e6:g} MB at {rate / 1e6:.1f} Mbit/s in "
                 f"{elapsed:.2f} s; daemons {used:.2f} CPU s = {used / (nbytes / 1e9):.2f} "
                 f"CPU s/GB; load {os.getloadavg()[0]:.1f}",
                 flush=True,

@@ -451,6 +451,39 @@ def test_library_facts_are_read_once_per_file_and_cpu(monkeypatch, tmp_path) -> 
         blaslib.library_facts(lib)
 
 
+# an "OpenBLAS" built without Cooperlake kernels: named that core, it runs SkylakeX
+NO_COOPERLAKE = """
+#include <stdlib.h>
+#include <string.h>
+const char *openblas_get_corename(void) {
+    const char *core = getenv("OPENBLAS_CORETYPE");
+    if (!core || !*core) return "Zen";
+    return strcmp(core, "Cooperlake") ? core : "SkylakeX";
+}
+const char *openblas_get_config(void) { return "OpenBLAS test"; }
+"""
+
+
+def test_a_core_the_library_runs_another_core_for_is_no_candidate(monkeypatch, tmp_path) -> None:
+    """PyPI's OpenBLAS 0.3.34 has no Cooperlake kernels: OPENBLAS_CORETYPE=Cooperlake runs
+    its SkylakeX ones, so that candidate was a twin of the SkylakeX one whose label named
+    a core that never ran (the host's choice once named it; the first screen warned that
+    the core that ran was not the default's). Only the cores a library runs are kept."""
+    monkeypatch.setenv(hostinfo.BLAS_CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(blaslib, "_FACTS_READ", {})
+    every_isa = dict(
+        hostinfo.cpu_info(), isa=sorted({f for n in blaslib.FORCED_CORES.values() for f in n})
+    )
+    monkeypatch.setattr(hostinfo, "cpu_info", lambda: every_isa)
+    where = tmp_path / "no-cooperlake"
+    where.mkdir()
+    (where / "lib.c").write_text(NO_COOPERLAKE)
+    cmd = ["cc", "-shared", "-fPIC", "-o", str(where / "libblas.so.3"), str(where / "lib.c")]
+    subprocess.run(cmd, check=True)
+    found = blaslib.core_variants(blaslib.Blas("test", where))
+    assert [b.coretype for b in found] == ["Zen", "Haswell", "SkylakeX"]
+
+
 def test_a_facts_cache_of_another_shape_is_read_again(monkeypatch, tmp_path) -> None:
     """A cache file that is JSON but not the facts map (a list, entries that are not
     maps) is ignored and rewritten, never a TypeError in every run that names no BLAS."""

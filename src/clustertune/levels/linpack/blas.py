@@ -96,6 +96,9 @@ _FACTS_READ: dict[Path, dict] = {}
 # that names no BLAS computes the choice's key from the facts of every installed
 # library, which cost it a Python child per library (~1 s in all at load 12)
 FACTS_FILE = "library-facts.json"
+# what the stored facts hold (part of their stamp: facts stored before "forced" was
+# read are read again)
+FACTS_KIND = "core, version, forced"
 
 
 def library_facts(library: Path) -> dict:
@@ -103,7 +106,8 @@ def library_facts(library: Path) -> dict:
     ``core`` the OpenBLAS core it picks on this CPU (an empty value is not the same as
     none: 0.3.21 then runs Haswell kernels), ``version`` OpenBLAS's configuration string
     or BLIS's version; the file name (which carries the version of the others, such as
-    libblas.so.3.11.0) when it says nothing."""
+    libblas.so.3.11.0) when it says nothing. An OpenBLAS's ``forced``: the core it runs
+    with each of FORCED_CORES the CPU can run as OPENBLAS_CORETYPE (one child each)."""
     read_facts([library])
     return _FACTS_READ[library]
 
@@ -114,7 +118,7 @@ def facts_stamp(library: Path) -> str:
     real = library.resolve()
     stat = real.stat()
     cpu = hostinfo.cpu_info()
-    said = [str(real), stat.st_size, stat.st_mtime_ns, cpu["model"], cpu["isa"]]
+    said = [str(real), stat.st_size, stat.st_mtime_ns, cpu["model"], cpu["isa"], FACTS_KIND]
     return hashlib.sha256(json.dumps(said).encode()).hexdigest()[:16]
 
 
@@ -140,36 +144,24 @@ def read_facts(libraries: list[Path]) -> None:
             continue
         if stamps[library] in stored:
             _FACTS_READ[library] = stored[stamps[library]]
-    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
-    children: dict[Path, subprocess.Popen | None] = {}
-    for library in (lib for lib in wanted if lib not in _FACTS_READ):
-        try:
-            children[library] = subprocess.Popen(
-                [sys.executable, "-c", _FACTS, str(library)],
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-        except OSError:
-            children[library] = None
+    unread = [lib for lib in wanted if lib not in _FACTS_READ]
+    plain = [(lib, None) for lib in unread]
+    facts = {lib: said for (lib, _), said in zip(plain, _children(plain), strict=True)}
+    # the core each forced OPENBLAS_CORETYPE runs (a library built without a core's
+    # kernels runs another: PyPI's 0.3.34 runs SkylakeX when asked for Cooperlake)
+    isa = set(hostinfo.cpu_info()["isa"])
+    tried = [c for c, needs in FORCED_CORES.items() if isa.issuperset(needs)]
+    forced = [(lib, c) for lib in unread if (facts[lib] or {}).get("core") for c in tried]
+    for (lib, core), said in zip(forced, _children(forced), strict=True):
+        facts[lib]["forced"] = facts[lib].get("forced", {}) | {core: (said or {}).get("core")}
     learnt = {}
-    for library, child in children.items():
-        facts, read = {}, False
-        if child is not None:
-            try:
-                out, _ = child.communicate(timeout=60)
-                read = child.returncode == 0
-                facts = json.loads(out) if read else {}
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.communicate()
-            except ValueError:
-                read = False
-        if read and library in stamps:  # a failed read is not kept
-            learnt[stamps[library]] = facts
-        facts.setdefault("version", library.resolve().name)
-        _FACTS_READ[library] = facts
+    for library in unread:
+        said = facts[library]
+        if said is not None and library in stamps:  # a failed read is not kept
+            learnt[stamps[library]] = said
+        said = {} if said is None else said
+        said.setdefault("version", library.resolve().name)
+        _FACTS_READ[library] = said
     if learnt:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -180,6 +172,42 @@ def read_facts(libraries: list[Path]) -> None:
             pass  # a cache: the next run reads them again
 
 
+def _children(reads: list[tuple[Path, str | None]]) -> list[dict | None]:
+    """What each library says of itself (_FACTS) with the core paired with it as
+    OPENBLAS_CORETYPE (None: unset), from one child each, run side by side; None where
+    the read failed."""
+    plain = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    children: list[subprocess.Popen | None] = []
+    for library, core in reads:
+        env = plain | ({"OPENBLAS_CORETYPE": core} if core else {})
+        try:
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-c", _FACTS, str(library)],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                    text=True,
+                )
+            )
+        except OSError:
+            children.append(None)
+    said: list[dict | None] = []
+    for child in children:
+        facts = None
+        if child is not None:
+            try:
+                out, _ = child.communicate(timeout=60)
+                facts = json.loads(out) if child.returncode == 0 else None
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.communicate()
+            except ValueError:
+                facts = None
+        said.append(facts)
+    return said
+
+
 def own_core(library: Path) -> str | None:
     """The core an OpenBLAS picks by itself on this CPU; None for another library."""
     return library_facts(library).get("core") or None
@@ -188,12 +216,14 @@ def own_core(library: Path) -> str | None:
 def core_variants(blas: Blas) -> list[Blas]:
     """The candidates of one library: an OpenBLAS with the core it picks by itself (named
     explicitly, so the run does not depend on the caller's OPENBLAS_CORETYPE) and with each
-    of FORCED_CORES the CPU can run that it did not pick; any other library as it is."""
+    of FORCED_CORES the CPU can run that it did not pick and that it runs when named (its
+    facts' "forced": a core it has no kernels for runs another, a twin of that one);
+    any other library as it is."""
     own = own_core(blas.library)
     if own is None:
         return [blas]
-    isa = set(hostinfo.cpu_info()["isa"])
-    forced = [c for c, needs in FORCED_CORES.items() if isa.issuperset(needs)]
+    runs = library_facts(blas.library).get("forced", {})
+    forced = [c for c in FORCED_CORES if (runs.get(c) or "").lower() == c.lower()]
     cores = [own, *(c for c in forced if c.lower() != own.lower())]
     return [replace(blas, coretype=c) for c in cores]
 

@@ -86,8 +86,8 @@ def candidates() -> list[blaslib.Blas]:
 
 def key_of(cluster: Cluster, found: list[blaslib.Blas]) -> dict:
     """What the choice depends on: the CPU model and ISA flags (this machine's when the
-    ranks run here, the cluster's name too when they run elsewhere), and each library's
-    version and file."""
+    ranks run here, the cluster's name too when they run elsewhere), each library's
+    version and file, and the candidates (each OpenBLAS core)."""
     cpu = hostinfo.cpu_info()
     libs = {}
     for b in found:
@@ -99,7 +99,9 @@ def key_of(cluster: Cluster, found: list[blaslib.Blas]) -> dict:
             "mtime": int(stat.st_mtime),
             "version": blaslib.library_facts(b.library).get("version"),
         }
+    # the candidates too: an OpenBLAS core dropped or added is another measurement
     key = {"cpu": cpu["model"], "isa": cpu["isa"], "libraries": libs}
+    key["candidates"] = sorted(b.key for b in found)
     if jobs.machines(cluster, 2) > 1:  # the hosts of another machine, measured through it
         key["cluster"] = cluster.name
     return key

@@ -378,7 +378,7 @@ def test_on_shared_cpus_a_retest_runs_its_pairs_one_at_a_time(monkeypatch):
         with lock:
             running.add((a, b))
             seen.append(len(running))
-        time.sleep(0.02)
+        time.sleep(0.01)
         with lock:
             running.remove((a, b))
         return [{"size": 1}]

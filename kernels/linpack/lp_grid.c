@@ -9,7 +9,8 @@ void lp_stats_reset(void)
                                                     "update", "wait", "solve"};
     static const char *const parts[LP_P_NPART] = {"dtrsm", "dgemm", "lookahead", "lu",
                                                   "lu_cpu"};
-    static const char *const counts[LP_C_NCOUNT] = {"bytes_sent", "dgemm_flops"};
+    static const char *const counts[LP_C_NCOUNT] = {"bytes_sent", "dgemm_flops",
+                                                    "dgemm_flops_k"};
     ct_phases_init(&lp_phases, LP_T_NPHASE, phases);
     ct_phases_init(&lp_parts, LP_P_NPART, parts);
     ct_phases_init(&lp_counts, LP_C_NCOUNT, counts);

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -168,8 +169,11 @@ def test_blas_compare_stores_the_choice_it_implies_and_never_a_wrong_solve(
         argv = ["blas", "compare", "--np", "2", "-N", "256", "--nb", "32", "--db", str(db)]
         return compare.cmd_compare(build_parser().parse_args([*argv, *more]))
 
-    subset = blas_compare("--blas", "blas")  # the reference BLAS's directory
+    # the reference BLAS's directory, on more ranks than CPUs: one per CPU, said
+    cpus = os.cpu_count() or 1
+    subset = blas_compare("--blas", "blas", "--np", str(cpus + 1))
     assert not subset.payload["stored"] and "not stored (--blas named a subset)" in subset.text
+    assert subset.text.startswith(f"on {cpus} ranks (--np {cpus + 1}: one per CPU")
     assert hostinfo.blas_choices() == {}
 
     out = blas_compare()
@@ -458,6 +462,7 @@ NO_COOPERLAKE = """
 const char *openblas_get_corename(void) {
     const char *core = getenv("OPENBLAS_CORETYPE");
     if (!core || !*core) return "Zen";
+    if (!strcmp(core, "Haswell") && getenv("CT_TEST_FAIL_HASWELL")) exit(1);
     return strcmp(core, "Cooperlake") ? core : "SkylakeX";
 }
 const char *openblas_get_config(void) { return "OpenBLAS test"; }
@@ -480,6 +485,16 @@ def test_a_core_the_library_runs_another_core_for_is_no_candidate(monkeypatch, t
     (where / "lib.c").write_text(NO_COOPERLAKE)
     cmd = ["cc", "-shared", "-fPIC", "-o", str(where / "libblas.so.3"), str(where / "lib.c")]
     subprocess.run(cmd, check=True)
+    found = blaslib.core_variants(blaslib.Blas("test", where))
+    assert [b.coretype for b in found] == ["Zen", "Haswell", "SkylakeX"]
+    # a forced read that failed drops its core for this run only, never in the cache
+    (tmp_path / "cache" / blaslib.FACTS_FILE).unlink()
+    monkeypatch.setattr(blaslib, "_FACTS_READ", {})
+    monkeypatch.setenv("CT_TEST_FAIL_HASWELL", "1")
+    found = blaslib.core_variants(blaslib.Blas("test", where))
+    assert [b.coretype for b in found] == ["Zen", "SkylakeX"]
+    monkeypatch.delenv("CT_TEST_FAIL_HASWELL")
+    monkeypatch.setattr(blaslib, "_FACTS_READ", {})  # another process
     found = blaslib.core_variants(blaslib.Blas("test", where))
     assert [b.coretype for b in found] == ["Zen", "Haswell", "SkylakeX"]
 

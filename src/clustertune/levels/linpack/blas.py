@@ -152,12 +152,16 @@ def read_facts(libraries: list[Path]) -> None:
     isa = set(hostinfo.cpu_info()["isa"])
     tried = [c for c, needs in FORCED_CORES.items() if isa.issuperset(needs)]
     forced = [(lib, c) for lib in unread if (facts[lib] or {}).get("core") for c in tried]
+    failed = set()  # libraries with a forced read that failed: this run drops that core
     for (lib, core), said in zip(forced, _children(forced), strict=True):
         facts[lib]["forced"] = facts[lib].get("forced", {}) | {core: (said or {}).get("core")}
+        if said is None:
+            failed.add(lib)
     learnt = {}
     for library in unread:
         said = facts[library]
-        if said is not None and library in stamps:  # a failed read is not kept
+        # a failed read is not kept (the next run reads it again)
+        if said is not None and library in stamps and library not in failed:
             learnt[stamps[library]] = said
         said = {} if said is None else said
         said.setdefault("version", library.resolve().name)

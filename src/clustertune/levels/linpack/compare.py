@@ -155,6 +155,9 @@ def cmd_compare(args: argparse.Namespace) -> Output:
     table = rows(records)
     failed = any(row["failed"] for row in table)
     lines = [text(table)]
+    ranks = records[0]["meta"]["np"] if records else args.np
+    if ranks != args.np:  # choice.measure: one rank per CPU of one machine at most
+        lines.insert(0, f"on {ranks} ranks (--np {args.np}: one per CPU of this machine)")
     if chosen is None:
         lines.append("no BLAS passed its checks: no choice stored")
     elif complete:

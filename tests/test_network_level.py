@@ -808,9 +808,9 @@ def test_the_mpi_retest_pins_each_rank_and_swaps_their_cpus(monkeypatch):
 def test_mpi_matrix_on_shared_cpus_is_clean_and_still_names_a_slow_host(shared, store):
     """Issue 19 item 3 for the MPI matrix: on a virtual cluster a latency suspect is
     re-tested with its ranks pinned one CPU each, then swapped, against control links:
-    no healthy link is flagged for its latency, and host2 delayed 500 µs is named. All
-    four hosts, as the TCP matrix's fault cases: on three, host2's two links were the
-    median and nothing stood out (an idle run flagged nothing). Above the
+    no healthy link is flagged for its latency, and host2 delayed 500 µs is named by the
+    median rule, on four hosts as the TCP matrix's fault cases (three hosts, where host2's
+    two links are the median, go through the per-host rule: its own test). Above the
     product's load rule (``section.starved``: busy-polling ranks starve) the bandwidths
     are not judged (a healthy pair read 714 of 941 Mbit/s at load 22), and neither is
     whether host2 is found; no latency flag may name a healthy link at any load."""

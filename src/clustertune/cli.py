@@ -207,7 +207,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--sites", type=int, default=1, help="split the hosts into S sites")
     p.add_argument("--wan-link", help="rate of the link between sites")
-    p.add_argument("--delay-us", type=int, default=0, help="per-packet delay on each host's egress")
+    p.add_argument(
+        "--delay-us",
+        type=int,
+        default=0,
+        help="per-packet delay each way (held in the virtual switch)",
+    )
     p.add_argument("--cores", type=int, default=1, help="nominal cores per virtual host")
     p.add_argument(
         "--wire",

@@ -165,6 +165,36 @@ def bridge(ns: str, name: str) -> None:
 
 INGRESS = "<in"  # nfqueue's dest for the packets arriving on eth0
 
+# Present while the kernel's bridge netfilter (br_netfilter) is active, in every namespace.
+BRIDGE_NETFILTER = Path("/proc/sys/net/bridge")
+# What a bridge outside the project does under br_netfilter: the module turns these on in
+# every namespace when it loads, which would send the host's own bridges (docker0, virbr0,
+# a VM bridge) through the host's iptables; ours ask for it per bridge (:func:`bridge`).
+BRIDGE_NETFILTER_CALLS = (
+    "bridge-nf-call-iptables",
+    "bridge-nf-call-ip6tables",
+    "bridge-nf-call-arptables",
+)
+
+
+def _add_physdev_rule(add_rule) -> None:
+    """Add a physdev rule (``add_rule()``), whose first use makes the kernel load
+    br_netfilter where it is a module. If it was not active before, the host's namespace
+    gets back the bridges it had (no bridge filtering: :data:`BRIDGE_NETFILTER_CALLS` 0);
+    if it is still not active, a delay held in the switch would silently not be: refuse."""
+    active_before = BRIDGE_NETFILTER.is_dir()
+    add_rule()
+    if active_before:
+        return
+    if not BRIDGE_NETFILTER.is_dir():
+        raise UserError(
+            "a delay or jitter is held in the virtual switch, which needs the kernel's bridge "
+            "netfilter: load it with 'modprobe br_netfilter' (or build the cluster without "
+            "delay and jitter)"
+        )
+    for name in BRIDGE_NETFILTER_CALLS:
+        (BRIDGE_NETFILTER / name).write_text("0\n")
+
 
 def nfqueue(
     ns: str, on: bool, queue: int = 0, dest: str | None = None, port: str | None = None
@@ -191,7 +221,11 @@ def nfqueue(
         where: tuple[str, ...] = ("-D", chain)
     else:  # a rule for one address goes first, or the rule for all would take its packets
         where = ("-I", chain, "1") if dest else ("-A", chain)
-    run("ip", "netns", "exec", ns, "iptables", "-t", "mangle", *where, *match, *target)
+    argv = ("ip", "netns", "exec", ns, "iptables", "-t", "mangle", *where, *match, *target)
+    if port is not None and on:
+        _add_physdev_rule(lambda: run(*argv))
+    else:
+        run(*argv)
 
 
 def set_link_up(sock: socket.socket, dev: str, up: bool) -> None:

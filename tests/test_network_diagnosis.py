@@ -426,16 +426,15 @@ def test_of_three_hosts_a_slow_host_is_named_and_a_healthy_cluster_is_clean(shar
     every link was judged against, and host2 delayed 500 µs was flagged by neither matrix
     (an idle MPI run at 463d31b). Each host's links are now also judged against the links
     that do not touch it (diagnosis/links.py, _slow_hosts). Healthy: clean 3 runs in a
-    row; host2 delayed: host2 alone. MPI above the load rule of ``section.starved``
-    (busy-polling ranks starve: bandwidth not judged, as in test_network_level.py): no
-    latency flag on a healthy link, and host2 alone if anyone is named."""
+    row; host2 delayed: host2 alone. MPI above THREE_MPI_HOSTS_LOAD_PER_CPU (below):
+    no latency flag on a healthy link, and host2 alone if anyone is named."""
     cluster = shared.get(hosts=3, link_bps=10**9)
     judged = True
 
     def run_matrix(cluster) -> dict:
         nonlocal judged
         record = matrix.run_matrix(cluster, store, layer=layer)
-        judged = judged and (layer == "tcp" or section.starved(record) is None)
+        judged = judged and (layer == "tcp" or quiet_enough_for_three_mpi_hosts(record))
         doc = matrix_output.matrix_json(record)
         assert doc["status"] == "ok", doc["error"]
         return doc
@@ -452,10 +451,27 @@ def test_of_three_hosts_a_slow_host_is_named_and_a_healthy_cluster_is_clean(shar
     flagged = {(f.get("host"), f["figure"]) for f in doc["flagged"]}
     assert {h for h, _ in flagged} <= {"host2"}, (doc["flagged"], doc["notes"])
     if not judged:  # a green run must not hide what was not checked
-        pytest.skip("healthy-clean or host2-named not judged: the MPI ranks starved")
+        pytest.skip(
+            "healthy-clean or host2-named not judged: load above "
+            f"{THREE_MPI_HOSTS_LOAD_PER_CPU:g} per CPU for three MPI hosts"
+        )
     # host2 by its latency; MPI's ping-pong also pays the delay in its bandwidth
     assert ("host2", "latency_us") in flagged, (doc["flagged"], doc["notes"])
     assert {fig for _, fig in flagged} <= {"latency_us", "bandwidth_mbps"}, doc["flagged"]
+
+
+# On three hosts the MPI matrix has one control link per suspect, and at load 7-9 on 2 CPUs
+# the healthy first-round latencies spread 87-605 µs: 3 of 7 such runs flagged a healthy
+# cluster (review4 I5), 0 of 5 at load 5. Judged below this load per CPU; above it the test
+# still requires that no latency flag names a healthy link and that no other host is named.
+THREE_MPI_HOSTS_LOAD_PER_CPU = 2.5
+
+
+def quiet_enough_for_three_mpi_hosts(record: dict) -> bool:
+    meta = record["meta"]
+    load, cpus = meta["load"], meta["cpus"]["online"]
+    peak = max(x[0] for x in (load["start"], load["end"]) if x)
+    return section.starved(record) is None and peak <= THREE_MPI_HOSTS_LOAD_PER_CPU * cpus
 
 
 # --------------------------------------------------------------------------- late wire

@@ -364,6 +364,14 @@ def _flag_key(flag: Mapping[str, object]) -> tuple:
 CONTROL_PAIRS = 3
 
 
+# Up to this many hosts a host may be judged against the one link that does not touch it
+# (:func:`_slow_hosts`); that link, kept from the first round, named a healthy host of
+# three when it ran fast once (review4 I4: 21 of 3000 noisy healthy real clusters), so it
+# is re-measured as a control on any cluster. From four hosts on, the reference is the
+# median of at least three links.
+FEW_HOSTS = 3
+
+
 def controls(first: Diagnosis, count: int = CONTROL_PAIRS) -> list[Pair]:
     """The ``count`` links that were no suspect whose latency was closest to the median
     of those links (typical healthy links), in the order of the hosts."""
@@ -461,9 +469,11 @@ def diagnose_with_retest(
     shared_cpus: bool = False,
 ) -> Diagnosis:
     """:func:`diagnose`, then ``remeasure(suspects)`` and :func:`confirm` if anything was
-    bad; with ``shared_cpus`` the re-test measures :func:`controls` beside them."""
+    bad; with ``shared_cpus``, or on a cluster of at most :data:`FEW_HOSTS`, the re-test
+    measures :func:`controls` beside them."""
     first = diagnose(matrix, rules, reference)
     if not first.suspects:
         return first
-    control = controls(first) if shared_cpus else []
+    few = len(matrix.hosts) <= FEW_HOSTS
+    control = controls(first) if shared_cpus or few else []
     return confirm(first, remeasure(first.suspects + control), control)

@@ -382,14 +382,6 @@ static void json_sample(const lp_algo *a, const outcome *o)
     for (int r = 0; r < n; r++)
         ct_json_number(&j, NULL, count[(size_t)r * LP_C_NCOUNT + LP_C_DGEMM_FLOPS]);
     ct_json_close_array(&j);
-    /* its depth K, weighted by flops: NB, or up to 2 NB where panels go in pairs */
-    ct_json_open_array(&j, "update_dgemm_depth");
-    for (int r = 0; r < n; r++) {
-        double flops = count[(size_t)r * LP_C_NCOUNT + LP_C_DGEMM_FLOPS];
-        double flops_k = count[(size_t)r * LP_C_NCOUNT + LP_C_DGEMM_FLOPS_K];
-        ct_json_number(&j, NULL, flops > 0 ? flops_k / flops : 0.0);
-    }
-    ct_json_close_array(&j);
     ct_json_open_array(&j, "update_dgemm_gflops");
     for (int r = 0; r < n; r++) {
         double s = part[(size_t)r * LP_P_NPART + LP_P_DGEMM];

@@ -118,11 +118,10 @@ void lp_matgen(const lp_grid *g, int n, int nb, uint64_t seed, double *a, int ld
  *              it: its swaps, DTRSM and DGEMM) and the whole LU, so that the LU's time
  *              not covered by lp_phases shows, and the process's CPU time in the LU
  *              (a rate by it moves less with other jobs' load than the wall time);
- *   lp_counts  bytes sent, the update DGEMM's flops (its rate: flops / dgemm time) and
- *              its flops times its depth K (their ratio: the flop-weighted mean depth). */
+ *   lp_counts  bytes sent and the update DGEMM's flops (its rate: flops / dgemm time). */
 enum { LP_T_PFACT, LP_T_BCAST, LP_T_SWAP, LP_T_UPDATE, LP_T_WAIT, LP_T_SOLVE, LP_T_NPHASE };
 enum { LP_P_DTRSM, LP_P_DGEMM, LP_P_LOOKAHEAD, LP_P_LU, LP_P_LU_CPU, LP_P_NPART };
-enum { LP_C_BYTES_SENT, LP_C_DGEMM_FLOPS, LP_C_DGEMM_FLOPS_K, LP_C_NCOUNT };
+enum { LP_C_BYTES_SENT, LP_C_DGEMM_FLOPS, LP_C_NCOUNT };
 extern ct_phases lp_phases, lp_parts, lp_counts;
 void lp_stats_reset(void);
 void lp_count_send(double bytes);
@@ -176,9 +175,7 @@ typedef struct {
     double *x;      /* solution, replicated */
     lp_panel *slot; /* depth + 2 panels: broadcast buffers in flight */
     int nslots;
-    int pairing;    /* one process row, several columns: panels in pairs (lp_pgesv.c) */
-    double *work;   /* several process rows: U rows and swap buffers; pairing: the two
-                     * panels' L side by side (lp_update_pair) */
+    double *work;   /* U rows and swap buffers (several process rows only) */
 } lp_problem;
 
 /* Bytes one rank needs for a combination: what lp_problem_alloc allocates. */
@@ -204,9 +201,6 @@ void lp_wait_all(int count, MPI_Request *reqs); /* waits while progressing broad
 void lp_idle(void);
 void lp_panel_unpack(lp_panel *pn);
 void lp_update(lp_problem *pb, lp_panel *pn, int lc0, int lc1, int chunked);
-/* Panels p0 and p1 (the next one) applied together to local columns [lc0, lc1) of one
- * process row: one trailing DGEMM of depth jb0 + jb1 (lp_update.c). */
-void lp_update_pair(lp_problem *pb, lp_panel *p0, lp_panel *p1, int lc0, int lc1, int chunked);
 void lp_pgesv(lp_problem *pb);
 void lp_verify(lp_problem *pb, double *resid, double norms[4]);
 

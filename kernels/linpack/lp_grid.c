@@ -9,8 +9,7 @@ void lp_stats_reset(void)
                                                     "update", "wait", "solve"};
     static const char *const parts[LP_P_NPART] = {"dtrsm", "dgemm", "lookahead", "lu",
                                                   "lu_cpu"};
-    static const char *const counts[LP_C_NCOUNT] = {"bytes_sent", "dgemm_flops",
-                                                    "dgemm_flops_k"};
+    static const char *const counts[LP_C_NCOUNT] = {"bytes_sent", "dgemm_flops"};
     ct_phases_init(&lp_phases, LP_T_NPHASE, phases);
     ct_phases_init(&lp_parts, LP_P_NPART, parts);
     ct_phases_init(&lp_counts, LP_C_NCOUNT, counts);

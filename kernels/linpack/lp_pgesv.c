@@ -5,9 +5,8 @@
  * up to date (applies the panels it has not seen yet), factors it and starts its
  * broadcast *before* everyone applies panel j to the rest of the matrix ("bulk" update
  * of the columns right of the look-ahead window). Block b therefore receives panels
- * 0..b-d-1 in bulk updates and panels b-d..b-1 when it is brought up (on one process
- * row, where bulk updates go in pairs, panel b-d-1 sometimes arrives at bring-up
- * instead: see deferred()). Depth 0 is the plain right-looking algorithm. The b column (global column N) is never factored: it
+ * 0..b-d-1 in bulk updates and panels b-d..b-1 when it is brought up. Depth 0 is the
+ * plain right-looking algorithm. The b column (global column N) is never factored: it
  * receives every panel, in bulk or, when it shares the last block with the last panel,
  * right after that panel's factorisation.
  *
@@ -38,7 +37,6 @@ void lp_problem_init(lp_problem *pb, const lp_algo *al, const lp_grid *g)
         lda += 8; /* avoid a power-of-two stride between columns */
     pb->lda = lda;
     pb->nslots = al->depth + 2;
-    pb->pairing = g->nprow == 1 && g->npcol >= 2;
 }
 
 /* One slot's broadcast buffer [W jb*jb | ipiv jb | L mp*jb], at its largest. */
@@ -58,11 +56,8 @@ lp_mem lp_problem_mem(const lp_problem *pb)
     /* the slots, their broadcast buffers and pivot vectors: one block */
     m.panels = pb->nslots * (sizeof(lp_panel) + (double)panel_doubles(pb) * d +
                              ((double)pb->nb + 1) * sizeof(int));
-    /* U (transposed), displaced rows and two message buffers of update_distributed, or
-     * two panels' L side by side for lp_update_pair */
+    /* U (transposed), displaced rows and two message buffers of update_distributed */
     m.work = pb->grid->nprow > 1 ? (4.0 * pb->nloc * pb->nb + 4) * d : 0.0;
-    if (pb->pairing)
-        m.work = (2.0 * (pb->mloc > 0 ? pb->mloc : 1) * pb->nb) * d;
     m.total = m.matrix + m.x + m.panels + m.work;
     return m;
 }
@@ -93,9 +88,8 @@ void lp_problem_alloc(lp_problem *pb)
     pb->a = ct_mpi_try_alloc(&f, (size_t)m.matrix, "the local matrix");
     ask_huge_pages(pb->a, (size_t)m.matrix);
     pb->x = ct_mpi_try_alloc(&f, (size_t)m.x, "the solution vector");
-    const char *work = pb->pairing ? "the panel-pair buffer" : "the row-swap work buffer";
     if (m.work > 0)
-        pb->work = ct_mpi_try_alloc(&f, (size_t)m.work, work);
+        pb->work = ct_mpi_try_alloc(&f, (size_t)m.work, "the row-swap work buffer");
     int inject = pb->algo->fail_alloc_rank == pb->grid->rank;
     pb->slot = inject ? NULL : ct_mpi_try_alloc(&f, (size_t)m.panels, "the panel buffers");
     if (inject && !f.what) /* --inject-alloc-failure: as if that malloc had failed */
@@ -220,17 +214,6 @@ static void back_substitution(lp_problem *pb)
     ct_phase_stop(&lp_phases, LP_T_SOLVE);
 }
 
-/* Pairing (one process row, several process columns): a rank defers the bulk update of
- * the panel just before each of its own panels and applies the two together
- * (lp_update_pair), with a DGEMM twice as deep. The deferred panel is the one another
- * column factored while this rank updated with its own previous panel, so the rank's
- * look-ahead still overlaps the other's factorisation: on 1 x 2, rank A updates with
- * (k-1, k) while rank B factors k+1, then B updates with (k, k+1) while A factors k+2. */
-static int deferred(const lp_problem *pb, int k, int np)
-{
-    return pb->pairing && k + 1 < np && (k + 1) % pb->grid->npcol == pb->grid->mycol;
-}
-
 void lp_pgesv(lp_problem *pb)
 {
     const lp_algo *al = pb->algo;
@@ -253,12 +236,7 @@ void lp_pgesv(lp_problem *pb)
             lp_panel_setup(pn, pb, t);
             if (g->mycol == pn->pcol) {
                 int lc1 = block_local_end(pb, t);
-                /* the panels block t has not received in bulk: t - depth.., and the one
-                 * before if it was deferred (its bulk started one block further) */
-                int k0 = t - depth > 0 ? t - depth : 0;
-                if (k0 > 0 && deferred(pb, k0 - 1, np))
-                    k0--;
-                for (int k = k0; k < t; k++) {
+                for (int k = t - depth > 0 ? t - depth : 0; k < t; k++) {
                     lp_panel *pk = &slot[k % nslots];
                     wait_data(pk);
                     ct_phase_start(&lp_parts, LP_P_LOOKAHEAD);
@@ -275,21 +253,13 @@ void lp_pgesv(lp_problem *pb)
                 lp_bcast_start(pn, pb);
             }
         }
-        if (j >= 0 && !deferred(pb, j, np)) {
+        if (j >= 0) {
             lp_panel *pn = &slot[j % nslots];
             wait_data(pn);
             int bstart = j + depth + 1 < np ? j + depth + 1 : np;
             int gstart = bstart * nb;
-            if (gstart <= n) {
-                int lc0 = lp_numroc(gstart, nb, g->mycol, g->npcol);
-                if (j > 0 && deferred(pb, j - 1, np)) {
-                    lp_panel *prev = &slot[(j - 1) % nslots];
-                    wait_data(prev);
-                    lp_update_pair(pb, prev, pn, lc0, pb->nloc, 1);
-                } else {
-                    lp_update(pb, pn, lc0, pb->nloc, 1);
-                }
-            }
+            if (gstart <= n)
+                lp_update(pb, pn, lp_numroc(gstart, nb, g->mycol, g->npcol), pb->nloc, 1);
         }
     }
     for (int i = 0; i < nslots; i++)

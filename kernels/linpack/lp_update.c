@@ -83,10 +83,8 @@ static void timed_dgemm(char tb, int m, int n, int k, const double *l, int ldl, 
     ct_phase_start(&lp_parts, LP_P_DGEMM);
     lp_dgemm('N', tb, m, n, k, -1.0, l, ldl, u, ldu, 1.0, c, ldc);
     ct_phase_stop(&lp_parts, LP_P_DGEMM);
-    if (m > 0 && n > 0) {
+    if (m > 0 && n > 0)
         ct_phase_add(&lp_counts, LP_C_DGEMM_FLOPS, 2.0 * m * n * k);
-        ct_phase_add(&lp_counts, LP_C_DGEMM_FLOPS_K, 2.0 * m * n * k * k);
-    }
 }
 
 /* ---- one process row ---- */
@@ -129,58 +127,6 @@ static void update_local(lp_problem *pb, lp_panel *pn, int lc0, int lc1, int chu
         ct_phase_start(&lp_phases, LP_T_UPDATE);
         timed_dtrsm('L', 'N', jb, nc, pn->W, jb, a + pn->jj, lda);
         timed_dgemm('N', pn->mp, nc, jb, pn->L, pn->ldl, a + pn->jj, lda, a + pn->ii1, lda);
-        ct_phase_stop(&lp_phases, LP_T_UPDATE);
-        if (chunked)
-            lp_progress_all();
-    }
-}
-
-/* Panels p0 and p1 = p0 + 1 on one process row, in one pass over the columns: the
- * trailing DGEMM has depth jb0 + jb1 where two updates would have jb each (one call, one
- * packing of L and U; OpenBLAS's Haswell DGEMM ran 1-2 % faster by CPU time at depth 384
- * than at 192 on 16000 x 8000, docs/linpack.md). It needs p0's L with p1's interchanges
- * applied (the rows below panel 0 are swapped before panel 0's update of them reaches them:
- * P1 (A - L0 U0) = P1 A - (P1 L0) U0), beside p1's L in one array (pb->work):
- *   lc = [P1 L0 | 0 over L1], ldc = rows below panel 0 = jb1 + rows below panel 1.
- * Then, per piece of columns: p0's swaps and U0 = L11^-1 A(p0 rows); p1's swaps; p1's
- * rows -= (P1 L0)(top jb1) U0 and U1 = L11'^-1 A(p1 rows); the rows below both panels
- * -= [P1 L0 | L1](below) [U0; U1], whose U rows are adjacent in A. */
-void lp_update_pair(lp_problem *pb, lp_panel *p0, lp_panel *p1, int lc0, int lc1, int chunked)
-{
-    if (lc1 <= lc0)
-        return;
-    int lda = pb->lda, jb0 = p0->jb, jb1 = p1->jb;
-    int ldc = p0->mp > 0 ? p0->mp : 1;
-    double *lc = pb->work;
-    ct_phase_start(&lp_phases, LP_T_UPDATE);
-    for (int c = 0; c < jb0; c++)
-        memcpy(lc + (size_t)ldc * c, p0->L + (size_t)p0->ldl * c, (size_t)p0->mp * sizeof(double));
-    for (int k = 0; k < jb1; k++) {
-        int r = p1->ipiv[k] - p1->jj;
-        if (r != k)
-            lp_dswap(jb0, lc + k, ldc, lc + r, ldc);
-    }
-    for (int c = 0; c < jb1; c++)
-        memcpy(lc + jb1 + (size_t)ldc * (jb0 + c), p1->L + (size_t)p1->ldl * c,
-               (size_t)p1->mp * sizeof(double));
-    ct_phase_stop(&lp_phases, LP_T_UPDATE);
-    int chunk = chunked ? update_chunk(pb, lc1 - lc0) : lc1 - lc0;
-    for (int c0 = lc0; c0 < lc1; c0 += chunk) {
-        int nc = lc1 - c0 < chunk ? lc1 - c0 : chunk;
-        double *a = pb->a + (size_t)lda * c0;
-        ct_phase_start(&lp_phases, LP_T_SWAP);
-        swap_local(p0, a, lda, nc);
-        ct_phase_stop(&lp_phases, LP_T_SWAP);
-        ct_phase_start(&lp_phases, LP_T_UPDATE);
-        timed_dtrsm('L', 'N', jb0, nc, p0->W, jb0, a + p0->jj, lda);
-        ct_phase_stop(&lp_phases, LP_T_UPDATE);
-        ct_phase_start(&lp_phases, LP_T_SWAP);
-        swap_local(p1, a, lda, nc);
-        ct_phase_stop(&lp_phases, LP_T_SWAP);
-        ct_phase_start(&lp_phases, LP_T_UPDATE);
-        timed_dgemm('N', jb1, nc, jb0, lc, ldc, a + p0->jj, lda, a + p1->jj, lda);
-        timed_dtrsm('L', 'N', jb1, nc, p1->W, jb1, a + p1->jj, lda);
-        timed_dgemm('N', p1->mp, nc, jb0 + jb1, lc + jb1, ldc, a + p0->jj, lda, a + p1->ii1, lda);
         ct_phase_stop(&lp_phases, LP_T_UPDATE);
         if (chunked)
             lp_progress_all();

@@ -264,7 +264,8 @@ def phase_table(rows: list[dict]) -> str:
     names = (*PHASE_COLUMNS, "untimed", "lu", "lu_cpu")
     lines = [
         "ct-linpack's best run per N: seconds, mean over ranks (dtrsm and dgemm are the "
-        "update; lookahead holds swaps and update of the next panel's block)",
+        "update; lookahead, the next panel's block brought up, is also inside swap, dtrsm "
+        "and dgemm: the columns add up to more than lu)",
         "     N " + "".join(f"{name:>10s}" for name in names) + "   update DGEMM Gflop/s per rank",
     ]
     for r in rows:

@@ -829,6 +829,23 @@ def test_a_healthy_cluster_of_three_flags_nothing(seed, shared_cpus):
     assert links.diagnose_with_retest(m, measure, shared_cpus=shared_cpus).flagged == []
 
 
+def test_of_three_hosts_a_slower_nominal_link_is_not_a_slow_host():
+    # host2's nominal link is 100 Mbit among 1 Gbit ones: its latency is its wire's (61
+    # against 18 µs on the paced wire, fresh clone at 57f9b11), not a fault; given the links'
+    # nominal rates, it is not judged against the 1 Gbit link that does not touch it
+    def latency(a, b):
+        return 61.0 if "host2" in (a, b) else 18.0
+
+    def bandwidth(a, b):
+        return 93.0 if "host2" in (a, b) else 930.0
+
+    rates = np.array([[np.nan, 941.0, 94.1], [941.0, np.nan, 94.1], [94.1, 94.1, np.nan]])
+    matrix = links.link_matrix(HOSTS3, pair_measurements(HOSTS3, bandwidth, latency))
+    assert links.diagnose(matrix, reference={"bandwidth_mbps": rates}).flagged == []
+    # rates unknown, the same figures name host2 (by latency and bandwidth), as a fault would
+    assert {f.get("host") for f in links.diagnose(matrix).flagged} == {"host2"}
+
+
 def test_of_three_hosts_one_slow_link_names_neither_of_its_hosts():
     def one_cable(a, b):
         return 290.0 if (a, b) == ("host1", "host2") else 21.0

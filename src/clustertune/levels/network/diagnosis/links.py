@@ -159,20 +159,32 @@ def _links_touching_none(m: np.ndarray, hosts: Iterable[int]) -> np.ndarray:
     return keep
 
 
-def _slow_hosts(name: str, m: np.ndarray, rules: Rules) -> set[int]:
+def _slow_hosts(name: str, m: np.ndarray, rules: Rules, rates: Nominal | None) -> set[int]:
     """Hosts each of whose links is bad against the median of the links that do not touch
     it. On three hosts a slow host's two links are two of the three, so they ARE the
     median (500 µs on host2 of three was never flagged, on either matrix); judged against
-    the one link it does not touch, it stands out. The same :class:`Rules` as every link."""
+    the one link it does not touch, it stands out. The same :class:`Rules` as every link.
+    Only against links of the same nominal rates (``rates``, each link's, when known): a
+    100 Mbit host's latency among 1 Gbit ones is its wire's, not a fault (61 against 18 µs
+    on a paced wire)."""
+    rate = None if rates is None else np.broadcast_to(np.asarray(rates, dtype=float), m.shape)
     return {
         i
         for i in range(len(m))
         if (keep := _links_touching_none(m, [i])).any()
+        and (rate is None or _one_rate(rate[i][~np.isnan(m[i])], rate[keep]))
         and i in _culprits(m, _bad_links(name, m, float(np.median(m[keep])), rules))
     }
 
 
-def _reference_and_bad_links(name: str, m: np.ndarray, rules: Rules) -> tuple[float, np.ndarray]:
+def _one_rate(*groups: np.ndarray) -> bool:
+    """Whether the links of these groups all have one nominal rate."""
+    return len({float(r) for g in groups for r in g}) == 1
+
+
+def _reference_and_bad_links(
+    name: str, m: np.ndarray, rules: Rules, rates: Nominal | None = None
+) -> tuple[float, np.ndarray]:
     """The healthy level of a figure, and the bad links judged against it.
 
     Start from the median over hosts of each host's median link (robust while fewer than
@@ -193,7 +205,7 @@ def _reference_and_bad_links(name: str, m: np.ndarray, rules: Rules) -> tuple[fl
         culprits = found
         if (keep := _links_touching_none(m, culprits)).any():
             ref = float(np.median(m[keep]))
-    slow = set() if culprits else _slow_hosts(name, m, rules)
+    slow = set() if culprits else _slow_hosts(name, m, rules, rates)
     if slow and (keep := _links_touching_none(m, slow)).any():
         ref = float(np.median(m[keep]))
     return ref, _bad_links(name, m, ref, rules)
@@ -283,19 +295,20 @@ def _pair_flag(
 
 
 def _judge(
-    matrix: LinkMatrix, name: str, rules: Rules, nominal: Nominal | None
+    matrix: LinkMatrix, name: str, rules: Rules, nominal: Nominal | None, rates: Nominal | None
 ) -> tuple[list[dict[str, object]], list[dict[str, object]], set[Pair]]:
     """One figure's flags on hosts, flags on pairs, and bad links (the suspects).
 
     Against a nominal figure each link is judged as its fraction of its own nominal (the
     Rules hold alike for value vs ref and value/ref vs 1), so a 100 Mbit host among 1 Gbit
-    ones is judged against 100 Mbit, and is named only when slower than that."""
+    ones is judged against 100 Mbit, and is named only when slower than that. ``rates``:
+    the links' nominal rates, if known, for the median rule's per-host part."""
     hosts, m = matrix.hosts, matrix.figure(name)
     if nominal is not None:
         refs = np.broadcast_to(np.asarray(nominal, dtype=float), m.shape)
         bad, against = _bad_links(name, m / refs, 1.0, rules), "reference"
     else:
-        ref, bad, against = *_reference_and_bad_links(name, m, rules), "median"
+        ref, bad, against = *_reference_and_bad_links(name, m, rules, rates), "median"
         refs = np.full(m.shape, ref)
     culprits = _culprits(m, bad)
     if nominal is not None and len(hosts) >= 3 and len(culprits) == len(hosts):
@@ -340,7 +353,9 @@ def diagnose(
     for name in FIGURES:
         if name not in reference and len(matrix.hosts) == 2:
             continue  # one link and nothing to judge it against (noted)
-        hosts_bad, pairs_bad, links_bad = _judge(matrix, name, rules, reference.get(name))
+        hosts_bad, pairs_bad, links_bad = _judge(
+            matrix, name, rules, reference.get(name), reference.get("bandwidth_mbps")
+        )
         on_hosts += hosts_bad
         on_pairs += pairs_bad
         suspects |= links_bad

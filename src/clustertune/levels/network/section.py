@@ -365,22 +365,23 @@ def overhead_check(uppers: list[dict], records: list[dict]) -> tuple[str, list[s
     return summary, flags
 
 
-def starved(record: dict) -> str | None:
+def starved(record: dict, load_per_cpu: float = STARVED_LOAD_PER_CPU) -> str | None:
     """The CLI's rule on a stored run: on hosts sharing this machine's CPUs, a load above
-    runner.STARVED_LOAD_PER_CPU per CPU (at the run's start or end) starves busy-polling
-    MPI ranks, so its overhead is not judged; None when it can be (or the record, made
-    before records carried the load, cannot say). Hosts share the machine's CPUs when
-    they are virtual (an emulated wire) or this host alone (the local launcher)."""
+    ``load_per_cpu`` per CPU (runner.STARVED_LOAD_PER_CPU; at the run's start or end)
+    starves busy-polling MPI ranks, so its overhead is not judged; None when it can be (or
+    the record, made before records carried the load, cannot say). Hosts share the
+    machine's CPUs when they are virtual (an emulated wire) or this host alone (the local
+    launcher)."""
     meta, cluster = record["meta"], record["meta"]["cluster"]
     load, cpus = meta.get("load") or {}, (meta.get("cpus") or {}).get("online")
     peak = max((x[0] for x in (load.get("start"), load.get("end")) if x), default=None)
-    if peak is None or not cpus or peak <= STARVED_LOAD_PER_CPU * cpus:
+    if peak is None or not cpus or peak <= load_per_cpu * cpus:
         return None
     if cluster.get("wire") is None and cluster.get("launcher") != "local":
         return None
     return (
         f"not judged: run {record['id']} had load {peak:.1f} on the {cpus} CPUs its hosts "
-        f"share (above {STARVED_LOAD_PER_CPU:g} per CPU a busy-polling MPI is starved)"
+        f"share (above {load_per_cpu:g} per CPU a busy-polling MPI is starved)"
     )
 
 

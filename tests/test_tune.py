@@ -365,6 +365,27 @@ def test_the_tuners_blas_stage_ranks_by_cpu_time_and_sizes_by_wall_clock(monkeyp
     assert "DGEMM 100.0 Gflop/s by CPU time (11.5 by wall clock)" in tuner.why["blas"]
 
 
+def test_the_tuner_keeps_the_hosts_default_blas_within_its_noise(monkeypatch) -> None:
+    """The demo's tuner took PyPI OpenBLAS (SkylakeX) at 105.8 Gflop/s over the host's
+    measured default (Debian's, Cooperlake) at 105.7, so its row named another core than
+    the host's choice: within 2 % the default stays; beyond it the fastest is taken."""
+    deb, pypi = Path("/x/openblas-pthread"), Path("/x/scipy-openblas")
+    cands = [Blas("OpenBLAS", deb, "Cooperlake"), Blas("OpenBLAS (PyPI)", pypi, "SkylakeX")]
+    monkeypatch.setattr(
+        linpack, "blas_choice", lambda: {"directory": str(deb), "coretype": "Cooperlake"}
+    )
+
+    def chosen(pypi_rate: float) -> str:
+        cpu = {"/x/openblas-pthread#Cooperlake": 105.7, "/x/scipy-openblas#SkylakeX": pypi_rate}
+        tuner = stub_blas_stage(monkeypatch, cands, lambda b, repeat: gemm_record(cpu[b.key]))
+        return tuner.choose_blas()[0].key
+
+    assert chosen(105.8) == "/x/openblas-pthread#Cooperlake"
+    assert chosen(112.0) == "/x/scipy-openblas#SkylakeX"
+    monkeypatch.setattr(linpack, "blas_choice", lambda: None)  # no default measured here
+    assert chosen(105.8) == "/x/scipy-openblas#SkylakeX"
+
+
 def test_demo_step_goes_on_when_the_default_pingpong_failed(monkeypatch, capsys) -> None:
     """A failed default-buffer ping-pong (tune tcp exits 1 for it) is said by the demo's
     tuning step, which returns the runs so far and the failed one for the report."""

@@ -333,6 +333,16 @@ def test_a_pairs_streams_are_its_one_way_figures_not_its_bandwidth():
     assert "one_way_mbps" not in matrix.measurement("a", "b", samples[:2])
 
 
+def test_a_retest_keeps_each_latency_runs_figure_beside_the_best():
+    samples = [{"size": 1, "t_min_s": t} for t in (9e-5, 3.6e-5, 8e-5)]
+    samples.append({"size": 1 << 20, "t_min_s": 0.01})
+    m = matrix.measurement("a", "b", samples)
+    best = matrix.measurement("a", "b", [samples[1], samples[3]])["latency_us"]
+    assert m["latency_us"] == best and m["latency_runs_us"][1] == best
+    assert m["latency_runs_us"][0] == pytest.approx(2.5 * best, rel=1e-3)
+    assert "latency_runs_us" not in matrix.measurement("a", "b", samples[2:])  # one run
+
+
 # --------------------------------------------------------------------------- shared CPUs
 
 

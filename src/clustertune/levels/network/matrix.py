@@ -59,14 +59,27 @@ ONE_WAY_POINT_TIME_S = 0.05
 
 def measurement(a: str, b: str, samples: Sequence[dict]) -> dict:
     """Latency (smallest size) and bandwidth (throughput of the largest) of one pair, and
-    the TCP retransmissions of its runs when the samples carry them (TCP layer)."""
-    curve = analysis.curve_from_points(
-        [s for s in samples if not s.get("sweep") and not s.get("one_way")]
+    the TCP retransmissions of its runs when the samples carry them (TCP layer). Where
+    the smallest size ran more than once (a re-test), also each of those runs' latency
+    (``latency_runs_us``; the latency is the best of them)."""
+    plain = [s for s in samples if not s.get("sweep") and not s.get("one_way")]
+    curve = analysis.curve_from_points(plain)
+    smallest = [s for s in plain if s["size"] == curve.size[0]]
+    rest = [s for s in plain if s["size"] != curve.size[0]]
+    runs = (
+        {
+            "latency_runs_us": [
+                analysis.latency_us(analysis.curve_from_points([s, *rest])) for s in smallest
+            ]
+        }
+        if len(smallest) > 1
+        else {}
     )
     return {
         "pair": [a, b],
         "latency_us": analysis.latency_us(curve),
         "bandwidth_mbps": float(curve.throughput_mbps[-1]),
+        **runs,
         **tcp_counters(samples),
         **one_way(a, b, samples),
     }

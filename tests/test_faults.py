@@ -323,6 +323,28 @@ def test_set_adds_loss_mid_run_and_clear_removes_daemon_and_rule(make_vcluster):
 
 
 @pytest.mark.root
+def test_a_refused_set_leaves_the_cluster_and_its_state_as_they_ran(make_vcluster, monkeypatch):
+    """review4: a delay refused for want of the kernel's bridge netfilter left the fault in
+    the saved state (status and every later run's record said "delay 500 us", the wire
+    had none) and its physdev rule in the switch; the host's and the link's faults."""
+    cluster = make_vcluster(hosts=2)
+    set_faults(cluster, "host1", "loss=1%")
+    monkeypatch.setattr(netns, "BRIDGE_NETFILTER", Path("/nonexistent/bridge"))
+    switch = f"{vcluster.prefix(cluster.name)}sw"
+    for refused in (
+        lambda: vcluster.set_faults(cluster.name, "host1", ["delay=500us"]),
+        lambda: vcluster.set_link_faults(cluster.name, "host0-host1", ["delay=500us"]),
+    ):
+        with pytest.raises(UserError, match="modprobe br_netfilter"):
+            refused()
+        state = vcluster.load_state(cluster.name)
+        assert [h["faults"] for h in state["hosts"]] == [{}, {"loss": 0.01}]
+        assert not state.get("link_faults") and set(state["delay_pids"]) == {"host1"}
+        rules = netns.run("ip", "netns", "exec", switch, "iptables", "-t", "mangle", "-S").stdout
+        assert "physdev" not in rules, rules
+
+
+@pytest.mark.root
 def test_set_errors_are_one_line(make_vcluster, capsys):
     cluster = make_vcluster(hosts=2, link_bps=10**8)
     for items, message in [

@@ -366,7 +366,7 @@ def test_a_bridge_netfilter_the_project_loaded_leaves_the_hosts_bridges_unfilter
     iptables; the host namespace's calls go back off, ours are asked for per bridge."""
     root = tmp_path / "bridge"
     monkeypatch.setattr(netns, "BRIDGE_NETFILTER", root)
-    netns._add_physdev_rule(_loads_bridge_netfilter(root))
+    netns._add_physdev_rule(_loads_bridge_netfilter(root), list)
     assert {(root / n).read_text() for n in netns.BRIDGE_NETFILTER_CALLS} == {"0\n"}
 
 
@@ -375,7 +375,7 @@ def test_a_bridge_netfilter_active_before_is_left_as_the_host_set_it(tmp_path, m
     _loads_bridge_netfilter(root)()  # the host's own: on, as its administrator wants
     monkeypatch.setattr(netns, "BRIDGE_NETFILTER", root)
     added = []
-    netns._add_physdev_rule(lambda: added.append(True))
+    netns._add_physdev_rule(lambda: added.append(True), list)
     assert added and {(root / n).read_text() for n in netns.BRIDGE_NETFILTER_CALLS} == {"1\n"}
 
 
@@ -383,5 +383,7 @@ def test_no_bridge_netfilter_refuses_a_delay_instead_of_dropping_it(tmp_path, mo
     """Without br_netfilter the switch's rule is accepted but never sees a packet: the
     cluster would say 'delay 2000 us' and have none."""
     monkeypatch.setattr(netns, "BRIDGE_NETFILTER", tmp_path / "bridge")
+    rules = []
     with pytest.raises(UserError, match=r"bridge netfilter: load it with 'modprobe br_netfilter'"):
-        netns._add_physdev_rule(lambda: None)
+        netns._add_physdev_rule(lambda: rules.append("physdev"), rules.clear)
+    assert rules == []  # the rule that would never see a packet is not left behind

@@ -155,11 +155,13 @@ def cap_gso(ns: str, dev: str, bits_per_second: int | None) -> None:
     )
 
 
-def bridge(ns: str, name: str) -> None:
-    """A bridge, up, whose IPv4 packets pass iptables (br_netfilter's per-bridge
-    nf_call_iptables, whatever the namespace's bridge-nf-call-iptables says): a wire
-    daemon can hold what enters the switch from one port (:func:`nfqueue` ``port``)."""
-    run("ip", "-n", ns, "link", "add", name, "type", "bridge", "nf_call_iptables", "1")
+def bridge(ns: str, name: str, filtered: bool = True) -> None:
+    """A bridge, up. ``filtered``: its IPv4 packets pass iptables (br_netfilter's
+    per-bridge nf_call_iptables, whatever the namespace's bridge-nf-call-iptables says),
+    so that a wire daemon can hold what enters the switch from one port (:func:`nfqueue`
+    ``port``); a bridge no daemon holds anything on (the grid's WAN) is not."""
+    calls = ("nf_call_iptables", "1") if filtered else ()
+    run("ip", "-n", ns, "link", "add", name, "type", "bridge", *calls)
     run("ip", "-n", ns, "link", "set", name, "up")
 
 
@@ -177,16 +179,18 @@ BRIDGE_NETFILTER_CALLS = (
 )
 
 
-def _add_physdev_rule(add_rule) -> None:
+def _add_physdev_rule(add_rule, remove_rule) -> None:
     """Add a physdev rule (``add_rule()``), whose first use makes the kernel load
     br_netfilter where it is a module. If it was not active before, the host's namespace
     gets back the bridges it had (no bridge filtering: :data:`BRIDGE_NETFILTER_CALLS` 0);
-    if it is still not active, a delay held in the switch would silently not be: refuse."""
+    if it is still not active, a delay held in the switch would silently not be: the
+    rule is removed (``remove_rule()``) and the delay refused."""
     active_before = BRIDGE_NETFILTER.is_dir()
     add_rule()
     if active_before:
         return
     if not BRIDGE_NETFILTER.is_dir():
+        remove_rule()
         raise UserError(
             "a delay or jitter is held in the virtual switch, which needs the kernel's bridge "
             "netfilter: load it with 'modprobe br_netfilter' (or build the cluster without "
@@ -221,11 +225,14 @@ def nfqueue(
         where: tuple[str, ...] = ("-D", chain)
     else:  # a rule for one address goes first, or the rule for all would take its packets
         where = ("-I", chain, "1") if dest else ("-A", chain)
-    argv = ("ip", "netns", "exec", ns, "iptables", "-t", "mangle", *where, *match, *target)
+    iptables = ("ip", "netns", "exec", ns, "iptables", "-t", "mangle")
     if port is not None and on:
-        _add_physdev_rule(lambda: run(*argv))
+        _add_physdev_rule(
+            lambda: run(*iptables, *where, *match, *target),
+            lambda: run(*iptables, "-D", chain, *match, *target),
+        )
     else:
-        run(*argv)
+        run(*iptables, *where, *match, *target)
 
 
 def set_link_up(sock: socket.socket, dev: str, up: bool) -> None:

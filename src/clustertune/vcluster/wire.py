@@ -394,6 +394,21 @@ def set_faults(name: str, host_name: str, items: list[str]) -> dict:
     changed = {
         k for k in set(before) | set(host["faults"]) if before.get(k) != host["faults"].get(k)
     }
+    try:
+        _apply_host_faults(state, index, changed)
+    except UserError:
+        # refused (no bridge netfilter for a delay, a daemon that died at start): the
+        # cluster goes back to the faults it ran with, and its saved state says so
+        host["faults"] = before
+        save_state(state)
+        _apply_host_faults(state, index, changed)
+        raise
+    return state
+
+
+def _apply_host_faults(state: dict, index: int, changed: set[str]) -> None:
+    """Rebuild what carries host ``index``'s ``changed`` fault fields, as its state says."""
+    host_name = state["hosts"][index]["name"]
     started: dict[str, int] = {}
     if changed & RATE_KEYS:
         shape_host(state, index)
@@ -407,7 +422,6 @@ def set_faults(name: str, host_name: str, items: list[str]) -> dict:
     if "flap" in changed:
         started |= apply_flap(state, index)
     check_started(started)
-    return state
 
 
 def set_link_faults(name: str, pair: str, items: list[str]) -> tuple[dict, str]:
@@ -418,9 +432,17 @@ def set_link_faults(name: str, pair: str, items: list[str]) -> tuple[dict, str]:
     key = link_key(state["hosts"], pair, f"vcluster set --link {pair}")
     clear, faults = parse_set_items(items, LINK_FAULT_FIELDS)
     links = state.setdefault("link_faults", {})
-    links[key] = merged_faults({} if clear else links.get(key, {}), faults)
+    before = links.get(key, {})
+    links[key] = merged_faults({} if clear else before, faults)
     if not links[key]:
         del links[key]
     save_state(state)
-    check_started(apply_link_faults(state, key))
+    try:
+        check_started(apply_link_faults(state, key))
+    except UserError:  # refused: back to what the link ran with, as set_faults does
+        links.pop(key, None)
+        links.update({key: before} if before else {})
+        save_state(state)
+        apply_link_faults(state, key)
+        raise
     return state, key

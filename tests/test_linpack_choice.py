@@ -427,6 +427,21 @@ def test_the_tuned_linpack_row_names_its_blas_and_the_host_default(host, said) -
     assert row.verdict == "HPL.dat written, 2 runs" + said
 
 
+def test_the_tuned_linpack_row_names_the_configuration_its_figure_ran() -> None:
+    """The HPL.dat's NB (modelled at 80 % of memory) is not the one the confirmation's
+    rate was measured with: the row names the confirmed one beside its figure."""
+    detail = {
+        "config": {"p": 1, "q": 2, "nb": 256},
+        "config_confirmed": {"p": 1, "q": 2, "nb": 128},
+        "n_confirm": 14976,
+        "gflops_confirm": 100.2,
+        "dgemm_gflops": 106.8,
+        "runs": [1],
+        "blas": "OpenBLAS (SkylakeX kernels)",
+    }
+    assert tune_summary.linpack_row(detail, "h").measure == "tuned Linpack N=14976 1x2 NB 128 (h)"
+
+
 def test_library_facts_are_read_once_per_file_and_cpu(monkeypatch, tmp_path) -> None:
     """Every run that names no BLAS needs the facts of every installed library (the
     choice's key): read by a child once, then from the cache file, again only when the

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -384,6 +385,31 @@ def test_the_tuner_keeps_the_hosts_default_blas_within_its_noise(monkeypatch) ->
     assert chosen(112.0) == "/x/scipy-openblas#SkylakeX"
     monkeypatch.setattr(linpack, "blas_choice", lambda: None)  # no default measured here
     assert chosen(105.8) == "/x/scipy-openblas#SkylakeX"
+
+
+def test_the_hpl_dats_nb_far_beyond_the_measured_n_is_the_default_model(monkeypatch) -> None:
+    """At 80 % of memory (N=50176) the tuner's NB 128, judged at N=11776, made 0.913 of
+    DGEMM and the default's NB 256 0.960: far beyond every N it measured, the HPL.dat
+    takes the NB a default run picks from the host default's rank-K rates; near it, or
+    with another BLAS than the host default (no rates for it), the tuner's own."""
+    default = Blas("OpenBLAS", Path("/o"), "SkylakeX")
+    monkeypatch.setattr(
+        linpack,
+        "blas_choice",
+        lambda: {
+            "directory": "/o",
+            "coretype": "SkylakeX",
+            "rank_k_gflops": {"64": 97.0, "96": 100.3, "128": 103.5, "192": 105.0, "256": 107.6},
+        },
+    )
+    tuner = linpack.Tuner(None, None, 2, "openmpi", 600.0)
+    monkeypatch.setattr(linpack.Tuner, "memory_n", lambda self, nb: 50176)
+    cfg = Config(default.key, 2, 1, nb=128, p=1, q=2)
+    assert tuner.nb_for_memory_n(cfg, default, 11776, None).nb == 256
+    assert "256 for N=50176" in tuner.why["NB"] and "judged at N=11776" in tuner.why["NB"]
+    assert tuner.nb_for_memory_n(cfg, default, 30000, None) == cfg  # within 2x: measured
+    other = Blas("BLIS", Path("/b"))
+    assert tuner.nb_for_memory_n(replace(cfg, blas=other.key), other, 11776, None).nb == 128
 
 
 def test_demo_step_goes_on_when_the_default_pingpong_failed(monkeypatch, capsys) -> None:

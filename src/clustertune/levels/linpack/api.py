@@ -5,7 +5,14 @@ Import it as ``from ..linpack import api as linpack``; the level's other modules
 
 from . import LINPACK_KERNEL
 from .blas import Blas, environment, failure, installed, library_check, select, variants
-from .choice import DEFAULT_BLOCK, available_blas, best_cpu_rate, nb_candidates, network_n_half
+from .choice import (
+    DEFAULT_BLOCK,
+    available_blas,
+    best_cpu_rate,
+    nb_candidates,
+    network_n_half,
+    pick_nb,
+)
 from .jobs import BLAS_THREADS, TIMEOUT_S, derive, fixed_lu_args, gemm_args, machines
 from .run import n_for_memory, run_gemm, run_linpack
 
@@ -28,6 +35,7 @@ __all__ = [
     "n_for_memory",
     "nb_candidates",
     "network_n_half",
+    "pick_nb",
     "run_gemm",
     "run_linpack",
     "select",

@@ -55,6 +55,11 @@ RIVAL_SHARE = 0.9
 # comes this close to the fastest: the demo's tuner took PyPI OpenBLAS at 105.8 Gflop/s
 # over the default's 105.7, and its figure named another core than the host's choice
 HOST_DEFAULT_SHARE = 0.98
+# the HPL.dat's N at least this many times the largest N the tuner measured: its NB is the
+# host default's model at that N (linpack/choice.pick_nb, a default run's rule). Measured
+# at 80 % of memory (N=50176, 2026-11-28): the tuner's NB 128, judged at N=11776, made
+# 102.8 Gflop/s (0.913 of DGEMM); the default's NB 256 made 107.6 (0.960)
+NB_MODEL_BEYOND = 2
 # samples of each value in a descent sweep (-N n,n: the kernel runs the list's product
 # with N outside the variants, so the values alternate): one sample at a small N is one
 # tenth of a second, and a load spike in it decided PFACT/RFACT in the bench
@@ -564,6 +569,29 @@ class Tuner:
 
     # ------------------------------------------------------------------ the whole
 
+    def nb_for_memory_n(
+        self, cfg: Config, blas: linpack_api.Blas, n_measured: int, n_half: float | None
+    ) -> Config:
+        """``cfg`` with the NB for the HPL.dat's N where that N is far beyond every N
+        measured (:data:`NB_MODEL_BEYOND`) and the BLAS is the host's default, whose
+        stored rank-K rates model the LU's rate per NB at any N (choice.pick_nb); else
+        ``cfg``. The search judged NB where small blocks do better: the panel's share
+        of the flops falls as 1/N."""
+        n_out = self.memory_n(cfg.nb)
+        rank_k = (blas_choice() or {}).get("rank_k_gflops") or {}
+        if n_out < NB_MODEL_BEYOND * n_measured or host_default_key() != blas.key:
+            return cfg
+        allowed = linpack_api.nb_candidates(linpack_api.DEFAULT_BLOCK, n_half, n_out)
+        nb = linpack_api.pick_nb(rank_k, allowed, n_out)
+        if nb is None or nb == cfg.nb:
+            return cfg
+        self.why["NB"] = (
+            f"{nb} for N={n_out} from the host default's rank-K DGEMM rates among "
+            f"{allowed} (as a default run picks it); the search's NB {cfg.nb} was judged "
+            f"at N={n_measured}"
+        )
+        return replace(cfg, nb=nb)
+
     def memory_n(self, nb: int) -> int:
         memory = memory_bytes()
         if memory is None:
@@ -597,6 +625,7 @@ class Tuner:
         if final.blas != blas.key:  # the LU at scale preferred another BLAS
             blas, dgemm = self.blas_of(final.blas), self.blas_wall[final.blas]
             self.why["blas"] += f"; at N={n_scale} the LU chose {blas.label} (see at N)"
+        final = self.nb_for_memory_n(final, blas, max(n_big, n_scale), n_half)
         n_out = max(final.nb, self.memory_n(final.nb))
         env = self.env(blas, final.threads)
         self.why["env"] = " ".join(f"{k}={v}" for k, v in env.items()) + " (run the HPL.dat so)"
@@ -647,8 +676,9 @@ class Tuner:
             f"{n_out}: {self.mem_fraction:.0%} of the hosts' memory, a multiple of "
             f"NB (searched at N={n_small}, confirmed at N={n_big})"
         )
-        self.why["NB"] = (
-            f"{final.nb} among {nbs} (fractions of a {linpack_api.DEFAULT_BLOCK} DGEMM k-block; {net})"
+        self.why.setdefault(  # set already where the NB is modelled at the HPL.dat's N
+            "NB",
+            f"{final.nb} among {nbs} (fractions of a {linpack_api.DEFAULT_BLOCK} DGEMM k-block; {net})",
         )
         self.why["PxQ"] = f"{final.p}x{final.q} among {space.grids(final.ranks)}"
         for dim in self.dimensions:

@@ -22,7 +22,9 @@ def host_default_text(d: dict) -> str:
 
 
 def linpack_row(d: dict, cluster: str) -> summary.Row:
-    c = d["config"]
+    # the configuration its figure was measured with (the HPL.dat's may differ: the scale
+    # stage, the NB for the HPL.dat's N); sessions before config_confirmed have one
+    c = d.get("config_confirmed") or d["config"]
     return summary.Row(
         f"tuned Linpack N={d['n_confirm']} {c['p']}x{c['q']} NB {c['nb']} ({cluster})",
         f"{d['gflops_confirm']:.1f} Gflop/s, "

@@ -404,9 +404,26 @@ def test_the_hpl_dats_nb_far_beyond_the_measured_n_is_the_default_model(monkeypa
     )
     tuner = linpack.Tuner(None, None, 2, "openmpi", 600.0)
     monkeypatch.setattr(linpack.Tuner, "memory_n", lambda self, nb: 50176)
+    ran: list[tuple[Config, int]] = []
+    passes = {256: True}
+
+    def lu(self, stage, cfg, n):  # the session rests on a run of the HPL.dat's settings
+        ran.append((cfg, n))
+        return {"status": "ok" if passes.get(cfg.nb) else "failed", "cfg": cfg}
+
+    monkeypatch.setattr(linpack.Tuner, "lu", lu)
+    monkeypatch.setattr(
+        linpack.Tuner,
+        "passing",
+        lambda self, record, base: [(record["cfg"], 100.0)] if record["status"] == "ok" else [],
+    )
     cfg = Config(default.key, 2, 1, nb=128, p=1, q=2)
     assert tuner.nb_for_memory_n(cfg, default, 11776, None).nb == 256
+    assert ran == [(replace(cfg, nb=256), 11776)]
     assert "256 for N=50176" in tuner.why["NB"] and "judged at N=11776" in tuner.why["NB"]
+    passes[256] = False  # a modelled NB whose run fails is not taken
+    assert tuner.nb_for_memory_n(cfg, default, 11776, None) == cfg
+    assert "did not pass its run" in tuner.why["NB"]
     assert tuner.nb_for_memory_n(cfg, default, 30000, None) == cfg  # within 2x: measured
     other = Blas("BLIS", Path("/b"))
     assert tuner.nb_for_memory_n(replace(cfg, blas=other.key), other, 11776, None).nb == 128

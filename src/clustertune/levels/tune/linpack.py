@@ -576,7 +576,9 @@ class Tuner:
         measured (:data:`NB_MODEL_BEYOND`) and the BLAS is the host's default, whose
         stored rank-K rates model the LU's rate per NB at any N (choice.pick_nb); else
         ``cfg``. The search judged NB where small blocks do better: the panel's share
-        of the flops falls as 1/N."""
+        of the flops falls as 1/N. The HPL.dat's settings then run once at
+        ``n_measured`` (stage scale): the session rests on a run of what it chose, and
+        an NB whose run does not pass is not taken."""
         n_out = self.memory_n(cfg.nb)
         rank_k = (blas_choice() or {}).get("rank_k_gflops") or {}
         if n_out < NB_MODEL_BEYOND * n_measured or host_default_key() != blas.key:
@@ -585,12 +587,21 @@ class Tuner:
         nb = linpack_api.pick_nb(rank_k, allowed, n_out)
         if nb is None or nb == cfg.nb:
             return cfg
+        modelled = replace(cfg, nb=nb)
+        ran = [
+            r
+            for c, r in self.passing(self.lu("scale", modelled, n_measured), modelled)
+            if c == modelled
+        ]
+        if not ran:
+            self.why["NB"] = f"{cfg.nb}: NB {nb}, modelled for N={n_out}, did not pass its run"
+            return cfg
         self.why["NB"] = (
             f"{nb} for N={n_out} from the host default's rank-K DGEMM rates among "
-            f"{allowed} (as a default run picks it); the search's NB {cfg.nb} was judged "
-            f"at N={n_measured}"
+            f"{allowed} (as a default run picks it; {max(ran):.1f} Gflop/s, verified, at "
+            f"N={n_measured}); the search's NB {cfg.nb} was judged at N={n_measured}"
         )
-        return replace(cfg, nb=nb)
+        return modelled
 
     def memory_n(self, nb: int) -> int:
         memory = memory_bytes()

@@ -440,8 +440,10 @@ def set_link_faults(name: str, pair: str, items: list[str]) -> tuple[dict, str]:
     try:
         check_started(apply_link_faults(state, key))
     except UserError:  # refused: back to what the link ran with, as set_faults does
-        links.pop(key, None)
-        links.update({key: before} if before else {})
+        if before:
+            links[key] = before
+        else:
+            links.pop(key, None)
         save_state(state)
         apply_link_faults(state, key)
         raise

@@ -47,10 +47,11 @@ class LinkMatrix:
 
 def _pair_entries(
     hosts: Sequence[str], measurements: Iterable[Mapping[str, object]]
-) -> dict[tuple[int, int], dict[str, float]]:
-    """Validate measurements {"pair": [a, b], "bandwidth_mbps": x, "latency_us": y}."""
+) -> dict[tuple[int, int], dict[str, float | list[float]]]:
+    """Validate measurements {"pair": [a, b], "bandwidth_mbps": x, "latency_us": y}, and
+    each run's latency (``"latency_runs_us": [...]``) where a re-test gives them."""
     index = {h: i for i, h in enumerate(hosts)}
-    entries: dict[tuple[int, int], dict[str, float]] = {}
+    entries: dict[tuple[int, int], dict[str, float | list[float]]] = {}
     for k, m in enumerate(measurements):
         pair = m.get("pair") if isinstance(m, Mapping) else None
         if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
@@ -64,39 +65,26 @@ def _pair_entries(
         key = (min(index[a], index[b]), max(index[a], index[b]))
         if key in entries:
             raise ValueError(f"measurement {k}: pair {a}-{b} given twice")
-        values = {}
+        values: dict[str, float | list[float]] = {}
         for name in FIGURES:
             v = m.get(name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not (isfinite(v) and v > 0):
                 raise ValueError(f"measurement {k} ({a}-{b}): {name} must be > 0, got {v!r}")
             values[name] = float(v)
+        runs = m.get("latency_runs_us")
+        if runs is not None:
+            if (
+                not isinstance(runs, Sequence)
+                or not runs
+                or not all(
+                    isinstance(v, int | float) and not isinstance(v, bool) and isfinite(v) and v > 0
+                    for v in runs
+                )
+            ):
+                raise ValueError(f"{a}-{b}: latency_runs_us must be positive numbers, got {runs!r}")
+            values["latency_runs_us"] = [float(v) for v in runs]
         entries[key] = values
     return entries
-
-
-def _latency_runs(
-    hosts: Sequence[str], measurements: Iterable[Mapping[str, object]]
-) -> dict[tuple[int, int], list[float]]:
-    """Each run's latency of the pairs that carry them (``latency_runs_us``), by key;
-    a list that is not of positive finite numbers is refused, naming the pair."""
-    index = {h: i for i, h in enumerate(hosts)}
-    runs = {}
-    for m in measurements:
-        values = m.get("latency_runs_us")
-        if values is None:
-            continue
-        a, b = m["pair"]  # type: ignore[misc]
-        if (
-            not isinstance(values, Sequence)
-            or not values
-            or not all(
-                isinstance(v, int | float) and not isinstance(v, bool) and isfinite(v) and v > 0
-                for v in values
-            )
-        ):
-            raise ValueError(f"{a}-{b}: latency_runs_us must be positive numbers, got {values!r}")
-        runs[(min(index[a], index[b]), max(index[a], index[b]))] = [float(v) for v in values]
-    return runs
 
 
 def link_matrix(hosts: Sequence[str], measurements: Iterable[Mapping[str, object]]) -> LinkMatrix:
@@ -457,7 +445,6 @@ def confirm(
     run by its own excess is still named.
     """
     hosts = first.matrix.hosts
-    retest = list(retest)
     again = _pair_entries(hosts, retest)
     index = {h: i for i, h in enumerate(hosts)}
     suspect_keys = {tuple(sorted((index[a], index[b]))) for a, b in first.suspects}
@@ -471,8 +458,11 @@ def confirm(
     measured_controls = [k for k in control_keys if k in again]
     if measured_controls:
         was = float(np.median([lat[k] for k in measured_controls]))
-        runs = _latency_runs(hosts, retest)
-        pooled = [v for k in measured_controls for v in runs.get(k, [again[k]["latency_us"]])]
+        pooled = [
+            v
+            for k in measured_controls
+            for v in again[k].get("latency_runs_us", [again[k]["latency_us"]])
+        ]
         now = float(np.median(pooled))
         level = was / now
         notes.append(

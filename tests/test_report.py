@@ -481,3 +481,23 @@ def test_a_late_wire_is_named_in_the_text_the_runs_table_and_the_first_screen(st
     assert f"labels: {label}" in pingpong.run_text(record)
     on_time_record = next(r for r in store.list() if r["id"] == on_time)
     assert "labels" not in pingpong.run_text(on_time_record)
+
+
+def test_a_late_wire_does_not_turn_a_figure_that_never_crossed_it_orange(store):
+    """A launch check and a rank's own DGEMM rate do not cross the links: on the demo, four
+    busy-polling MPICH ranks on 2 CPUs made the pacers late (p99 723 µs) during the probe,
+    and its first-screen row said "wire late" in place of whether the ranks started. The
+    label stays in the run table; the row keeps its own verdict."""
+    label = "wire late (p99 723 µs, load 0.9)"
+    launch = new_record("probe", "ct-probe", local_cluster(), {}, ["h0"], 2, "mpich")
+    launch["meta"] |= {"mpi": {"flavour": "mpich"}, "labels": [label]}
+    launch["samples"] = [{"rank": i, "host": f"h{i}", "library": "mpich"} for i in range(2)]
+    store.save(_finished(launch, "lab", "ok"))
+    gemm = store.get(_gemm(store, 100.0))
+    gemm["meta"]["labels"] = [label]
+    store.save(gemm)
+    rows = {r.level: r for r in report.summary_rows(store, store.list())}
+    assert (rows["probe"].verdict, rows["probe"].state) == ("one MPI_COMM_WORLD each", summary.GOOD)
+    assert (rows["linpack"].verdict, rows["linpack"].state) == ("verified", summary.GOOD)
+    runs = report.build(store)
+    assert runs[runs.index("<h2>All runs</h2>") :].count(f"<td>{esc(label)}</td>") == 2

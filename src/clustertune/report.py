@@ -178,7 +178,7 @@ def summary_rows(store: Store, records: list[dict]) -> list[summary.Row]:
             row.level = level.name
             row.change = history.change(level.name, level_rows, row)
             late = wire_late(by_id[row.run]) if row.run in by_id else None
-            if late and row.state != summary.BAD:  # its figures may be the wire's: not judged
+            if late and row.over_wire and row.state != summary.BAD:  # may be the wire's
                 row.verdict, row.state = late, summary.WARN
         out += got
     return out + _study_rows(studied)

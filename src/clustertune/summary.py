@@ -35,6 +35,9 @@ class Row:
     level: str = ""  # set by the frame: the level, the anchor of its section
     change: str = ""  # set by the frame: "-12 % since run 41"
     linked: bool = True  # whether the report has a section to link to (not for "not run")
+    # whether the figure crossed the links, so that a late emulated wire could distort it
+    # (False: a launch, an inventory, a rank's own DGEMM or memory rate)
+    over_wire: bool = True
 
 
 def ratio_text(ratio: float | None) -> str:

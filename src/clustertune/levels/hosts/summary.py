@@ -29,6 +29,7 @@ def rows(records: list[dict]) -> list[summary.Row]:
                 run=r["id"],
                 verdict=f"{len(missing)} host(s) not read" if missing else "every host read",
                 state=summary.BAD if missing else summary.GOOD,
+                over_wire=False,
             )
         )
     return out

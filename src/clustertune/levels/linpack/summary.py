@@ -106,6 +106,7 @@ def rows(records: list[dict]) -> list[summary.Row]:
                 value=peak,
                 unit="DGEMM",
                 key=key,
+                over_wire=False,
             )
         )
     return out

@@ -26,6 +26,7 @@ def rows(records: list[dict]) -> list[summary.Row]:
                 run=max(r["id"] for r in runs),
                 verdict=f"FAILED with {', '.join(bad)}" if bad else "one MPI_COMM_WORLD each",
                 state=summary.BAD if bad else summary.GOOD,
+                over_wire=False,  # whether the ranks started, not how fast
             )
         )
     return out

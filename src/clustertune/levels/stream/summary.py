@@ -34,6 +34,7 @@ def rows(records: list[dict]) -> list[summary.Row]:
             key=f"stream {cluster} {mpi} np {span}",
             verdict=f"{bad} of {len(group)} FAILED" if bad else f"all {len(group)} verified",
             state=summary.BAD if bad else summary.GOOD,
+            over_wire=False,
         )
         if points:
             np, best = max(((n, p["triad_gb_s"]) for n, p in points.items()), key=lambda x: x[1])

@@ -817,3 +817,20 @@ def test_the_bench_says_which_blas_each_side_of_the_hpcc_ratio_ran(monkeypatch, 
     same = next(line for line in ratios if "same BLAS" in line)
     assert "core SkylakeX" in same and "1.125" in same
     assert got["vs_hpcc_same_blas"] == pytest.approx(90.0 / 80.0)
+
+
+def test_tuned_tcp_row_reads_the_chosen_buffer_against_the_links_payload() -> None:
+    """The first screen reads the tuner's TCP figure as the network level reads a ping-pong:
+    against the link's TCP payload (941 Mbit/s at 1 Gbit), so a figure no wire can carry is
+    flagged there too; the demo's row read "1gbit nominal" beside "1gbit (payload 941)"."""
+    from clustertune import summary
+    from clustertune.levels.tune import summary as tune_summary
+
+    detail = {"pair": ["host0", "host1"], "sockbuf": None, "mbps": 906.0, "rate_bps": 10**9}
+    row = tune_summary.tcp_row(detail, "demo")
+    assert (row.figure, row.reference) == ("default: 906 Mbit/s", "1gbit (payload 941)")
+    assert (row.verdict, row.state, row.ratio) == ("chosen, in line", summary.GOOD, 0.906)
+    row = tune_summary.tcp_row(detail | {"sockbuf": 65536, "mbps": 1070.0}, "demo")
+    assert (row.verdict, row.state) == ("chosen, above payload ceiling", summary.WARN)
+    row = tune_summary.tcp_row(detail | {"rate_bps": None}, "demo")  # unshaped: no reference
+    assert (row.reference, row.verdict, row.ratio) == ("", "chosen", None)

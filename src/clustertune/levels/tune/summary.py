@@ -1,11 +1,11 @@
 """The tune level's rows of the report's first screen (clustertune.summary): per cluster,
 the newest session of each kind: tuned Linpack against the best DGEMM the search
-measured, the QCD decomposition chosen, the TCP socket buffer against the nominal link."""
+measured, the QCD decomposition chosen, the TCP socket buffer against the link's payload."""
 
 from __future__ import annotations
 
 from ... import summary
-from ...units import format_rate
+from ..network.summary import judge_bandwidth
 from ..qcd import api as qcd
 
 
@@ -66,9 +66,9 @@ def tcp_row(d: dict, cluster: str) -> summary.Row:
         unit="TCP tuned",
         key=f"tune tcp {cluster}",
     )
-    if d.get("rate_bps"):
-        row.reference = f"{format_rate(d['rate_bps'])} nominal"
-        row.ratio = d["mbps"] * 1e6 / d["rate_bps"]
+    if d.get("rate_bps"):  # read as the network level reads a ping-pong: against the payload
+        judge_bandwidth(row, d["mbps"], d["rate_bps"])
+        row.verdict = f"chosen, {row.verdict}"
     return row
 
 

@@ -5,7 +5,7 @@ measured, the QCD decomposition chosen, the TCP socket buffer against the link's
 from __future__ import annotations
 
 from ... import summary
-from ..network.summary import judge_bandwidth
+from ..network.api import judge_bandwidth
 from ..qcd import api as qcd
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from clustertune import netns, vcluster
+from clustertune import netns, runner, vcluster
 from clustertune.cluster import Cluster
+from clustertune.levels.network import matrix_output
 
 
 class SharedClusters:
@@ -56,3 +57,18 @@ def faulted(
             vcluster.set_faults(cluster.name, host, ["clear"])
         for pair in links:
             vcluster.set_link_faults(cluster.name, pair, ["clear"])
+
+
+def judged_matrix(run: Callable[[], dict]) -> tuple[dict, dict]:
+    """A faulty cluster's matrix record (``run()``) and its document, from a run that judged.
+    A matrix may say "not judged: the emulated wire was late" when its pacers released
+    late during the re-tests (the diagnosis withholds what lateness could explain); that
+    must be backed by the pacers' own lateness, and the second matrix must judge: a fault
+    is never hidden run after run."""
+    record = run()
+    doc = matrix_output.matrix_json(record)
+    if doc["not_judged"] is not None:
+        assert doc["wire_late_us"]["retests"]["p99_us"] > runner.WIRE_LATE_P99_US, doc
+        record = run()
+        doc = matrix_output.matrix_json(record)
+    return record, doc

@@ -203,11 +203,13 @@ def test_link_fault_hits_only_its_pair_both_ways_and_composes_with_a_host_fault(
     _, fast = ping(cluster, "host0", "host2", 20, 0.01)
     _, other = ping(cluster, "host1", "host2", 20, 0.01)
     assert min(slow) >= 3.9, slow  # 2 ms each way: both ends hold what they send
-    assert max(fast) < 1.5 and max(other) < 1.5, (fast, other)
+    # a delay holds every packet it covers, so a pair it leaked to would read it in its
+    # median too; the median, not the max, so one late release on 2 shared CPUs is no leak
+    assert median(fast) < 1.5 and median(other) < 1.5, (fast, other)
     cluster = set_faults(cluster, "host0", "delay=1ms")  # host0 to everyone, link too
     _, slow = ping(cluster, "host0", "host1", 20, 0.01)
     _, fast = ping(cluster, "host0", "host2", 20, 0.01)
-    assert min(slow) >= 3.9 and min(fast) >= 0.9 and max(fast) < 2.5, (slow, fast)
+    assert min(slow) >= 3.9 and min(fast) >= 0.9 and median(fast) < 2.5, (slow, fast)
     state, key = vcluster.set_link_faults(cluster.name, "host1-host0", ["delay=off", "loss=50%"])
     assert key == "host0-host1" and state["link_faults"] == {key: {"loss": 0.5}}
     got, rtts = ping(cluster, "host0", "host1", 200, 0.005)

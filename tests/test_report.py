@@ -133,7 +133,7 @@ def test_demo_reports_what_was_stored_also_when_a_level_stops(
     assert out.strip() == str((tmp_path / "out" / "report.html").resolve())
     assert "2 run(s) stored" in err and "runs not ok: [3]" in err
     html = (tmp_path / "out" / "report.html").read_text()
-    assert ": 2 run(s).</p>" in html  # runs 2 and 3
+    assert ": 2 run(s). Each row" in html  # runs 2 and 3
 
 
 def _finished(record: dict, cluster: str, status: str) -> dict:

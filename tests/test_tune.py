@@ -829,8 +829,8 @@ def test_tuned_tcp_row_reads_the_chosen_buffer_against_the_links_payload() -> No
     detail = {"pair": ["host0", "host1"], "sockbuf": None, "mbps": 906.0, "rate_bps": 10**9}
     row = tune_summary.tcp_row(detail, "demo")
     assert (row.figure, row.reference) == ("default: 906 Mbit/s", "1gbit (payload 941)")
-    assert (row.verdict, row.state, row.ratio) == ("chosen, in line", summary.GOOD, 0.906)
+    assert (row.verdict, row.state, row.ratio) == ("in line", summary.GOOD, 0.906)
     row = tune_summary.tcp_row(detail | {"sockbuf": 65536, "mbps": 1070.0}, "demo")
-    assert (row.verdict, row.state) == ("chosen, above payload ceiling", summary.WARN)
+    assert (row.verdict, row.state) == ("above payload ceiling", summary.WARN)
     row = tune_summary.tcp_row(detail | {"rate_bps": None}, "demo")  # unshaped: no reference
     assert (row.reference, row.verdict, row.ratio) == ("", "chosen", None)

@@ -264,7 +264,7 @@ def build(store: Store, run_ids: list[int] | None = None) -> str:
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>clustertune report</title>",
         f"<style>{render.CSS}</style></head><body><h1>clustertune report</h1>",
         f"<p>Generated {esc(now_iso())} by clustertune {esc(__version__)} from "
-        f"{esc(store.path)}: {len(records)} run(s).</p><p>Each row is read from the newest "
+        f"{esc(store.path)}: {len(records)} run(s). Each row is read from the newest "
         "run of its kind; its level links to the section with every run.</p>",
         summary.html_table(summary_rows(store, records)),
     ]

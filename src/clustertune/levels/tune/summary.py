@@ -68,7 +68,6 @@ def tcp_row(d: dict, cluster: str) -> summary.Row:
     )
     if d.get("rate_bps"):  # read as the network level reads a ping-pong: against the payload
         judge_bandwidth(row, d["mbps"], d["rate_bps"])
-        row.verdict = f"chosen, {row.verdict}"
     return row
 
 

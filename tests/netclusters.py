@@ -59,16 +59,23 @@ def faulted(
             vcluster.set_link_faults(cluster.name, pair, ["clear"])
 
 
+# Matrices a faulty cluster gets to judge in: a pacer holding a host's packets 500 µs
+# released late enough (p99 100-330 µs over six idle matrices, 2026-11-28) that the
+# diagnosis withheld that host's +250 µs twice in a row once in eight runs of
+# test_network_diagnosis.py
+JUDGED_MATRIX_TRIES = 3
+
+
 def judged_matrix(run: Callable[[], dict]) -> tuple[dict, dict]:
     """A faulty cluster's matrix record (``run()``) and its document, from a run that judged.
     A matrix may say "not judged: the emulated wire was late" when its pacers released
-    late during the re-tests (the diagnosis withholds what lateness could explain); that
-    must be backed by the pacers' own lateness, and the second matrix must judge: a fault
-    is never hidden run after run."""
-    record = run()
-    doc = matrix_output.matrix_json(record)
-    if doc["not_judged"] is not None:
-        assert doc["wire_late_us"]["retests"]["p99_us"] > runner.WIRE_LATE_P99_US, doc
+    late during the re-tests (the diagnosis withholds what lateness could explain); each
+    such run must be backed by the pacers' own lateness, and one of JUDGED_MATRIX_TRIES
+    must judge: a fault is never hidden run after run."""
+    for _ in range(JUDGED_MATRIX_TRIES):
         record = run()
         doc = matrix_output.matrix_json(record)
-    return record, doc
+        if doc["not_judged"] is None:
+            return record, doc
+        assert doc["wire_late_us"]["retests"]["p99_us"] > runner.WIRE_LATE_P99_US, doc
+    raise AssertionError(f"not judged in {JUDGED_MATRIX_TRIES} runs: {doc['not_judged']}")

@@ -430,13 +430,23 @@ def test_a_cluster_file_says_whether_its_hosts_share_cpus(tmp_path):
 # --------------------------------------------------------------------------- three hosts
 
 
+# host2's delay on three hosts: 1 ms (+500 µs one way). At 500 µs the pacer that holds
+# host2's packets (host2@sw) wakes late from its long sleeps (p50 45 µs against the other
+# pacers' 9-15 µs, idle), the worst pacer's p99 reached 229 µs inside the suite, and
+# +250 µs is what such a wire can explain: a fresh-clone suite at b53fe92 said "not
+# judged: the wire was late" in 3 matrices of 3. The host is the same; the finding is no
+# longer at the edge.
+THREE_HOSTS_DELAY_US = 1000
+
+
 @pytest.mark.root
 @pytest.mark.parametrize("layer", ["tcp", "mpi"])
 def test_of_three_hosts_a_slow_host_is_named_and_a_healthy_cluster_is_clean(shared, store, layer):
     """Issue 19: on three hosts a slow host's two links are two of the three, the median
     every link was judged against, and host2 delayed 500 µs was flagged by neither matrix
-    (an idle MPI run at 463d31b). Each host's links are now also judged against the links
-    that do not touch it (diagnosis/links.py, _slow_hosts). Healthy: clean 3 runs in a
+    (an idle MPI run at 463d31b; the delay is now THREE_HOSTS_DELAY_US). Each host's links
+    are now also judged against the links that do not touch it (diagnosis/links.py,
+    _slow_hosts). Healthy: clean 3 runs in a
     row; host2 delayed: host2 alone. MPI above THREE_MPI_HOSTS_LOAD_PER_CPU (below):
     only that no host but host2 is named on the delayed cluster."""
     cluster = shared.get(hosts=3, link_bps=10**9)
@@ -453,7 +463,7 @@ def test_of_three_hosts_a_slow_host_is_named_and_a_healthy_cluster_is_clean(shar
     for _ in range(3):
         doc = matrix_output.matrix_json(run_matrix(cluster))
         assert not judged or doc["flagged"] == [], doc["flagged"]
-    with faulted(cluster, {"host2": {"delay_us": 500}}) as slow:
+    with faulted(cluster, {"host2": {"delay_us": THREE_HOSTS_DELAY_US}}) as slow:
         _, doc = judged_matrix(lambda: run_matrix(slow))
     flagged = {(f.get("host"), f["figure"]) for f in doc["flagged"]}
     assert {h for h, _ in flagged} <= {"host2"}, (doc["flagged"], doc["notes"])

@@ -193,6 +193,9 @@ def test_first_screen_shows_the_change_since_the_previous_linpack_run(store):
     assert rows[elsewhere].change == "" and rows[elsewhere].reference.startswith("no DGEMM")
     # a report of the second run alone still finds the first in the store
     assert f"since run {first}" in _first_screen(report.build(store, [second]))
+    same = _lu(store, 8.78)  # 0.2 % slower: no change, and said so without a sign
+    (row,) = [r for r in report.summary_rows(store, [store.get(same)]) if r.level == "linpack"]
+    assert row.change == f"Linpack +0 % since run {second}", row.change
 
 
 def test_a_linpack_run_of_another_problem_is_not_a_change_of_the_cluster(store):

@@ -248,8 +248,8 @@ class _History:
             earlier = [r for r in earlier if r["id"] not in shown]
         if before is None or not before.value or before.run is None:
             return ""
-        pct = 100.0 * (row.value / before.value - 1.0)
-        return f"{row.unit or row.measure} {pct:+.0f} % since run {before.run}"
+        pct = round(100.0 * (row.value / before.value - 1.0))  # an int: no "-0 %"
+        return f"{row.unit or row.measure} {pct:+d} % since run {before.run}"
 
 
 def build(store: Store, run_ids: list[int] | None = None) -> str:

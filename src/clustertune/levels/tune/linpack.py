@@ -76,9 +76,10 @@ LAUNCH_FLOOR_S = 60.0
 DUEL_ROUNDS = 2
 
 
-def host_default_key() -> str | None:
-    """The host's measured default BLAS as a candidate's key (Blas.key), None without one."""
-    host = blas_choice() or {}
+def host_default_key(host: dict | None = None) -> str | None:
+    """The host's measured default BLAS (``host``: that choice as read already, else read
+    now) as a candidate's key (Blas.key), None without one."""
+    host = (host if host is not None else blas_choice()) or {}
     if not host.get("directory"):
         return None
     return host["directory"] + (f"#{host['coretype']}" if host.get("coretype") else "")
@@ -580,11 +581,13 @@ class Tuner:
         ``n_measured`` (stage scale): the session rests on a run of what it chose, and
         an NB whose run does not pass is not taken."""
         n_out = self.memory_n(cfg.nb)
-        rank_k = (blas_choice() or {}).get("rank_k_gflops") or {}
-        if n_out < NB_MODEL_BEYOND * n_measured or host_default_key() != blas.key:
+        if n_out < NB_MODEL_BEYOND * n_measured:
+            return cfg
+        host = blas_choice() or {}
+        if host_default_key(host) != blas.key:
             return cfg
         allowed = linpack_api.nb_candidates(linpack_api.DEFAULT_BLOCK, n_half, n_out)
-        nb = linpack_api.pick_nb(rank_k, allowed, n_out)
+        nb = linpack_api.pick_nb(host.get("rank_k_gflops") or {}, allowed, n_out)
         if nb is None or nb == cfg.nb:
             return cfg
         modelled = replace(cfg, nb=nb)

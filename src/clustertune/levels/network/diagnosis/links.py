@@ -45,6 +45,11 @@ class LinkMatrix:
         }
 
 
+def _positive(v: object) -> bool:
+    """A finite number above 0 (not a bool): a figure or a run's latency."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and isfinite(v) and v > 0
+
+
 def _pair_entries(
     hosts: Sequence[str], measurements: Iterable[Mapping[str, object]]
 ) -> dict[tuple[int, int], dict[str, float | list[float]]]:
@@ -68,19 +73,12 @@ def _pair_entries(
         values: dict[str, float | list[float]] = {}
         for name in FIGURES:
             v = m.get(name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not (isfinite(v) and v > 0):
+            if not _positive(v):
                 raise ValueError(f"measurement {k} ({a}-{b}): {name} must be > 0, got {v!r}")
             values[name] = float(v)
         runs = m.get("latency_runs_us")
         if runs is not None:
-            if (
-                not isinstance(runs, Sequence)
-                or not runs
-                or not all(
-                    isinstance(v, int | float) and not isinstance(v, bool) and isfinite(v) and v > 0
-                    for v in runs
-                )
-            ):
+            if not isinstance(runs, Sequence) or not runs or not all(map(_positive, runs)):
                 raise ValueError(f"{a}-{b}: latency_runs_us must be positive numbers, got {runs!r}")
             values["latency_runs_us"] = [float(v) for v in runs]
         entries[key] = values
